@@ -1,0 +1,73 @@
+# converge — one Makefile for the go.work monorepo. Targets loop over every module.
+# `make help` lists them.
+
+MODULES   := gen platform services/registry services/knowledge services/verifier services/scheduler services/agent cmd/converge tools
+TOOLS_DIR ?= $(CURDIR)/.tools
+TOOLS_BIN := $(TOOLS_DIR)/bin
+export PATH := $(TOOLS_BIN):$(PATH)
+
+# Pinned tool versions (installed with `go install`, cached in $(TOOLS_DIR), which git ignores).
+BUF_VERSION                := v1.75.0
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+GRPCURL_VERSION            := v1.9.4
+
+GO_TEST_FLAGS ?= -race -count=1
+LISTEN        ?= 127.0.0.1:7070
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: tools
+tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc $(TOOLS_BIN)/grpcurl ## Install pinned buf, protoc plugins and grpcurl into .tools/bin.
+
+$(TOOLS_BIN)/buf:
+	GOBIN=$(TOOLS_BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+$(TOOLS_BIN)/protoc-gen-go:
+	GOBIN=$(TOOLS_BIN) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+$(TOOLS_BIN)/protoc-gen-go-grpc:
+	GOBIN=$(TOOLS_BIN) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+$(TOOLS_BIN)/grpcurl:
+	GOBIN=$(TOOLS_BIN) go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+
+.PHONY: validate-proto
+validate-proto: ## Regenerate proto/buf/validate/validate.proto from the protovalidate Go module.
+	cd tools && go run ./protovalidate-export -out ../proto/buf/validate/validate.proto
+
+.PHONY: generate
+generate: tools validate-proto ## Regenerate gen/ (Go code and the descriptor image with comments) from proto/.
+	rm -rf gen/converge
+	buf generate
+	buf build --as-file-descriptor-set -o gen/converge.binpb
+
+.PHONY: check-generated
+check-generated: generate ## Fail when regenerating changes gen/ or proto/buf (CI).
+	@git diff --exit-code --stat -- gen proto/buf || { echo "gen/ is stale: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- gen proto/buf)" || { git status --porcelain -- gen proto/buf; echo "gen/ has untracked files: run make generate and commit"; exit 1; }
+
+.PHONY: lint
+lint: tools ## buf lint, gofmt and go vet over every module.
+	buf lint
+	@out=$$(gofmt -l $(MODULES)); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	@for m in $(MODULES); do echo "go vet $$m"; (cd $$m && go vet ./...) || exit 1; done
+
+.PHONY: test
+test: ## Run every module's tests with -race (needs Postgres and Redis; see README).
+	@for m in $(MODULES); do echo "== go test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...) || exit 1; done
+
+.PHONY: build
+build: ## Build the converge CLI and the five service binaries into bin/.
+	@mkdir -p bin
+	cd cmd/converge && go build -o ../../bin/converge .
+	@for s in scheduler agent verifier knowledge registry; do (cd services/$$s && go build -o ../../bin/converge-$$s ./cmd/$$s) || exit 1; done
+
+.PHONY: dev
+dev: ## Run all five services in one process on $(LISTEN) (embedded SQLite under ./.converge).
+	cd cmd/converge && go run . dev --listen $(LISTEN) --data-dir $(CURDIR)/.converge
+
+.PHONY: tidy
+tidy: ## go mod tidy in every module.
+	@for m in $(MODULES); do (cd $$m && go mod tidy) || exit 1; done

@@ -1,0 +1,3 @@
+module github.com/converge-dev/converge/services/agent
+
+go 1.26.0

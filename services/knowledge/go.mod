@@ -1,0 +1,3 @@
+module github.com/converge-dev/converge/services/knowledge
+
+go 1.26.0

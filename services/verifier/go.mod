@@ -1,0 +1,3 @@
+module github.com/converge-dev/converge/services/verifier
+
+go 1.26.0
