@@ -15,11 +15,11 @@ import (
 
 	"github.com/converge-dev/converge/gen"
 	// The generated packages register the Go types the validator compiles rules for.
-	//TMP_ "github.com/converge-dev/converge/gen/converge/agent/v1"
+	_ "github.com/converge-dev/converge/gen/converge/agent/v1"
 	_ "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	_ "github.com/converge-dev/converge/gen/converge/registry/v1"
-	//TMP_ "github.com/converge-dev/converge/gen/converge/scheduler/v1"
-	//TMP_ "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	_ "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	_ "github.com/converge-dev/converge/gen/converge/verifier/v1"
 )
 
 // convergeFiles answers the contract files of converge itself (not their imports).
