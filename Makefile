@@ -11,6 +11,8 @@ BUF_VERSION                := v1.75.0
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GRPCURL_VERSION            := v1.9.4
+TOOL_STAMPS := $(TOOLS_DIR)/stamps/buf@$(BUF_VERSION) $(TOOLS_DIR)/stamps/protoc-gen-go@$(PROTOC_GEN_GO_VERSION) \
+               $(TOOLS_DIR)/stamps/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION) $(TOOLS_DIR)/stamps/grpcurl@$(GRPCURL_VERSION)
 
 GO_TEST_FLAGS ?= -race -count=1
 LISTEN        ?= 127.0.0.1:7070
@@ -22,16 +24,21 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
-tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc $(TOOLS_BIN)/grpcurl ## Install pinned buf, protoc plugins and grpcurl into .tools/bin.
+tools: $(TOOL_STAMPS) ## Install pinned buf, protoc plugins and grpcurl into $(TOOLS_DIR)/bin (once per version).
 
-$(TOOLS_BIN)/buf:
-	GOBIN=$(TOOLS_BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
-$(TOOLS_BIN)/protoc-gen-go:
-	GOBIN=$(TOOLS_BIN) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
-$(TOOLS_BIN)/protoc-gen-go-grpc:
-	GOBIN=$(TOOLS_BIN) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
-$(TOOLS_BIN)/grpcurl:
-	GOBIN=$(TOOLS_BIN) go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+# A stamp per tool and version: bumping a version above reinstalls just that tool.
+$(TOOLS_DIR)/stamps/buf@%:
+	GOBIN=$(TOOLS_BIN) go install github.com/bufbuild/buf/cmd/buf@$*
+	@mkdir -p $(@D) && touch $@
+$(TOOLS_DIR)/stamps/protoc-gen-go@%:
+	GOBIN=$(TOOLS_BIN) go install google.golang.org/protobuf/cmd/protoc-gen-go@$*
+	@mkdir -p $(@D) && touch $@
+$(TOOLS_DIR)/stamps/protoc-gen-go-grpc@%:
+	GOBIN=$(TOOLS_BIN) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$*
+	@mkdir -p $(@D) && touch $@
+$(TOOLS_DIR)/stamps/grpcurl@%:
+	GOBIN=$(TOOLS_BIN) go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$*
+	@mkdir -p $(@D) && touch $@
 
 .PHONY: validate-proto
 validate-proto: ## Regenerate proto/buf/validate/validate.proto from the protovalidate Go module.
@@ -40,7 +47,7 @@ validate-proto: ## Regenerate proto/buf/validate/validate.proto from the protova
 .PHONY: generate
 generate: tools validate-proto ## Regenerate gen/ (Go code and the descriptor image with comments) from proto/.
 	rm -rf gen/converge
-	buf generate
+	buf generate --template buf.gen.yaml
 	buf build --as-file-descriptor-set -o gen/converge.binpb
 
 .PHONY: check-generated

@@ -1,0 +1,63 @@
+// Command converge-registry runs the converge Registry service on its own: file locks, ownership and agent heartbeats.
+// It is configured by flags and CONVERGE_* environment; --help names both.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/platform/server"
+	"github.com/converge-dev/converge/platform/servicecmd"
+	"github.com/converge-dev/converge/services/registry"
+	"github.com/converge-dev/converge/services/registry/store/postgres"
+)
+
+func main() { os.Exit(servicecmd.Execute(command())) }
+
+func command() *cobra.Command {
+	var flags servicecmd.Flags
+	cmd := &cobra.Command{
+		Use:   "converge-registry",
+		Short: "converge Registry service: file locks, ownership and agent heartbeats",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := server.SignalContext(cmd.Context())
+			defer stop()
+			logger, err := flags.Logger(os.Stderr)
+			if err != nil {
+				return err
+			}
+			st, err := postgres.New(ctx, flags.PostgresURL, database.WithLogger(logger))
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			// Redis holds the hot state (locks, heartbeats); the service is ready when both answer.
+			redisOpts, err := redis.ParseURL(flags.RedisURL)
+			if err != nil {
+				return fmt.Errorf("--redis-url: %w", err)
+			}
+			rdb := redis.NewClient(redisOpts)
+			defer rdb.Close()
+			pingRedis := func(ctx context.Context) error {
+				if err := rdb.Ping(ctx).Err(); err != nil {
+					return fmt.Errorf("redis at %s: %w", redisOpts.Addr, err)
+				}
+				return nil
+			}
+			return flags.Serve(ctx, "registry", logger, server.Service{
+				Desc:  &registryv1.RegistryService_ServiceDesc,
+				Impl:  registry.New(st),
+				Ready: servicecmd.AllReady(servicecmd.ReadyProbe(st, flags.Migrate), pingRedis),
+			})
+		},
+	}
+	flags.Bind(cmd, "127.0.0.1:7072", servicecmd.NeedsPostgres|servicecmd.NeedsRedis)
+	return cmd
+}
