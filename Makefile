@@ -62,7 +62,7 @@ lint: tools ## buf lint, gofmt and go vet over every module.
 	@for m in $(MODULES); do echo "go vet $$m"; (cd $$m && go vet ./...) || exit 1; done
 
 .PHONY: test
-test: ## Run every module's tests with -race (needs Postgres and Redis; see README).
+test: tools ## Run every module's tests with -race (needs Postgres and Redis; see README).
 	@for m in $(MODULES); do echo "== go test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...) || exit 1; done
 
 .PHONY: build

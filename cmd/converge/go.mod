@@ -13,6 +13,16 @@ require (
 	github.com/spf13/cobra v1.10.2
 )
 
+require (
+	github.com/stretchr/testify v1.12.1 // indirect
+	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
+	google.golang.org/grpc v1.85.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
+
 replace github.com/converge-dev/converge/gen => ../../gen
 
 replace github.com/converge-dev/converge/platform => ../../platform
