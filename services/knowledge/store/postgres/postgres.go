@@ -1,0 +1,30 @@
+// Package postgres is the Postgres backend of the Knowledge store.
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/services/knowledge/store"
+)
+
+// Store is the Knowledge store on Postgres. The embedded handle provides Ping, Close,
+// Migrate, MigrationStatus, Pool and DB.
+type Store struct {
+	*database.Postgres
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Knowledge store on the Postgres database at url. The pool connects lazily,
+// so New succeeds while Postgres is down (Ping tells when it is up) unless
+// [database.WithMigrate] asks it to apply pending migrations first. See
+// [database.NewPostgres] for the other options.
+func New(ctx context.Context, url string, opts ...database.Option) (*Store, error) {
+	db, err := database.NewPostgres(ctx, url, store.Service, store.Migrations(database.DialectPostgres), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge store: %w", err)
+	}
+	return &Store{Postgres: db}, nil
+}

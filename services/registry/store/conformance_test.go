@@ -1,0 +1,26 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/converge-dev/converge/platform/database"
+	harness "github.com/converge-dev/converge/platform/storetest"
+	"github.com/converge-dev/converge/services/registry/store"
+	"github.com/converge-dev/converge/services/registry/store/postgres"
+	"github.com/converge-dev/converge/services/registry/store/sqlite"
+	"github.com/converge-dev/converge/services/registry/store/storetest"
+)
+
+// TestConformance runs the Registry store suite against every backend.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	harness.Run(t, []harness.Backend[store.Store]{
+		harness.PostgresBackend(func(ctx context.Context, url string) (store.Store, error) {
+			return postgres.New(ctx, url, database.WithMigrate())
+		}),
+		harness.SQLiteBackend(func(ctx context.Context, path string) (store.Store, error) {
+			return sqlite.New(ctx, path, database.WithMigrate())
+		}),
+	}, storetest.Run)
+}
