@@ -17,9 +17,6 @@ import (
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/reflect/protodesc"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/converge-dev/converge/gen"
 	"github.com/converge-dev/converge/platform/server"
@@ -121,7 +118,7 @@ func (f *Flags) NewServer(name string, logger *slog.Logger, services ...server.S
 		return nil, err
 	}
 	cfg := f.ServerConfig(name, logger)
-	cfg.DescriptorResolver = firstResolver{files, protoregistry.GlobalFiles}
+	cfg.DescriptorResolver = files
 	cfg.Services = services
 	return cfg.Complete()
 }
@@ -133,31 +130,6 @@ func (f *Flags) Serve(ctx context.Context, name string, logger *slog.Logger, ser
 		return err
 	}
 	return srv.ListenAndServe(ctx)
-}
-
-// firstResolver answers from the first resolver that knows a descriptor: the contracts with their
-// comments first, then everything linked into the binary (health, reflection, google.rpc error
-// details that grpcurl decodes).
-type firstResolver []protodesc.Resolver
-
-// FindFileByPath implements protodesc.Resolver.
-func (r firstResolver) FindFileByPath(path string) (protoreflect.FileDescriptor, error) {
-	for _, res := range r {
-		if fd, err := res.FindFileByPath(path); err == nil {
-			return fd, nil
-		}
-	}
-	return nil, protoregistry.NotFound
-}
-
-// FindDescriptorByName implements protodesc.Resolver.
-func (r firstResolver) FindDescriptorByName(name protoreflect.FullName) (protoreflect.Descriptor, error) {
-	for _, res := range r {
-		if d, err := res.FindDescriptorByName(name); err == nil {
-			return d, nil
-		}
-	}
-	return nil, protoregistry.NotFound
 }
 
 // Store is what ReadyProbe needs of a service's store.

@@ -1,0 +1,263 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"buf.build/go/protovalidate"
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	grpcmiddleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/converge-dev/converge/platform/grpcerr"
+)
+
+// RequestIDMetadataKey is the metadata key carrying the request id, both in
+// requests (optional; one is generated when absent) and in response headers.
+const RequestIDMetadataKey = "x-request-id"
+
+// maxRequestIDLen bounds a client-supplied request id; longer or non-printable
+// ids are replaced by a generated one so logs stay readable.
+const maxRequestIDLen = 128
+
+type requestIDKey struct{}
+
+// RequestID returns the request id of the call ctx belongs to, or "" outside
+// a call handled by a Server.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// interceptorChain returns the server's one interceptor chain, outermost
+// first. Each step sees the call after the steps before it:
+//
+//  1. request id: read or generate x-request-id, put it in the context and
+//     send it back as a header, so every later step can log it.
+//  2. logging: one line per finished call with request id, method, code and
+//     duration (health probes are not logged: they arrive every few seconds,
+//     and health changes are logged by the readiness loop).
+//  3. metrics: Prometheus counters and a handling-time histogram per method.
+//     It sits outside auth and validation so rejected calls are counted too.
+//  4. auth: bearer token, except for health and reflection (DESIGN §9).
+//  5. validation: protovalidate rules from the proto; InvalidArgument with
+//     field violations.
+//  6. recovery: a panic in a handler becomes Internal and is logged with its
+//     stack; the server keeps running.
+func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
+	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		s.logger.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithFieldsFromContext(func(ctx context.Context) logging.Fields {
+			return logging.Fields{"request_id", RequestID(ctx)}
+		}),
+		logging.WithDurationField(func(d time.Duration) logging.Fields {
+			return logging.Fields{"grpc.duration", d}
+		}),
+	}
+	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return c.Service != healthgrpc.Health_ServiceDesc.ServiceName
+	})
+	recoveryOpts := []recovery.Option{recovery.WithRecoveryHandlerContext(s.recoverPanic)}
+
+	unary := []grpc.UnaryServerInterceptor{
+		unaryRequestID,
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
+		metrics.UnaryServerInterceptor(),
+	}
+	stream := []grpc.StreamServerInterceptor{
+		streamRequestID,
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
+		metrics.StreamServerInterceptor(),
+	}
+	if len(s.cfg.tokenHashes) > 0 {
+		unary = append(unary, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.authenticate), selector.MatchFunc(requiresAuth)))
+		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.authenticate), selector.MatchFunc(requiresAuth)))
+	}
+	unary = append(unary,
+		unaryValidate(s.cfg.validator),
+		recovery.UnaryServerInterceptor(recoveryOpts...),
+	)
+	stream = append(stream,
+		streamValidate(s.cfg.validator),
+		recovery.StreamServerInterceptor(recoveryOpts...),
+	)
+	return unary, stream
+}
+
+// --- request id ---
+
+func unaryRequestID(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, id := withRequestID(ctx)
+	// Best effort: SetHeader only fails if headers were already sent.
+	_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDMetadataKey, id))
+	return handler(ctx, req)
+}
+
+func streamRequestID(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx, id := withRequestID(ss.Context())
+	_ = ss.SetHeader(metadata.Pairs(RequestIDMetadataKey, id))
+	wrapped := grpcmiddleware.WrapServerStream(ss)
+	wrapped.WrappedContext = ctx
+	return handler(srv, wrapped)
+}
+
+// withRequestID takes the caller's request id if it is usable, or generates one.
+func withRequestID(ctx context.Context) (context.Context, string) {
+	var id string
+	if vals := metadata.ValueFromIncomingContext(ctx, RequestIDMetadataKey); len(vals) > 0 && validRequestID(vals[0]) {
+		id = vals[0]
+	} else {
+		id = rand.Text()
+	}
+	return context.WithValue(ctx, requestIDKey{}, id), id
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for _, r := range id {
+		if r <= ' ' || r > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// --- auth ---
+
+// requiresAuth exempts health and reflection from auth: load balancers and
+// operators' grpcurl must reach them without a token.
+func requiresAuth(_ context.Context, c interceptors.CallMeta) bool {
+	switch c.Service {
+	case healthgrpc.Health_ServiceDesc.ServiceName,
+		reflectionv1.ServerReflection_ServiceDesc.ServiceName,
+		reflectionv1alpha.ServerReflection_ServiceDesc.ServiceName:
+		return false
+	}
+	return true
+}
+
+// authenticate accepts a call carrying one of the configured bearer tokens.
+// Every configured token is compared, in constant time, so the time taken does
+// not reveal which one matched or how much of it.
+func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
+	token, err := auth.AuthFromMD(ctx, "bearer")
+	if err != nil {
+		return nil, status.Error(codes.Unauthenticated, `missing bearer token: send metadata "authorization: Bearer <token>"`)
+	}
+	got := sha256.Sum256([]byte(token))
+	match := 0
+	for _, want := range s.cfg.tokenHashes {
+		match |= subtle.ConstantTimeCompare(got[:], want[:])
+	}
+	if match != 1 {
+		return nil, status.Error(codes.Unauthenticated, "invalid bearer token")
+	}
+	return ctx, nil
+}
+
+// --- validation ---
+
+func unaryValidate(v protovalidate.Validator) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := validate(v, req); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+func streamValidate(v protovalidate.Validator) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		return handler(srv, &validatingStream{ServerStream: ss, validator: v})
+	}
+}
+
+// validatingStream validates every message the client sends on a stream.
+type validatingStream struct {
+	grpc.ServerStream
+	validator protovalidate.Validator
+}
+
+func (s *validatingStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return validate(s.validator, m)
+}
+
+// validate checks msg against its protovalidate rules. A broken rule (e.g. a
+// CEL expression that does not compile) is a bug in the proto: Internal.
+func validate(v protovalidate.Validator, msg any) error {
+	m, ok := msg.(proto.Message)
+	if !ok {
+		return nil // not a protobuf message: nothing to validate against
+	}
+	name := m.ProtoReflect().Descriptor().Name()
+	err := v.Validate(m)
+	if err == nil {
+		return nil
+	}
+	var verr *protovalidate.ValidationError
+	if !errors.As(err, &verr) {
+		return status.Errorf(codes.Internal, "validate %s: %v", name, err)
+	}
+
+	violations := make([]grpcerr.FieldViolation, 0, len(verr.Violations))
+	parts := make([]string, 0, len(verr.Violations))
+	for _, viol := range verr.Violations {
+		fv := grpcerr.FieldViolation{
+			Field:       protovalidate.FieldPathString(viol.Proto.GetField()),
+			Description: viol.Proto.GetMessage(),
+		}
+		if fv.Description == "" {
+			fv.Description = fmt.Sprintf("violates rule %s", viol.Proto.GetRuleId())
+		}
+		violations = append(violations, fv)
+		if fv.Field == "" {
+			parts = append(parts, fv.Description)
+		} else {
+			parts = append(parts, fv.Field+": "+fv.Description)
+		}
+	}
+	return grpcerr.InvalidArgument(fmt.Sprintf("invalid %s: %s", name, strings.Join(parts, "; ")), violations...)
+}
+
+// --- recovery ---
+
+// recoverPanic logs a handler panic with its stack and hides the details from
+// the client.
+func (s *Server) recoverPanic(ctx context.Context, p any) error {
+	method, _ := grpc.Method(ctx)
+	s.logger.ErrorContext(ctx, "panic in gRPC handler",
+		"grpc.method", method,
+		"request_id", RequestID(ctx),
+		"panic", fmt.Sprint(p),
+		"stack", string(debug.Stack()),
+	)
+	return status.Error(codes.Internal, "internal error")
+}
