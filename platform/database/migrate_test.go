@@ -7,8 +7,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 	"testing/fstest"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
