@@ -269,12 +269,19 @@ func TestStandaloneSurvivesMissingStores(t *testing.T) {
 	require.Nil(t, p.cmd.ProcessState, "the registry exited")
 }
 
-// The README's grpcurl transcripts hold against a real `converge dev`: each `$ ` command is run and
-// its output compared line by line with the lines below it ("..." stands for any lines).
+// The grpcurl transcripts of README.md and docs/*.md hold against a real `converge dev`: each `$ `
+// command is run and its output compared line by line with the lines below it ("..." stands for
+// any lines). Blocks run in order against one server per set of server arguments, so a transcript
+// may build on the one before it.
 func TestREADMETranscripts(t *testing.T) {
 	t.Parallel()
 	grpcurl := findGrpcurl(t)
-	blocks := readTranscripts(t, "../../README.md")
+	docs, err := filepath.Glob("../../docs/*.md")
+	require.NoError(t, err)
+	var blocks []transcriptBlock
+	for _, path := range append([]string{"../../README.md"}, docs...) {
+		blocks = append(blocks, readTranscripts(t, path)...)
+	}
 	require.NotEmpty(t, blocks)
 	servers := map[string]string{} // server args → address
 	for _, b := range blocks {
@@ -288,12 +295,12 @@ func TestREADMETranscripts(t *testing.T) {
 		}
 		for _, c := range b.commands {
 			line := strings.ReplaceAll(c.line, "127.0.0.1:7070", addr)
-			require.True(t, strings.HasPrefix(line, "grpcurl "), "README line %d: only grpcurl commands are run: %s", c.lineNo, c.line)
+			require.True(t, strings.HasPrefix(line, "grpcurl "), "%s line %d: only grpcurl commands are run: %s", b.path, c.lineNo, c.line)
 			cmd := exec.Command("sh", "-c", grpcurl+strings.TrimPrefix(line, "grpcurl"))
 			out, _ := cmd.CombinedOutput() // grpcurl exits non-zero for an error status; the output says which
 			got := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
-			require.True(t, matchLines(c.want, got), "README line %d: %s\nwant:\n%s\ngot:\n%s",
-				c.lineNo, c.line, strings.Join(c.want, "\n"), strings.Join(got, "\n"))
+			require.True(t, matchLines(c.want, got), "%s line %d: %s\nwant:\n%s\ngot:\n%s",
+				b.path, c.lineNo, c.line, strings.Join(c.want, "\n"), strings.Join(got, "\n"))
 		}
 	}
 }
@@ -305,6 +312,7 @@ type transcriptCommand struct {
 }
 
 type transcriptBlock struct {
+	path       string
 	serverArgs string
 	commands   []transcriptCommand
 }
@@ -330,7 +338,7 @@ func readTranscripts(t *testing.T, path string) []transcriptBlock {
 		case cur == nil && strings.HasPrefix(line, "<!-- transcript-server:"):
 			serverArgs = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(line, "<!-- transcript-server:"), "-->"))
 		case cur == nil && line == "```console":
-			cur = &transcriptBlock{serverArgs: serverArgs}
+			cur = &transcriptBlock{path: filepath.Base(path), serverArgs: serverArgs}
 			serverArgs = ""
 		case cur != nil && line == "```":
 			blocks = append(blocks, *cur)
