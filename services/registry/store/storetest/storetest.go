@@ -43,6 +43,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		}
 		harness.RunCases(t, s, cases)
 	})
+	runOwnership(t, newStore)
+	runAgents(t, newStore)
+	runEpochs(t, newStore)
 }
 
 // indexes are the Registry's CREATE INDEX indexes.
@@ -53,8 +56,7 @@ var indexes = map[string]harness.Index{
 	"idx_heartbeats_instance":    {Table: "agent_heartbeats"},
 	"idx_heartbeats_created_at":  {Table: "agent_heartbeats"},
 	"file_ownership_owner_idx":   {Table: "file_ownership"},
-	"file_locks_expires_at_idx":  {Table: "file_locks"},
-	"file_locks_holder_idx":      {Table: "file_locks"},
+	"file_ownership_base_idx":    {Table: "file_ownership"},
 }
 
 // schema is every Registry table with exactly its columns.
@@ -62,15 +64,14 @@ var schema = harness.Schema{
 	"build_agent_instances": {
 		"instance_id", "execution_id", "current_task_id", "wave_number", "agent_type", "status",
 		"hostname", "labels", "config", "error_context", "consecutive_failures", "spawned_at",
-		"last_heartbeat", "completed_at", "updated_at",
+		"last_heartbeat", "completed_at", "updated_at", "progress_percent", "memory_usage_mb", "cpu_percent",
 	},
 	"agent_heartbeats": {
 		"id", "instance_id", "status", "current_task_id", "progress_percent", "memory_usage_mb",
 		"cpu_percent", "created_at",
 	},
-	"file_ownership": {"pattern", "owner", "note", "created_at", "updated_at"},
-	"lock_fencing":   {"resource", "high_water", "updated_at"},
-	"file_locks":     {"resource", "holder", "token", "acquired_at", "expires_at"},
+	"file_ownership": {"pattern", "owner", "note", "created_at", "updated_at", "base"},
+	"lock_epochs":    {"name", "epoch", "updated_at"},
 }
 
 // fixtures is the registered agent a1.
@@ -206,50 +207,51 @@ var constraintCases = []harness.Case{
 		Want: database.CheckViolation,
 	},
 
-	// Fencing and locks.
+	// Agents' last reported state.
 	{
-		Name: "fencing high-water mark",
-		Stmt: harness.S(`INSERT INTO lock_fencing (resource, high_water) VALUES ('file:a.go', 41)`),
+		Name:  "agent progress 101",
+		Setup: fixtures,
+		Stmt:  harness.S(`UPDATE build_agent_instances SET progress_percent = 101 WHERE instance_id = 'a1'`),
+		Want:  database.CheckViolation,
 	},
 	{
-		Name: "negative fencing high-water mark",
-		Stmt: harness.S(`INSERT INTO lock_fencing (resource, high_water) VALUES ('file:a.go', -1)`),
+		Name:  "agent with negative memory",
+		Setup: fixtures,
+		Stmt:  harness.S(`UPDATE build_agent_instances SET memory_usage_mb = -1 WHERE instance_id = 'a1'`),
+		Want:  database.CheckViolation,
+	},
+	{
+		Name:  "agent with negative cpu",
+		Setup: fixtures,
+		Stmt:  harness.S(`UPDATE build_agent_instances SET cpu_percent = -0.5 WHERE instance_id = 'a1'`),
+		Want:  database.CheckViolation,
+	},
+	{
+		Name:  "agent without progress",
+		Setup: fixtures,
+		Stmt:  harness.S(`UPDATE build_agent_instances SET progress_percent = NULL WHERE instance_id = 'a1'`),
+		Want:  database.NotNullViolation,
+	},
+
+	// Fencing epochs.
+	{
+		Name: "lock epoch",
+		Stmt: harness.S(`INSERT INTO lock_epochs (name, epoch) VALUES ('converge:registry', 1)`),
+	},
+	{
+		Name: "lock epoch 0",
+		Stmt: harness.S(`INSERT INTO lock_epochs (name, epoch) VALUES ('converge:registry', 0)`),
 		Want: database.CheckViolation,
 	},
 	{
-		Name:  "duplicate fencing resource",
-		Setup: []harness.Stmt{harness.S(`INSERT INTO lock_fencing (resource) VALUES ('file:a.go')`)},
-		Stmt:  harness.S(`INSERT INTO lock_fencing (resource) VALUES ('file:a.go')`),
+		Name: "lock epoch without a name",
+		Stmt: harness.S(`INSERT INTO lock_epochs (name, epoch) VALUES ('', 1)`),
+		Want: database.CheckViolation,
+	},
+	{
+		Name:  "duplicate lock epoch",
+		Setup: []harness.Stmt{harness.S(`INSERT INTO lock_epochs (name, epoch) VALUES ('converge:registry', 1)`)},
+		Stmt:  harness.S(`INSERT INTO lock_epochs (name, epoch) VALUES ('converge:registry', 2)`),
 		Want:  database.UniqueViolation,
-	},
-	{
-		Name: "file lock",
-		Stmt: harness.S(`INSERT INTO file_locks (resource, holder, token, acquired_at, expires_at)
-			VALUES ('file:a.go', 'a1', 42, '2026-01-16T10:00:00.000Z', '2026-01-16T10:00:30.000Z')`),
-	},
-	{
-		Name: "second holder of a file lock",
-		Setup: []harness.Stmt{harness.S(`INSERT INTO file_locks (resource, holder, token, acquired_at, expires_at)
-			VALUES ('file:a.go', 'a1', 1, '2026-01-16T10:00:00.000Z', '2026-01-16T10:00:30.000Z')`)},
-		Stmt: harness.S(`INSERT INTO file_locks (resource, holder, token, acquired_at, expires_at)
-			VALUES ('file:a.go', 'a2', 2, '2026-01-16T10:00:00.000Z', '2026-01-16T10:00:30.000Z')`),
-		Want: database.UniqueViolation,
-	},
-	{
-		Name: "file lock with token 0",
-		Stmt: harness.S(`INSERT INTO file_locks (resource, holder, token, acquired_at, expires_at)
-			VALUES ('file:a.go', 'a1', 0, '2026-01-16T10:00:00.000Z', '2026-01-16T10:00:30.000Z')`),
-		Want: database.CheckViolation,
-	},
-	{
-		Name: "file lock expiring before it was taken",
-		Stmt: harness.S(`INSERT INTO file_locks (resource, holder, token, acquired_at, expires_at)
-			VALUES ('file:a.go', 'a1', 1, '2026-01-16T10:00:00.000Z', '2026-01-16T09:59:59.999Z')`),
-		Want: database.CheckViolation,
-	},
-	{
-		Name: "file lock without an expiry",
-		Stmt: harness.S(`INSERT INTO file_locks (resource, holder, token) VALUES ('file:a.go', 'a1', 1)`),
-		Want: database.NotNullViolation,
 	},
 }
