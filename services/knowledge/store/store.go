@@ -8,11 +8,19 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
+	"time"
+	"unicode"
 
 	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/services/knowledge/confidence"
+	"github.com/converge-dev/converge/services/knowledge/globpath"
 )
 
 // Service is the name the Knowledge's migrations are recorded under (version table
@@ -39,12 +47,224 @@ func Migrations(d database.Dialect) fs.FS {
 	}
 }
 
-// Store is the Knowledge's durable state. The methods that read and write it come with the
-// features that need them; every backend implements all of them and passes ./storetest.
+// Store is the Knowledge's durable state. Every backend implements all of it and passes
+// ./storetest. Paths and patterns given to a store are normalised already (../globpath); the
+// store derives a pattern's index keys itself ([NewRow]). Times are passed in by the caller (the
+// service's injectable clock) and kept to the millisecond on every backend.
 type Store interface {
 	// Ping reports whether the store can serve requests. The server's health is NOT_SERVING
 	// until it succeeds, and a closed store fails it.
 	Ping(ctx context.Context) error
 	// Close releases the store's connections. It may be called more than once.
 	Close() error
+
+	// Record stores a new item, or, when an item of the same type and pattern with the same
+	// normalised content ([NormalizeContent]) exists, confirms that one instead
+	// (confidence.Confirm; its tags, source and confidence stay, and a non-empty evidence
+	// replaces its evidence). created says which happened. It is atomic: racing records of one
+	// item create it once and confirm it once per other record.
+	Record(ctx context.Context, it NewItem, now time.Time) (item Item, created bool, err error)
+	// Get returns the item with this id, or [ErrNotFound].
+	Get(ctx context.Context, id int64) (Item, error)
+	// List returns items newest first (by id), filtered and paged by f.
+	List(ctx context.Context, f ListFilter) ([]Item, error)
+	// Candidates returns up to q.Limit items in rank order ([Item.Cursor]) after q.After: for a
+	// path, the items whose pattern bucket is one of the path's (a superset of the items whose
+	// pattern matches it: the caller confirms each with globpath.Match); for a pattern, the items
+	// stored under exactly that pattern; otherwise all items. Every filter of q applies. It never
+	// reads an item of another bucket, and reads each bucket best first.
+	Candidates(ctx context.Context, q CandidateQuery) ([]Item, error)
+	// Confirm applies confidence.Confirm to an item, restarts its decay clock and counts the
+	// confirmation; a non-empty evidence replaces its evidence. [ErrNotFound] if there is none.
+	Confirm(ctx context.Context, id int64, evidence string, now time.Time) (Item, error)
+	// Refute applies confidence.Refute to an item and counts the refutation; a non-empty reason
+	// replaces its evidence, as "refuted: <reason>". [ErrNotFound] if there is none.
+	Refute(ctx context.Context, id int64, reason string, now time.Time) (Item, error)
+	// Delete removes an item, or returns [ErrNotFound].
+	Delete(ctx context.Context, id int64) error
+	// AddHits counts one hit on each item of ids, in one statement, and returns the new hit
+	// counts by id. Ids of items that no longer exist are left out.
+	AddHits(ctx context.Context, ids []int64) (map[int64]int64, error)
+}
+
+// ErrNotFound says that no item has the id asked for.
+var ErrNotFound = errors.New("knowledge item not found")
+
+// Type is the kind of an item, as stored.
+type Type string
+
+// The item types (the CHECK of knowledge_items.type).
+const (
+	TypeGotcha    Type = "gotcha"
+	TypePattern   Type = "pattern"
+	TypeDecision  Type = "decision"
+	TypeDiscovery Type = "discovery"
+)
+
+// Source says where an item was learned: ids of another service's objects, "" if unknown.
+type Source struct {
+	ExecutionID string
+	TaskID      string
+	AgentID     string
+}
+
+// NewItem is an item to record.
+type NewItem struct {
+	Type    Type
+	Content string
+	// FilePattern is a normalised glob (globpath.NormalizePattern).
+	FilePattern string
+	Tags        []string
+	// Confidence is the initial confidence, in [0, 1].
+	Confidence float64
+	Source     Source
+	Evidence   string
+}
+
+// Item is a stored item.
+type Item struct {
+	ID          int64
+	Type        Type
+	Content     string
+	FilePattern string
+	// Specificity is globpath.Specificity of FilePattern.
+	Specificity int32
+	Tags        []string
+	// Confidence is the stored confidence, before decay.
+	Confidence float64
+	// Rank is confidence.Rank(Confidence, LastConfirmedAt): the order of effective confidence.
+	Rank            int64
+	Source          Source
+	Evidence        string
+	HitCount        int64
+	ConfirmCount    int64
+	RefuteCount     int64
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	LastConfirmedAt time.Time
+}
+
+// Cursor is a position in rank order: rank, then specificity, then last confirmation, then id,
+// all descending. It is the order queries answer in.
+type Cursor struct {
+	Rank            int64
+	Specificity     int32
+	LastConfirmedAt time.Time
+	ID              int64
+}
+
+// Cursor returns the item's position in rank order.
+func (it Item) Cursor() Cursor {
+	return Cursor{Rank: it.Rank, Specificity: it.Specificity, LastConfirmedAt: it.LastConfirmedAt, ID: it.ID}
+}
+
+// ListFilter selects and pages [Store.List].
+type ListFilter struct {
+	// Type keeps items of this type; "" keeps all.
+	Type Type
+	// FilePattern keeps items stored under exactly this normalised pattern; "" keeps all.
+	FilePattern string
+	// BeforeID starts the page after the item with this id (ids below it); 0 starts at the newest.
+	BeforeID int64
+	// Limit is the most items returned, at least 1.
+	Limit int
+}
+
+// CandidateQuery selects [Store.Candidates]. At most one of Path and Pattern is set.
+type CandidateQuery struct {
+	// Path is a normalised concrete path: candidates are the items in its buckets
+	// (globpath.PathBuckets).
+	Path string
+	// Pattern is a normalised pattern: candidates are the items stored under exactly it.
+	Pattern string
+	// Types keeps items of these types; empty keeps all.
+	Types []Type
+	// Tags keeps items carrying every one of these tags.
+	Tags []string
+	// Text keeps items whose content or tags match every word of it (Postgres full text,
+	// SQLite FTS5; both stem English words); "" keeps all.
+	Text string
+	// MinRank keeps items of at least this rank (confidence.MinRank); math.MinInt64 keeps all.
+	MinRank int64
+	// After continues after this position; nil starts at the best item.
+	After *Cursor
+	// Limit is the most items returned, at least 1.
+	Limit int
+}
+
+// Row is what a backend writes for a new item: the item plus what the store derives from it.
+type Row struct {
+	NewItem
+	ContentNormalized string
+	ContentHash       string
+	Bucket            globpath.Bucket
+	Specificity       int32
+	Rank              int64
+	// Now is the item's creation, update and confirmation time, to the millisecond.
+	Now time.Time
+}
+
+// NewRow derives the stored columns of a new item recorded at now.
+func NewRow(it NewItem, now time.Time) Row {
+	now = Truncate(now)
+	normalized := NormalizeContent(it.Content)
+	sum := sha256.Sum256([]byte(normalized))
+	if it.Tags == nil {
+		it.Tags = []string{}
+	}
+	return Row{
+		NewItem:           it,
+		ContentNormalized: normalized,
+		ContentHash:       hex.EncodeToString(sum[:]),
+		Bucket:            globpath.PatternBucket(it.FilePattern),
+		Specificity:       globpath.Specificity(it.FilePattern),
+		Rank:              confidence.Rank(it.Confidence, now),
+		Now:               now,
+	}
+}
+
+// Confirmed returns it after a confirmation at now with evidence (see [Store.Confirm]), for the
+// backends to write.
+func Confirmed(it Item, evidence string, now time.Time) Item {
+	now = Truncate(now)
+	it.Confidence = confidence.Confirm(it.Confidence)
+	it.LastConfirmedAt = now
+	it.UpdatedAt = now
+	it.Rank = confidence.Rank(it.Confidence, now)
+	if evidence != "" {
+		it.Evidence = evidence
+	}
+	return it
+}
+
+// Refuted returns it after a refutation at now with reason (see [Store.Refute]), for the
+// backends to write.
+func Refuted(it Item, reason string, now time.Time) Item {
+	now = Truncate(now)
+	it.Confidence = confidence.Refute(it.Confidence)
+	it.UpdatedAt = now
+	it.Rank = confidence.Rank(it.Confidence, it.LastConfirmedAt)
+	if reason != "" {
+		it.Evidence = "refuted: " + reason
+	}
+	return it
+}
+
+// NormalizeContent folds content for deduplication: lower case, runs of white space as one
+// space, none at the ends.
+func NormalizeContent(content string) string {
+	return strings.Join(strings.Fields(strings.ToLower(content)), " ")
+}
+
+// Truncate returns t in UTC to the millisecond, the precision every backend keeps.
+func Truncate(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+
+// FTSQuery turns free text into an FTS5 query that matches rows containing every word: each word
+// (a run of letters and digits) quoted as a phrase. It is "" when text has no word.
+func FTSQuery(text string) string {
+	words := strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	for i, w := range words {
+		words[i] = `"` + w + `"`
+	}
+	return strings.Join(words, " ")
 }

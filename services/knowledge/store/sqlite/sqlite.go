@@ -3,9 +3,16 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
+	"strings"
+	"time"
 
 	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/services/knowledge/globpath"
 	"github.com/converge-dev/converge/services/knowledge/store"
 )
 
@@ -27,4 +34,313 @@ func New(ctx context.Context, path string, opts ...database.Option) (*Store, err
 		return nil, fmt.Errorf("knowledge store: %w", err)
 	}
 	return &Store{SQLite: db}, nil
+}
+
+// columns are the columns of an [store.Item], in the order scanItem reads them.
+const columns = `id, type, content, file_pattern, pattern_specificity, tags, confidence, decay_rank,
+	source_execution_id, source_task_id, source_agent_id, evidence, hit_count, confirm_count, refute_count,
+	created_at, updated_at, last_confirmed_at`
+
+// rankOrder is the rank order of [store.Cursor].
+const rankOrder = `decay_rank DESC, pattern_specificity DESC, last_confirmed_at DESC, id DESC`
+
+// Record implements [store.Store.Record]: an upsert whose conflict branch only counts the
+// confirmation, then the confirmation itself, in one transaction (which holds SQLite's write
+// lock from its start).
+func (s *Store) Record(ctx context.Context, it store.NewItem, now time.Time) (store.Item, bool, error) {
+	r := store.NewRow(it, now)
+	tags, err := json.Marshal(r.Tags)
+	if err != nil {
+		return store.Item{}, false, fmt.Errorf("knowledge store: tags: %w", err)
+	}
+	var (
+		item    store.Item
+		created bool
+	)
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		at := database.FormatSQLiteTime(r.Now)
+		row := tx.QueryRowContext(ctx, `INSERT INTO knowledge_items (type, content, content_normalized, content_hash,
+				file_pattern, pattern_extension, pattern_literal_prefix, pattern_specificity, tags, confidence,
+				decay_rank, source_execution_id, source_task_id, source_agent_id, evidence,
+				created_at, updated_at, last_confirmed_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (type, file_pattern, content_hash) DO UPDATE SET confirm_count = confirm_count + 1
+			RETURNING `+columns,
+			string(r.Type), r.Content, r.ContentNormalized, r.ContentHash,
+			r.FilePattern, r.Bucket.Extension, r.Bucket.Prefix, r.Specificity, string(tags), r.Confidence,
+			r.Rank, null(r.Source.ExecutionID), null(r.Source.TaskID), null(r.Source.AgentID), r.Evidence,
+			at, at, at)
+		var err error
+		if item, err = scanItem(row); err != nil {
+			return err
+		}
+		// A new row has never been confirmed; the twin's count was just raised.
+		if created = item.ConfirmCount == 0; created {
+			return nil
+		}
+		item, err = update(ctx, tx, store.Confirmed(item, r.Evidence, now))
+		return err
+	})
+	if err != nil {
+		return store.Item{}, false, fmt.Errorf("knowledge store: record: %w", err)
+	}
+	return item, created, nil
+}
+
+// Get implements [store.Store.Get].
+func (s *Store) Get(ctx context.Context, id int64) (store.Item, error) {
+	item, err := scanItem(s.DB().QueryRowContext(ctx, `SELECT `+columns+` FROM knowledge_items WHERE id = ?`, id))
+	if err != nil {
+		return store.Item{}, notFound(err, "get")
+	}
+	return item, nil
+}
+
+// List implements [store.Store.List].
+func (s *Store) List(ctx context.Context, f store.ListFilter) ([]store.Item, error) {
+	var args []any
+	where := []string{"TRUE"}
+	if f.Type != "" {
+		where, args = append(where, "type = ?"), append(args, string(f.Type))
+	}
+	if f.FilePattern != "" {
+		where, args = append(where, "file_pattern = ?"), append(args, f.FilePattern)
+	}
+	if f.BeforeID > 0 {
+		where, args = append(where, "id < ?"), append(args, f.BeforeID)
+	}
+	q := `SELECT ` + columns + ` FROM knowledge_items WHERE ` + strings.Join(where, " AND ") + ` ORDER BY id DESC LIMIT ?`
+	return s.query(ctx, "list", q, append(args, f.Limit)...)
+}
+
+// Candidates implements [store.Store.Candidates]. For a path it reads each of the path's buckets
+// best first through knowledge_items_match_idx (one subquery per bucket, each stopping at Limit
+// rows) and merges them.
+func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store.Item, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if q.MinRank != math.MinInt64 {
+		where, args = append(where, "decay_rank >= ?"), append(args, q.MinRank)
+	}
+	if c := q.After; c != nil {
+		where = append(where, "(decay_rank, pattern_specificity, last_confirmed_at, id) < (?, ?, ?, ?)")
+		args = append(args, c.Rank, c.Specificity, database.FormatSQLiteTime(c.LastConfirmedAt), c.ID)
+	}
+	if len(q.Types) > 0 {
+		where = append(where, "type IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(q.Types)), ", ")+")")
+		for _, t := range q.Types {
+			args = append(args, string(t))
+		}
+	}
+	for _, tag := range q.Tags {
+		where, args = append(where, "EXISTS (SELECT 1 FROM json_each(knowledge_items.tags) WHERE value = ?)"), append(args, tag)
+	}
+	if q.Text != "" {
+		// FTSQuery is "" for text without a word: match nothing, as Postgres does.
+		where = append(where, "id IN (SELECT rowid FROM knowledge_items_fts WHERE knowledge_items_fts MATCH ?)")
+		args = append(args, orDefault(store.FTSQuery(q.Text), `""`))
+	}
+
+	if q.Path == "" {
+		if q.Pattern != "" {
+			where, args = append(where, "file_pattern = ?"), append(args, q.Pattern)
+		}
+		where = append(where, "TRUE")
+		sql := `SELECT ` + columns + ` FROM knowledge_items WHERE ` + strings.Join(where, " AND ") +
+			` ORDER BY ` + rankOrder + ` LIMIT ?`
+		return s.query(ctx, "candidates", sql, append(args, q.Limit)...)
+	}
+
+	cond := strings.Join(append([]string{"pattern_literal_prefix = ?", "pattern_extension = ?"}, where...), " AND ")
+	buckets := globpath.PathBuckets(q.Path)
+	selects := make([]string, len(buckets))
+	var all []any
+	for i, b := range buckets {
+		selects[i] = `SELECT * FROM (SELECT ` + columns + ` FROM knowledge_items WHERE ` + cond +
+			` ORDER BY ` + rankOrder + ` LIMIT ?)`
+		all = append(append(append(all, b.Prefix, b.Extension), args...), q.Limit)
+	}
+	sql := strings.Join(selects, "\nUNION ALL\n") + `
+		ORDER BY ` + rankOrder + ` LIMIT ?`
+	return s.query(ctx, "candidates", sql, append(all, q.Limit)...)
+}
+
+// Confirm implements [store.Store.Confirm].
+func (s *Store) Confirm(ctx context.Context, id int64, evidence string, now time.Time) (store.Item, error) {
+	return s.move(ctx, "confirm", `confirm_count = confirm_count + 1`, id, func(it store.Item) store.Item {
+		return store.Confirmed(it, evidence, now)
+	})
+}
+
+// Refute implements [store.Store.Refute].
+func (s *Store) Refute(ctx context.Context, id int64, reason string, now time.Time) (store.Item, error) {
+	return s.move(ctx, "refute", `refute_count = refute_count + 1`, id, func(it store.Item) store.Item {
+		return store.Refuted(it, reason, now)
+	})
+}
+
+// move counts a confirmation or refutation (count), then writes what apply makes of the item,
+// in one transaction.
+func (s *Store) move(ctx context.Context, op, count string, id int64, apply func(store.Item) store.Item) (store.Item, error) {
+	var item store.Item
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		item, err = scanItem(tx.QueryRowContext(ctx, `UPDATE knowledge_items SET `+count+` WHERE id = ? RETURNING `+columns, id))
+		if err != nil {
+			return err
+		}
+		item, err = update(ctx, tx, apply(item))
+		return err
+	})
+	if err != nil {
+		return store.Item{}, notFound(err, op)
+	}
+	return item, nil
+}
+
+// update writes the fields a confirmation or refutation changes.
+func update(ctx context.Context, tx *sql.Tx, it store.Item) (store.Item, error) {
+	return scanItem(tx.QueryRowContext(ctx, `UPDATE knowledge_items
+		SET confidence = ?, decay_rank = ?, last_confirmed_at = ?, updated_at = ?, evidence = ?
+		WHERE id = ? RETURNING `+columns,
+		it.Confidence, it.Rank, database.FormatSQLiteTime(it.LastConfirmedAt), database.FormatSQLiteTime(it.UpdatedAt),
+		it.Evidence, it.ID))
+}
+
+// Delete implements [store.Store.Delete].
+func (s *Store) Delete(ctx context.Context, id int64) error {
+	res, err := s.DB().ExecContext(ctx, `DELETE FROM knowledge_items WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("knowledge store: delete: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("knowledge store: delete: %w", err)
+	} else if n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+// AddHits implements [store.Store.AddHits].
+func (s *Store) AddHits(ctx context.Context, ids []int64) (map[int64]int64, error) {
+	hits := make(map[int64]int64, len(ids))
+	if len(ids) == 0 {
+		return hits, nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge store: add hits: %w", err)
+	}
+	rows, err := s.DB().QueryContext(ctx, `UPDATE knowledge_items SET hit_count = hit_count + 1
+		WHERE id IN (SELECT value FROM json_each(?)) RETURNING id, hit_count`, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("knowledge store: add hits: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, fmt.Errorf("knowledge store: add hits: %w", err)
+		}
+		hits[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("knowledge store: add hits: %w", err)
+	}
+	return hits, nil
+}
+
+// inTx runs fn in a transaction (BEGIN IMMEDIATE: see [database.OpenSQLite]), committed if fn
+// succeeds.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.DB().BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// query runs a query returning items.
+func (s *Store) query(ctx context.Context, op, q string, args ...any) ([]store.Item, error) {
+	rows, err := s.DB().QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge store: %s: %w", op, err)
+	}
+	defer rows.Close()
+	items := []store.Item{}
+	for rows.Next() {
+		it, err := scanItem(rows)
+		if err != nil {
+			return nil, fmt.Errorf("knowledge store: %s: %w", op, err)
+		}
+		items = append(items, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("knowledge store: %s: %w", op, err)
+	}
+	return items, nil
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// scanItem reads the [columns] of one row.
+func scanItem(row scanner) (store.Item, error) {
+	var (
+		it                                store.Item
+		typ, tags, createdAt, updatedAt   string
+		execution, task, agent, confirmed sql.NullString
+	)
+	err := row.Scan(&it.ID, &typ, &it.Content, &it.FilePattern, &it.Specificity, &tags, &it.Confidence, &it.Rank,
+		&execution, &task, &agent, &it.Evidence, &it.HitCount, &it.ConfirmCount, &it.RefuteCount,
+		&createdAt, &updatedAt, &confirmed)
+	if err != nil {
+		return store.Item{}, err
+	}
+	it.Type = store.Type(typ)
+	it.Source = store.Source{ExecutionID: execution.String, TaskID: task.String, AgentID: agent.String}
+	if err := json.Unmarshal([]byte(tags), &it.Tags); err != nil {
+		return store.Item{}, fmt.Errorf("tags of item %d: %w", it.ID, err)
+	}
+	if it.Tags == nil {
+		it.Tags = []string{}
+	}
+	if it.CreatedAt, err = database.ParseSQLiteTime(createdAt); err != nil {
+		return store.Item{}, err
+	}
+	if it.UpdatedAt, err = database.ParseSQLiteTime(updatedAt); err != nil {
+		return store.Item{}, err
+	}
+	it.LastConfirmedAt = it.CreatedAt
+	if confirmed.Valid {
+		if it.LastConfirmedAt, err = database.ParseSQLiteTime(confirmed.String); err != nil {
+			return store.Item{}, err
+		}
+	}
+	return it, nil
+}
+
+// notFound turns "no row" into [store.ErrNotFound] and wraps other errors.
+func notFound(err error, op string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	return fmt.Errorf("knowledge store: %s: %w", op, err)
+}
+
+// null stores "" as NULL.
+func null(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// orDefault returns s, or def when s is "".
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -16,7 +16,8 @@ import (
 	"github.com/converge-dev/converge/services/knowledge/store"
 )
 
-// Run runs the suite against the stores newStore returns, each new, empty and migrated.
+// Run runs the suite against the stores newStore returns, each new, empty and migrated: the
+// schema (tables, indexes, constraints, full-text index), then the behaviour of every method.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("PingAndClose", func(t *testing.T) {
 		t.Parallel()
@@ -61,13 +62,15 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		t.Parallel()
 		testFullTextSearch(t, harness.RequireSQL(t, newStore(t)))
 	})
+	runItems(t, newStore)
 }
 
 // indexes are the Knowledge's CREATE INDEX indexes, without the full-text search ones.
 var indexes = map[string]harness.Index{
-	"knowledge_items_extension_idx": {Table: "knowledge_items", Partial: true},
-	"knowledge_items_prefix_idx":    {Table: "knowledge_items"},
-	"knowledge_items_type_idx":      {Table: "knowledge_items"},
+	"knowledge_items_match_idx":   {Table: "knowledge_items"},
+	"knowledge_items_rank_idx":    {Table: "knowledge_items"},
+	"knowledge_items_pattern_idx": {Table: "knowledge_items"},
+	"knowledge_items_type_idx":    {Table: "knowledge_items"},
 }
 
 // schema is every Knowledge table with exactly its columns, without the full-text search parts.
@@ -76,7 +79,7 @@ var schema = harness.Schema{
 		"id", "type", "content", "content_normalized", "content_hash", "file_pattern",
 		"pattern_extension", "pattern_literal_prefix", "pattern_specificity", "tags", "confidence",
 		"source_execution_id", "source_task_id", "source_agent_id", "evidence", "hit_count",
-		"confirm_count", "refute_count", "created_at", "updated_at", "last_confirmed_at",
+		"confirm_count", "refute_count", "created_at", "updated_at", "last_confirmed_at", "decay_rank",
 	},
 }
 
