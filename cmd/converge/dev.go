@@ -32,6 +32,8 @@ type devOptions struct {
 	DataDir string
 	// InMemory keeps nothing: every store is a private in-memory database.
 	InMemory bool
+	// VerifierAllowedRoots are the directories the Verifier may check as local_dir targets.
+	VerifierAllowedRoots []string
 }
 
 func devCommand() *cobra.Command {
@@ -56,6 +58,7 @@ func devCommand() *cobra.Command {
 	opts.Bind(cmd, "127.0.0.1:7070", 0)
 	cmd.Flags().StringVar(&opts.DataDir, "data-dir", envOr("CONVERGE_DATA_DIR", ".converge"), "directory of the SQLite databases [CONVERGE_DATA_DIR]")
 	cmd.Flags().BoolVar(&opts.InMemory, "in-memory", false, "keep nothing: in-memory databases, for throwaway runs")
+	cmd.Flags().StringArrayVar(&opts.VerifierAllowedRoots, "verifier-allowed-root", verifier.AllowedRootsFromEnv("."), "directory the Verifier may check as a local_dir target, repeatable (default: the working directory) ["+verifier.EnvAllowedRoots+", ':'-separated]")
 	return cmd
 }
 
@@ -80,7 +83,7 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 	srv, err := opts.NewServer("converge-dev", logger,
 		server.Service{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: scheduler.New(stores.scheduler), Ready: stores.scheduler.Ping},
 		server.Service{Desc: &agentv1.AgentService_ServiceDesc, Impl: agent.New()},
-		server.Service{Desc: &verifierv1.VerifierService_ServiceDesc, Impl: verifier.New(stores.verifier), Ready: stores.verifier.Ping},
+		server.Service{Desc: &verifierv1.VerifierService_ServiceDesc, Impl: verifier.New(stores.verifier, verifier.WithAllowedRoots(opts.VerifierAllowedRoots...), verifier.WithLogger(logger)), Ready: stores.verifier.Ping},
 		server.Service{Desc: &knowledgev1.KnowledgeService_ServiceDesc, Impl: knowledge.New(stores.knowledge), Ready: stores.knowledge.Ping},
 		server.Service{Desc: &registryv1.RegistryService_ServiceDesc, Impl: registry.New(stores.registry), Ready: stores.registry.Ping},
 	)

@@ -52,6 +52,9 @@ var indexes = map[string]harness.Index{
 	"verify_reports_created_at_idx":         {Table: "verify_reports"},
 	"verify_criterion_results_failures_idx": {Table: "verify_criterion_results", Partial: true},
 	"human_verdicts_lookup_idx":             {Table: "human_verdicts"},
+	"verify_reports_complete_idx":           {Table: "verify_reports", Partial: true},
+	"verify_reports_listing_idx":            {Table: "verify_reports"},
+	"human_verdicts_public_id_idx":          {Table: "human_verdicts", Unique: true},
 }
 
 // schema is every Verifier table with exactly its columns.
@@ -59,14 +62,14 @@ var schema = harness.Schema{
 	"verify_reports": {
 		"id", "loop_key", "seq", "iteration", "verdict", "pass_count", "fail_count", "skip_count",
 		"pending_human_count", "error_count", "failure_signature", "block_reason",
-		"criteria_source_hash", "report", "created_at",
+		"criteria_source_hash", "report", "created_at", "partial",
 	},
 	"verify_criterion_results": {
 		"report_id", "criterion_id", "position", "name", "tag", "status", "evidence", "error",
 		"duration_ms",
 	},
 	"human_verdicts": {
-		"id", "loop_key", "criterion_id", "pass", "who", "note", "report_id", "created_at",
+		"id", "loop_key", "criterion_id", "pass", "who", "note", "report_id", "created_at", "public_id",
 	},
 }
 
