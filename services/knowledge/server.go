@@ -1,11 +1,24 @@
-// Package knowledge is converge's Knowledge service: see DESIGN.md §1.
+// Package knowledge is converge's Knowledge service (DESIGN.md §1): the gotcha knowledge base.
+// Agents record what they learn against file glob patterns; the next agent touching a matching
+// file gets it before it starts, ranked by confidence, which confirmations raise, refutations
+// lower and time decays (package confidence; docs/knowledge.md for operators).
+//
+// The handlers check requests (request.go), call the store, and map every error to a status in
+// one place (errors.go). Matching a file path is two steps: the store returns candidates from the
+// few index buckets that can hold a matching pattern (package globpath), best first, and the
+// handler confirms each with a glob match and the exact effective confidence.
 package knowledge
 
 import (
 	"context"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 
+	"github.com/converge-dev/converge/services/knowledge/confidence"
+	"github.com/converge-dev/converge/services/knowledge/globpath"
 	"github.com/converge-dev/converge/services/knowledge/store"
 )
 
@@ -13,44 +26,223 @@ import (
 type Server struct {
 	knowledgev1.UnimplementedKnowledgeServiceServer
 	store store.Store
+	now   func() time.Time
 }
 
+// Option configures a Server.
+type Option func(*Server)
+
+// WithClock makes the server read the time from now instead of time.Now: recording,
+// confirmation and decay all follow it, so tests are exact.
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
 // New returns the Knowledge service on st.
-func New(st store.Store) *Server { return &Server{store: st} }
+func New(st store.Store, opts ...Option) *Server {
+	s := &Server{store: st, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
 
 var _ knowledgev1.KnowledgeServiceServer = (*Server)(nil)
 
-// RecordItem answers Unimplemented until the Knowledge issue (#3) builds it: recording and deduplicating knowledge items.
-func (s *Server) RecordItem(context.Context, *knowledgev1.RecordItemRequest) (*knowledgev1.RecordItemResponse, error) {
-	return nil, unimplemented("RecordItem", "recording and deduplicating knowledge items")
+// RecordItem stores an item, or confirms its twin (same type, pattern and normalised content).
+func (s *Server) RecordItem(ctx context.Context, req *knowledgev1.RecordItemRequest) (*knowledgev1.RecordItemResponse, error) {
+	in, err := newItem(req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	now := s.now()
+	it, created, err := s.store.Record(ctx, in, now)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	outcome := knowledgev1.RecordOutcome_RECORD_OUTCOME_CONFIRMED_EXISTING
+	if created {
+		outcome = knowledgev1.RecordOutcome_RECORD_OUTCOME_CREATED
+	}
+	return &knowledgev1.RecordItemResponse{Item: toProto(it, now), Outcome: outcome}, nil
 }
 
-// QueryItems answers Unimplemented until the Knowledge issue (#3) builds it: glob, confidence and full-text queries.
-func (s *Server) QueryItems(context.Context, *knowledgev1.QueryItemsRequest) (*knowledgev1.QueryItemsResponse, error) {
-	return nil, unimplemented("QueryItems", "glob, confidence and full-text queries")
+// QueryItems answers the items matching a path, stored under a pattern, or all, best first, and
+// counts a hit on each.
+func (s *Server) QueryItems(ctx context.Context, req *knowledgev1.QueryItemsRequest) (*knowledgev1.QueryItemsResponse, error) {
+	q, err := newQuery(req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	now := s.now()
+	cq := store.CandidateQuery{
+		Path:    q.target.path,
+		Pattern: q.target.pattern,
+		Types:   q.types,
+		Tags:    q.tags,
+		Text:    q.text,
+		MinRank: confidence.MinRank(q.minConfidence, now),
+		// Candidates beyond the limit make up for those the glob or the exact confidence turn
+		// down, usually in one round.
+		Limit: max(2*q.limit, 16),
+	}
+	var matches []store.Item
+	for len(matches) < q.limit {
+		page, err := s.store.Candidates(ctx, cq)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		for _, it := range page {
+			if q.target.path != "" && !globpath.Match(it.FilePattern, q.target.path) {
+				continue
+			}
+			if confidence.Effective(it.Confidence, it.LastConfirmedAt, now) < q.minConfidence {
+				continue
+			}
+			if matches = append(matches, it); len(matches) == q.limit {
+				break
+			}
+		}
+		if len(page) < cq.Limit {
+			break // no more candidates
+		}
+		next := page[len(page)-1].Cursor()
+		cq.After = &next
+	}
+
+	ids := make([]int64, len(matches))
+	for i, it := range matches {
+		ids[i] = it.ID
+	}
+	hits, err := s.store.AddHits(ctx, ids)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	res := &knowledgev1.QueryItemsResponse{Matches: make([]*knowledgev1.ItemMatch, 0, len(matches))}
+	for _, it := range matches {
+		n, ok := hits[it.ID]
+		if !ok {
+			continue // deleted since it was read
+		}
+		it.HitCount = n
+		res.Matches = append(res.Matches, &knowledgev1.ItemMatch{Item: toProto(it, now), Specificity: it.Specificity})
+	}
+	return res, nil
 }
 
-// GetItem answers Unimplemented until the Knowledge issue (#3) builds it: knowledge item storage.
-func (s *Server) GetItem(context.Context, *knowledgev1.GetItemRequest) (*knowledgev1.GetItemResponse, error) {
-	return nil, unimplemented("GetItem", "knowledge item storage")
+// GetItem answers one item; it is not a hit.
+func (s *Server) GetItem(ctx context.Context, req *knowledgev1.GetItemRequest) (*knowledgev1.GetItemResponse, error) {
+	id, ok := parseID(req.GetId())
+	if !ok {
+		return nil, toStatus(&itemNotFound{id: req.GetId()})
+	}
+	it, err := s.store.Get(ctx, id)
+	if err != nil {
+		return nil, toStatus(notFoundAs(req.GetId(), err))
+	}
+	return &knowledgev1.GetItemResponse{Item: toProto(it, s.now())}, nil
 }
 
-// ListItems answers Unimplemented until the Knowledge issue (#3) builds it: knowledge item storage.
-func (s *Server) ListItems(context.Context, *knowledgev1.ListItemsRequest) (*knowledgev1.ListItemsResponse, error) {
-	return nil, unimplemented("ListItems", "knowledge item storage")
+// ListItems lists items newest first, a page at a time.
+func (s *Server) ListItems(ctx context.Context, req *knowledgev1.ListItemsRequest) (*knowledgev1.ListItemsResponse, error) {
+	l, err := newListing(req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	items, err := s.store.List(ctx, l.filter)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	res := &knowledgev1.ListItemsResponse{}
+	if len(items) > l.pageSize {
+		items = items[:l.pageSize]
+		res.NextPageToken = pageToken(l.filter, items[len(items)-1].ID)
+	}
+	now := s.now()
+	res.Items = make([]*knowledgev1.Item, len(items))
+	for i, it := range items {
+		res.Items[i] = toProto(it, now)
+	}
+	return res, nil
 }
 
-// ConfirmItem answers Unimplemented until the Knowledge issue (#3) builds it: confidence confirmation and decay.
-func (s *Server) ConfirmItem(context.Context, *knowledgev1.ConfirmItemRequest) (*knowledgev1.ConfirmItemResponse, error) {
-	return nil, unimplemented("ConfirmItem", "confidence confirmation and decay")
+// ConfirmItem raises an item's confidence and restarts its decay clock.
+func (s *Server) ConfirmItem(ctx context.Context, req *knowledgev1.ConfirmItemRequest) (*knowledgev1.ConfirmItemResponse, error) {
+	if len(req.GetEvidence()) > maxEvidenceBytes {
+		return nil, toStatus(&badRequest{request: "ConfirmItemRequest", fields: []fieldError{{"evidence", errTooBig}}})
+	}
+	id, ok := parseID(req.GetId())
+	if !ok {
+		return nil, toStatus(&itemNotFound{id: req.GetId()})
+	}
+	now := s.now()
+	it, err := s.store.Confirm(ctx, id, req.GetEvidence(), now)
+	if err != nil {
+		return nil, toStatus(notFoundAs(req.GetId(), err))
+	}
+	return &knowledgev1.ConfirmItemResponse{Item: toProto(it, now)}, nil
 }
 
-// RefuteItem answers Unimplemented until the Knowledge issue (#3) builds it: confidence confirmation and decay.
-func (s *Server) RefuteItem(context.Context, *knowledgev1.RefuteItemRequest) (*knowledgev1.RefuteItemResponse, error) {
-	return nil, unimplemented("RefuteItem", "confidence confirmation and decay")
+// RefuteItem lowers an item's confidence.
+func (s *Server) RefuteItem(ctx context.Context, req *knowledgev1.RefuteItemRequest) (*knowledgev1.RefuteItemResponse, error) {
+	if len(req.GetReason()) > maxEvidenceBytes {
+		return nil, toStatus(&badRequest{request: "RefuteItemRequest", fields: []fieldError{{"reason", errTooBig}}})
+	}
+	id, ok := parseID(req.GetId())
+	if !ok {
+		return nil, toStatus(&itemNotFound{id: req.GetId()})
+	}
+	now := s.now()
+	it, err := s.store.Refute(ctx, id, req.GetReason(), now)
+	if err != nil {
+		return nil, toStatus(notFoundAs(req.GetId(), err))
+	}
+	return &knowledgev1.RefuteItemResponse{Item: toProto(it, now)}, nil
 }
 
-// DeleteItem answers Unimplemented until the Knowledge issue (#3) builds it: knowledge item storage.
-func (s *Server) DeleteItem(context.Context, *knowledgev1.DeleteItemRequest) (*knowledgev1.DeleteItemResponse, error) {
-	return nil, unimplemented("DeleteItem", "knowledge item storage")
+// DeleteItem removes an item.
+func (s *Server) DeleteItem(ctx context.Context, req *knowledgev1.DeleteItemRequest) (*knowledgev1.DeleteItemResponse, error) {
+	id, ok := parseID(req.GetId())
+	if !ok {
+		return nil, toStatus(&itemNotFound{id: req.GetId()})
+	}
+	if err := s.store.Delete(ctx, id); err != nil {
+		return nil, toStatus(notFoundAs(req.GetId(), err))
+	}
+	return &knowledgev1.DeleteItemResponse{}, nil
+}
+
+// protoTypes maps the store's item types to the proto's.
+var protoTypes = func() map[store.Type]knowledgev1.ItemType {
+	m := make(map[store.Type]knowledgev1.ItemType, len(itemTypes))
+	for p, s := range itemTypes {
+		m[s] = p
+	}
+	return m
+}()
+
+// toProto returns the item as answered at now: its effective confidence decayed to now.
+func toProto(it store.Item, now time.Time) *knowledgev1.Item {
+	out := &knowledgev1.Item{
+		Id:                  formatID(it.ID),
+		Type:                protoTypes[it.Type],
+		Content:             it.Content,
+		FilePattern:         it.FilePattern,
+		Tags:                it.Tags,
+		Confidence:          it.Confidence,
+		EffectiveConfidence: confidence.Effective(it.Confidence, it.LastConfirmedAt, now),
+		Evidence:            it.Evidence,
+		CreateTime:          timestamppb.New(it.CreatedAt),
+		UpdateTime:          timestamppb.New(it.UpdatedAt),
+		LastConfirmTime:     timestamppb.New(it.LastConfirmedAt),
+		HitCount:            it.HitCount,
+		ConfirmCount:        it.ConfirmCount,
+		RefuteCount:         it.RefuteCount,
+	}
+	if it.Source != (store.Source{}) {
+		out.Source = &knowledgev1.Source{
+			ExecutionId: it.Source.ExecutionID,
+			TaskId:      it.Source.TaskID,
+			AgentId:     it.Source.AgentID,
+		}
+	}
+	return out
 }

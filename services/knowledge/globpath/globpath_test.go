@@ -74,15 +74,15 @@ func TestNormalizePattern(t *testing.T) {
 	}
 
 	bad := map[string]error{
-		"":              globpath.ErrEmpty,
-		"./":            globpath.ErrEmpty,
-		"/src/*.go":     globpath.ErrAbsolute,
-		"../*.go":       globpath.ErrDotDot,
-		`src\*.go`:      globpath.ErrBackslash,
-		"src/[a-":       globpath.ErrBadGlob,
-		"src/{a,b":      globpath.ErrBadGlob,
-		"a}":            globpath.ErrBadGlob,
-		"a\tb":          globpath.ErrControl,
+		"":                                     globpath.ErrEmpty,
+		"./":                                   globpath.ErrEmpty,
+		"/src/*.go":                            globpath.ErrAbsolute,
+		"../*.go":                              globpath.ErrDotDot,
+		`src\*.go`:                             globpath.ErrBackslash,
+		"src/[a-":                              globpath.ErrBadGlob,
+		"src/{a,b":                             globpath.ErrBadGlob,
+		"a}":                                   globpath.ErrBadGlob,
+		"a\tb":                                 globpath.ErrControl,
 		"x/" + strings.Repeat("y", 1021) + "/": globpath.ErrTooLong, // grows past the limit with "**"
 	}
 	for in, want := range bad {
