@@ -53,12 +53,12 @@ func New(rdb redis.UniversalClient, prefix string, epochs hot.Epochs) *Backend {
 }
 
 func (b *Backend) lockKey(resource string) string { return b.tag + "lock:" + resource }
-func (b *Backend) epochKey() string              { return b.tag + "epoch" }
-func (b *Backend) indexKey() string              { return b.tag + "locks" }
-func (b *Backend) expiryKey() string             { return b.tag + "expiry" }
-func (b *Backend) hbKey(id string) string        { return b.tag + "hb:" + id }
-func (b *Backend) hbIndexKey() string            { return b.tag + "heartbeats" }
-func (b *Backend) hbRunKey() string              { return b.tag + "heartbeats:run" }
+func (b *Backend) epochKey() string               { return b.tag + "epoch" }
+func (b *Backend) indexKey() string               { return b.tag + "locks" }
+func (b *Backend) expiryKey() string              { return b.tag + "expiry" }
+func (b *Backend) hbKey(id string) string         { return b.tag + "hb:" + id }
+func (b *Backend) hbIndexKey() string             { return b.tag + "heartbeats" }
+func (b *Backend) hbRunKey() string               { return b.tag + "heartbeats:run" }
 
 // Ping reports whether Redis answers.
 func (b *Backend) Ping(ctx context.Context) error {
