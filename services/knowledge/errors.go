@@ -32,10 +32,14 @@ type fieldError struct {
 }
 
 // add records that field is invalid because of err.
-func (b *badRequest) add(field string, err error) { b.fields = append(b.fields, fieldError{field, err}) }
+func (b *badRequest) add(field string, err error) {
+	b.fields = append(b.fields, fieldError{field, err})
+}
 
 // addf records that field is invalid, with a formatted reason.
-func (b *badRequest) addf(field, format string, args ...any) { b.add(field, fmt.Errorf(format, args...)) }
+func (b *badRequest) addf(field, format string, args ...any) {
+	b.add(field, fmt.Errorf(format, args...))
+}
 
 // orNil returns b as an error if it holds a field error, else nil.
 func (b *badRequest) orNil() error {
