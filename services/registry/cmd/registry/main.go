@@ -15,6 +15,7 @@ import (
 	"github.com/converge-dev/converge/platform/server"
 	"github.com/converge-dev/converge/platform/servicecmd"
 	"github.com/converge-dev/converge/services/registry"
+	"github.com/converge-dev/converge/services/registry/hot/redishot"
 	"github.com/converge-dev/converge/services/registry/store/postgres"
 )
 
@@ -45,6 +46,9 @@ func command() *cobra.Command {
 			}
 			rdb := redis.NewClient(redisOpts)
 			defer rdb.Close()
+			// Locks and heartbeats live in Redis; their fencing epochs in Postgres.
+			hot := redishot.New(rdb, redishot.DefaultPrefix, st)
+			defer hot.Close()
 			pingRedis := func(ctx context.Context) error {
 				if err := rdb.Ping(ctx).Err(); err != nil {
 					return fmt.Errorf("redis at %s: %w", redisOpts.Addr, err)
@@ -53,7 +57,7 @@ func command() *cobra.Command {
 			}
 			return flags.Serve(ctx, "registry", logger, server.Service{
 				Desc:  &registryv1.RegistryService_ServiceDesc,
-				Impl:  registry.New(st),
+				Impl:  registry.New(ctx, st, hot, registry.WithLogger(logger)),
 				Ready: servicecmd.AllReady(servicecmd.ReadyProbe(st, flags.Migrate), pingRedis),
 			})
 		},
