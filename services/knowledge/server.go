@@ -22,6 +22,9 @@ import (
 	"github.com/converge-dev/converge/services/knowledge/store"
 )
 
+// maxCandidateBatch bounds the candidates a query reads from each bucket in one round.
+const maxCandidateBatch = 1024
+
 // Server implements knowledgev1.KnowledgeServiceServer on a store.
 type Server struct {
 	knowledgev1.UnimplementedKnowledgeServiceServer
@@ -106,6 +109,8 @@ func (s *Server) QueryItems(ctx context.Context, req *knowledgev1.QueryItemsRequ
 		}
 		next := page[len(page)-1].Cursor()
 		cq.After = &next
+		// Most candidates were turned down: read on in bigger steps.
+		cq.Limit = min(2*cq.Limit, maxCandidateBatch)
 	}
 
 	ids := make([]int64, len(matches))

@@ -20,8 +20,8 @@
 //
 // # Index keys
 //
-// Every pattern has one [Bucket]: the literal directory prefix it is anchored under and the file
-// extension it requires. [PathBuckets] lists the few buckets that can hold a pattern matching a
+// Every pattern has one [Bucket]: where it is anchored (a literal directory prefix, or a name
+// that must appear at some depth) and the file extension it requires. [PathBuckets] lists the few buckets that can hold a pattern matching a
 // given path, so a store looks up those buckets by index and confirms each candidate with
 // [Match]. FuzzMatch checks that a pattern matching a path is always in one of the path's
 // buckets.
@@ -149,9 +149,12 @@ func IsLiteral(pattern string) bool { return !strings.ContainsAny(pattern, meta)
 // Bucket is the index key of a pattern: stores keep patterns by bucket and a path looks up the
 // buckets of [PathBuckets].
 type Bucket struct {
-	// Prefix is the literal directory the pattern is anchored under, with its trailing '/'
-	// ("server/routes/" for "server/routes/*"), the whole pattern for a literal path, or "" for
-	// a pattern that starts with a wildcard or has no '/' (it may match at any depth).
+	// Prefix is where the pattern is anchored:
+	//   - the literal directory it is under, with its trailing '/' ("server/routes/" for
+	//     "server/routes/*"), or the whole pattern for a literal path;
+	//   - "**/<name>/" for a pattern that needs a directory or file called <name> at any depth
+	//     ("**/migrations/" for "**/migrations/*.sql", "**/Makefile/" for "Makefile");
+	//   - "" for any other pattern that may match at any depth ("*.sql", "**/*_test.go").
 	Prefix string
 	// Extension is the file extension every match has, without the dot ("sql" for "*.sql",
 	// "ts" for "src/**/*.test.ts"), or "" when the pattern does not fix one.
@@ -166,7 +169,19 @@ func PatternBucket(pattern string) Bucket {
 // literalPrefix is the Prefix of a pattern's bucket.
 func literalPrefix(pattern string) string {
 	if !strings.Contains(pattern, "/") {
-		return "" // matches a base name at any depth
+		// Matches a base name at any depth: a literal one is a name to look for.
+		if IsLiteral(pattern) {
+			return "**/" + pattern + "/"
+		}
+		return ""
+	}
+	if rest, ok := strings.CutPrefix(pattern, "**/"); ok {
+		// "**/name/...": some segment of every match is name.
+		name, _, _ := strings.Cut(rest, "/")
+		if IsLiteral(name) {
+			return "**/" + name + "/"
+		}
+		return ""
 	}
 	if IsLiteral(pattern) {
 		return pattern
@@ -191,30 +206,43 @@ func extension(s string) string {
 	return ext
 }
 
-// PathBuckets returns every bucket that can hold a pattern matching the normalised path: the
-// path's extension or none, under "", under each of its ancestor directories, the path itself (a
-// literal pattern) and the path as a directory ("src/**" matches "src").
+// PathBuckets returns every bucket that can hold a pattern matching the normalised path, each
+// once: with the path's extension or none, the prefixes "", each of its ancestor directories,
+// "**/<segment>/" for each of its segments, the path itself (a literal pattern) and the path as
+// a directory ("src/**" matches "src").
 func PathBuckets(path string) []Bucket {
 	exts := []string{""}
 	if ext := extension(path); ext != "" {
 		exts = append(exts, ext)
 	}
-	buckets := make([]Bucket, 0, 2*(strings.Count(path, "/")+2)+2)
+	prefixes := []string{""}
+	for seg := range strings.SplitSeq(path, "/") {
+		prefixes = append(prefixes, "**/"+seg+"/")
+	}
 	for i := 0; ; {
-		prefix := path[:i]
-		for _, ext := range exts {
-			buckets = append(buckets, Bucket{Prefix: prefix, Extension: ext})
-		}
 		next := strings.IndexByte(path[i:], '/')
 		if next < 0 {
 			break
 		}
 		i += next + 1
+		prefixes = append(prefixes, path[:i])
 	}
-	return append(buckets,
-		Bucket{Prefix: path, Extension: extension(path)},
-		Bucket{Prefix: path + "/", Extension: ""},
-	)
+	seen := make(map[Bucket]bool, 2*len(prefixes)+2)
+	buckets := make([]Bucket, 0, 2*len(prefixes)+2)
+	add := func(b Bucket) {
+		if !seen[b] {
+			seen[b] = true
+			buckets = append(buckets, b)
+		}
+	}
+	for _, prefix := range prefixes {
+		for _, ext := range exts {
+			add(Bucket{Prefix: prefix, Extension: ext})
+		}
+	}
+	add(Bucket{Prefix: path, Extension: extension(path)})
+	add(Bucket{Prefix: path + "/", Extension: ""})
+	return buckets
 }
 
 // Specificity ranks how narrowly a normalised pattern selects files, higher first: a literal path

@@ -136,9 +136,14 @@ func TestPatternBucket(t *testing.T) {
 		"src/**/*.test.ts":          {Prefix: "src/", Extension: "ts"},
 		"src/*.{ts,tsx}":            {Prefix: "src/", Extension: ""},
 		"src/*.*":                   {Prefix: "src/", Extension: ""},
-		"**/migrations/*.sql":       {Prefix: "", Extension: "sql"},
-		"Makefile":                  {Prefix: "", Extension: ""},
-		"package.json":              {Prefix: "", Extension: "json"},
+		"**/migrations/*.sql":       {Prefix: "**/migrations/", Extension: "sql"},
+		"**/events/**":              {Prefix: "**/events/", Extension: ""},
+		"**/*_test.go":              {Prefix: "", Extension: "go"},
+		"**/v?/*.go":                {Prefix: "", Extension: "go"},
+		"Makefile":                  {Prefix: "**/Makefile/", Extension: ""},
+		"**/Makefile":               {Prefix: "**/Makefile/", Extension: ""},
+		"package.json":              {Prefix: "**/package.json/", Extension: "json"},
+		"*_test.go":                 {Prefix: "", Extension: "go"},
 		"{a/b.go,c.ts}":             {Prefix: "", Extension: ""},
 		"docs/**":                   {Prefix: "docs/", Extension: ""},
 		"database/migrations/*.sql": {Prefix: "database/migrations/", Extension: "sql"},
@@ -153,14 +158,22 @@ func TestPathBuckets(t *testing.T) {
 
 	require.Equal(t, []globpath.Bucket{
 		{"", ""}, {"", "sql"},
+		{"**/database/", ""}, {"**/database/", "sql"},
+		{"**/migrations/", ""}, {"**/migrations/", "sql"},
+		{"**/001_habits.sql/", ""}, {"**/001_habits.sql/", "sql"},
 		{"database/", ""}, {"database/", "sql"},
 		{"database/migrations/", ""}, {"database/migrations/", "sql"},
 		{"database/migrations/001_habits.sql", "sql"},
 		{"database/migrations/001_habits.sql/", ""},
 	}, globpath.PathBuckets("database/migrations/001_habits.sql"))
 
-	require.Equal(t, []globpath.Bucket{{"", ""}, {"Makefile", ""}, {"Makefile/", ""}},
+	require.Equal(t, []globpath.Bucket{{"", ""}, {"**/Makefile/", ""}, {"Makefile", ""}, {"Makefile/", ""}},
 		globpath.PathBuckets("Makefile"))
+
+	// Each bucket once, even when names repeat or a directory is called "**".
+	require.Equal(t, []globpath.Bucket{{"", ""}, {"**/a/", ""}, {"**/**/", ""}, {"a/", ""}, {"a/a/", ""},
+		{"a/a/**/", ""}, {"a/a/**/a", ""}, {"a/a/**/a/", ""}},
+		globpath.PathBuckets("a/a/**/a"))
 }
 
 func TestSpecificity(t *testing.T) {
@@ -233,6 +246,13 @@ func FuzzNormalizePath(f *testing.F) {
 		again, err := globpath.NormalizePath(out)
 		require.NoError(t, err, "%q → %q", s, out)
 		require.Equal(t, out, again, "not idempotent: %q", s)
+		// Each bucket once: a repeated bucket would answer its items twice.
+		buckets := globpath.PathBuckets(out)
+		seen := map[globpath.Bucket]bool{}
+		for _, b := range buckets {
+			require.False(t, seen[b], "bucket %v twice for %q", b, out)
+			seen[b] = true
+		}
 	})
 }
 
@@ -250,6 +270,10 @@ func FuzzMatch(f *testing.F) {
 		{"Makefile", "Makefile"},
 		{"src/*.{ts,tsx}", "src/a.tsx"},
 		{".env", "app/.env"},
+		{"**/migrations/*.sql", "db/migrations/001.sql"},
+		{"**/events/**", "a/events"},
+		{"**/Makefile", "Makefile"},
+		{"**/x", "**/x"},
 	}
 	for _, s := range seeds {
 		f.Add(s[0], s[1])

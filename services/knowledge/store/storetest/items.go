@@ -314,28 +314,29 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 
 		for _, p := range []string{
 			"*.sql", "database/migrations/*.sql", "database/**", "database/migrations/001_habits.sql", "**",
-			"database/migrations/*", "database/mig*/0*.sql", "Makefile",
+			"database/migrations/*", "database/mig*/0*.sql", "**/migrations/*.sql", "**/migrations/**",
 			// Not in the buckets of database/migrations/001_habits.sql:
 			"docs/*.md", "server/routes/*", "*.ts", "database/seeds/*.sql", "database/migrations/002_x.sql",
-			"src/**",
+			"src/**", "**/seeds/*.sql", "Makefile",
 		} {
 			b.record(t, p, "about "+p, t0)
 		}
 
 		require.ElementsMatch(t, []string{
 			"*.sql", "database/migrations/*.sql", "database/**", "database/migrations/001_habits.sql", "**",
-			"database/migrations/*", "database/mig*/0*.sql", "Makefile",
+			"database/migrations/*", "database/mig*/0*.sql", "**/migrations/*.sql", "**/migrations/**",
 		}, b.candidates(t, store.CandidateQuery{Path: "database/migrations/001_habits.sql"}))
-		require.ElementsMatch(t, []string{"server/routes/*", "*.ts", "**", "Makefile"},
+		require.ElementsMatch(t, []string{"server/routes/*", "*.ts", "**"},
 			b.candidates(t, store.CandidateQuery{Path: "server/routes/habits.ts"}))
-		// "src/**" matches "src" itself.
-		require.ElementsMatch(t, []string{"src/**", "**", "Makefile"}, b.candidates(t, store.CandidateQuery{Path: "src"}))
+		// "src/**" matches "src" itself; a literal name without '/' matches at any depth.
+		require.ElementsMatch(t, []string{"src/**", "**"}, b.candidates(t, store.CandidateQuery{Path: "src"}))
+		require.ElementsMatch(t, []string{"src/**", "**", "Makefile"}, b.candidates(t, store.CandidateQuery{Path: "src/Makefile"}))
 
 		// By pattern: exactly that pattern.
 		require.Equal(t, []string{"database/**"}, b.candidates(t, store.CandidateQuery{Pattern: "database/**"}))
 		require.Empty(t, b.candidates(t, store.CandidateQuery{Pattern: "database/*"}))
 		// All.
-		require.Len(t, b.candidates(t, store.CandidateQuery{}), 14)
+		require.Len(t, b.candidates(t, store.CandidateQuery{}), 17)
 	})
 
 	t.Run("CandidatesRankOrder", func(t *testing.T) {

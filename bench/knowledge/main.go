@@ -1,0 +1,359 @@
+// Command knowledge-bench measures QueryItems by file path on a 1,000,000-item knowledge base in
+// Postgres, through the real gRPC server, next to the peer baseline: a plain primary-key SELECT
+// of one item on the same database, measured in the same run, in alternating rounds.
+//
+// It creates a fresh database on the Postgres server (dropped at the end unless --keep), applies
+// the Knowledge migrations, bulk-loads the items with COPY (the secondary indexes are dropped and
+// rebuilt from their own definitions around the load, as pg_restore does), then serves the
+// Knowledge service with platform/server on loopback TCP and times the calls one at a time.
+//
+//	cd bench/knowledge && GOWORK=off go run . [--items 1000000] [--queries 20000]
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	mrand "math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
+	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/platform/server"
+	"github.com/converge-dev/converge/services/knowledge"
+	"github.com/converge-dev/converge/services/knowledge/store"
+	"github.com/converge-dev/converge/services/knowledge/store/postgres"
+)
+
+type options struct {
+	postgresURL string
+	items       int
+	dirs        int
+	queries     int
+	warmup      int
+	rounds      int
+	seed        uint64
+	keep        bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.postgresURL, "postgres-url", envOr("CONVERGE_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
+		"Postgres server (its user must be allowed to create databases) [CONVERGE_TEST_POSTGRES_URL]")
+	flag.IntVar(&o.items, "items", 1_000_000, "items in the knowledge base")
+	flag.IntVar(&o.dirs, "dirs", 5_000, "directories of the synthetic repository")
+	flag.IntVar(&o.queries, "queries", 20_000, "timed calls of each kind")
+	flag.IntVar(&o.warmup, "warmup", 2_000, "untimed calls of each kind first")
+	flag.IntVar(&o.rounds, "rounds", 20, "alternating rounds the timed calls are split into")
+	flag.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic data and the queried paths")
+	flag.BoolVar(&o.keep, "keep", false, "keep the database (its URL is printed)")
+	flag.Parse()
+	if err := run(context.Background(), o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "knowledge-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, out io.Writer) error {
+	dbURL, drop, err := createDatabase(ctx, o.postgresURL)
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		fmt.Fprintf(out, "database kept: %s\n", database.RedactURL(dbURL))
+	} else {
+		defer drop()
+	}
+
+	st, err := postgres.New(ctx, dbURL, database.WithMigrate())
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	rng := mrand.New(mrand.NewPCG(o.seed, 2))
+	r := newRepo(rng, o.dirs)
+	now := time.Now()
+	start := time.Now()
+	if err := load(ctx, st.Pool(), r, o, now); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "loaded %d items in %s (COPY, indexes rebuilt, ANALYZE)\n", o.items, time.Since(start).Round(time.Second))
+
+	client, stop, err := serve(ctx, st)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	return measure(ctx, out, o, r, st.Pool(), client)
+}
+
+// createDatabase creates converge_bench_<random> on the server at serverURL and returns its URL
+// and a function dropping it.
+func createDatabase(ctx context.Context, serverURL string) (string, func(), error) {
+	admin, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("connect to %s: %w", database.RedactURL(serverURL), err)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "converge_bench_" + hex.EncodeToString(b)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		_ = admin.Close(ctx)
+		return "", nil, fmt.Errorf("create database: %w", err)
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", nil, err
+	}
+	u.Path = "/" + name
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		_ = admin.Close(ctx)
+	}
+	return u.String(), drop, nil
+}
+
+// copyColumns are the columns the load writes; the rest keep their defaults.
+var copyColumns = []string{"type", "content", "content_normalized", "content_hash", "file_pattern",
+	"pattern_extension", "pattern_literal_prefix", "pattern_specificity", "tags", "confidence", "decay_rank",
+	"source_execution_id", "source_task_id", "source_agent_id", "evidence", "hit_count", "confirm_count",
+	"created_at", "updated_at", "last_confirmed_at"}
+
+// load bulk-loads o.items items: secondary indexes dropped, COPY on two connections, indexes
+// rebuilt from their saved definitions, ANALYZE.
+func load(ctx context.Context, pool *pgxpool.Pool, r *repo, o options, now time.Time) error {
+	rows, err := pool.Query(ctx, `SELECT indexname, indexdef FROM pg_indexes
+		WHERE tablename = 'knowledge_items' AND indexname NOT IN (SELECT conname FROM pg_constraint)`)
+	if err != nil {
+		return err
+	}
+	type index struct{ name, def string }
+	indexes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (index, error) {
+		var ix index
+		return ix, row.Scan(&ix.name, &ix.def)
+	})
+	if err != nil {
+		return err
+	}
+	for _, ix := range indexes {
+		if _, err := pool.Exec(ctx, "DROP INDEX "+pgx.Identifier{ix.name}.Sanitize()); err != nil {
+			return err
+		}
+	}
+
+	// Each worker generates its own share of the items from its own seed.
+	const workers = 2
+	g, gctx := errgroup.WithContext(ctx)
+	for w := range workers {
+		g.Go(func() error {
+			rng := mrand.New(mrand.NewPCG(o.seed, uint64(100+w)))
+			n := w
+			src := pgx.CopyFromFunc(func() ([]any, error) {
+				if n >= o.items {
+					return nil, nil
+				}
+				row := r.item(rng, n, now)
+				n += workers
+				tags, _ := json.Marshal(row.Tags)
+				hits := rng.Int64N(50)
+				return []any{string(row.Type), row.Content, row.ContentNormalized, row.ContentHash, row.FilePattern,
+					row.Bucket.Extension, row.Bucket.Prefix, row.Specificity, string(tags), row.Confidence, row.Rank,
+					row.Source.ExecutionID, row.Source.TaskID, row.Source.AgentID, row.Evidence, hits, int32(rng.IntN(5)),
+					row.Now, row.Now, row.Now}, nil
+			})
+			_, err := pool.CopyFrom(gctx, pgx.Identifier{"knowledge_items"}, copyColumns, src)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for _, ix := range indexes {
+		g.Go(func() error {
+			conn, err := pool.Acquire(gctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Release()
+			if _, err := conn.Exec(gctx, "SET maintenance_work_mem = '512MB'"); err != nil {
+				return err
+			}
+			_, err = conn.Exec(gctx, ix.def)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("rebuild indexes: %w", err)
+	}
+	_, err = pool.Exec(ctx, "VACUUM ANALYZE knowledge_items")
+	return err
+}
+
+// serve serves the Knowledge service on loopback TCP with the platform server, as a deployment
+// does (request logging at info, metrics, validation, recovery), and returns a client.
+func serve(ctx context.Context, st store.Store) (knowledgev1.KnowledgeServiceClient, func(), error) {
+	srv, err := server.Config{
+		Name:       "knowledge-bench",
+		Logger:     slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		DrainDelay: -1,
+		Services: []server.Service{{
+			Desc: &knowledgev1.KnowledgeService_ServiceDesc, Impl: knowledge.New(st), Ready: st.Ping,
+		}},
+	}.Complete()
+	if err != nil {
+		return nil, nil, err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return knowledgev1.NewKnowledgeServiceClient(conn), func() {
+		_ = conn.Close()
+		cancel()
+		<-done
+	}, nil
+}
+
+// kind is one kind of timed call.
+type kind struct {
+	name string
+	call func(ctx context.Context, rng *mrand.Rand) (matches int, err error)
+	// durations of the timed calls, and matches answered in all.
+	durations []time.Duration
+	matches   int
+}
+
+// measure times QueryItems by path (the agents' query: gotchas, min_confidence 0.6, limit 20),
+// the same with every type, GetItem through gRPC, and the peer baseline, a primary-key SELECT
+// with pgx, in alternating rounds so that drift affects all alike.
+func measure(ctx context.Context, out io.Writer, o options, r *repo, pool *pgxpool.Pool, client knowledgev1.KnowledgeServiceClient) error {
+	var maxID int64
+	if err := pool.QueryRow(ctx, "SELECT max(id) FROM knowledge_items").Scan(&maxID); err != nil {
+		return err
+	}
+	pk := `SELECT id, type, content, file_pattern, pattern_specificity, tags, confidence, decay_rank,
+		source_execution_id, source_task_id, source_agent_id, evidence, hit_count, confirm_count, refute_count,
+		created_at, updated_at, last_confirmed_at FROM knowledge_items WHERE id = $1`
+	kinds := []*kind{
+		{name: "QueryItems by path (gotchas, min 0.6)", call: func(ctx context.Context, rng *mrand.Rand) (int, error) {
+			res, err := client.QueryItems(ctx, &knowledgev1.QueryItemsRequest{
+				Target:        &knowledgev1.QueryItemsRequest_FilePath{FilePath: r.file(rng)},
+				Types:         []knowledgev1.ItemType{knowledgev1.ItemType_ITEM_TYPE_GOTCHA},
+				MinConfidence: 0.6,
+			})
+			return len(res.GetMatches()), err
+		}},
+		{name: "QueryItems by path (all types, min 0)", call: func(ctx context.Context, rng *mrand.Rand) (int, error) {
+			res, err := client.QueryItems(ctx, &knowledgev1.QueryItemsRequest{
+				Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: r.file(rng)},
+			})
+			return len(res.GetMatches()), err
+		}},
+		{name: "GetItem (gRPC, primary key)", call: func(ctx context.Context, rng *mrand.Rand) (int, error) {
+			_, err := client.GetItem(ctx, &knowledgev1.GetItemRequest{Id: fmt.Sprintf("kn_%d", 1+rng.Int64N(maxID))})
+			return 1, err
+		}},
+		{name: "baseline: SELECT by primary key (pgx)", call: func(ctx context.Context, rng *mrand.Rand) (int, error) {
+			rows, err := pool.Query(ctx, pk, 1+rng.Int64N(maxID))
+			if err != nil {
+				return 0, err
+			}
+			n := 0
+			for rows.Next() {
+				n++
+			}
+			rows.Close()
+			return n, rows.Err()
+		}},
+	}
+
+	rng := mrand.New(mrand.NewPCG(o.seed, 3))
+	for _, k := range kinds {
+		for range o.warmup {
+			if _, err := k.call(ctx, rng); err != nil {
+				return fmt.Errorf("%s: %w", k.name, err)
+			}
+		}
+	}
+	per := max(o.queries/o.rounds, 1)
+	for range o.rounds {
+		for _, k := range kinds {
+			for range per {
+				start := time.Now()
+				n, err := k.call(ctx, rng)
+				k.durations = append(k.durations, time.Since(start))
+				if err != nil {
+					return fmt.Errorf("%s: %w", k.name, err)
+				}
+				k.matches += n
+			}
+		}
+	}
+
+	base := kinds[len(kinds)-1]
+	fmt.Fprintf(out, "\n%d items, %d calls of each kind in %d alternating rounds, one at a time, loopback TCP\n\n", o.items, per*o.rounds, o.rounds)
+	fmt.Fprintf(out, "%-40s %9s %9s %9s %9s %9s %8s %8s %8s\n", "call", "p50", "p90", "p99", "p99.9", "max", "items", "×PK p50", "×PK p99")
+	for _, k := range kinds {
+		fmt.Fprintf(out, "%-40s %9s %9s %9s %9s %9s %8.1f %8.1f %8.1f\n", k.name,
+			ms(pct(k.durations, 50)), ms(pct(k.durations, 90)), ms(pct(k.durations, 99)), ms(pct(k.durations, 99.9)),
+			ms(slices.Max(k.durations)), float64(k.matches)/float64(len(k.durations)),
+			ratio(pct(k.durations, 50), pct(base.durations, 50)), ratio(pct(k.durations, 99), pct(base.durations, 99)))
+	}
+	q := kinds[0]
+	verdict := "meets"
+	if pct(q.durations, 99) > 5*time.Millisecond {
+		verdict = "MISSES"
+	}
+	fmt.Fprintf(out, "\nQueryItems by path p99 %s %s the target of 5 ms\n", ms(pct(q.durations, 99)), verdict)
+	return nil
+}
+
+// pct returns the p-th percentile of ds (nearest rank).
+func pct(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d.Microseconds())/1000) }
+
+func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
