@@ -48,6 +48,9 @@ func runFile(ctx context.Context, t *Target, o *Options, fc *verifierv1.FileChec
 	}
 	o.attempt(1)
 	e := fc.GetExpect()
+	if e == nil {
+		e = &verifierv1.FileExpectation{}
+	}
 	absent := e.GetPresence() == verifierv1.FilePresence_FILE_PRESENCE_ABSENT
 	ev := &verifierv1.FileEvidence{}
 	evidence := &verifierv1.Evidence{Kind: &verifierv1.Evidence_File{File: ev}}

@@ -2,7 +2,9 @@ package check
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -23,6 +25,9 @@ var reflectionMethods = []string{
 	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
 }
 
+// errNoReflection is a server without the reflection service asked for.
+var errNoReflection = errors.New("no reflection service")
+
 // maxReflectedFiles bounds how many files a method's types may span.
 const maxReflectedFiles = 1000
 
@@ -34,17 +39,19 @@ func resolveMethod(ctx context.Context, conn *grpc.ClientConn, method string) (p
 		return nil, nil, status.Errorf(codes.InvalidArgument, "method %q is not package.Service/Method", method)
 	}
 	var files []*descriptorpb.FileDescriptorProto
-	var err error
+	err := errNoReflection
 	for _, rm := range reflectionMethods {
 		files, err = reflectFiles(ctx, conn, rm, service)
-		if status.Code(err) != codes.Unimplemented {
+		if !errors.Is(err, errNoReflection) {
 			break
 		}
 	}
-	if err != nil {
-		if status.Code(err) == codes.Unimplemented {
-			return nil, nil, status.Errorf(codes.Unimplemented, "the server has no reflection service, so %s cannot be resolved", method)
-		}
+	switch {
+	case errors.Is(err, errNoReflection):
+		return nil, nil, status.Errorf(codes.Unimplemented, "the server has no reflection service, so %s cannot be resolved", method)
+	case status.Code(err) == codes.NotFound:
+		return nil, nil, status.Errorf(codes.Unimplemented, "service %s not found by reflection", service)
+	case err != nil:
 		return nil, nil, err
 	}
 	reg, err := protodesc.NewFiles(&descriptorpb.FileDescriptorSet{File: files})
@@ -73,16 +80,22 @@ func reflectFiles(ctx context.Context, conn *grpc.ClientConn, rm, symbol string)
 	defer cancel()
 	stream, err := conn.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, rm)
 	if err != nil {
+		if status.Code(err) == codes.Unimplemented {
+			return nil, errNoReflection
+		}
 		return nil, err
 	}
 	byName := map[string]*descriptorpb.FileDescriptorProto{}
 	var order []*descriptorpb.FileDescriptorProto
 	ask := func(req *reflectionpb.ServerReflectionRequest) error {
-		if err := stream.SendMsg(req); err != nil {
+		if err := stream.SendMsg(req); err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
 		res := new(reflectionpb.ServerReflectionResponse)
 		if err := stream.RecvMsg(res); err != nil {
+			if status.Code(err) == codes.Unimplemented {
+				return errNoReflection
+			}
 			return err
 		}
 		if e := res.GetErrorResponse(); e != nil {
@@ -104,9 +117,6 @@ func reflectFiles(ctx context.Context, conn *grpc.ClientConn, rm, symbol string)
 		MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: symbol},
 	})
 	if err != nil {
-		if status.Code(err) == codes.NotFound {
-			return nil, status.Errorf(codes.Unimplemented, "service %s not found by reflection", symbol)
-		}
 		return nil, err
 	}
 	// Fetch the imports the server did not send along.
