@@ -256,7 +256,7 @@ func (s *Store) ListHumanVerdicts(ctx context.Context, q store.HumanQuery) ([]*v
 func (s *Store) Signoffs(ctx context.Context, loopKey string, upToSeq int64) (map[string]*verifierv1.HumanVerdict, error) {
 	rows, err := s.Pool().Query(ctx, `SELECT `+humanColumns+` FROM human_verdicts hv
 		JOIN verify_reports r ON r.id = hv.report_id
-		WHERE hv.loop_key = $1 AND r.seq <= $2 ORDER BY hv.id DESC`, loopKey, upToSeq)
+		WHERE hv.loop_key = $1 AND r.seq <= $2::bigint ORDER BY hv.id DESC`, loopKey, upToSeq)
 	if err != nil {
 		return nil, fmt.Errorf("verifier store: sign-offs of %s: %w", loopKey, err)
 	}

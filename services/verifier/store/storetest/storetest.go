@@ -44,6 +44,30 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		}
 		harness.RunCases(t, s, cases)
 	})
+	t.Run("Reports", func(t *testing.T) {
+		t.Parallel()
+		testReports(t, newStore(t))
+	})
+	t.Run("Iterations", func(t *testing.T) {
+		t.Parallel()
+		testIterations(t, newStore(t))
+	})
+	t.Run("ConcurrentInserts", func(t *testing.T) {
+		t.Parallel()
+		testConcurrentInserts(t, newStore(t))
+	})
+	t.Run("ListReports", func(t *testing.T) {
+		t.Parallel()
+		testListReports(t, newStore(t))
+	})
+	t.Run("LatestReports", func(t *testing.T) {
+		t.Parallel()
+		testLatestReports(t, newStore(t))
+	})
+	t.Run("HumanVerdicts", func(t *testing.T) {
+		t.Parallel()
+		testHumanVerdicts(t, newStore(t))
+	})
 }
 
 // indexes are the Verifier's CREATE INDEX indexes.
