@@ -21,6 +21,7 @@ import (
 	"github.com/converge-dev/converge/services/agent"
 	"github.com/converge-dev/converge/services/knowledge"
 	"github.com/converge-dev/converge/services/registry"
+	"github.com/converge-dev/converge/services/registry/hot/inproc"
 	"github.com/converge-dev/converge/services/scheduler"
 	"github.com/converge-dev/converge/services/verifier"
 )
@@ -79,13 +80,18 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 	}
 	defer stores.Close()
 
+	// Registry: locks and heartbeats in process; agents, ownership and fencing epochs in SQLite.
+	registryHot := inproc.New(stores.registry, "inproc")
+	defer registryHot.Close()
+	reg := registry.New(ctx, stores.registry, registryHot, registry.WithLogger(logger))
+
 	opts.Listen = lis.Addr().String()
 	srv, err := opts.NewServer("converge-dev", logger,
 		server.Service{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: scheduler.New(stores.scheduler), Ready: stores.scheduler.Ping},
 		server.Service{Desc: &agentv1.AgentService_ServiceDesc, Impl: agent.New()},
 		server.Service{Desc: &verifierv1.VerifierService_ServiceDesc, Impl: verifier.New(stores.verifier, verifier.WithAllowedRoots(opts.VerifierAllowedRoots...), verifier.WithLogger(logger)), Ready: stores.verifier.Ping},
 		server.Service{Desc: &knowledgev1.KnowledgeService_ServiceDesc, Impl: knowledge.New(stores.knowledge), Ready: stores.knowledge.Ping},
-		server.Service{Desc: &registryv1.RegistryService_ServiceDesc, Impl: registry.New(stores.registry), Ready: stores.registry.Ping},
+		server.Service{Desc: &registryv1.RegistryService_ServiceDesc, Impl: reg, Ready: reg.Ready},
 	)
 	if err != nil {
 		_ = lis.Close()

@@ -142,7 +142,11 @@ func TestDevEveryRPCAnswersPrecisely(t *testing.T) {
 // okWithEmptyRequest are the RPCs whose empty request is valid and whose success does the work:
 // a listing with no filter answers the (empty) list.
 var okWithEmptyRequest = map[string]bool{
-	"/converge.knowledge.v1.KnowledgeService/ListItems": true,
+	"/converge.knowledge.v1.KnowledgeService/ListItems":     true,
+	"/converge.registry.v1.RegistryService/ListLocks":       true,
+	"/converge.registry.v1.RegistryService/ListOwners":      true,
+	"/converge.registry.v1.RegistryService/ListAgents":      true,
+	"/converge.registry.v1.RegistryService/ListStaleAgents": true,
 }
 
 func requirePrecise(t *testing.T, method string, err error) {
