@@ -1,0 +1,375 @@
+// Command registry-bench measures file-lock acquire+release cycles per second through the
+// Registry's gRPC server (platform/server on loopback TCP, Redis backend) next to the peer
+// baseline, `redis-benchmark -t set` against the same Redis at the same concurrency, in one run,
+// in alternating rounds so that both see the same machine. It reports the cycles per second, the
+// SET operations per second, their ratio, and the p50/p99 latency of AcquireLock (and of SET).
+//
+// Each of the --clients clients has its own gRPC connection (as each redis-benchmark client has
+// its own Redis connection) and loops AcquireLock then ReleaseLock on a resource of its own, so
+// that the cycle measures the lock path, not waiting for another holder. By default the run
+// starts a private redis-server on a free port (nothing is saved) so that it neither disturbs
+// nor is disturbed by another user of a shared Redis; --redis-url uses an existing one.
+//
+//	cd bench/registry && GOWORK=off go run . [--clients 50] [--duration 10s] [--rounds 3]
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/converge-dev/converge/gen"
+	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/platform/server"
+	"github.com/converge-dev/converge/services/registry"
+	"github.com/converge-dev/converge/services/registry/hot/redishot"
+	"github.com/converge-dev/converge/services/registry/store/sqlite"
+)
+
+type options struct {
+	redisURL    string
+	clients     int
+	duration    time.Duration
+	rounds      int
+	setRequests int
+	jsonOut     bool
+	cpuProfile  string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.redisURL, "redis-url", "", "Redis to use (default: start a private redis-server on a free port)")
+	flag.IntVar(&o.clients, "clients", 50, "concurrent clients, for both sides (redis-benchmark -c)")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of one round of lock cycles")
+	flag.IntVar(&o.rounds, "rounds", 3, "alternating rounds of each side; the median round is reported")
+	flag.IntVar(&o.setRequests, "set-requests", 1_000_000, "SET requests of one redis-benchmark round (redis-benchmark -n)")
+	flag.BoolVar(&o.jsonOut, "json", false, "print the result as one JSON object")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the lock rounds to this file")
+	flag.Parse()
+	if err := run(context.Background(), o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "registry-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// result is one side's median round.
+type result struct {
+	OpsPerSec float64 `json:"ops_per_sec"`
+	P50Ms     float64 `json:"p50_ms"`
+	P99Ms     float64 `json:"p99_ms"`
+}
+
+// report is what the run answers.
+type report struct {
+	Clients int `json:"clients"`
+	Rounds  int `json:"rounds"`
+	// Locks is acquire+release cycles per second, with the latency of AcquireLock.
+	Locks result `json:"lock_cycles"`
+	// Set is redis-benchmark -t set, with the latency of SET.
+	Set result `json:"redis_set"`
+	// Ratio is Locks.OpsPerSec / Set.OpsPerSec.
+	Ratio float64 `json:"ratio"`
+}
+
+func run(ctx context.Context, o options, out io.Writer) error {
+	if _, err := exec.LookPath("redis-benchmark"); err != nil {
+		return errors.New("redis-benchmark not found on PATH (Debian: apt-get install redis-tools)")
+	}
+	addr, stop, err := redisAddr(o.redisURL)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	// The Registry: Redis for locks, a throwaway SQLite file for its durable part (a lock
+	// cycle touches the durable store only to take the first fencing epoch).
+	dir, err := os.MkdirTemp("", "registry-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	st, err := sqlite.New(ctx, filepath.Join(dir, "registry.db"), database.WithMigrate())
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 4 * o.clients})
+	defer rdb.Close()
+	prefix := "registry-bench-" + randomHex(4)
+	hb := redishot.New(rdb, prefix, st)
+	defer hb.Close()
+	defer deletePrefix(rdb, prefix)
+
+	srvCtx, stopServer := context.WithCancel(ctx)
+	defer stopServer()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc := registry.New(srvCtx, st, hb, registry.WithLogger(logger))
+	files, err := gen.Files()
+	if err != nil {
+		return err
+	}
+	srv, err := server.Config{
+		Name: "registry-bench", Logger: logger, DrainDelay: -1, DescriptorResolver: files,
+		Services: []server.Service{{Desc: &registryv1.RegistryService_ServiceDesc, Impl: svc, Ready: svc.Ready}},
+	}.Complete()
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(srvCtx, lis) }()
+	defer func() { stopServer(); <-served }()
+
+	clients := make([]registryv1.RegistryServiceClient, o.clients)
+	for i := range clients {
+		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		clients[i] = registryv1.NewRegistryServiceClient(conn)
+	}
+	fmt.Fprintf(out, "registry-bench: %d clients, %d rounds of %s, Redis at %s, gRPC server at %s\n",
+		o.clients, o.rounds, o.duration, addr, lis.Addr())
+	// Warm up: connections, the fencing epoch, script caches.
+	if _, err := lockRound(ctx, clients, time.Second); err != nil {
+		return err
+	}
+
+	var locks, sets []result
+	for r := range o.rounds {
+		if o.cpuProfile != "" {
+			f, err := os.Create(o.cpuProfile)
+			if err != nil {
+				return err
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+		}
+		l, err := lockRound(ctx, clients, o.duration)
+		if o.cpuProfile != "" {
+			pprof.StopCPUProfile()
+		}
+		if err != nil {
+			return err
+		}
+		locks = append(locks, l)
+		s, err := setRound(ctx, addr, o.clients, o.setRequests)
+		if err != nil {
+			return err
+		}
+		sets = append(sets, s)
+		fmt.Fprintf(out, "round %d: lock cycles %9.0f/s (acquire p50 %.3f ms, p99 %.3f ms) | redis SET %9.0f/s (p50 %.3f ms, p99 %.3f ms)\n",
+			r+1, l.OpsPerSec, l.P50Ms, l.P99Ms, s.OpsPerSec, s.P50Ms, s.P99Ms)
+	}
+	rep := report{Clients: o.clients, Rounds: o.rounds, Locks: median(locks), Set: median(sets)}
+	rep.Ratio = rep.Locks.OpsPerSec / rep.Set.OpsPerSec
+	if o.jsonOut {
+		return json.NewEncoder(out).Encode(rep)
+	}
+	fmt.Fprintf(out, "\nmedian of %d rounds, %d clients each:\n", o.rounds, o.clients)
+	fmt.Fprintf(out, "  lock acquire+release cycles through gRPC: %9.0f/s   AcquireLock p50 %.3f ms, p99 %.3f ms\n", rep.Locks.OpsPerSec, rep.Locks.P50Ms, rep.Locks.P99Ms)
+	fmt.Fprintf(out, "  redis-benchmark -t set:                   %9.0f/s   SET p50 %.3f ms, p99 %.3f ms\n", rep.Set.OpsPerSec, rep.Set.P50Ms, rep.Set.P99Ms)
+	fmt.Fprintf(out, "  ratio (cycles / SETs):                    %9.3f\n", rep.Ratio)
+	return nil
+}
+
+// lockRound runs acquire+release cycles on every client for d and answers the cycles per
+// second and the AcquireLock latencies.
+func lockRound(ctx context.Context, clients []registryv1.RegistryServiceClient, d time.Duration) (result, error) {
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		latencies []time.Duration
+		cycles    int
+		firstErr  error
+	)
+	ttl := durationpb.New(30 * time.Second)
+	start := time.Now()
+	deadline := start.Add(d)
+	for i, c := range clients {
+		wg.Go(func() {
+			resource := fmt.Sprintf("bench/client-%03d.go", i)
+			holder := fmt.Sprintf("bench-%03d", i)
+			mine := make([]time.Duration, 0, 1<<14)
+			n := 0
+			var err error
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				var res *registryv1.AcquireLockResponse
+				res, err = c.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: resource, Holder: holder, Ttl: ttl})
+				if err != nil {
+					break
+				}
+				mine = append(mine, time.Since(t0))
+				if !res.GetGranted() {
+					err = fmt.Errorf("%s: not granted: %v", resource, res)
+					break
+				}
+				_, err = c.ReleaseLock(ctx, &registryv1.ReleaseLockRequest{Resource: resource, Holder: holder, Token: res.GetLock().GetToken()})
+				if err != nil {
+					break
+				}
+				n++
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			latencies = append(latencies, mine...)
+			cycles += n
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return result{}, firstErr
+	}
+	slices.Sort(latencies)
+	return result{
+		OpsPerSec: float64(cycles) / elapsed.Seconds(),
+		P50Ms:     ms(quantile(latencies, 0.50)),
+		P99Ms:     ms(quantile(latencies, 0.99)),
+	}, nil
+}
+
+// setRound runs redis-benchmark -t set and answers its requests per second and latencies.
+func setRound(ctx context.Context, addr string, clients, requests int) (result, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return result{}, err
+	}
+	cmd := exec.CommandContext(ctx, "redis-benchmark", "-h", host, "-p", port,
+		"-t", "set", "-c", strconv.Itoa(clients), "-n", strconv.Itoa(requests), "--csv")
+	outb, err := cmd.Output()
+	if err != nil {
+		return result{}, fmt.Errorf("redis-benchmark: %w", err)
+	}
+	// "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+	rows, err := csv.NewReader(strings.NewReader(string(outb))).ReadAll()
+	if err != nil {
+		return result{}, fmt.Errorf("redis-benchmark output %q: %w", outb, err)
+	}
+	for _, row := range rows {
+		if len(row) >= 7 && row[0] == "SET" {
+			rps, e1 := strconv.ParseFloat(row[1], 64)
+			p50, e2 := strconv.ParseFloat(row[4], 64)
+			p99, e3 := strconv.ParseFloat(row[6], 64)
+			if err := errors.Join(e1, e2, e3); err != nil {
+				return result{}, fmt.Errorf("redis-benchmark row %v: %w", row, err)
+			}
+			return result{OpsPerSec: rps, P50Ms: p50, P99Ms: p99}, nil
+		}
+	}
+	return result{}, fmt.Errorf("redis-benchmark printed no SET row: %q", outb)
+}
+
+// redisAddr answers the Redis to use and how to stop it: url's, or a private redis-server's.
+func redisAddr(url string) (string, func(), error) {
+	if url != "" {
+		opts, err := redis.ParseURL(url)
+		if err != nil {
+			return "", nil, fmt.Errorf("--redis-url: %w", err)
+		}
+		return opts.Addr, func() {}, nil
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	addr := lis.Addr().String()
+	_ = lis.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	dir, err := os.MkdirTemp("", "registry-bench-redis-")
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	stop := func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = os.RemoveAll(dir)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if rdb.Ping(context.Background()).Err() == nil {
+			return addr, stop, nil
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", nil, fmt.Errorf("redis-server on %s did not answer", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// deletePrefix removes the run's keys from a Redis it does not own.
+func deletePrefix(rdb *redis.Client, prefix string) {
+	ctx := context.Background()
+	iter := rdb.Scan(ctx, 0, "{"+prefix+"}:*", 1000).Iterator()
+	for iter.Next(ctx) {
+		_ = rdb.Del(ctx, iter.Val()).Err()
+	}
+}
+
+func median(rs []result) result {
+	byOps := slices.Clone(rs)
+	slices.SortFunc(byOps, func(a, b result) int {
+		switch {
+		case a.OpsPerSec < b.OpsPerSec:
+			return -1
+		case a.OpsPerSec > b.OpsPerSec:
+			return 1
+		}
+		return 0
+	})
+	return byOps[len(byOps)/2]
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
