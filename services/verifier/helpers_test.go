@@ -91,15 +91,27 @@ func setup(t *testing.T, b backend, opts ...verifier.Option) *bundle {
 			return v, ok
 		}),
 	}, opts...)
-	lis := bufconn.Listen(1 << 20)
+	lis := listenBuf(t)
 	serve(t, lis, verifier.New(bu.store, opts...), bu.store)
+	bu.client = verifierv1.NewVerifierServiceClient(dialBuf(t, lis))
+	return bu
+}
+
+// listenBuf is an in-memory listener.
+func listenBuf(t *testing.T) *bufconn.Listener {
+	t.Helper()
+	return bufconn.Listen(1 << 20)
+}
+
+// dialBuf connects to the server on lis until the test ends.
+func dialBuf(t *testing.T, lis *bufconn.Listener) *grpc.ClientConn {
+	t.Helper()
 	conn, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
-	bu.client = verifierv1.NewVerifierServiceClient(conn)
-	return bu
+	return conn
 }
 
 // serve runs a platform server with the Verifier service on lis until the test ends.
