@@ -35,17 +35,17 @@ import (
 // backend opens a new, empty, migrated store for one test.
 type backend struct {
 	name string
-	open func(t *testing.T) store.Store
+	open func(t testing.TB) store.Store
 }
 
 var backends = []backend{
-	{"postgres", func(t *testing.T) store.Store {
+	{"postgres", func(t testing.TB) store.Store {
 		st, err := postgres.New(t.Context(), dbtest.Postgres(t), database.WithMigrate())
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = st.Close() })
 		return st
 	}},
-	{"sqlite", func(t *testing.T) store.Store {
+	{"sqlite", func(t testing.TB) store.Store {
 		st, err := sqlite.New(t.Context(), dbtest.SQLite(t), database.WithMigrate())
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = st.Close() })
@@ -77,7 +77,7 @@ type bundle struct {
 
 // setup starts a Verifier on b's store. opts add to the test defaults (allowed root, 1 ms retry
 // backoff, the bundle's environment).
-func setup(t *testing.T, b backend, opts ...verifier.Option) *bundle {
+func setup(t testing.TB, b backend, opts ...verifier.Option) *bundle {
 	t.Helper()
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
@@ -98,13 +98,13 @@ func setup(t *testing.T, b backend, opts ...verifier.Option) *bundle {
 }
 
 // listenBuf is an in-memory listener.
-func listenBuf(t *testing.T) *bufconn.Listener {
+func listenBuf(t testing.TB) *bufconn.Listener {
 	t.Helper()
 	return bufconn.Listen(1 << 20)
 }
 
 // dialBuf connects to the server on lis until the test ends.
-func dialBuf(t *testing.T, lis *bufconn.Listener) *grpc.ClientConn {
+func dialBuf(t testing.TB, lis *bufconn.Listener) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
@@ -115,7 +115,7 @@ func dialBuf(t *testing.T, lis *bufconn.Listener) *grpc.ClientConn {
 }
 
 // serve runs a platform server with the Verifier service on lis until the test ends.
-func serve(t *testing.T, lis net.Listener, svc *verifier.Server, st store.Store) {
+func serve(t testing.TB, lis net.Listener, svc *verifier.Server, st store.Store) {
 	t.Helper()
 	srv, err := server.Config{
 		Name:           "verifier-test",
@@ -148,7 +148,7 @@ func grpcTarget(t *testing.T) string {
 }
 
 // dir creates a directory inside the bundle's allowed root with files (path → content).
-func (b *bundle) dir(t *testing.T, files map[string]string) string {
+func (b *bundle) dir(t testing.TB, files map[string]string) string {
 	t.Helper()
 	d, err := os.MkdirTemp(b.root, "app-")
 	require.NoError(t, err)
@@ -158,7 +158,7 @@ func (b *bundle) dir(t *testing.T, files map[string]string) string {
 	return d
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
