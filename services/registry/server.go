@@ -461,7 +461,11 @@ func (s *Server) staleAgents(ctx context.Context, olderThan time.Duration, execu
 	)
 	for offset := 0; len(out) < limit; {
 		candidates, err := s.hot.Stale(ctx, before, offset, batch)
-		if errors.Is(err, hot.ErrIndexLost) && !rebuilt {
+		if errors.Is(err, hot.ErrIndexLost) {
+			if rebuilt {
+				// Lost again right after the rebuild: the hot state is being reset under us.
+				return nil, &store.UnavailableError{Err: err}
+			}
 			if err := s.rebuildIndex(ctx); err != nil {
 				return nil, err
 			}

@@ -152,6 +152,9 @@ func (b *Backend) maybeSweep(t time.Time) {
 	b.sweepAt = max(1024, 2*len(b.locks))
 }
 
+// maxEpochTakes bounds the epochs one Acquire takes.
+const maxEpochTakes = 4
+
 // takeEpoch takes a new epoch from the durable store, unless another caller just did.
 func (b *Backend) takeEpoch(ctx context.Context, seen int64) error {
 	b.epochMu.Lock()
@@ -180,6 +183,7 @@ func (b *Backend) takeEpoch(ctx context.Context, seen int64) error {
 // Acquire implements hot.Locks.
 func (b *Backend) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (hot.Lock, bool, error) {
 	deadline := now().Add(wait)
+	epochs := 0
 	for {
 		b.mu.Lock()
 		seen := b.epoch
@@ -189,6 +193,10 @@ func (b *Backend) Acquire(ctx context.Context, resource, holder string, ttl, wai
 			return hot.Lock{}, false, err
 		}
 		if a.needEpoch {
+			// Bounded: more means the durable store does not hand out greater epochs.
+			if epochs++; epochs > maxEpochTakes {
+				return hot.Lock{}, false, errors.New("inproc: no new fencing epoch could be taken")
+			}
 			if err := b.takeEpoch(ctx, seen); err != nil {
 				return hot.Lock{}, false, err
 			}
