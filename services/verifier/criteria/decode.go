@@ -90,7 +90,7 @@ func (d *blockDecoder) decodeBlock(text string, c *verifierv1.Criterion) (ok boo
 		key, val := root.Content[i], root.Content[i+1]
 		name := key.Value
 		if !isKind(name) {
-			d.addf(d.line(key), "unknown check kind %q (want %s)", name, strings.Join(checkKinds, ", "))
+			d.addf(d.line(key), "unknown check kind %q (want command, http, file or grpc)", name)
 			continue
 		}
 		if kind != "" {

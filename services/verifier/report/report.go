@@ -157,14 +157,54 @@ func failure(res *verifierv1.CriterionResult, c *verifierv1.Criterion, loc Locat
 			f.Confidence = verifierv1.Confidence_CONFIDENCE_MEDIUM
 		}
 	case len(failed) > 0:
-		f.SuggestedFix = fmt.Sprintf("change the target so that %s (now: %s)", failed[0].GetExpectation(), failed[0].GetActual())
-		if f.File != "" {
-			f.SuggestedFix = fmt.Sprintf("change %s so that %s (now: %s)", f.File, failed[0].GetExpectation(), failed[0].GetActual())
+		f.SuggestedFix = fmt.Sprintf("%s so that %s (now: %s)", subject(res.GetEvidence(), f.File), failed[0].GetExpectation(), failed[0].GetActual())
+		if last := lastOutputLine(res.GetEvidence().GetCommand()); last != "" {
+			f.SuggestedFix += fmt.Sprintf("; its output ends with %q", last)
 		}
 	default:
 		f.SuggestedFix = "make the criterion true: " + c.GetDescription()
 	}
 	return f
+}
+
+// subject says what has to change for a failed check, from its evidence.
+func subject(ev *verifierv1.Evidence, file string) string {
+	switch {
+	case ev.GetCommand() != nil:
+		argv := ev.GetCommand().GetArgv()
+		cmd := strings.Join(argv, " ")
+		if len(argv) == 3 && argv[0] == "sh" && argv[1] == "-c" {
+			cmd = argv[2]
+		}
+		if len(cmd) > 80 {
+			cmd = cutHead(cmd, 80) + "…"
+		}
+		return fmt.Sprintf("fix what `%s` checks", cmd)
+	case ev.GetHttp() != nil:
+		return fmt.Sprintf("change what answers %s %s", ev.GetHttp().GetMethod(), ev.GetHttp().GetUrl())
+	case ev.GetGrpc() != nil:
+		return fmt.Sprintf("change what answers %s at %s", ev.GetGrpc().GetMethod(), ev.GetGrpc().GetAddress())
+	case file != "":
+		return "change " + file
+	case ev.GetFile() != nil:
+		return "change the files matching " + ev.GetFile().GetPattern()
+	default:
+		return "change the target"
+	}
+}
+
+// lastOutputLine is the last non-empty line of a command's stderr, else of its stdout.
+func lastOutputLine(ev *verifierv1.CommandEvidence) string {
+	for _, out := range []string{ev.GetStderrTail(), ev.GetStdoutTail()} {
+		lines := strings.Split(strings.TrimRight(out, "\n\r\t "), "\n")
+		if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
+			if len(last) > 120 {
+				last = "…" + cutTail(last, 120)
+			}
+			return last
+		}
+	}
+	return ""
 }
 
 // block sets the block reason, detail and suggestion of a report with ERROR results.
