@@ -26,6 +26,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		harness.RequireSchema(t, s, schema)
 		harness.RequireIndexes(t, s, indexes)
 	})
+	t.Run("TaskLists", func(t *testing.T) {
+		t.Parallel()
+		runTaskLists(t, newStore)
+	})
 	t.Run("Constraints", func(t *testing.T) {
 		t.Parallel()
 		s := harness.RequireSQL(t, newStore(t))
@@ -71,12 +75,14 @@ var schema = harness.Schema{
 		"id", "name", "description", "source_format", "source_path", "repository_url",
 		"repository_path", "base_ref", "conventions_files", "spec_file", "tasks_file",
 		"context_files", "validation_levels", "done_criteria", "metadata", "created_at", "updated_at",
+		"name_folded",
 	},
 	"tasks": {
 		"id", "task_list_id", "task_key", "title", "description", "action", "file", "files",
 		"depends_on", "phase", "priority", "requirements", "steps", "command", "code_template",
 		"validation_command", "validation_expected", "validation_expected_exit_code",
 		"validation_timeout_ms", "position", "status", "created_at", "updated_at",
+		"action_declared",
 	},
 	"task_file_impacts": {"id", "task_id", "path", "kind", "operation", "source"},
 	"task_parallelism_analysis": {

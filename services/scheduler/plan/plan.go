@@ -1,0 +1,612 @@
+// Package plan groups the tasks of a task list into waves (DESIGN §2 step 2): the topological
+// levels of the dependency DAG, each level split so that no two tasks of a wave have overlapping
+// file impacts, and no wave holds more than max_parallel tasks. Every placement says why the
+// task landed in its wave.
+//
+// # Algorithm
+//
+//  1. Levels. Kahn's algorithm computes each task's dependency level, the length of the longest
+//     dependency chain below it (0 = no dependencies). O(tasks + dependencies).
+//  2. Order. The tasks of a level are taken by priority (higher first), then list order.
+//  3. Waves. Each level gets waves of its own, after the previous level's. A task goes to the
+//     first wave of its level that is not full and holds no task whose impacts overlap its own
+//     (first fit). Two impacts overlap when their paths can name the same file and at least one
+//     of them writes: two readers never conflict.
+//
+// # Complexity
+//
+// Finding the first fitting wave does not compare the task with every task of the level. Each
+// exact file and directory is a node of the path tree, and every wave records, per node, whether
+// an impact sits exactly at it, under it, or (for a directory) over it. A set "waves holding
+// node X" is a union-find over wave numbers whose find answers the first wave at or after w that
+// is not in the set, in amortized near-constant time. The fitting wave is the first w that all of
+// the task's sets (one per impact and ancestor directory) and the "full" set let through; the
+// search only ever moves forward. For exact files and directories a task costs
+// O(impacts × path depth × α), so a plan costs O((T + D) + T log T + I × depth × α) for T tasks,
+// D dependencies and I impacts: near-linear.
+//
+// Globs cannot be indexed by node: a glob is checked against the impacts of a candidate wave one
+// by one (exact match of file against glob with doublestar; glob against directory and glob
+// against glob segment by segment, conservatively, so that a possible overlap is a conflict).
+// Identical globs are indexed like files. A task with globs, or a wave with globs, costs
+// O(impacts of the wave) per candidate wave, and a wave holds at most max_parallel tasks.
+package plan
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/services/scheduler/tasklist"
+)
+
+// DefaultMaxParallel is the wave size when none is given.
+const DefaultMaxParallel = 4
+
+// Task is one task to plan.
+type Task struct {
+	// ID is the task's id, used in messages.
+	ID string
+	// Priority orders the tasks of a level: higher first, then list order.
+	Priority int32
+	// Deps are the indexes of the tasks this one depends on.
+	Deps []int32
+	// Impacts are the task's resolved file impacts.
+	Impacts []tasklist.Impact
+}
+
+// Placement is one task's place in a wave and why.
+type Placement struct {
+	// Task is the index of the task.
+	Task int
+	// Level is its dependency level (0 = no dependencies).
+	Level int
+	// Reason is what decided its wave.
+	Reason schedulerv1.PlacementReason
+	// Conflicts are, for FILE_CONFLICT, the tasks of the wave before its own that it conflicts
+	// with (at most 10).
+	Conflicts []int
+	// Paths are, for FILE_CONFLICT, its own paths that conflict (at most 10).
+	Paths []string
+	// Message says why in words.
+	Message string
+}
+
+// Result is a plan.
+type Result struct {
+	// Waves are the waves in order; each lists its placements in priority order.
+	Waves [][]Placement
+	// Levels is the number of dependency levels.
+	Levels int
+}
+
+// ErrCycle is returned for a dependency graph that is not a DAG (a list that did not pass
+// tasklist.Validate).
+var ErrCycle = errors.New("plan: the dependencies have a cycle")
+
+// membersLimit is how many set entries the packer keeps before it drops those of past levels.
+const membersLimit = 1 << 16
+
+// maxReported caps the conflicting tasks and paths a placement names.
+const maxReported = 10
+
+// Plan plans the waves of tasks with at most maxParallel tasks per wave (0 means
+// DefaultMaxParallel). It is deterministic: the same tasks give the same plan.
+func Plan(tasks []Task, maxParallel int) (*Result, error) {
+	if maxParallel <= 0 {
+		maxParallel = DefaultMaxParallel
+	}
+	levels, nLevels, err := Levels(tasks)
+	if err != nil {
+		return nil, err
+	}
+
+	// The tasks of each level, by priority then list order (a counting sort by level keeps list
+	// order; a stable sort by priority within each level does the rest).
+	start := make([]int, nLevels+1)
+	for _, l := range levels {
+		start[l+1]++
+	}
+	for l := range nLevels {
+		start[l+1] += start[l]
+	}
+	order := make([]int32, len(tasks))
+	fill := slices.Clone(start[:nLevels])
+	for i, l := range levels {
+		order[fill[l]] = int32(i)
+		fill[l]++
+	}
+
+	p := newPacker(tasks, maxParallel)
+	for l := range nLevels {
+		level := order[start[l]:start[l+1]]
+		slices.SortStableFunc(level, func(a, b int32) int {
+			return int(tasks[b].Priority) - int(tasks[a].Priority)
+		})
+		p.level(level, l, levels)
+	}
+	return &Result{Waves: p.result, Levels: nLevels}, nil
+}
+
+// Levels returns the dependency level of each task (the longest chain of dependencies below it)
+// and the number of levels, by Kahn's algorithm. ErrCycle when the graph has a cycle.
+func Levels(tasks []Task) ([]int, int, error) {
+	n := len(tasks)
+	// dependents in compressed rows: dependents of i are adj[off[i]:off[i+1]].
+	off := make([]int32, n+1)
+	indeg := make([]int32, n)
+	for i, t := range tasks {
+		for _, d := range t.Deps {
+			off[d+1]++
+		}
+		indeg[i] = int32(len(t.Deps))
+	}
+	for i := range n {
+		off[i+1] += off[i]
+	}
+	adj := make([]int32, off[n])
+	pos := slices.Clone(off[:n])
+	for i, t := range tasks {
+		for _, d := range t.Deps {
+			adj[pos[d]] = int32(i)
+			pos[d]++
+		}
+	}
+	levels := make([]int, n)
+	queue := make([]int32, 0, n)
+	for i := range n {
+		if indeg[i] == 0 {
+			queue = append(queue, int32(i))
+		}
+	}
+	nLevels := 0
+	for head := 0; head < len(queue); head++ {
+		u := queue[head]
+		nLevels = max(nLevels, levels[u]+1)
+		for _, v := range adj[off[u]:off[u+1]] {
+			levels[v] = max(levels[v], levels[u]+1)
+			if indeg[v]--; indeg[v] == 0 {
+				queue = append(queue, v)
+			}
+		}
+	}
+	if len(queue) != n {
+		return nil, 0, ErrCycle
+	}
+	return levels, nLevels, nil
+}
+
+// Set classes: per node of the path tree (and per glob pattern), the waves of the current level
+// that hold an impact of the class there. Each set comes in two flavours, "any impact" and
+// "a writer", kept in one map entry.
+const (
+	classExact = iota // an impact (file or directory) exactly at the node
+	classDir          // a directory impact at the node (covering everything under it)
+	classUnder        // an impact strictly under the node
+	classGlob         // a glob impact whose pattern is the node's string
+	classes           // number of classes
+)
+
+// impact is a task's impact, prepared for packing.
+type impact struct {
+	path  string
+	kind  commonv1.FileImpactKind
+	write bool
+	node  int32 // interned node (the path without a trailing "/"), or interned glob pattern
+}
+
+// member is one wave in one set. next and nextW are the union-find pointers of the "any" and
+// "writer" flavours (the next wave to try); who and whoW the first task, and the first writer,
+// that put the wave in the set.
+type member struct {
+	next, nextW int32
+	who, whoW   int32
+	writer      bool
+}
+
+// waveState is what packing needs of a wave of the current level.
+type waveState struct {
+	tasks  []int32
+	globs  []*impact // glob impacts in the wave
+	plain  []*impact // file and directory impacts in the wave (for globs to check)
+	owners []int32   // owner of each plain impact
+	gowner []int32   // owner of each glob impact
+}
+
+// packer places the tasks of each level into waves.
+type packer struct {
+	tasks       []Task
+	maxParallel int
+	impacts     [][]impact
+	nodes       map[string]int32  // interned paths (files and directories) and glob patterns
+	parent      []int32           // parent directory of each interned path (-1 at the top)
+	dirNode     []bool            // whether some task has a directory impact at the path
+	members     map[uint64]member // (node, class, wave) → membership
+	open        []int32           // union-find over waves: open[w] == w when wave w is not full
+	waves       []*waveState      // waves of the current level
+	first       int               // number of the current level's first wave (0-based)
+	result      [][]Placement
+	levels      []int
+}
+
+func newPacker(tasks []Task, maxParallel int) *packer {
+	p := &packer{
+		tasks:       tasks,
+		maxParallel: maxParallel,
+		impacts:     make([][]impact, len(tasks)),
+	}
+	total := 0
+	for _, t := range tasks {
+		total += len(t.Impacts)
+	}
+	p.nodes = make(map[string]int32, total)
+	p.members = make(map[uint64]member, min(2*total, membersLimit))
+	arena := make([]impact, total) // one allocation for every task's impacts
+	for i, t := range tasks {
+		ims := arena[:len(t.Impacts):len(t.Impacts)]
+		arena = arena[len(t.Impacts):]
+		for j, im := range t.Impacts {
+			ims[j] = impact{path: im.Path, kind: im.Kind, write: im.Writes()}
+			if im.Kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB {
+				ims[j].node = p.internGlob(im.Path)
+			} else {
+				ims[j].node = p.intern(im.Node())
+			}
+		}
+		p.impacts[i] = ims
+	}
+	// Sets of directory impacts ("dir") and of what lies under a directory ("under") are only
+	// ever looked at for paths where some task has a directory impact: skip the others.
+	p.dirNode = make([]bool, len(p.parent))
+	for _, ims := range p.impacts {
+		for _, im := range ims {
+			if im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY {
+				p.dirNode[im.node] = true
+			}
+		}
+	}
+	return p
+}
+
+// intern returns the id of a path, interning its parent directories too.
+func (p *packer) intern(path string) int32 {
+	if id, ok := p.nodes[path]; ok {
+		return id
+	}
+	parent := int32(-1)
+	if i := strings.LastIndexByte(path, '/'); i > 0 {
+		parent = p.intern(path[:i])
+	}
+	id := int32(len(p.parent))
+	p.nodes[path] = id
+	p.parent = append(p.parent, parent)
+	return id
+}
+
+// internGlob returns the id of a glob pattern. Patterns and paths share ids without clashing:
+// their sets are of different classes.
+func (p *packer) internGlob(pattern string) int32 {
+	return p.intern(pattern)
+}
+
+func key(node int32, class int, wave int32) uint64 {
+	return (uint64(node)*classes+uint64(class))<<32 | uint64(uint32(wave))
+}
+
+// free returns the first wave at or after w that is not in the set (node, class), of writers
+// only when writers is set, compressing the path it walked.
+func (p *packer) free(node int32, class int, w int32, writers bool) int32 {
+	x := w
+	for {
+		m, ok := p.members[key(node, class, x)]
+		if !ok || (writers && !m.writer) {
+			break
+		}
+		if writers {
+			x = m.nextW
+		} else {
+			x = m.next
+		}
+	}
+	if x == w || x == w+1 {
+		return x // nothing to compress
+	}
+	// Path compression: every member walked now points at x.
+	for y := w; y != x; {
+		k := key(node, class, y)
+		m := p.members[k]
+		next := m.next
+		if writers {
+			next, m.nextW = m.nextW, x
+		} else {
+			m.next = x
+		}
+		p.members[k] = m
+		y = next
+	}
+	return x
+}
+
+// add puts wave w in the set (node, class), and in its writers' flavour when write is set,
+// remembering task t.
+func (p *packer) add(node int32, class int, w, t int32, write bool) {
+	k := key(node, class, w)
+	m, ok := p.members[k]
+	switch {
+	case !ok:
+		m = member{next: w + 1, nextW: w + 1, who: t, whoW: -1}
+	case !write || m.writer:
+		return // nothing changes
+	}
+	if write {
+		m.writer, m.whoW = true, t
+	}
+	p.members[k] = m
+}
+
+// who returns the task that put wave w in the set (node, class) (the first writer with writers
+// set), or -1.
+func (p *packer) who(node int32, class int, w int32, writers bool) int32 {
+	m, ok := p.members[key(node, class, w)]
+	switch {
+	case !ok || (writers && !m.writer):
+		return -1
+	case writers:
+		return m.whoW
+	default:
+		return m.who
+	}
+}
+
+// openFrom returns the first wave at or after w that is not full.
+func (p *packer) openFrom(w int32) int32 {
+	x := w
+	for int(x) < len(p.open) && p.open[x] != x {
+		x = p.open[x]
+	}
+	for y := w; y != x; {
+		next := p.open[y]
+		p.open[y] = x
+		y = next
+	}
+	return x
+}
+
+// fit returns the first wave at or after w that impact im lets through: a wave with no impact
+// it overlaps in the sets it must avoid. A writer avoids every impact at its node and every
+// directory impact above it (a directory writer also everything under it); a reader avoids the
+// writers among them. Globs are checked against globs here only when identical; the rest is
+// globConflict's.
+func (p *packer) fit(im *impact, w int32) int32 {
+	readers := !im.write // a reader only avoids writers
+	if im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB {
+		return p.free(im.node, classGlob, w, readers)
+	}
+	for {
+		x := w
+		if im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY {
+			x = p.free(im.node, classUnder, x, readers)
+		}
+		x = p.free(im.node, classExact, x, readers)
+		for a := p.parent[im.node]; a >= 0; a = p.parent[a] {
+			if p.dirNode[a] {
+				x = p.free(a, classDir, x, readers)
+			}
+		}
+		if x == w {
+			return w
+		}
+		w = x
+	}
+}
+
+// level packs the tasks of one level, in order.
+func (p *packer) level(order []int32, lvl int, levels []int) {
+	p.levels = levels
+	p.first = len(p.result)
+	p.waves = p.waves[:0]
+	for _, t := range order {
+		p.place(t, lvl)
+	}
+	// The sets of this level are never looked at again (their waves are before the next level's
+	// first wave); drop them once they take room. Clearing costs the map's capacity, which is at
+	// most a few times the entries added since the last clear: amortized constant per entry.
+	if len(p.members) > membersLimit {
+		clear(p.members)
+	}
+}
+
+// place puts task t in the first wave of its level it fits in.
+func (p *packer) place(t int32, lvl int) {
+	ims := p.impacts[t]
+	hasGlob := false
+	for i := range ims {
+		hasGlob = hasGlob || ims[i].kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB
+	}
+	w := p.openFrom(int32(p.first))
+	for {
+		moved := false
+		for i := range ims {
+			if x := p.fit(&ims[i], w); x != w {
+				w, moved = x, true
+			}
+		}
+		if x := p.openFrom(w); x != w {
+			w, moved = x, true
+		}
+		if moved {
+			continue
+		}
+		if rel := int(w) - p.first; rel < len(p.waves) && p.globConflict(t, hasGlob, p.waves[rel], nil) {
+			w++
+			continue
+		}
+		break
+	}
+
+	// Put it there.
+	rel := int(w) - p.first
+	if rel == len(p.waves) {
+		p.waves = append(p.waves, &waveState{})
+		p.result = append(p.result, nil)
+		p.open = append(p.open, w)
+	}
+	ws := p.waves[rel]
+	ws.tasks = append(ws.tasks, t)
+	for i := range ims {
+		im := &ims[i]
+		switch im.kind {
+		case commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB:
+			p.add(im.node, classGlob, w, t, im.write)
+			ws.globs = append(ws.globs, im)
+			ws.gowner = append(ws.gowner, t)
+			continue
+		case commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY:
+			p.add(im.node, classDir, w, t, im.write)
+		}
+		p.add(im.node, classExact, w, t, im.write)
+		for a := p.parent[im.node]; a >= 0; a = p.parent[a] {
+			if p.dirNode[a] {
+				p.add(a, classUnder, w, t, im.write)
+			}
+		}
+		ws.plain = append(ws.plain, im)
+		ws.owners = append(ws.owners, t)
+	}
+	if len(ws.tasks) >= p.maxParallel {
+		p.open[w] = w + 1
+	}
+	p.result[w] = append(p.result[w], p.placement(t, lvl, rel))
+}
+
+// conflict is one overlap found between the task being placed and a task of a wave.
+type conflict struct {
+	with int32
+	path string
+}
+
+// globConflict reports whether task t conflicts with wave ws through a glob (a glob of the wave,
+// or one of t's globs against the wave's files and directories). With report set, it collects
+// every such conflict into it instead of stopping at the first.
+func (p *packer) globConflict(t int32, hasGlob bool, ws *waveState, report *[]conflict) bool {
+	if len(ws.globs) == 0 && !hasGlob {
+		return false
+	}
+	found := false
+	for i := range p.impacts[t] {
+		im := &p.impacts[t][i]
+		for j, g := range ws.globs {
+			if (im.write || g.write) && overlaps(im, g) {
+				if report == nil {
+					return true
+				}
+				found = true
+				*report = append(*report, conflict{ws.gowner[j], im.path})
+			}
+		}
+		if im.kind != commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB {
+			continue
+		}
+		for j, other := range ws.plain {
+			if (im.write || other.write) && overlaps(im, other) {
+				if report == nil {
+					return true
+				}
+				found = true
+				*report = append(*report, conflict{ws.owners[j], im.path})
+			}
+		}
+	}
+	return found
+}
+
+// placement says why task t landed in wave rel of its level.
+func (p *packer) placement(t int32, lvl, rel int) Placement {
+	pl := Placement{Task: int(t), Level: lvl}
+	if rel == 0 {
+		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_DEPENDENCY_LEVEL
+		pl.Message = p.levelMessage(t, lvl)
+		return pl
+	}
+	prev := p.waves[rel-1]
+	prevNumber := p.first + rel // 1-based number of the wave before
+	if len(prev.tasks) >= p.maxParallel && !p.conflictsWith(t, rel-1, nil) {
+		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_MAX_PARALLEL
+		pl.Message = "wave " + strconv.Itoa(prevNumber) + " already holds " + strconv.Itoa(len(prev.tasks)) +
+			" tasks (max_parallel " + strconv.Itoa(p.maxParallel) + ")"
+		return pl
+	}
+	var found []conflict
+	p.conflictsWith(t, rel-1, &found)
+	pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT
+	seenTask, seenPath := map[int32]bool{}, map[string]bool{}
+	for _, c := range found {
+		if !seenTask[c.with] && len(pl.Conflicts) < maxReported {
+			seenTask[c.with] = true
+			pl.Conflicts = append(pl.Conflicts, int(c.with))
+		}
+		if !seenPath[c.path] && len(pl.Paths) < maxReported {
+			seenPath[c.path] = true
+			pl.Paths = append(pl.Paths, c.path)
+		}
+	}
+	ids := make([]string, len(pl.Conflicts))
+	for i, c := range pl.Conflicts {
+		ids[i] = p.tasks[c].ID
+	}
+	pl.Message = "file conflict with " + strings.Join(ids, ", ") + " on " + strings.Join(pl.Paths, ", ") +
+		" (wave " + strconv.Itoa(prevNumber) + ")"
+	return pl
+}
+
+// conflictsWith reports whether task t conflicts with wave rel of the level, collecting the
+// conflicts into report when it is not nil.
+func (p *packer) conflictsWith(t int32, rel int, report *[]conflict) bool {
+	w := int32(p.first + rel)
+	found := false
+	note := func(who int32, path string) {
+		if who >= 0 {
+			found = true
+			if report != nil {
+				*report = append(*report, conflict{who, path})
+			}
+		}
+	}
+	for i := range p.impacts[t] {
+		im := &p.impacts[t][i]
+		readers := !im.write
+		switch im.kind {
+		case commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB:
+			note(p.who(im.node, classGlob, w, readers), im.path)
+			continue
+		case commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY:
+			note(p.who(im.node, classUnder, w, readers), im.path)
+		}
+		note(p.who(im.node, classExact, w, readers), im.path)
+		for a := p.parent[im.node]; a >= 0; a = p.parent[a] {
+			if p.dirNode[a] {
+				note(p.who(a, classDir, w, readers), im.path)
+			}
+		}
+	}
+	if p.globConflict(t, true, p.waves[rel], report) {
+		found = true
+	}
+	return found
+}
+
+// levelMessage says where a task's dependency level comes from.
+func (p *packer) levelMessage(t int32, lvl int) string {
+	if lvl == 0 {
+		return "dependency level 0: no dependencies"
+	}
+	for _, d := range p.tasks[t].Deps {
+		if p.levels[d] == lvl-1 {
+			return "dependency level " + strconv.Itoa(lvl) + ": after " + p.tasks[d].ID
+		}
+	}
+	return "dependency level " + strconv.Itoa(lvl)
+}

@@ -1,0 +1,68 @@
+package plan
+
+import (
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/services/scheduler/tasklist"
+)
+
+// FromSpec builds the planner's tasks from a task list that passed tasklist.Validate. Tasks
+// already COMPLETED are left out (their ids are returned, in list order) unless includeCompleted
+// is set; a dependency on a task left out counts as satisfied.
+func FromSpec(spec *schedulerv1.TaskListSpec, includeCompleted bool) (tasks []Task, completed []string) {
+	index := make(map[string]int32, len(spec.GetTasks()))
+	for _, t := range spec.GetTasks() {
+		if !includeCompleted && t.GetStatus() == commonv1.TaskStatus_TASK_STATUS_COMPLETED {
+			completed = append(completed, t.GetId())
+			continue
+		}
+		if _, dup := index[t.GetId()]; !dup {
+			index[t.GetId()] = int32(len(tasks))
+		}
+		tasks = append(tasks, Task{ID: t.GetId(), Priority: t.GetPriority(), Impacts: tasklist.Impacts(t)})
+	}
+	i := 0
+	for _, t := range spec.GetTasks() {
+		if !includeCompleted && t.GetStatus() == commonv1.TaskStatus_TASK_STATUS_COMPLETED {
+			continue
+		}
+		for _, d := range t.GetDependsOn() {
+			if j, ok := index[d]; ok {
+				tasks[i].Deps = append(tasks[i].Deps, j)
+			}
+		}
+		i++
+	}
+	return tasks, completed
+}
+
+// Response is the PlanWavesResponse for a plan of tasks.
+func Response(tasks []Task, r *Result, completed []string) *schedulerv1.PlanWavesResponse {
+	res := &schedulerv1.PlanWavesResponse{
+		Waves:            make([]*schedulerv1.PlannedWave, len(r.Waves)),
+		CompletedTaskIds: completed,
+		TaskCount:        int32(len(tasks)),
+		LevelCount:       int32(r.Levels),
+	}
+	for w, placements := range r.Waves {
+		wave := &schedulerv1.PlannedWave{
+			WaveNumber: int32(w + 1),
+			Placements: make([]*schedulerv1.WavePlacement, len(placements)),
+		}
+		for i, pl := range placements {
+			wp := &schedulerv1.WavePlacement{
+				TaskId:           tasks[pl.Task].ID,
+				Reason:           pl.Reason,
+				DependencyLevel:  int32(pl.Level),
+				ConflictingPaths: pl.Paths,
+				Message:          pl.Message,
+			}
+			for _, c := range pl.Conflicts {
+				wp.ConflictingTaskIds = append(wp.ConflictingTaskIds, tasks[c].ID)
+			}
+			wave.Placements[i] = wp
+		}
+		res.Waves[w] = wave
+	}
+	return res
+}
