@@ -49,7 +49,7 @@ func richSpec() *schedulerv1.TaskListSpec {
 				Id: "1.1", Title: "schema", Action: commonv1.TaskAction_TASK_ACTION_CREATE, File: "db/schema.sql",
 				Phase: "database", Priority: 5, Status: commonv1.TaskStatus_TASK_STATUS_COMPLETED,
 				Requirements: []string{"one table per entity"}, Steps: []string{"red", "green"},
-				Validation: &commonv1.TaskValidation{Command: "sqlite3 < db/schema.sql", Expected: "exit 0", ExpectedExitCode: 0, Timeout: durationpb.New(2 * time.Minute)},
+				Validation:  &commonv1.TaskValidation{Command: "sqlite3 < db/schema.sql", Expected: "exit 0", ExpectedExitCode: 0, Timeout: durationpb.New(2 * time.Minute)},
 				Description: "context", CodeTemplate: "CREATE TABLE ...",
 			},
 			{
