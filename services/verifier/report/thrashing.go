@@ -110,8 +110,12 @@ func Analyze(loopKey string, reports []*verifierv1.VerifyReport, loop *verifierv
 			strings.Join(reports[n-3].GetFailedIds(), ", "), orNone(reports[n-2].GetFailedIds()), strings.Join(latest.GetFailedIds(), ", "))
 	case len(current) > 0:
 		out.Recommendation = verifierv1.LoopRecommendation_LOOP_RECOMMENDATION_REGRESSION
-		out.Explanation = fmt.Sprintf("%s passed in iteration %d and fail in iteration %d",
-			strings.Join(current, ", "), reports[n-2].GetIteration(), latest.GetIteration())
+		verb := "fails"
+		if len(current) > 1 {
+			verb = "fail"
+		}
+		out.Explanation = fmt.Sprintf("%s passed in iteration %d and %s in iteration %d: a fix broke what worked",
+			strings.Join(current, ", "), reports[n-2].GetIteration(), verb, latest.GetIteration())
 	default:
 		out.Recommendation = verifierv1.LoopRecommendation_LOOP_RECOMMENDATION_CONTINUE
 		out.Explanation = fmt.Sprintf("iteration %d failed (%s) without repeating, oscillating or regressing: run another iteration",
