@@ -86,8 +86,11 @@ type result struct {
 type report struct {
 	Clients int `json:"clients"`
 	Rounds  int `json:"rounds"`
-	// Locks is acquire+release cycles per second, with the latency of AcquireLock.
+	// Locks is acquire+release cycles per second through gRPC, with the latency of AcquireLock.
 	Locks result `json:"lock_cycles"`
+	// Direct is the same cycles on the Redis backend called in process (no gRPC): what the
+	// lock scripts cost, apart from the server.
+	Direct result `json:"lock_cycles_direct"`
 	// Set is redis-benchmark -t set, with the latency of SET.
 	Set result `json:"redis_set"`
 	// Ratio is Locks.OpsPerSec / Set.OpsPerSec.
@@ -162,7 +165,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 
-	var locks, sets []result
+	var locks, directs, sets []result
 	for r := range o.rounds {
 		if o.cpuProfile != "" {
 			f, err := os.Create(o.cpuProfile)
@@ -181,21 +184,27 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			return err
 		}
 		locks = append(locks, l)
+		d, err := directRound(ctx, hb, o.clients, o.duration)
+		if err != nil {
+			return err
+		}
+		directs = append(directs, d)
 		s, err := setRound(ctx, addr, o.clients, o.setRequests)
 		if err != nil {
 			return err
 		}
 		sets = append(sets, s)
-		fmt.Fprintf(out, "round %d: lock cycles %9.0f/s (acquire p50 %.3f ms, p99 %.3f ms) | redis SET %9.0f/s (p50 %.3f ms, p99 %.3f ms)\n",
-			r+1, l.OpsPerSec, l.P50Ms, l.P99Ms, s.OpsPerSec, s.P50Ms, s.P99Ms)
+		fmt.Fprintf(out, "round %d: gRPC lock cycles %7.0f/s (acquire p50 %.3f ms, p99 %.3f ms) | direct %7.0f/s (p50 %.3f ms, p99 %.3f ms) | redis SET %7.0f/s (p50 %.3f ms, p99 %.3f ms)\n",
+			r+1, l.OpsPerSec, l.P50Ms, l.P99Ms, d.OpsPerSec, d.P50Ms, d.P99Ms, s.OpsPerSec, s.P50Ms, s.P99Ms)
 	}
-	rep := report{Clients: o.clients, Rounds: o.rounds, Locks: median(locks), Set: median(sets)}
+	rep := report{Clients: o.clients, Rounds: o.rounds, Locks: median(locks), Direct: median(directs), Set: median(sets)}
 	rep.Ratio = rep.Locks.OpsPerSec / rep.Set.OpsPerSec
 	if o.jsonOut {
 		return json.NewEncoder(out).Encode(rep)
 	}
 	fmt.Fprintf(out, "\nmedian of %d rounds, %d clients each:\n", o.rounds, o.clients)
 	fmt.Fprintf(out, "  lock acquire+release cycles through gRPC: %9.0f/s   AcquireLock p50 %.3f ms, p99 %.3f ms\n", rep.Locks.OpsPerSec, rep.Locks.P50Ms, rep.Locks.P99Ms)
+	fmt.Fprintf(out, "  the same cycles on the backend, no gRPC:  %9.0f/s   Acquire p50 %.3f ms, p99 %.3f ms\n", rep.Direct.OpsPerSec, rep.Direct.P50Ms, rep.Direct.P99Ms)
 	fmt.Fprintf(out, "  redis-benchmark -t set:                   %9.0f/s   SET p50 %.3f ms, p99 %.3f ms\n", rep.Set.OpsPerSec, rep.Set.P50Ms, rep.Set.P99Ms)
 	fmt.Fprintf(out, "  ratio (cycles / SETs):                    %9.3f\n", rep.Ratio)
 	return nil
@@ -259,6 +268,63 @@ func lockRound(ctx context.Context, clients []registryv1.RegistryServiceClient, 
 		P50Ms:     ms(quantile(latencies, 0.50)),
 		P99Ms:     ms(quantile(latencies, 0.99)),
 	}, nil
+}
+
+// directRound runs the cycles of lockRound on the backend itself, without gRPC.
+func directRound(ctx context.Context, hb *redishot.Backend, clients int, d time.Duration) (result, error) {
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		latencies []time.Duration
+		cycles    int
+		firstErr  error
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for i := range clients {
+		wg.Go(func() {
+			resource := fmt.Sprintf("bench/direct-%03d.go", i)
+			holder := fmt.Sprintf("bench-%03d", i)
+			mine := make([]time.Duration, 0, 1<<14)
+			n := 0
+			var err error
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				lock, granted, e := hb.Acquire(ctx, resource, holder, 30*time.Second, 0)
+				if e != nil || !granted {
+					err = cmpErr(e, fmt.Errorf("%s: not granted", resource))
+					break
+				}
+				mine = append(mine, time.Since(t0))
+				if err = hb.Release(ctx, resource, holder, lock.Token); err != nil {
+					break
+				}
+				n++
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			latencies = append(latencies, mine...)
+			cycles += n
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return result{}, firstErr
+	}
+	slices.Sort(latencies)
+	return result{OpsPerSec: float64(cycles) / elapsed.Seconds(), P50Ms: ms(quantile(latencies, 0.50)), P99Ms: ms(quantile(latencies, 0.99))}, nil
+}
+
+// cmpErr answers err, or otherwise when err is nil.
+func cmpErr(err, otherwise error) error {
+	if err != nil {
+		return err
+	}
+	return otherwise
 }
 
 // setRound runs redis-benchmark -t set and answers its requests per second and latencies.
