@@ -43,6 +43,7 @@ import (
 
 type options struct {
 	postgresURL string
+	databaseURL string
 	items       int
 	dirs        int
 	queries     int
@@ -56,6 +57,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.postgresURL, "postgres-url", envOr("CONVERGE_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
 		"Postgres server (its user must be allowed to create databases) [CONVERGE_TEST_POSTGRES_URL]")
+	flag.StringVar(&o.databaseURL, "database-url", "", "measure this database, loaded by an earlier run with --keep, instead of creating and loading one")
 	flag.IntVar(&o.items, "items", 1_000_000, "items in the knowledge base")
 	flag.IntVar(&o.dirs, "dirs", 5_000, "directories of the synthetic repository")
 	flag.IntVar(&o.queries, "queries", 20_000, "timed calls of each kind")
@@ -71,14 +73,20 @@ func main() {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	dbURL, drop, err := createDatabase(ctx, o.postgresURL)
-	if err != nil {
-		return err
-	}
-	if o.keep {
-		fmt.Fprintf(out, "database kept: %s\n", database.RedactURL(dbURL))
-	} else {
-		defer drop()
+	dbURL := o.databaseURL
+	if dbURL == "" {
+		var (
+			drop func()
+			err  error
+		)
+		if dbURL, drop, err = createDatabase(ctx, o.postgresURL); err != nil {
+			return err
+		}
+		if o.keep {
+			fmt.Fprintf(out, "database kept: %s\n", database.RedactURL(dbURL))
+		} else {
+			defer drop()
+		}
 	}
 
 	st, err := postgres.New(ctx, dbURL, database.WithMigrate())
@@ -89,12 +97,15 @@ func run(ctx context.Context, o options, out io.Writer) error {
 
 	rng := mrand.New(mrand.NewPCG(o.seed, 2))
 	r := newRepo(rng, o.dirs)
-	now := time.Now()
-	start := time.Now()
-	if err := load(ctx, st.Pool(), r, o, now); err != nil {
+	if o.databaseURL == "" {
+		start := time.Now()
+		if err := load(ctx, st.Pool(), r, o, time.Now()); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "loaded %d items in %s (COPY, indexes rebuilt, VACUUM ANALYZE)\n", o.items, time.Since(start).Round(time.Second))
+	} else if err := st.Pool().QueryRow(ctx, "SELECT count(*) FROM knowledge_items").Scan(&o.items); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "loaded %d items in %s (COPY, indexes rebuilt, ANALYZE)\n", o.items, time.Since(start).Round(time.Second))
 
 	client, stop, err := serve(ctx, st)
 	if err != nil {

@@ -87,20 +87,20 @@ func (s *Server) QueryItems(ctx context.Context, req *knowledgev1.QueryItemsRequ
 		// down, usually in one round.
 		Limit: max(2*q.limit, 16),
 	}
-	var matches []store.Item
+	var matches []store.Candidate
 	for len(matches) < q.limit {
 		page, err := s.store.Candidates(ctx, cq)
 		if err != nil {
 			return nil, toStatus(err)
 		}
-		for _, it := range page {
-			if q.target.path != "" && !globpath.Match(it.FilePattern, q.target.path) {
+		for _, c := range page {
+			if q.target.path != "" && !globpath.Match(c.FilePattern, q.target.path) {
 				continue
 			}
-			if confidence.Effective(it.Confidence, it.LastConfirmedAt, now) < q.minConfidence {
+			if confidence.Effective(c.Confidence, c.LastConfirmedAt, now) < q.minConfidence {
 				continue
 			}
-			if matches = append(matches, it); len(matches) == q.limit {
+			if matches = append(matches, c); len(matches) == q.limit {
 				break
 			}
 		}
@@ -113,21 +113,25 @@ func (s *Server) QueryItems(ctx context.Context, req *knowledgev1.QueryItemsRequ
 		cq.Limit = min(2*cq.Limit, maxCandidateBatch)
 	}
 
+	// Read the items answered, counting a hit on each, and answer them in rank order.
 	ids := make([]int64, len(matches))
-	for i, it := range matches {
-		ids[i] = it.ID
+	for i, c := range matches {
+		ids[i] = c.ID
 	}
-	hits, err := s.store.AddHits(ctx, ids)
+	items, err := s.store.Answer(ctx, ids)
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	byID := make(map[int64]store.Item, len(items))
+	for _, it := range items {
+		byID[it.ID] = it
+	}
 	res := &knowledgev1.QueryItemsResponse{Matches: make([]*knowledgev1.ItemMatch, 0, len(matches))}
-	for _, it := range matches {
-		n, ok := hits[it.ID]
+	for _, c := range matches {
+		it, ok := byID[c.ID]
 		if !ok {
-			continue // deleted since it was read
+			continue // deleted since it was a candidate
 		}
-		it.HitCount = n
 		res.Matches = append(res.Matches, &knowledgev1.ItemMatch{Item: toProto(it, now), Specificity: it.Specificity})
 	}
 	return res, nil

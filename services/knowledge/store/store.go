@@ -68,12 +68,13 @@ type Store interface {
 	Get(ctx context.Context, id int64) (Item, error)
 	// List returns items newest first (by id), filtered and paged by f.
 	List(ctx context.Context, f ListFilter) ([]Item, error)
-	// Candidates returns up to q.Limit items in rank order ([Item.Cursor]) after q.After: for a
+	// Candidates returns up to q.Limit candidates in rank order ([Cursor]) after q.After: for a
 	// path, the items whose pattern bucket is one of the path's (a superset of the items whose
 	// pattern matches it: the caller confirms each with globpath.Match); for a pattern, the items
 	// stored under exactly that pattern; otherwise all items. Every filter of q applies. It never
-	// reads an item of another bucket, and reads each bucket best first.
-	Candidates(ctx context.Context, q CandidateQuery) ([]Item, error)
+	// reads an item of another bucket, and reads each bucket best first. A candidate carries what
+	// deciding on it takes; [Store.Answer] reads the items decided on.
+	Candidates(ctx context.Context, q CandidateQuery) ([]Candidate, error)
 	// Confirm applies confidence.Confirm to an item, restarts its decay clock and counts the
 	// confirmation; a non-empty evidence replaces its evidence. [ErrNotFound] if there is none.
 	Confirm(ctx context.Context, id int64, evidence string, now time.Time) (Item, error)
@@ -82,9 +83,9 @@ type Store interface {
 	Refute(ctx context.Context, id int64, reason string, now time.Time) (Item, error)
 	// Delete removes an item, or returns [ErrNotFound].
 	Delete(ctx context.Context, id int64) error
-	// AddHits counts one hit on each item of ids, in one statement, and returns the new hit
-	// counts by id. Ids of items that no longer exist are left out.
-	AddHits(ctx context.Context, ids []int64) (map[int64]int64, error)
+	// Answer counts one hit on each item of ids and returns those items, hit counts included, in
+	// no particular order, in one statement. Ids of items that no longer exist are left out.
+	Answer(ctx context.Context, ids []int64) ([]Item, error)
 }
 
 // ErrNotFound says that no item has the id asked for.
@@ -142,6 +143,22 @@ type Item struct {
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	LastConfirmedAt time.Time
+}
+
+// Candidate is an item as [Store.Candidates] returns it: what deciding whether to answer it takes.
+type Candidate struct {
+	ID          int64
+	FilePattern string
+	Confidence  float64
+	Rank        int64
+	Specificity int32
+	// LastConfirmedAt is when it was last confirmed (or recorded).
+	LastConfirmedAt time.Time
+}
+
+// Cursor returns the candidate's position in rank order.
+func (c Candidate) Cursor() Cursor {
+	return Cursor{Rank: c.Rank, Specificity: c.Specificity, LastConfirmedAt: c.LastConfirmedAt, ID: c.ID}
 }
 
 // Cursor is a position in rank order: rank, then specificity, then last confirmation, then id,

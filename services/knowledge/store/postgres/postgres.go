@@ -43,6 +43,10 @@ const columns = `id, type, content, file_pattern, pattern_specificity, tags, con
 	source_execution_id, source_task_id, source_agent_id, evidence, hit_count, confirm_count, refute_count,
 	created_at, updated_at, last_confirmed_at`
 
+// candidateColumns are the columns of a [store.Candidate], all in knowledge_items_match_idx, in the
+// order scanCandidate reads them.
+const candidateColumns = `id, file_pattern, confidence, decay_rank, pattern_specificity, last_confirmed_at`
+
 // rankOrder is the rank order of [store.Cursor].
 const rankOrder = `decay_rank DESC, pattern_specificity DESC, last_confirmed_at DESC, id DESC`
 
@@ -117,8 +121,8 @@ func (s *Store) List(ctx context.Context, f store.ListFilter) ([]store.Item, err
 
 // Candidates implements [store.Store.Candidates]. For a path it reads each of the path's buckets
 // best first through knowledge_items_match_idx (a LATERAL subquery per bucket, each stopping at
-// Limit rows) and merges them.
-func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store.Item, error) {
+// Limit rows; without tag or text filters an index-only scan) and merges them.
+func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store.Candidate, error) {
 	var a args
 	var where []string
 	if q.MinRank != math.MinInt64 {
@@ -152,9 +156,9 @@ func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store
 			where = append(where, "file_pattern = "+a.add(q.Pattern))
 		}
 		where = append(where, "TRUE")
-		sql := `SELECT ` + columns + ` FROM knowledge_items WHERE ` + strings.Join(where, " AND ") +
+		sql := `SELECT ` + candidateColumns + ` FROM knowledge_items WHERE ` + strings.Join(where, " AND ") +
 			` ORDER BY ` + rankOrder + ` LIMIT ` + limit
-		return s.query(ctx, "candidates", sql, a...)
+		return s.candidates(ctx, sql, a...)
 	}
 	buckets := globpath.PathBuckets(q.Path)
 	prefixes, exts := make([]string, len(buckets)), make([]string, len(buckets))
@@ -164,11 +168,34 @@ func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store
 	cond := append([]string{"pattern_literal_prefix = b.prefix", "pattern_extension = b.ext"}, where...)
 	sql := `SELECT k.* FROM unnest(` + a.add(prefixes) + `::text[], ` + a.add(exts) + `::text[]) AS b(prefix, ext)
 		CROSS JOIN LATERAL (
-			SELECT ` + columns + ` FROM knowledge_items WHERE ` + strings.Join(cond, " AND ") + `
+			SELECT ` + candidateColumns + ` FROM knowledge_items WHERE ` + strings.Join(cond, " AND ") + `
 			ORDER BY ` + rankOrder + ` LIMIT ` + limit + `
 		) k
 		ORDER BY ` + rankOrder + ` LIMIT ` + limit
-	return s.query(ctx, "candidates", sql, a...)
+	return s.candidates(ctx, sql, a...)
+}
+
+// candidates runs a query returning candidates.
+func (s *Store) candidates(ctx context.Context, sql string, args ...any) ([]store.Candidate, error) {
+	rows, err := s.Pool().Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge store: candidates: %w", err)
+	}
+	cands, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Candidate, error) {
+		var (
+			c             store.Candidate
+			lastConfirmed *time.Time
+		)
+		err := row.Scan(&c.ID, &c.FilePattern, &c.Confidence, &c.Rank, &c.Specificity, &lastConfirmed)
+		if lastConfirmed != nil {
+			c.LastConfirmedAt = lastConfirmed.UTC()
+		}
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("knowledge store: candidates: %w", err)
+	}
+	return cands, nil
 }
 
 // Confirm implements [store.Store.Confirm].
@@ -224,36 +251,41 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 	return nil
 }
 
-// AddHits implements [store.Store.AddHits]. Hits are statistics: their transaction commits
-// without waiting for its WAL to reach the disk (synchronous_commit off), so a crash may lose the
-// last few hits but never corrupts anything, and a query does not wait for a disk flush. The four
+// Answer implements [store.Store.Answer]. Hits are statistics: their transaction commits without
+// waiting for its WAL to reach the disk (synchronous_commit off), so a crash may lose the last few
+// hits but never corrupts anything, and a query does not wait for a disk flush. The four
 // statements go in one round trip. The rows are locked in id order, so concurrent queries
 // answering overlapping items never deadlock.
-func (s *Store) AddHits(ctx context.Context, ids []int64) (map[int64]int64, error) {
-	hits := make(map[int64]int64, len(ids))
+func (s *Store) Answer(ctx context.Context, ids []int64) ([]store.Item, error) {
 	if len(ids) == 0 {
-		return hits, nil
+		return []store.Item{}, nil
 	}
-	var batch pgx.Batch
+	var (
+		batch pgx.Batch
+		items []store.Item
+	)
 	batch.Queue(`BEGIN`)
 	batch.Queue(`SET LOCAL synchronous_commit = off`)
 	batch.Queue(`WITH locked AS (
 			SELECT id FROM knowledge_items WHERE id = ANY($1) ORDER BY id FOR UPDATE
 		)
 		UPDATE knowledge_items k SET hit_count = k.hit_count + 1 FROM locked WHERE k.id = locked.id
-		RETURNING k.id, k.hit_count`, ids).Query(func(rows pgx.Rows) error {
-		var id, n int64
-		_, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error { hits[id] = n; return nil })
+		RETURNING `+qualified, ids).Query(func(rows pgx.Rows) error {
+		var err error
+		items, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Item, error) { return scanItem(row) })
 		return err
 	})
 	batch.Queue(`COMMIT`)
 	// A failed statement leaves the connection in an aborted transaction; the pool discards
 	// such a connection when it is released.
 	if err := s.Pool().SendBatch(ctx, &batch).Close(); err != nil {
-		return nil, fmt.Errorf("knowledge store: add hits: %w", err)
+		return nil, fmt.Errorf("knowledge store: answer: %w", err)
 	}
-	return hits, nil
+	return items, nil
 }
+
+// qualified is [columns] of the table aliased k.
+var qualified = "k." + strings.Join(strings.Split(strings.Join(strings.Fields(columns), " "), ", "), ", k.")
 
 // query runs a query returning items.
 func (s *Store) query(ctx context.Context, op, sql string, args ...any) ([]store.Item, error) {

@@ -41,6 +41,10 @@ const columns = `id, type, content, file_pattern, pattern_specificity, tags, con
 	source_execution_id, source_task_id, source_agent_id, evidence, hit_count, confirm_count, refute_count,
 	created_at, updated_at, last_confirmed_at`
 
+// candidateColumns are the columns of a [store.Candidate], all in knowledge_items_match_idx, in the
+// order candidates reads them.
+const candidateColumns = `id, file_pattern, confidence, decay_rank, pattern_specificity, last_confirmed_at`
+
 // rankOrder is the rank order of [store.Cursor].
 const rankOrder = `decay_rank DESC, pattern_specificity DESC, last_confirmed_at DESC, id DESC`
 
@@ -115,8 +119,8 @@ func (s *Store) List(ctx context.Context, f store.ListFilter) ([]store.Item, err
 
 // Candidates implements [store.Store.Candidates]. For a path it reads each of the path's buckets
 // best first through knowledge_items_match_idx (one subquery per bucket, each stopping at Limit
-// rows) and merges them.
-func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store.Item, error) {
+// rows; without tag or text filters from the index alone) and merges them.
+func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store.Candidate, error) {
 	var (
 		where []string
 		args  []any
@@ -148,9 +152,9 @@ func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store
 			where, args = append(where, "file_pattern = ?"), append(args, q.Pattern)
 		}
 		where = append(where, "TRUE")
-		sql := `SELECT ` + columns + ` FROM knowledge_items WHERE ` + strings.Join(where, " AND ") +
+		sql := `SELECT ` + candidateColumns + ` FROM knowledge_items WHERE ` + strings.Join(where, " AND ") +
 			` ORDER BY ` + rankOrder + ` LIMIT ?`
-		return s.query(ctx, "candidates", sql, append(args, q.Limit)...)
+		return s.candidates(ctx, sql, append(args, q.Limit)...)
 	}
 
 	cond := strings.Join(append([]string{"pattern_literal_prefix = ?", "pattern_extension = ?"}, where...), " AND ")
@@ -158,13 +162,42 @@ func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store
 	selects := make([]string, len(buckets))
 	var all []any
 	for i, b := range buckets {
-		selects[i] = `SELECT * FROM (SELECT ` + columns + ` FROM knowledge_items WHERE ` + cond +
+		selects[i] = `SELECT * FROM (SELECT ` + candidateColumns + ` FROM knowledge_items WHERE ` + cond +
 			` ORDER BY ` + rankOrder + ` LIMIT ?)`
 		all = append(append(append(all, b.Prefix, b.Extension), args...), q.Limit)
 	}
 	sql := strings.Join(selects, "\nUNION ALL\n") + `
 		ORDER BY ` + rankOrder + ` LIMIT ?`
-	return s.query(ctx, "candidates", sql, append(all, q.Limit)...)
+	return s.candidates(ctx, sql, append(all, q.Limit)...)
+}
+
+// candidates runs a query returning candidates.
+func (s *Store) candidates(ctx context.Context, q string, args ...any) ([]store.Candidate, error) {
+	rows, err := s.DB().QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge store: candidates: %w", err)
+	}
+	defer rows.Close()
+	cands := []store.Candidate{}
+	for rows.Next() {
+		var (
+			c         store.Candidate
+			confirmed sql.NullString
+		)
+		if err := rows.Scan(&c.ID, &c.FilePattern, &c.Confidence, &c.Rank, &c.Specificity, &confirmed); err != nil {
+			return nil, fmt.Errorf("knowledge store: candidates: %w", err)
+		}
+		if confirmed.Valid {
+			if c.LastConfirmedAt, err = database.ParseSQLiteTime(confirmed.String); err != nil {
+				return nil, fmt.Errorf("knowledge store: candidates: %w", err)
+			}
+		}
+		cands = append(cands, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("knowledge store: candidates: %w", err)
+	}
+	return cands, nil
 }
 
 // Confirm implements [store.Store.Confirm].
@@ -223,33 +256,17 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 	return nil
 }
 
-// AddHits implements [store.Store.AddHits].
-func (s *Store) AddHits(ctx context.Context, ids []int64) (map[int64]int64, error) {
-	hits := make(map[int64]int64, len(ids))
+// Answer implements [store.Store.Answer].
+func (s *Store) Answer(ctx context.Context, ids []int64) ([]store.Item, error) {
 	if len(ids) == 0 {
-		return hits, nil
+		return []store.Item{}, nil
 	}
 	list, err := json.Marshal(ids)
 	if err != nil {
-		return nil, fmt.Errorf("knowledge store: add hits: %w", err)
+		return nil, fmt.Errorf("knowledge store: answer: %w", err)
 	}
-	rows, err := s.DB().QueryContext(ctx, `UPDATE knowledge_items SET hit_count = hit_count + 1
-		WHERE id IN (SELECT value FROM json_each(?)) RETURNING id, hit_count`, string(list))
-	if err != nil {
-		return nil, fmt.Errorf("knowledge store: add hits: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, n int64
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, fmt.Errorf("knowledge store: add hits: %w", err)
-		}
-		hits[id] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("knowledge store: add hits: %w", err)
-	}
-	return hits, nil
+	return s.query(ctx, "answer", `UPDATE knowledge_items SET hit_count = hit_count + 1
+		WHERE id IN (SELECT value FROM json_each(?)) RETURNING `+columns, string(list))
 }
 
 // inTx runs fn in a transaction (BEGIN IMMEDIATE: see [database.OpenSQLite]), committed if fn

@@ -387,9 +387,7 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 		})
 		require.NoError(t, err)
 		require.Len(t, page, 3)
-		require.Equal(t, "fresh", page[0].Content)
-		require.Equal(t, "generic 0", page[1].Content)
-		require.Equal(t, "generic 1", page[2].Content)
+		require.Equal(t, []string{"fresh", "generic 0", "generic 1"}, b.contents(t, page))
 	})
 
 	t.Run("CandidatesFilters", func(t *testing.T) {
@@ -439,30 +437,42 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Equal(t, []string{"The toast needs a Toaster provider"}, all)
 	})
 
-	t.Run("AddHits", func(t *testing.T) {
+	t.Run("Answer", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newStore)
 
 		x := b.record(t, "*.sql", "x", t0)
 		y := b.record(t, "*.sql", "y", t0)
-		hits, err := b.store.AddHits(b.ctx, []int64{x.ID, y.ID})
-		require.NoError(t, err)
-		require.Equal(t, map[int64]int64{x.ID: 1, y.ID: 1}, hits)
-		hits, err = b.store.AddHits(b.ctx, []int64{y.ID, y.ID + 100})
-		require.NoError(t, err)
-		require.Equal(t, map[int64]int64{y.ID: 2}, hits)
-		hits, err = b.store.AddHits(b.ctx, nil)
-		require.NoError(t, err)
-		require.Empty(t, hits)
+		answer := func(ids ...int64) map[int64]store.Item {
+			items, err := b.store.Answer(b.ctx, ids)
+			require.NoError(t, err)
+			byID := map[int64]store.Item{}
+			for _, it := range items {
+				byID[it.ID] = it
+			}
+			require.Len(t, byID, len(items))
+			return byID
+		}
+		got := answer(x.ID, y.ID)
+		require.Len(t, got, 2)
+		want := x
+		want.HitCount = 1
+		require.Equal(t, want, got[x.ID], "the whole item, its hit counted")
+		require.Equal(t, int64(1), got[y.ID].HitCount)
+
+		got = answer(y.ID, y.ID+100) // an id of no item is left out
+		require.Len(t, got, 1)
+		require.Equal(t, int64(2), got[y.ID].HitCount)
+		require.Empty(t, answer())
 
 		// Hits change neither the update time nor the rank.
-		got, err := b.store.Get(b.ctx, y.ID)
+		it, err := b.store.Get(b.ctx, y.ID)
 		require.NoError(t, err)
-		require.Equal(t, int64(2), got.HitCount)
-		require.Equal(t, y.UpdatedAt, got.UpdatedAt)
-		require.Equal(t, y.Rank, got.Rank)
+		require.Equal(t, int64(2), it.HitCount)
+		require.Equal(t, y.UpdatedAt, it.UpdatedAt)
+		require.Equal(t, y.Rank, it.Rank)
 
-		// Concurrent hits on overlapping items are all counted.
+		// Concurrent answers of overlapping items are all counted (and never deadlock).
 		var wg sync.WaitGroup
 		for i := range 8 {
 			wg.Go(func() {
@@ -471,15 +481,15 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 					ids = []int64{y.ID, x.ID}
 				}
 				for range 10 {
-					_, err := b.store.AddHits(b.ctx, ids)
+					_, err := b.store.Answer(b.ctx, ids)
 					require.NoError(t, err)
 				}
 			})
 		}
 		wg.Wait()
-		got, err = b.store.Get(b.ctx, x.ID)
+		it, err = b.store.Get(b.ctx, x.ID)
 		require.NoError(t, err)
-		require.Equal(t, int64(81), got.HitCount)
+		require.Equal(t, int64(81), it.HitCount)
 	})
 }
 
@@ -490,10 +500,22 @@ func (b *bundle) candidatesContent(t *testing.T, q store.CandidateQuery) []strin
 		q.MinRank = math.MinInt64
 	}
 	q.Limit = 100
-	items, err := b.store.Candidates(b.ctx, q)
+	cands, err := b.store.Candidates(b.ctx, q)
 	require.NoError(t, err)
+	return b.contents(t, cands)
+}
+
+// contents returns the content of each candidate's item, and checks the candidate matches it.
+func (b *bundle) contents(t *testing.T, cands []store.Candidate) []string {
+	t.Helper()
 	var contents []string
-	for _, it := range items {
+	for _, c := range cands {
+		it, err := b.store.Get(b.ctx, c.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.Candidate{
+			ID: it.ID, FilePattern: it.FilePattern, Confidence: it.Confidence, Rank: it.Rank,
+			Specificity: it.Specificity, LastConfirmedAt: it.LastConfirmedAt,
+		}, c)
 		contents = append(contents, it.Content)
 	}
 	return contents
