@@ -24,6 +24,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -51,6 +52,7 @@ type options struct {
 	rounds      int
 	seed        uint64
 	keep        bool
+	cpuProfile  string
 }
 
 func main() {
@@ -65,6 +67,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 20, "alternating rounds the timed calls are split into")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic data and the queried paths")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database (its URL is printed)")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed calls to this file")
 	flag.Parse()
 	if err := run(context.Background(), o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "knowledge-bench:", err)
@@ -316,6 +319,17 @@ func measure(ctx context.Context, out io.Writer, o options, r *repo, pool *pgxpo
 				return fmt.Errorf("%s: %w", k.name, err)
 			}
 		}
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	per := max(o.queries/o.rounds, 1)
 	for range o.rounds {
