@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -363,6 +364,7 @@ func TestCancel(t *testing.T) {
 			break
 		}
 		requireCode(t, err, codes.ResourceExhausted)
+		time.Sleep(10 * time.Millisecond) // polling, not a timing assertion
 	}
 	list, err := b.client.ListReports(t.Context(), &verifierv1.ListReportsRequest{LoopKey: "cancel"})
 	require.NoError(t, err)
