@@ -21,35 +21,8 @@ func New(st store.Store) *Server { return &Server{store: st} }
 
 var _ schedulerv1.SchedulerServiceServer = (*Server)(nil)
 
-// CreateTaskList answers Unimplemented until the Scheduler issue (#5) builds it: task lists validated as a whole.
-func (s *Server) CreateTaskList(context.Context, *schedulerv1.CreateTaskListRequest) (*schedulerv1.CreateTaskListResponse, error) {
-	return nil, unimplemented("CreateTaskList", "task lists validated as a whole")
-}
-
-// ImportTaskList answers Unimplemented until the Scheduler issue (#5) builds it: JSON, YAML, tasks.md and execution-plan import.
-func (s *Server) ImportTaskList(context.Context, *schedulerv1.ImportTaskListRequest) (*schedulerv1.ImportTaskListResponse, error) {
-	return nil, unimplemented("ImportTaskList", "JSON, YAML, tasks.md and execution-plan import")
-}
-
-// GetTaskList answers Unimplemented until the Scheduler issue (#5) builds it: task list storage.
-func (s *Server) GetTaskList(context.Context, *schedulerv1.GetTaskListRequest) (*schedulerv1.GetTaskListResponse, error) {
-	return nil, unimplemented("GetTaskList", "task list storage")
-}
-
-// ListTaskLists answers Unimplemented until the Scheduler issue (#5) builds it: task list storage.
-func (s *Server) ListTaskLists(context.Context, *schedulerv1.ListTaskListsRequest) (*schedulerv1.ListTaskListsResponse, error) {
-	return nil, unimplemented("ListTaskLists", "task list storage")
-}
-
-// DeleteTaskList answers Unimplemented until the Scheduler issue (#5) builds it: task list storage.
-func (s *Server) DeleteTaskList(context.Context, *schedulerv1.DeleteTaskListRequest) (*schedulerv1.DeleteTaskListResponse, error) {
-	return nil, unimplemented("DeleteTaskList", "task list storage")
-}
-
-// PlanWaves answers Unimplemented until the Scheduler issue (#5) builds it: wave planning with file-conflict splitting.
-func (s *Server) PlanWaves(context.Context, *schedulerv1.PlanWavesRequest) (*schedulerv1.PlanWavesResponse, error) {
-	return nil, unimplemented("PlanWaves", "wave planning with file-conflict splitting")
-}
+// Task lists are in tasklists.go, PlanWaves in waves.go. The RPCs below answer Unimplemented
+// until the rest of the Scheduler issue (#5) builds them.
 
 // StartExecution answers Unimplemented until the Scheduler issue (#5) builds it: execution runs.
 func (s *Server) StartExecution(context.Context, *schedulerv1.StartExecutionRequest) (*schedulerv1.StartExecutionResponse, error) {

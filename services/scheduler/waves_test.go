@@ -1,0 +1,102 @@
+package scheduler
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+)
+
+// waveTasks renders waves as lists of task ids.
+func waveTasks(res *schedulerv1.PlanWavesResponse) [][]string {
+	var out [][]string
+	for _, w := range res.GetWaves() {
+		var ids []string
+		for _, p := range w.GetPlacements() {
+			ids = append(ids, p.GetTaskId())
+		}
+		out = append(out, ids)
+	}
+	return out
+}
+
+func TestPlanWavesOfAStoredList(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, b *testBundle) {
+		_, err := b.client.ImportTaskList(t.Context(), &schedulerv1.ImportTaskListRequest{
+			Format:     schedulerv1.ImportFormat_IMPORT_FORMAT_TASKS_MD,
+			Content:    example(t, "habit-tracker.tasks.md"),
+			TaskListId: "habits",
+		})
+		require.NoError(t, err)
+
+		res, err := b.client.PlanWaves(t.Context(), &schedulerv1.PlanWavesRequest{Source: &schedulerv1.PlanWavesRequest_TaskListId{TaskListId: "habits"}})
+		require.NoError(t, err)
+		// 1.1 is done; 2.1 and 2.2 both write api/routes.go; 2.3 comes after both.
+		require.Equal(t, [][]string{{"1.2", "1.3"}, {"2.1"}, {"2.2"}, {"2.3"}}, waveTasks(res))
+		require.Equal(t, []string{"1.1"}, res.GetCompletedTaskIds())
+		require.EqualValues(t, 5, res.GetTaskCount())
+		require.EqualValues(t, 3, res.GetLevelCount())
+
+		p := res.GetWaves()[2].GetPlacements()[0]
+		require.True(t, proto.Equal(&schedulerv1.WavePlacement{
+			TaskId:             "2.2",
+			Reason:             schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT,
+			DependencyLevel:    1,
+			ConflictingTaskIds: []string{"2.1"},
+			ConflictingPaths:   []string{"api/routes.go"},
+			Message:            "file conflict with 2.1 on api/routes.go (wave 2)",
+		}, p), "%v", p)
+		first := res.GetWaves()[0].GetPlacements()[0]
+		require.Equal(t, schedulerv1.PlacementReason_PLACEMENT_REASON_DEPENDENCY_LEVEL, first.GetReason())
+		require.Equal(t, "dependency level 0: no dependencies", first.GetMessage())
+
+		// With the completed task, and one task per wave.
+		all, err := b.client.PlanWaves(t.Context(), &schedulerv1.PlanWavesRequest{
+			Source:           &schedulerv1.PlanWavesRequest_TaskListId{TaskListId: "habits"},
+			IncludeCompleted: true,
+			MaxParallel:      1,
+		})
+		require.NoError(t, err)
+		require.Equal(t, [][]string{{"1.1"}, {"1.2"}, {"1.3"}, {"2.1"}, {"2.2"}, {"2.3"}}, waveTasks(all))
+		require.Equal(t, schedulerv1.PlacementReason_PLACEMENT_REASON_MAX_PARALLEL, all.GetWaves()[2].GetPlacements()[0].GetReason())
+
+		_, err = b.client.PlanWaves(t.Context(), &schedulerv1.PlanWavesRequest{Source: &schedulerv1.PlanWavesRequest_TaskListId{TaskListId: "nope"}})
+		requireCode(t, err, codes.NotFound)
+	})
+}
+
+func TestPlanWavesOfAnInlineList(t *testing.T) {
+	t.Parallel()
+	b := setup(t, backends["sqlite"](t))
+	res, err := b.client.PlanWaves(t.Context(), &schedulerv1.PlanWavesRequest{
+		Source: &schedulerv1.PlanWavesRequest_TaskList{TaskList: smallList()},
+	})
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"1.1"}, {"1.2"}, {"1.3"}}, waveTasks(res))
+	require.Equal(t, 0, listCount(t, b), "an inline list is not stored")
+
+	// Readers share a wave; a directory conflicts with the files under it.
+	res, err = b.client.PlanWaves(t.Context(), &schedulerv1.PlanWavesRequest{
+		Source: &schedulerv1.PlanWavesRequest_TaskList{TaskList: &schedulerv1.TaskListSpec{Tasks: []*commonv1.Task{
+			{Id: "r1", Title: "read", Files: []*commonv1.FileImpact{{Path: "go.mod", Operation: commonv1.FileOperation_FILE_OPERATION_READ}}},
+			{Id: "r2", Title: "read", Files: []*commonv1.FileImpact{{Path: "go.mod", Operation: commonv1.FileOperation_FILE_OPERATION_READ}}},
+			{Id: "dir", Title: "docs", Files: []*commonv1.FileImpact{{Path: "docs/"}}},
+			{Id: "file", Title: "one doc", File: "docs/api/index.md"},
+		}}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"r1", "r2", "dir"}, {"file"}}, waveTasks(res))
+
+	_, err = b.client.PlanWaves(t.Context(), &schedulerv1.PlanWavesRequest{
+		Source: &schedulerv1.PlanWavesRequest_TaskList{TaskList: &schedulerv1.TaskListSpec{Tasks: []*commonv1.Task{
+			{Id: "1.1", Title: "a", DependsOn: []string{"1.3"}},
+			{Id: "1.3", Title: "c", DependsOn: []string{"1.1"}},
+		}}},
+	})
+	requireViolations(t, err, map[string]string{"task_list.tasks[0].depends_on[0]": "dependency cycle: 1.1 → 1.3 → 1.1"})
+}
