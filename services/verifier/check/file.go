@@ -57,46 +57,109 @@ func runFile(ctx context.Context, t *Target, o *Options, fc *verifierv1.FileChec
 	var a assertions
 	res := outcome{evidence: evidence, attempts: 1}
 
-	var files []*fileFact
+	// A file check has no timeout of its own: the request's default bounds it.
+	ctx, cancel := context.WithTimeout(ctx, o.DefaultTimeout)
+	defer cancel()
+
+	// Per-file assertions are the same list for every file; they are evaluated as each file is
+	// read (its content is not kept) and aggregated over the files.
+	type agg struct {
+		expectation string
+		passed      bool
+		actual      string
+		failures    int
+	}
+	var (
+		aggs    []*agg
+		files   []*verifierv1.FileFact
+		failing = map[string]bool{}
+	)
+	evalFile := func(f *fileFact) {
+		if f.err != nil {
+			a.add(fmt.Sprintf("%s can be read", f.fact.Path), false, f.err.Error())
+			failing[f.fact.Path] = true
+		}
+		var fa assertions
+		badLine := checkText(&fa, textSource{label: "content", text: f.content, numbered: true}, e.GetContent())
+		if e.MinLines != nil {
+			fa.add(fmt.Sprintf("at least %d lines", e.GetMinLines()), f.fact.LineCount >= e.GetMinLines(), plural(int(f.fact.LineCount), "line"))
+		}
+		if e.MaxLines != nil {
+			fa.add(fmt.Sprintf("at most %d lines", e.GetMaxLines()), f.fact.LineCount <= e.GetMaxLines(), plural(int(f.fact.LineCount), "line"))
+		}
+		for i, r := range fa.list {
+			if i >= len(aggs) {
+				aggs = append(aggs, &agg{expectation: r.Expectation, passed: true, actual: r.Actual})
+			}
+			g := aggs[i]
+			if r.Passed {
+				continue
+			}
+			if g.passed {
+				g.actual = fmt.Sprintf("%s: %s", f.fact.Path, r.Actual)
+				if res.file == "" {
+					res.file, res.line = f.fact.Path, badLine
+				}
+			}
+			g.passed = false
+			g.failures++
+			failing[f.fact.Path] = true
+			if ev.ContentExcerpt == "" && f.content != "" {
+				ev.ContentExcerpt = head(f.content, o.ExcerptBytes)
+			}
+		}
+	}
+	keepContent := !absent && len(e.GetContent().GetContains())+len(e.GetContent().GetNotContains())+len(e.GetContent().GetMatches()) > 0
+
 	if p := fc.GetPath(); p != "" {
 		rel := path.Clean(p)
 		ev.Pattern = rel
-		f := inspect(t.Dir, rel, o.OutputCap)
+		f := inspect(ctx, t.Dir, rel, o.OutputCap, keepContent)
+		files = append(files, f.fact)
 		if f.fact.Exists {
 			ev.MatchCount = 1
-			files = append(files, f)
 		}
 		if absent {
 			a.add(fmt.Sprintf("%s is absent", rel), !f.fact.Exists, existence(f.fact.Exists))
+			if f.fact.Exists {
+				res.file = rel
+			}
 		} else {
 			a.add(fmt.Sprintf("%s exists", rel), f.fact.Exists, existence(f.fact.Exists))
 			if !f.fact.Exists {
 				res.file = rel
+			} else {
+				evalFile(f)
 			}
-		}
-		if !f.fact.Exists {
-			ev.Files = append(ev.Files, f.fact)
 		}
 	} else {
 		pattern := path.Clean(fc.GetGlob())
 		ev.Pattern = pattern
 		matches, err := glob(ctx, t.Dir, pattern)
 		if err != nil {
-			if ctx.Err() != nil {
-				return blocked(verifierv1.BlockReason_BLOCK_REASON_UNSPECIFIED, 1, "cancelled")
-			}
 			if out, ok := rootAvailable(t); !ok {
 				return out
 			}
 			a.add(fmt.Sprintf("files matching %s can be listed", pattern), false, err.Error())
 		}
 		for _, m := range matches {
-			files = append(files, inspect(t.Dir, m, o.OutputCap))
+			f := inspect(ctx, t.Dir, m, o.OutputCap, keepContent)
+			if !f.fact.Exists {
+				continue // gone since the walk
+			}
+			files = append(files, f.fact)
+			if absent {
+				if res.file == "" {
+					res.file = f.fact.Path
+				}
+			} else {
+				evalFile(f)
+			}
 		}
 		ev.MatchCount = int32(len(files))
 		names := make([]string, 0, 3)
 		for i := 0; i < len(files) && i < 3; i++ {
-			names = append(names, files[i].fact.Path)
+			names = append(names, files[i].Path)
 		}
 		actual := plural(len(files), "file")
 		if len(names) > 0 {
@@ -119,73 +182,27 @@ func runFile(ctx context.Context, t *Target, o *Options, fc *verifierv1.FileChec
 			}
 		}
 	}
-
-	// Per-file assertions: the same list for every file, aggregated over them.
-	failing := map[string]bool{}
-	if !absent && len(files) > 0 {
-		type agg struct {
-			expectation string
-			passed      bool
-			actual      string
-			failures    int
+	for _, g := range aggs {
+		expectation := g.expectation
+		if fc.GetGlob() != "" {
+			expectation = "every file: " + expectation
 		}
-		var aggs []*agg
-		for _, f := range files {
-			if f.err != nil {
-				a.add(fmt.Sprintf("%s can be read", f.fact.Path), false, f.err.Error())
-				failing[f.fact.Path] = true
-			}
-			var fa assertions
-			badLine := checkText(&fa, textSource{label: "content", text: f.content, numbered: true}, e.GetContent())
-			if e.MinLines != nil {
-				fa.add(fmt.Sprintf("at least %d lines", e.GetMinLines()), f.fact.LineCount >= e.GetMinLines(), plural(int(f.fact.LineCount), "line"))
-			}
-			if e.MaxLines != nil {
-				fa.add(fmt.Sprintf("at most %d lines", e.GetMaxLines()), f.fact.LineCount <= e.GetMaxLines(), plural(int(f.fact.LineCount), "line"))
-			}
-			for i, r := range fa.list {
-				if i >= len(aggs) {
-					aggs = append(aggs, &agg{expectation: r.Expectation, passed: true, actual: r.Actual})
-				}
-				g := aggs[i]
-				if !r.Passed {
-					if g.passed {
-						g.actual = fmt.Sprintf("%s: %s", f.fact.Path, r.Actual)
-						if res.file == "" {
-							res.file, res.line = f.fact.Path, badLine
-						}
-					}
-					g.passed = false
-					g.failures++
-					failing[f.fact.Path] = true
-					if ev.ContentExcerpt == "" && f.content != "" {
-						ev.ContentExcerpt = head(f.content, o.ExcerptBytes)
-					}
-				}
-			}
+		actual := g.actual
+		if g.passed && len(files) > 1 {
+			actual = fmt.Sprintf("holds in all %d files", len(files))
+		} else if g.failures > 1 {
+			actual += fmt.Sprintf(" (and %d more)", g.failures-1)
 		}
-		for _, g := range aggs {
-			expectation := g.expectation
-			if len(files) > 1 || fc.GetGlob() != "" {
-				expectation = "every file: " + expectation
-			}
-			actual := g.actual
-			if g.passed && len(files) > 1 {
-				actual = fmt.Sprintf("holds in all %d files", len(files))
-			} else if g.failures > 1 {
-				actual += fmt.Sprintf(" (and %d more)", g.failures-1)
-			}
-			a.add(expectation, g.passed, actual)
-		}
+		a.add(expectation, g.passed, actual)
 	}
-	if absent && len(files) > 0 && res.file == "" {
-		res.file = files[0].fact.Path
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		a.add(fmt.Sprintf("inspection done within %s", o.DefaultTimeout), false, "ran out of time")
 	}
 
 	// Facts, failing files first.
-	sort.SliceStable(files, func(i, j int) bool { return failing[files[i].fact.Path] && !failing[files[j].fact.Path] })
+	sort.SliceStable(files, func(i, j int) bool { return failing[files[i].Path] && !failing[files[j].Path] })
 	for i := 0; i < len(files) && len(ev.Files) < maxFacts; i++ {
-		ev.Files = append(ev.Files, files[i].fact)
+		ev.Files = append(ev.Files, files[i])
 	}
 	if out, ok := rootAvailable(t); !ok {
 		return out // the directory vanished while we looked
@@ -249,8 +266,8 @@ func glob(ctx context.Context, root, pattern string) ([]string, error) {
 }
 
 // inspect looks at the target-relative file rel under root: it exists when it is a regular file
-// inside root (symlinks resolved).
-func inspect(root, rel string, capBytes int64) *fileFact {
+// inside root (symlinks resolved). Its first capBytes are kept when keep is set.
+func inspect(ctx context.Context, root, rel string, capBytes int64, keep bool) *fileFact {
 	f := &fileFact{fact: &verifierv1.FileFact{Path: rel}}
 	resolved, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(rel)))
 	if err != nil || !within(root, resolved) {
@@ -274,7 +291,10 @@ func inspect(root, rel string, capBytes int64) *fileFact {
 	var lines int64
 	var last byte
 	buf := make([]byte, 64<<10)
-	for {
+	if !keep {
+		capBytes = 0
+	}
+	for ctx.Err() == nil {
 		n, rerr := fh.Read(buf)
 		if n > 0 {
 			chunk := buf[:n]
