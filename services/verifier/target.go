@@ -79,6 +79,10 @@ func (s *Server) resolveTarget(ctx context.Context, t *verifierv1.Target, o *che
 				err = errors.New("not a directory")
 			}
 		}
+		if err == nil && s.checkLocalDir(resolved) != nil {
+			// A symlink changed between the request's validation and now.
+			err = errors.New("it now resolves outside the verifier's allowed roots")
+		}
 		if err != nil {
 			ct.DirUnavailable = fmt.Sprintf("target directory %s is unavailable: %s", dir, describeErr(err))
 			rt.Directory = dir
