@@ -53,7 +53,7 @@ func TestPlanWavesOfAStoredList(t *testing.T) {
 		}, p), "%v", p)
 		first := res.GetWaves()[0].GetPlacements()[0]
 		require.Equal(t, schedulerv1.PlacementReason_PLACEMENT_REASON_DEPENDENCY_LEVEL, first.GetReason())
-		require.Equal(t, "dependency level 0: no dependencies", first.GetMessage())
+		require.Equal(t, "dependency level 0: waits for no task", first.GetMessage())
 
 		// With the completed task, and one task per wave.
 		all, err := b.client.PlanWaves(t.Context(), &schedulerv1.PlanWavesRequest{

@@ -601,7 +601,7 @@ func (p *packer) conflictsWith(t int32, rel int, report *[]conflict) bool {
 // levelMessage says where a task's dependency level comes from.
 func (p *packer) levelMessage(t int32, lvl int) string {
 	if lvl == 0 {
-		return "dependency level 0: no dependencies"
+		return "dependency level 0: waits for no task"
 	}
 	for _, d := range p.tasks[t].Deps {
 		if p.levels[d] == lvl-1 {

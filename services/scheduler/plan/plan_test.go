@@ -74,7 +74,7 @@ func TestLevelsMakeWaves(t *testing.T) {
 	require.Equal(t, schedulerv1.PlacementReason_PLACEMENT_REASON_DEPENDENCY_LEVEL, d.Reason)
 	require.Equal(t, 2, d.Level)
 	require.Equal(t, "dependency level 2: after b", d.Message)
-	require.Equal(t, "dependency level 0: no dependencies", placementOf(t, tasks, res, "a").Message)
+	require.Equal(t, "dependency level 0: waits for no task", placementOf(t, tasks, res, "a").Message)
 }
 
 func TestTwoWritersOfOneFileLandInDifferentWaves(t *testing.T) {
