@@ -542,14 +542,11 @@ func (p *packer) placement(t int32, lvl, rel int) Placement {
 	var found []conflict
 	p.conflictsWith(t, rel-1, &found)
 	pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT
-	seenTask, seenPath := map[int32]bool{}, map[string]bool{}
-	for _, c := range found {
-		if !seenTask[c.with] && len(pl.Conflicts) < maxReported {
-			seenTask[c.with] = true
+	for _, c := range found { // at most maxReported of each: linear scans are cheapest
+		if len(pl.Conflicts) < maxReported && !slices.Contains(pl.Conflicts, int(c.with)) {
 			pl.Conflicts = append(pl.Conflicts, int(c.with))
 		}
-		if !seenPath[c.path] && len(pl.Paths) < maxReported {
-			seenPath[c.path] = true
+		if len(pl.Paths) < maxReported && !slices.Contains(pl.Paths, c.path) {
 			pl.Paths = append(pl.Paths, c.path)
 		}
 	}
