@@ -90,8 +90,9 @@ func FuzzParseYAML(f *testing.F) {
 	})
 }
 
-// FuzzSetStatus: on any document that parses, marking its first task DONE succeeds, leaves the
-// bytes before the task's heading alone, and reads back as DONE with the same task ids.
+// FuzzSetStatus: on any document that parses, setting the status of its first task (TODO, DONE,
+// SKIPPED or DCR, by the document's length) succeeds, leaves the bytes before the task's heading
+// alone, and reads back as that status with the same task ids.
 func FuzzSetStatus(f *testing.F) {
 	f.Add(readExampleF(f, "habit-tracker.tasks.md"))
 	f.Add([]byte("### Task 1: a\r\n**Status:** x TODO\r\n- [ ] s\r\n"))
@@ -102,7 +103,11 @@ func FuzzSetStatus(f *testing.F) {
 			return
 		}
 		id := doc.Spec.GetTasks()[0].GetId()
-		got, err := SetStatus(content, id, commonv1.TaskStatus_TASK_STATUS_COMPLETED)
+		status := []commonv1.TaskStatus{
+			commonv1.TaskStatus_TASK_STATUS_COMPLETED, commonv1.TaskStatus_TASK_STATUS_PENDING,
+			commonv1.TaskStatus_TASK_STATUS_SKIPPED, commonv1.TaskStatus_TASK_STATUS_BLOCKED_DCR,
+		}[len(content)%4]
+		got, err := SetStatus(content, id, status)
 		require.NoError(t, err)
 		head := -1
 		for _, l := range splitLines(content) {
@@ -120,7 +125,7 @@ func FuzzSetStatus(f *testing.F) {
 		require.Equal(t, ids(doc.Spec), ids(again.Spec))
 		for _, task := range again.Spec.GetTasks() {
 			if task.GetId() == id {
-				require.Equal(t, commonv1.TaskStatus_TASK_STATUS_COMPLETED, task.GetStatus())
+				require.Equal(t, status, task.GetStatus())
 				break
 			}
 		}

@@ -49,6 +49,7 @@ func SetStatus(content []byte, taskID string, status commonv1.TaskStatus) ([]byt
 	}
 	lines := splitLines(content)
 	head, end := -1, len(lines)
+	title := "" // the heading's title, as the parser reads it
 	for i, l := range lines {
 		level, text := heading(l)
 		if level == 0 || level > 3 {
@@ -59,7 +60,7 @@ func SetStatus(content []byte, taskID string, status commonv1.TaskStatus) ([]byt
 			break
 		}
 		if m := taskHeading.FindStringSubmatch(text); level == 3 && m != nil && m[1] == taskID {
-			head = i
+			head, title = i, strings.TrimSpace(m[2])
 		}
 	}
 	if head < 0 {
@@ -91,7 +92,12 @@ func SetStatus(content []byte, taskID string, status commonv1.TaskStatus) ([]byt
 	}
 	if !statusDone {
 		h := lines[head]
-		switch m := headingMarker.FindStringSubmatchIndex(h.text); {
+		// The heading's marker counts only where the parser reads one: after a title.
+		var m []int
+		if headingMarker.MatchString(title) {
+			m = headingMarker.FindStringSubmatchIndex(h.text)
+		}
+		switch {
 		case m != nil && h.text[m[2]:m[3]] == markerWord(marker):
 			// The heading's marker already says so.
 		case m != nil:
