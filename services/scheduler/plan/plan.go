@@ -16,14 +16,18 @@
 // # Complexity
 //
 // Finding the first fitting wave does not compare the task with every task of the level. Each
-// exact file and directory is a node of the path tree, and every wave records, per node, whether
-// an impact sits exactly at it, under it, or (for a directory) over it. A set "waves holding
-// node X" is a union-find over wave numbers whose find answers the first wave at or after w that
-// is not in the set, in amortized near-constant time. The fitting wave is the first w that all of
-// the task's sets (one per impact and ancestor directory) and the "full" set let through; the
-// search only ever moves forward. For exact files and directories a task costs
-// O(impacts × path depth × α), so a plan costs O((T + D) + T log T + I × depth × α) for T tasks,
-// D dependencies and I impacts: near-linear.
+// exact file and directory is a node of the path tree, and for each node the packer keeps the
+// set of the level's waves with an impact exactly at it, with a directory impact at it, and with
+// an impact under it (the last two only for nodes where some task has a directory impact), each
+// also for writers only. A set is a union-find over wave numbers whose find answers the first wave
+// at or after w that is not in the set, in amortized near-constant time; so is the set of full
+// waves. The fitting wave is the first w that all of the task's sets (one per impact and
+// ancestor directory) and the full set let through: the search only moves forward, each step
+// jumping over a whole run of waves that one set holds. For exact files and directories a task
+// costs O(impacts × path depth × α) per step, and it takes one step unless its paths sit in
+// interleaved waves (then at most one per such run); a plan costs
+// O(T + D + T log T + I × depth × α) for T tasks, D dependencies and I impacts: near-linear. A
+// thousand tasks writing the same file take one step each, not one per earlier wave.
 //
 // Globs cannot be indexed by node: a glob is checked against the impacts of a candidate wave one
 // by one (exact match of file against glob with doublestar; glob against directory and glob
