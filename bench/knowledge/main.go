@@ -38,6 +38,7 @@ import (
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/server"
 	"github.com/converge-dev/converge/services/knowledge"
+	"github.com/converge-dev/converge/services/knowledge/confidence"
 	"github.com/converge-dev/converge/services/knowledge/store"
 	"github.com/converge-dev/converge/services/knowledge/store/postgres"
 )
@@ -116,7 +117,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer stop()
 
-	return measure(ctx, out, o, r, st.Pool(), client)
+	return measure(ctx, out, o, r, st, client)
 }
 
 // createDatabase creates converge_bench_<random> on the server at serverURL and returns its URL
@@ -271,7 +272,8 @@ type kind struct {
 // measure times QueryItems by path (the agents' query: gotchas, min_confidence 0.6, limit 20),
 // the same with every type, GetItem through gRPC, and the peer baseline, a primary-key SELECT
 // with pgx, in alternating rounds so that drift affects all alike.
-func measure(ctx context.Context, out io.Writer, o options, r *repo, pool *pgxpool.Pool, client knowledgev1.KnowledgeServiceClient) error {
+func measure(ctx context.Context, out io.Writer, o options, r *repo, st *postgres.Store, client knowledgev1.KnowledgeServiceClient) error {
+	pool := st.Pool()
 	var maxID int64
 	if err := pool.QueryRow(ctx, "SELECT max(id) FROM knowledge_items").Scan(&maxID); err != nil {
 		return err
@@ -293,6 +295,23 @@ func measure(ctx context.Context, out io.Writer, o options, r *repo, pool *pgxpo
 				Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: r.file(rng)},
 			})
 			return len(res.GetMatches()), err
+		}},
+		// Where a query's time goes: its two statements, called on the store directly.
+		{name: "  of which: store.Candidates, 1 round", call: func(ctx context.Context, rng *mrand.Rand) (int, error) {
+			path := r.file(rng)
+			cands, err := st.Candidates(ctx, store.CandidateQuery{
+				Path: path, Types: []store.Type{store.TypeGotcha},
+				MinRank: confidence.MinRank(0.6, time.Now()), Limit: 40,
+			})
+			return len(cands), err
+		}},
+		{name: "  of which: store.Answer, 20 items", call: func(ctx context.Context, rng *mrand.Rand) (int, error) {
+			ids := make([]int64, 20)
+			for i := range ids {
+				ids[i] = 1 + rng.Int64N(maxID)
+			}
+			items, err := st.Answer(ctx, ids)
+			return len(items), err
 		}},
 		{name: "GetItem (gRPC, primary key)", call: func(ctx context.Context, rng *mrand.Rand) (int, error) {
 			_, err := client.GetItem(ctx, &knowledgev1.GetItemRequest{Id: fmt.Sprintf("kn_%d", 1+rng.Int64N(maxID))})
