@@ -147,6 +147,7 @@ var okWithEmptyRequest = map[string]bool{
 	"/converge.registry.v1.RegistryService/ListOwners":      true,
 	"/converge.registry.v1.RegistryService/ListAgents":      true,
 	"/converge.registry.v1.RegistryService/ListStaleAgents": true,
+	"/converge.scheduler.v1.SchedulerService/ListTaskLists": true,
 	"/converge.verifier.v1.VerifierService/ListReports":     true,
 }
 
