@@ -2,25 +2,20 @@ package knowledge_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/database/dbtest"
 	"github.com/converge-dev/converge/platform/grpcerr"
 	"github.com/converge-dev/converge/platform/server"
+	"github.com/converge-dev/converge/platform/server/servertest"
 	"github.com/converge-dev/converge/services/knowledge"
 	"github.com/converge-dev/converge/services/knowledge/store"
 	"github.com/converge-dev/converge/services/knowledge/store/postgres"
@@ -88,33 +83,14 @@ func setup(t *testing.T, newStore func(t *testing.T) store.Store) *testBundle {
 	t.Helper()
 	st := newStore(t)
 	clk := &clock{now: t0}
-	srv, err := server.Config{
-		Name:           "knowledge-test",
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-		DrainDelay:     -1,
-		DisableTracing: true,
+	conn := servertest.Serve(t, server.Config{
+		Name: "knowledge-test",
 		Services: []server.Service{{
 			Desc:  &knowledgev1.KnowledgeService_ServiceDesc,
 			Impl:  knowledge.New(st, knowledge.WithClock(clk.Now)),
 			Ready: st.Ping,
 		}},
-	}.Complete()
-	require.NoError(t, err)
-
-	lis := bufconn.Listen(1 << 20)
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan error, 1)
-	go func() { stopped <- srv.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-stopped)
 	})
-
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
 	return &testBundle{ctx: t.Context(), client: knowledgev1.NewKnowledgeServiceClient(conn), clock: clk, store: st}
 }
 

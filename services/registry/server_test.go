@@ -4,16 +4,12 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/converge-dev/converge/gen"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
@@ -21,6 +17,7 @@ import (
 	"github.com/converge-dev/converge/platform/database/dbtest"
 	"github.com/converge-dev/converge/platform/grpcerr"
 	"github.com/converge-dev/converge/platform/server"
+	"github.com/converge-dev/converge/platform/server/servertest"
 	"github.com/converge-dev/converge/services/registry"
 	"github.com/converge-dev/converge/services/registry/hot"
 	"github.com/converge-dev/converge/services/registry/hot/inproc"
@@ -112,33 +109,19 @@ func serve(t *testing.T, e *env, hb hot.Backend, opts ...registry.Option) *bundl
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := registry.New(ctx, e.store, hb, append([]registry.Option{registry.WithLogger(logger)}, opts...)...)
+	t.Cleanup(cancel)
 	files, err := gen.Files()
 	require.NoError(t, err)
-	s, err := server.Config{
+	conn := servertest.Serve(t, server.Config{
 		Name:               "registry-test",
 		Logger:             logger,
-		DrainDelay:         -1,
 		DescriptorResolver: files,
-		DisableTracing:     true,
 		Services: []server.Service{{
 			Desc:  &registryv1.RegistryService_ServiceDesc,
 			Impl:  srv,
 			Ready: srv.Ready,
 		}},
-	}.Complete()
-	require.NoError(t, err)
-	lis := bufconn.Listen(1 << 20)
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
 	})
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
 	return &bundle{client: registryv1.NewRegistryServiceClient(conn), env: e}
 }
 

@@ -1,26 +1,20 @@
 package scheduler
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/database/dbtest"
 	"github.com/converge-dev/converge/platform/grpcerr"
 	"github.com/converge-dev/converge/platform/server"
+	"github.com/converge-dev/converge/platform/server/servertest"
 	"github.com/converge-dev/converge/services/scheduler/store"
 	"github.com/converge-dev/converge/services/scheduler/store/postgres"
 	"github.com/converge-dev/converge/services/scheduler/store/sqlite"
@@ -63,30 +57,14 @@ func forEachStore(t *testing.T, test func(t *testing.T, b *testBundle)) {
 // setup serves the Scheduler on st until the test ends and connects a client to it.
 func setup(t *testing.T, st store.Store) *testBundle {
 	t.Helper()
-	srv, err := server.Config{
-		Name:       "scheduler-test",
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-		DrainDelay: -1,
+	conn := servertest.Serve(t, server.Config{
+		Name: "scheduler-test",
 		Services: []server.Service{{
 			Desc:  &schedulerv1.SchedulerService_ServiceDesc,
 			Impl:  New(st),
 			Ready: st.Ping,
 		}},
-	}.Complete()
-	require.NoError(t, err)
-	lis := bufconn.Listen(1 << 20)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-served)
 	})
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
 	return &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: st}
 }
 

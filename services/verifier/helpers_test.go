@@ -17,15 +17,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/database/dbtest"
 	"github.com/converge-dev/converge/platform/grpcerr"
 	"github.com/converge-dev/converge/platform/server"
+	"github.com/converge-dev/converge/platform/server/servertest"
 	"github.com/converge-dev/converge/services/verifier"
 	"github.com/converge-dev/converge/services/verifier/store"
 	"github.com/converge-dev/converge/services/verifier/store/postgres"
@@ -91,30 +90,22 @@ func setup(t testing.TB, b backend, opts ...verifier.Option) *bundle {
 			return v, ok
 		}),
 	}, opts...)
-	lis := listenBuf(t)
-	serve(t, lis, verifier.New(bu.store, opts...), bu.store)
-	bu.client = verifierv1.NewVerifierServiceClient(dialBuf(t, lis))
+	bu.client = verifierv1.NewVerifierServiceClient(serveBuf(t, verifier.New(bu.store, opts...), bu.store))
 	return bu
 }
 
-// listenBuf is an in-memory listener.
-func listenBuf(t testing.TB) *bufconn.Listener {
+// serveBuf serves svc in-process (bufconn) through the real platform server until the test ends
+// and answers a client connection.
+func serveBuf(t testing.TB, svc *verifier.Server, st store.Store) *grpc.ClientConn {
 	t.Helper()
-	return bufconn.Listen(1 << 20)
+	return servertest.Serve(t, server.Config{
+		Name:     "verifier-test",
+		Services: []server.Service{{Desc: &verifierv1.VerifierService_ServiceDesc, Impl: svc, Ready: st.Ping}},
+	})
 }
 
-// dialBuf connects to the server on lis until the test ends.
-func dialBuf(t testing.TB, lis *bufconn.Listener) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
-}
-
-// serve runs a platform server with the Verifier service on lis until the test ends.
+// serve runs a platform server with the Verifier service on lis (a real TCP listener, for grpc
+// checks) until the test ends.
 func serve(t testing.TB, lis net.Listener, svc *verifier.Server, st store.Store) {
 	t.Helper()
 	srv, err := server.Config{

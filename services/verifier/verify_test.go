@@ -137,9 +137,7 @@ func setupWithout(t *testing.T) *bundle {
 	t.Helper()
 	b := setup(t, backends[1])
 	st := backends[1].open(t)
-	lis := listenBuf(t)
-	serve(t, lis, verifier.New(st), st)
-	b.client = verifierv1.NewVerifierServiceClient(dialBuf(t, lis))
+	b.client = verifierv1.NewVerifierServiceClient(serveBuf(t, verifier.New(st), st))
 	return b
 }
 
