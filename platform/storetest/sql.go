@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"database/sql"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -258,4 +259,53 @@ func queryStrings(t *testing.T, s SQLStore, query string, args ...any) []string 
 	require.NoError(t, rows.Err())
 	slices.Sort(out)
 	return out
+}
+
+// SchemaSpec is what RunSchema holds a service's store to.
+type SchemaSpec struct {
+	// Tables and their columns, on every backend.
+	Tables Schema
+	// Indexes by name, on every backend.
+	Indexes map[string]Index
+	// Adjust, when set, edits copies of Tables and Indexes for one dialect (full-text search, for
+	// one, takes a different form in each).
+	Adjust func(d database.Dialect, tables Schema, indexes map[string]Index)
+	// Cases are the constraint cases every backend must decide alike.
+	Cases []Case
+	// SQLiteCases run on SQLite only: Postgres parses any spelling of a timestamptz into an
+	// instant, SQLite keeps text, so its CHECKs accept the canonical form only.
+	SQLiteCases []Case
+}
+
+// RunSchema runs the checks every service's store shares, as parallel subtests: ping and close,
+// migrations applied and idempotent, the tables, columns and indexes of spec, and its constraint
+// cases.
+func RunSchema[S Pinger](t *testing.T, newStore func(t *testing.T) S, spec SchemaSpec) {
+	t.Run("PingAndClose", func(t *testing.T) {
+		t.Parallel()
+		RequirePingAndClose(t, newStore)
+	})
+	t.Run("Migrations", func(t *testing.T) {
+		t.Parallel()
+		RequireMigrated(t, RequireSQL(t, newStore(t)))
+	})
+	t.Run("Schema", func(t *testing.T) {
+		t.Parallel()
+		s := RequireSQL(t, newStore(t))
+		tables, indexes := maps.Clone(spec.Tables), maps.Clone(spec.Indexes)
+		if spec.Adjust != nil {
+			spec.Adjust(s.Dialect(), tables, indexes)
+		}
+		RequireSchema(t, s, tables)
+		RequireIndexes(t, s, indexes)
+	})
+	t.Run("Constraints", func(t *testing.T) {
+		t.Parallel()
+		s := RequireSQL(t, newStore(t))
+		cases := slices.Clone(spec.Cases)
+		if s.Dialect() == database.DialectSQLite {
+			cases = append(cases, spec.SQLiteCases...)
+		}
+		RunCases(t, s, cases)
+	})
 }

@@ -5,7 +5,6 @@ package storetest
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"maps"
 	"slices"
 	"testing"
 
@@ -19,44 +18,26 @@ import (
 // Run runs the suite against the stores newStore returns, each new, empty and migrated: the
 // schema (tables, indexes, constraints, full-text index), then the behaviour of every method.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
-	t.Run("PingAndClose", func(t *testing.T) {
-		t.Parallel()
-		harness.RequirePingAndClose(t, newStore)
-	})
-	t.Run("Migrations", func(t *testing.T) {
-		t.Parallel()
-		harness.RequireMigrated(t, harness.RequireSQL(t, newStore(t)))
-	})
-	t.Run("Schema", func(t *testing.T) {
-		t.Parallel()
-		s := harness.RequireSQL(t, newStore(t))
-		want, wantIndexes := maps.Clone(schema), maps.Clone(indexes)
+	harness.RunSchema(t, newStore, harness.SchemaSpec{
+		Tables:  schema,
+		Indexes: indexes,
 		// Full text search takes a different form in each dialect.
-		switch s.Dialect() {
-		case database.DialectPostgres:
-			want["knowledge_items"] = append(slices.Clone(want["knowledge_items"]), "search")
-			wantIndexes["knowledge_items_search_idx"] = harness.Index{Table: "knowledge_items"}
-		case database.DialectSQLite:
-			want["knowledge_items_fts"] = []string{"content", "tags"}
-		}
-		harness.RequireSchema(t, s, want)
-		harness.RequireIndexes(t, s, wantIndexes)
-	})
-	t.Run("Constraints", func(t *testing.T) {
-		t.Parallel()
-		s := harness.RequireSQL(t, newStore(t))
-		cases := slices.Clone(constraintCases)
-		if s.Dialect() == database.DialectSQLite {
-			// Postgres parses any spelling of a timestamptz into an instant; SQLite keeps text,
-			// so its CHECKs accept the canonical form only.
-			cases = append(cases, harness.Case{
-				Name:  "timestamp not in canonical form",
-				Setup: fixtures,
-				Stmt:  harness.S(`UPDATE knowledge_items SET last_confirmed_at = '2026-01-16T10:00:00Z'`),
-				Want:  database.CheckViolation,
-			})
-		}
-		harness.RunCases(t, s, cases)
+		Adjust: func(d database.Dialect, tables harness.Schema, idx map[string]harness.Index) {
+			switch d {
+			case database.DialectPostgres:
+				tables["knowledge_items"] = append(slices.Clone(tables["knowledge_items"]), "search")
+				idx["knowledge_items_search_idx"] = harness.Index{Table: "knowledge_items"}
+			case database.DialectSQLite:
+				tables["knowledge_items_fts"] = []string{"content", "tags"}
+			}
+		},
+		Cases: constraintCases,
+		SQLiteCases: []harness.Case{{
+			Name:  "timestamp not in canonical form",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE knowledge_items SET last_confirmed_at = '2026-01-16T10:00:00Z'`),
+			Want:  database.CheckViolation,
+		}},
 	})
 	t.Run("FullTextSearch", func(t *testing.T) {
 		t.Parallel()

@@ -12,39 +12,20 @@ import (
 
 // Run runs the suite against the stores newStore returns, each new, empty and migrated.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
-	t.Run("PingAndClose", func(t *testing.T) {
-		t.Parallel()
-		harness.RequirePingAndClose(t, newStore)
-	})
-	t.Run("Migrations", func(t *testing.T) {
-		t.Parallel()
-		harness.RequireMigrated(t, harness.RequireSQL(t, newStore(t)))
-	})
-	t.Run("Schema", func(t *testing.T) {
-		t.Parallel()
-		s := harness.RequireSQL(t, newStore(t))
-		harness.RequireSchema(t, s, schema)
-		harness.RequireIndexes(t, s, indexes)
+	harness.RunSchema(t, newStore, harness.SchemaSpec{
+		Tables:  schema,
+		Indexes: indexes,
+		Cases:   constraintCases(),
+		SQLiteCases: []harness.Case{{
+			Name:  "timestamp not in canonical form",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE task_list_execution_runs SET started_at = '2026-01-16 10:00:00' WHERE execution_id = 'ex1'`),
+			Want:  database.CheckViolation,
+		}},
 	})
 	t.Run("TaskLists", func(t *testing.T) {
 		t.Parallel()
 		runTaskLists(t, newStore)
-	})
-	t.Run("Constraints", func(t *testing.T) {
-		t.Parallel()
-		s := harness.RequireSQL(t, newStore(t))
-		cases := constraintCases()
-		if s.Dialect() == database.DialectSQLite {
-			// Postgres parses any spelling of a timestamptz into an instant; SQLite keeps text,
-			// so its CHECKs accept the canonical form only.
-			cases = append(cases, harness.Case{
-				Name:  "timestamp not in canonical form",
-				Setup: fixtures,
-				Stmt:  harness.S(`UPDATE task_list_execution_runs SET started_at = '2026-01-16 10:00:00' WHERE execution_id = 'ex1'`),
-				Want:  database.CheckViolation,
-			})
-		}
-		harness.RunCases(t, s, cases)
 	})
 }
 

@@ -14,35 +14,16 @@ import (
 
 // Run runs the suite against the stores newStore returns, each new, empty and migrated.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
-	t.Run("PingAndClose", func(t *testing.T) {
-		t.Parallel()
-		harness.RequirePingAndClose(t, newStore)
-	})
-	t.Run("Migrations", func(t *testing.T) {
-		t.Parallel()
-		harness.RequireMigrated(t, harness.RequireSQL(t, newStore(t)))
-	})
-	t.Run("Schema", func(t *testing.T) {
-		t.Parallel()
-		s := harness.RequireSQL(t, newStore(t))
-		harness.RequireSchema(t, s, schema)
-		harness.RequireIndexes(t, s, indexes)
-	})
-	t.Run("Constraints", func(t *testing.T) {
-		t.Parallel()
-		s := harness.RequireSQL(t, newStore(t))
-		cases := slices.Clone(constraintCases)
-		if s.Dialect() == database.DialectSQLite {
-			// Postgres parses any spelling of a timestamptz into an instant; SQLite keeps text,
-			// so its CHECKs accept the canonical form only.
-			cases = append(cases, harness.Case{
-				Name: "timestamp not in canonical form",
-				Stmt: harness.S(`INSERT INTO human_verdicts (loop_key, criterion_id, pass, who, created_at)
+	harness.RunSchema(t, newStore, harness.SchemaSpec{
+		Tables:  schema,
+		Indexes: indexes,
+		Cases:   constraintCases,
+		SQLiteCases: []harness.Case{{
+			Name: "timestamp not in canonical form",
+			Stmt: harness.S(`INSERT INTO human_verdicts (loop_key, criterion_id, pass, who, created_at)
 					VALUES ('k', 'U1', TRUE, 'ana', '2026-01-16T10:00:00.1Z')`),
-				Want: database.CheckViolation,
-			})
-		}
-		harness.RunCases(t, s, cases)
+			Want: database.CheckViolation,
+		}},
 	})
 	t.Run("Reports", func(t *testing.T) {
 		t.Parallel()
