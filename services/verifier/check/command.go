@@ -12,19 +12,15 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/proc"
 )
 
 // waitDelay is how long a command's output pipes may stay open after it exited or was killed
-// (a grandchild holding them) before the verifier stops reading.
+// (a process that left its group holding them) before the verifier stops reading.
 const waitDelay = 2 * time.Second
-
-// baseEnvNames are the only variables of the verifier's environment a command gets unless the
-// check passes more through.
-var baseEnvNames = []string{"PATH", "HOME", "LANG", "TMPDIR"}
 
 // runCommand runs a command check: argv or `sh -c` in the target directory (or an empty scratch
 // directory), with a minimal environment, a timeout that kills the whole process group, and
@@ -80,25 +76,24 @@ func runCommand(ctx context.Context, t *Target, o *Options, cc *verifierv1.Comma
 	}
 
 	timeout := o.timeout(cc.GetTimeout())
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = env
-	stdout, stderr := newTailBuffer(o.OutputCap), newTailBuffer(o.OutputCap)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if cc.GetStdin() != "" {
-		cmd.Stdin = strings.NewReader(cc.GetStdin())
+	stdout, stderr := proc.NewTailBuffer(o.OutputCap), proc.NewTailBuffer(o.OutputCap)
+	spec := proc.Spec{
+		Argv:      argv,
+		Dir:       dir,
+		Env:       env,
+		Timeout:   timeout,
+		Stdout:    stdout,
+		Stderr:    stderr,
+		WaitDelay: waitDelay,
 	}
-	// The command leads a process group of its own, so that a timeout kills what it started too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = waitDelay
+	if cc.GetStdin() != "" {
+		spec.Stdin = strings.NewReader(cc.GetStdin())
+	}
 
 	o.attempt(1)
-	start := time.Now()
-	err := cmd.Start()
-	if err != nil {
+	// proc.Run kills the command's whole process group on timeout and once it exits.
+	run := proc.Run(ctx, spec)
+	if err := run.Err; err != nil {
 		if isNotFound(err) {
 			return blocked(verifierv1.BlockReason_BLOCK_REASON_PROGRAM_MISSING, 1,
 				"program %q is not installed on the verifier (not found in PATH)", argv[0])
@@ -108,20 +103,9 @@ func runCommand(ctx context.Context, t *Target, o *Options, cc *verifierv1.Comma
 		}
 		return blocked(verifierv1.BlockReason_BLOCK_REASON_VERIFIER_ENVIRONMENT, 1, "start `%s`: %v", display, err)
 	}
-	waitErr := cmd.Wait()
-	elapsed := time.Since(start)
-	// Whatever the command left running in its group goes with it.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-
-	timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
-	exitCode := -1
-	if cmd.ProcessState != nil {
-		exitCode = cmd.ProcessState.ExitCode()
-	}
-	if timedOut {
-		exitCode = -1
-	}
-	_ = waitErr // the exit code and timed_out say what went wrong
+	elapsed := run.Duration
+	timedOut := run.TimedOut
+	exitCode := run.ExitCode
 
 	out, errOut := stdout.String(), stderr.String()
 	ev.ExitCode = int32(exitCode)
@@ -149,7 +133,7 @@ func runCommand(ctx context.Context, t *Target, o *Options, cc *verifierv1.Comma
 		a.add(fmt.Sprintf("exit code == %d", wantExit), false, fmt.Sprintf("killed after the %s timeout", timeout))
 		evidence.Summary = fmt.Sprintf("`%s` was killed after its %s timeout", display, timeout)
 	case exitCode < 0:
-		a.add(fmt.Sprintf("exit code == %d", wantExit), false, "killed by a signal: "+cmd.ProcessState.String())
+		a.add(fmt.Sprintf("exit code == %d", wantExit), false, "killed by a signal: "+run.Status)
 		evidence.Summary = fmt.Sprintf("`%s` was killed by a signal after %s", display, roundDuration(elapsed))
 	default:
 		a.add(fmt.Sprintf("exit code == %d", wantExit), int32(exitCode) == wantExit, strconv.Itoa(exitCode))
@@ -168,34 +152,11 @@ func runCommand(ctx context.Context, t *Target, o *Options, cc *verifierv1.Comma
 	return res
 }
 
-// commandEnv builds a command's environment: PATH, HOME, LANG and TMPDIR of the verifier, the
-// check's env, and its env_passthrough. It answers the passthrough names that are not set.
+// commandEnv builds a command's environment: PATH, HOME, LANG, LC_ALL and TMPDIR of the
+// verifier, the check's env, and its env_passthrough (proc.EnvFrom). It answers the passthrough
+// names that are not set.
 func commandEnv(o *Options, cc *verifierv1.CommandCheck) (env, missing []string) {
-	vars := map[string]string{}
-	for _, name := range baseEnvNames {
-		if v, ok := o.lookupEnv(name); ok {
-			vars[name] = v
-		}
-	}
-	if _, ok := vars["PATH"]; !ok {
-		vars["PATH"] = "/usr/local/bin:/usr/bin:/bin"
-	}
-	for k, v := range cc.GetEnv() {
-		vars[k] = v
-	}
-	for _, name := range cc.GetEnvPassthrough() {
-		v, ok := o.lookupEnv(name)
-		if !ok {
-			missing = append(missing, name)
-			continue
-		}
-		vars[name] = v
-	}
-	for k, v := range vars {
-		env = append(env, k+"="+v)
-	}
-	sort.Strings(env)
-	return env, missing
+	return proc.EnvFrom(o.lookupEnv, cc.GetEnvPassthrough(), cc.GetEnv())
 }
 
 func isNotFound(err error) bool {

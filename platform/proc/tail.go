@@ -1,13 +1,11 @@
-package check
+package proc
 
-import (
-	"sync"
-)
+import "sync"
 
-// tailBuffer keeps the last max bytes written to it and counts all of them: command output is
-// judged on its end (where test runners and compilers put the verdict), and a process printing
-// gigabytes costs the verifier max bytes of memory.
-type tailBuffer struct {
+// TailBuffer is an io.Writer that keeps the last bytes written to it, up to a cap, and counts
+// all of them: output is judged on its end, and a process printing gigabytes costs the cap in
+// memory. It is safe for concurrent use.
+type TailBuffer struct {
 	mu    sync.Mutex
 	max   int
 	buf   []byte // ring of up to max bytes
@@ -15,14 +13,16 @@ type tailBuffer struct {
 	total int64
 }
 
-func newTailBuffer(max int64) *tailBuffer {
+// NewTailBuffer returns a TailBuffer keeping the last max bytes (at least 1).
+func NewTailBuffer(max int64) *TailBuffer {
 	if max <= 0 {
 		max = 1
 	}
-	return &tailBuffer{max: int(max)}
+	return &TailBuffer{max: int(max)}
 }
 
-func (b *tailBuffer) Write(p []byte) (int, error) {
+// Write keeps the end of what was written so far; it never fails.
+func (b *TailBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := len(p)
@@ -52,7 +52,7 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 }
 
 // String answers the bytes kept, oldest first.
-func (b *tailBuffer) String() string {
+func (b *TailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.buf) < b.max || b.start == 0 {
@@ -62,15 +62,20 @@ func (b *tailBuffer) String() string {
 }
 
 // Total answers how many bytes were written.
-func (b *tailBuffer) Total() int64 {
+func (b *TailBuffer) Total() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.total
 }
 
-// Truncated reports whether bytes were dropped.
-func (b *tailBuffer) Truncated() bool {
+// Discarded answers how many of the bytes written were dropped.
+func (b *TailBuffer) Discarded() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.total > int64(len(b.buf))
+	return b.total - int64(len(b.buf))
+}
+
+// Truncated reports whether bytes were dropped.
+func (b *TailBuffer) Truncated() bool {
+	return b.Discarded() > 0
 }

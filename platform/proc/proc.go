@@ -1,0 +1,290 @@
+// Package proc runs one external process the way converge runs every command it does not trust
+// to behave: a task's command, an agent CLI, a validation command, a verifier's command check.
+//
+// A process runs with an exact environment (see Env), in its own process group, under a
+// timeout. When the timeout fires or the context ends, the whole group is killed (SIGKILL to
+// -pgid), so a `sleep 60 &` the command left behind goes too; the group is also killed once the
+// leader exits, so nothing it started outlives it. Output is kept up to a cap: the last bytes,
+// where test runners and compilers put their verdict, with a count of what was dropped. A
+// process that escaped the group (setsid) and still holds the output pipe does not hang Run: it
+// stops reading after WaitDelay.
+//
+//	res := proc.Run(ctx, proc.Spec{
+//		Shell:     "go test ./...",
+//		Dir:       worktree,
+//		Env:       proc.Env(nil, nil),
+//		Timeout:   2 * time.Minute,
+//		OutputCap: 64 << 10,
+//	})
+//	switch {
+//	case res.Err != nil: // did not start
+//	case res.TimedOut: // killed after the timeout
+//	case res.ExitCode != 0:
+//	}
+package proc
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Defaults for zero fields of a Spec.
+const (
+	// DefaultOutputCap is how many bytes of output Run keeps when Spec.OutputCap is not set.
+	DefaultOutputCap = 64 << 10
+	// DefaultWaitDelay is how long Run keeps reading output (and feeding stdin) after the
+	// process exited or was killed, when Spec.WaitDelay is not set.
+	DefaultWaitDelay = 2 * time.Second
+)
+
+// ErrNoCommand is Result.Err of a Spec with neither Argv nor Shell.
+var ErrNoCommand = errors.New("proc: nothing to run: neither argv nor shell is set")
+
+// Spec says what to run and how.
+type Spec struct {
+	// Argv is the program and its arguments; the program is looked up in the PATH of the
+	// calling process. When empty, Shell is run.
+	Argv []string
+	// Shell is a shell line, run as `sh -c Shell` when Argv is empty.
+	Shell string
+	// Dir is the working directory ("" = the caller's).
+	Dir string
+	// Env is the process's exact environment, "NAME=value" entries. Nil is an empty
+	// environment, never the caller's: build one with Env.
+	Env []string
+	// Stdin is the process's standard input (nil = empty).
+	Stdin io.Reader
+	// Timeout bounds the run; 0 means only ctx bounds it.
+	Timeout time.Duration
+	// OutputCap is how many bytes of combined stdout and stderr Result.Output keeps: the last
+	// ones (default DefaultOutputCap).
+	OutputCap int64
+	// Stdout, when set, receives the process's standard output instead of Result.Output.
+	// Writes come from a goroutine of Run (one per stream: a writer given as both Stdout and
+	// Stderr must be safe for concurrent use) and are over when Run returns.
+	Stdout io.Writer
+	// Stderr, when set, receives the process's standard error instead of Result.Output.
+	Stderr io.Writer
+	// WaitDelay is how long Run keeps reading output and writing stdin after the process
+	// exited or was killed, for a process outside the group that holds the pipes
+	// (default DefaultWaitDelay).
+	WaitDelay time.Duration
+}
+
+// Result is what happened to a run.
+type Result struct {
+	// ExitCode is the process's exit status; -1 when it was killed (timeout, cancelled context,
+	// a signal) or did not start.
+	ExitCode int
+	// TimedOut is set when Spec.Timeout fired and the process was killed for it.
+	TimedOut bool
+	// Canceled is set when ctx ended before the process did and it was killed for it.
+	Canceled bool
+	// Status is how the process ended in the operating system's words, e.g. "exit status 3"
+	// or "signal: killed"; "" when it did not start.
+	Status string
+	// Output is the tail of combined stdout and stderr (the streams not sent to Spec.Stdout or
+	// Spec.Stderr), at most OutputCap bytes, interleaved as written. Raw bytes: it may start in
+	// the middle of a UTF-8 sequence when Truncated.
+	Output string
+	// Truncated is set when bytes of output were dropped to respect the cap.
+	Truncated bool
+	// Discarded is how many bytes of output were dropped from the front of Output.
+	Discarded int64
+	// Duration is the time from start to exit (or to the failed start).
+	Duration time.Duration
+	// Err is set when the process could not start (program not found, Dir missing, ctx already
+	// done, ErrNoCommand); errors.Is works with exec.ErrNotFound, fs.ErrNotExist and the
+	// context's errors. A process that ran and failed has a nil Err and says so in ExitCode.
+	Err error
+}
+
+// Run runs spec and waits for it, its output readers and the killing of its process group.
+// It never returns before every process of the group was sent SIGKILL.
+func Run(ctx context.Context, spec Spec) Result {
+	argv := spec.Argv
+	if len(argv) == 0 {
+		if spec.Shell == "" {
+			return Result{ExitCode: -1, Err: ErrNoCommand}
+		}
+		argv = []string{"sh", "-c", spec.Shell}
+	}
+	waitDelay := spec.WaitDelay
+	if waitDelay <= 0 {
+		waitDelay = DefaultWaitDelay
+	}
+	outputCap := spec.OutputCap
+	if outputCap <= 0 {
+		outputCap = DefaultOutputCap
+	}
+
+	runCtx := ctx
+	if spec.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, spec.Timeout)
+		defer cancel()
+	}
+
+	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.Env = spec.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	cmd.Stdin = spec.Stdin
+	// The process leads a group of its own, so that killing the group kills what it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var killed atomic.Bool
+	cmd.Cancel = func() error {
+		killed.Store(true)
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	// Bounds the stdin copy (the output pipes are read by Run itself, see below).
+	cmd.WaitDelay = waitDelay
+
+	combined := NewTailBuffer(outputCap)
+	pipes, err := connect(cmd, spec, combined)
+	if err != nil {
+		return Result{ExitCode: -1, Err: err}
+	}
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		pipes.abort()
+		return Result{ExitCode: -1, Err: err, Duration: time.Since(start)}
+	}
+	pipes.started()
+
+	_ = cmd.Wait() // ProcessState says how it ended
+	duration := time.Since(start)
+	// Whatever the process left running in its group goes with it; this also closes the
+	// output pipes those processes held.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	pipes.drain(waitDelay)
+
+	res := Result{
+		ExitCode:  cmd.ProcessState.ExitCode(),
+		Status:    cmd.ProcessState.String(),
+		Output:    combined.String(),
+		Truncated: combined.Truncated(),
+		Discarded: combined.Discarded(),
+		Duration:  duration,
+	}
+	if killed.Load() {
+		res.ExitCode = -1
+		if ctx.Err() != nil {
+			res.Canceled = true
+		} else {
+			res.TimedOut = true
+		}
+	}
+	return res
+}
+
+// pipes are the output pipes of one run. Run reads them itself rather than letting os/exec copy
+// them: exec's Wait waits for its copies, which a grandchild holding a pipe would hold up until
+// the WaitDelay, while here the group is killed as soon as the leader exits and the pipes reach
+// end of file at once.
+type pipes struct {
+	readers []*os.File
+	writers []*os.File
+	dests   []io.Writer
+	wg      sync.WaitGroup
+}
+
+// connect gives cmd its stdout and stderr: one pipe per stream that has a writer of its own,
+// one shared pipe (into combined) for the others.
+func connect(cmd *exec.Cmd, spec Spec, combined io.Writer) (*pipes, error) {
+	p := &pipes{}
+	var shared *os.File
+	open := func(dest io.Writer) (*os.File, error) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		p.readers, p.writers, p.dests = append(p.readers, r), append(p.writers, w), append(p.dests, dest)
+		return w, nil
+	}
+	streams := []struct {
+		dest io.Writer
+		set  func(*os.File)
+	}{
+		{spec.Stdout, func(f *os.File) { cmd.Stdout = f }},
+		{spec.Stderr, func(f *os.File) { cmd.Stderr = f }},
+	}
+	for _, s := range streams {
+		if s.dest != nil {
+			w, err := open(s.dest)
+			if err != nil {
+				p.abort()
+				return nil, err
+			}
+			s.set(w)
+			continue
+		}
+		if shared == nil {
+			w, err := open(combined)
+			if err != nil {
+				p.abort()
+				return nil, err
+			}
+			shared = w
+		}
+		s.set(shared)
+	}
+	return p, nil
+}
+
+// started closes Run's copies of the write ends (the child has its own) and starts reading.
+func (p *pipes) started() {
+	for _, w := range p.writers {
+		_ = w.Close()
+	}
+	for i, r := range p.readers {
+		p.wg.Add(1)
+		go func(r *os.File, dest io.Writer) {
+			defer p.wg.Done()
+			_, _ = io.Copy(dest, r)
+		}(r, p.dests[i])
+	}
+}
+
+// drain waits for the readers to reach end of file, at most delay; then it closes the read ends,
+// which ends the readers.
+func (p *pipes) drain(delay time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		for _, r := range p.readers {
+			_ = r.Close()
+		}
+		<-done
+	}
+	for _, r := range p.readers {
+		_ = r.Close()
+	}
+}
+
+// abort closes every pipe of a run that did not start.
+func (p *pipes) abort() {
+	for _, f := range p.writers {
+		_ = f.Close()
+	}
+	for _, f := range p.readers {
+		_ = f.Close()
+	}
+}
