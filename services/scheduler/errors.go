@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 
@@ -55,6 +56,26 @@ func (b *badRequest) Error() string {
 	return "invalid " + b.request + ": " + strings.Join(parts, "; ")
 }
 
+// stateError is a request the execution's state does not allow: FailedPrecondition (wrong
+// state), Aborted (a stale lease or fencing token: the caller lost the assignment) or
+// ResourceExhausted (a budget or limit).
+type stateError struct {
+	code codes.Code
+	msg  string
+}
+
+func (e *stateError) Error() string { return e.msg }
+
+// failedPrecondition: the object is in a state that does not allow the request.
+func failedPrecondition(format string, args ...any) error {
+	return &stateError{code: codes.FailedPrecondition, msg: fmt.Sprintf(format, args...)}
+}
+
+// aborted: the caller's lease or fencing token is stale; it must drop the assignment.
+func aborted(format string, args ...any) error {
+	return &stateError{code: codes.Aborted, msg: fmt.Sprintf(format, args...)}
+}
+
 // toStatus maps err to the status the client gets: InvalidArgument with one field violation per
 // broken rule; NotFound, AlreadyExists and FailedPrecondition for the store's answers; the
 // context's own status when the call was cancelled or timed out; Unavailable when the store
@@ -66,8 +87,11 @@ func toStatus(err error) error {
 	var (
 		bad    *badRequest
 		netErr net.Error
+		state  *stateError
 	)
 	switch {
+	case errors.As(err, &state):
+		return status.Error(state.code, state.msg)
 	case errors.As(err, &bad):
 		return grpcerr.InvalidArgument(bad.Error(), bad.violations...)
 	case errors.Is(err, store.ErrBadPageToken):

@@ -94,11 +94,11 @@ func example(t *testing.T, name string) []byte {
 	return b
 }
 
-// Only the task-list RPCs and PlanWaves are built; the rest still says what is missing.
-func TestOtherRPCsStillUnimplemented(t *testing.T) {
+// The build-feature loop is not built yet; its RPCs say what is missing.
+func TestFeatureBuildsStillUnimplemented(t *testing.T) {
 	t.Parallel()
 	b := setup(t, backends["sqlite"](t))
-	_, err := b.client.StartExecution(t.Context(), &schedulerv1.StartExecutionRequest{TaskListId: "tl_1"})
+	_, err := b.client.GetFeatureBuild(t.Context(), &schedulerv1.GetFeatureBuildRequest{FeatureBuildId: "fb_1"})
 	requireCode(t, err, codes.Unimplemented)
 	require.Contains(t, status.Convert(err).Message(), "not implemented yet")
 }

@@ -220,6 +220,7 @@ func (s *Server) DeleteTaskList(ctx context.Context, req *schedulerv1.DeleteTask
 	if err := s.store.DeleteTaskList(ctx, req.GetTaskListId()); err != nil {
 		return nil, toStatus(err)
 	}
+	s.forgetList(req.GetTaskListId())
 	return &schedulerv1.DeleteTaskListResponse{}, nil
 }
 

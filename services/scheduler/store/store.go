@@ -68,6 +68,10 @@ type Store interface {
 	// ErrNotFound when it does not exist; ErrActive while one of its executions or feature builds
 	// has not ended, and then nothing is deleted.
 	DeleteTaskList(ctx context.Context, id string) error
+
+	// Executions keeps execution runs, waves, assignments, the log and checkpoints
+	// (executions.go).
+	Executions
 }
 
 // Errors of the store. Backends wrap them with what they concern; match them with errors.Is.

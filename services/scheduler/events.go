@@ -1,0 +1,189 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/services/scheduler/store"
+)
+
+// The execution log is the record of everything that happened in a run. Its seq is dense per
+// execution and assigned in commit order (store.ExecTx.Append), so a stream that sends entries by
+// seq from a cursor never skips one that commits later, and a client that reconnects with the last
+// seq it processed continues without a gap or a duplicate.
+
+// snapshotEvents change an execution's status, counts or current wave.
+var snapshotEvents = map[commonv1.EventType]bool{
+	commonv1.EventType_EVENT_TYPE_TASK_COMPLETED: true, commonv1.EventType_EVENT_TYPE_TASK_FAILED: true,
+	commonv1.EventType_EVENT_TYPE_TASK_SKIPPED: true, commonv1.EventType_EVENT_TYPE_LEASE_GRANTED: true,
+	commonv1.EventType_EVENT_TYPE_LEASE_EXPIRED: true, commonv1.EventType_EVENT_TYPE_TASK_REQUEUED: true,
+	commonv1.EventType_EVENT_TYPE_EXECUTION_STARTED: true, commonv1.EventType_EVENT_TYPE_EXECUTION_PAUSED: true,
+	commonv1.EventType_EVENT_TYPE_EXECUTION_RESUMED: true, commonv1.EventType_EVENT_TYPE_EXECUTION_CANCELLED: true,
+	commonv1.EventType_EVENT_TYPE_EXECUTION_COMPLETED: true, commonv1.EventType_EVENT_TYPE_WAVE_STARTED: true,
+	commonv1.EventType_EVENT_TYPE_WAVE_COMPLETED: true, commonv1.EventType_EVENT_TYPE_VERDICT: true,
+}
+
+// WatchExecution streams the execution's log from a cursor until the execution has ended and
+// every entry was sent, or the client goes away.
+func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream grpc.ServerStreamingServer[schedulerv1.WatchExecutionResponse]) error {
+	ctx := stream.Context()
+	e, _, err := s.store.GetExecution(ctx, req.GetExecutionId())
+	if err != nil {
+		return toStatus(err)
+	}
+	cursor := req.GetAfterSeq()
+	if req.GetIncludeSnapshots() {
+		if err := stream.Send(&schedulerv1.WatchExecutionResponse{Execution: e}); err != nil {
+			return err
+		}
+	}
+	lastSent := time.Now()
+	for {
+		woken := s.wake.wait()
+		entries, more, last, err := s.store.ReadLog(ctx, store.LogQuery{ExecutionID: req.GetExecutionId(), AfterSeq: cursor,
+			TaskID: req.GetTaskId(), EventTypes: req.GetEventTypes(), Limit: watchBatch})
+		if err != nil {
+			return toStatus(err)
+		}
+		for _, en := range entries {
+			msg := &schedulerv1.WatchExecutionResponse{Entry: en}
+			if req.GetIncludeSnapshots() && snapshotEvents[en.GetEventType()] {
+				if snap, _, err := s.store.GetExecution(ctx, req.GetExecutionId()); err == nil {
+					msg.Execution = snap
+				}
+			}
+			if err := stream.Send(msg); err != nil {
+				return err
+			}
+			cursor = en.GetSeq()
+			lastSent = time.Now()
+		}
+		if more {
+			continue
+		}
+		// A filtered stream moves its cursor past the entries it did not want (ReadLog reads
+		// last before the entries, so every entry up to last was seen).
+		if filtered := req.GetTaskId() != "" || len(req.GetEventTypes()) > 0; filtered && last > cursor {
+			cursor = last
+		}
+		if len(entries) == 0 {
+			cur, _, err := s.store.GetExecution(ctx, req.GetExecutionId())
+			if err != nil {
+				return toStatus(err)
+			}
+			if ended(cur) && cur.GetLastSeq() <= cursor {
+				return nil
+			}
+		}
+		if time.Since(lastSent) >= watchKeepAliveInterval {
+			if err := stream.Send(&schedulerv1.WatchExecutionResponse{}); err != nil {
+				return err
+			}
+			lastSent = time.Now()
+		}
+		t := time.NewTimer(watchPollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return toStatus(ctx.Err())
+		case <-woken:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// GetExecutionLog returns a page of the execution's log.
+func (s *Server) GetExecutionLog(ctx context.Context, req *schedulerv1.GetExecutionLogRequest) (*schedulerv1.GetExecutionLogResponse, error) {
+	limit := int(req.GetLimit())
+	if limit == 0 {
+		limit = defaultLogLimit
+	}
+	entries, more, last, err := s.store.ReadLog(ctx, store.LogQuery{ExecutionID: req.GetExecutionId(), AfterSeq: req.GetAfterSeq(),
+		TaskID: req.GetTaskId(), InstanceID: req.GetInstanceId(), EventTypes: req.GetEventTypes(), Limit: limit, Tail: req.GetTail()})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &schedulerv1.GetExecutionLogResponse{Entries: entries, HasMore: more, LastSeq: last}, nil
+}
+
+// GetHandoffContext gathers what a person needs to take over a stuck task or agent (the seed's
+// handoff context): error history, the last entries of the log and a formatted tail.
+func (s *Server) GetHandoffContext(ctx context.Context, req *schedulerv1.GetHandoffContextRequest) (*schedulerv1.GetHandoffContextResponse, error) {
+	e, _, err := s.store.GetExecution(ctx, req.GetExecutionId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	tl, idx, err := s.taskList(ctx, e.GetTaskListId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	max := int(req.GetMaxEntries())
+	if max == 0 {
+		max = defaultHandoffEntries
+	}
+	taskID, instance := req.GetTaskId(), req.GetInstanceId()
+	if taskID == "" && instance == "" {
+		taskID, instance = e.GetEscalatedTaskId(), e.GetEscalatedInstanceId()
+	}
+	if taskID != "" {
+		if _, ok := idx[taskID]; !ok {
+			return nil, toStatus(fmt.Errorf("task %s in task list %s: %w", taskID, tl.ID, store.ErrNotFound))
+		}
+	}
+	entries, _, _, err := s.store.ReadLog(ctx, store.LogQuery{ExecutionID: e.GetId(), TaskID: taskID, InstanceID: instance, Limit: max, Tail: true})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	hc := &schedulerv1.HandoffContext{ExecutionId: e.GetId(), InstanceId: instance, RecentEntries: entries}
+	if taskID != "" {
+		hc.Task = tl.Spec.GetTasks()[idx[taskID]]
+		as, _, err := s.store.ListAssignments(ctx, store.ListAssignmentsQuery{ExecutionID: e.GetId(), TaskID: taskID, PageSize: 1})
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if len(as) > 0 {
+			hc.LastAssignment = as[0].Assignment
+		}
+	}
+	title := func(id string) string {
+		if i, ok := idx[id]; ok {
+			return tl.Spec.GetTasks()[i].GetTitle()
+		}
+		return ""
+	}
+	for _, en := range entries {
+		switch en.GetEventType() {
+		case commonv1.EventType_EVENT_TYPE_TASK_FAILED, commonv1.EventType_EVENT_TYPE_ERROR, commonv1.EventType_EVENT_TYPE_INTEGRATION_FAILED:
+			hc.ErrorHistory = append(hc.ErrorHistory, &schedulerv1.ErrorRecord{Time: en.GetTime(), Message: en.GetMessage(),
+				TaskId: en.GetTaskId(), InstanceId: en.GetInstanceId(), EventType: en.GetEventType(), Seq: en.GetSeq()})
+			if en.GetEventType() == commonv1.EventType_EVENT_TYPE_TASK_FAILED {
+				hc.ConsecutiveFailures++
+			}
+		case commonv1.EventType_EVENT_TYPE_TASK_COMPLETED:
+			hc.ConsecutiveFailures = 0
+		case commonv1.EventType_EVENT_TYPE_AGENT_ESCALATED:
+			hc.EscalateTime, hc.Reason = en.GetTime(), en.GetMessage()
+		}
+	}
+	if hc.Reason == "" && e.GetOutcome() == commonv1.Outcome_OUTCOME_ESCALATED {
+		hc.Reason, hc.EscalateTime = e.GetStatusMessage(), e.GetEndTime()
+	}
+	tail := entries
+	if len(tail) > handoffTailEntries {
+		tail = tail[len(tail)-handoffTailEntries:]
+	}
+	var b strings.Builder
+	for _, en := range tail {
+		fmt.Fprintf(&b, "[%s] %s: %s - %s\n", en.GetTime().AsTime().UTC().Format(time.RFC3339), strings.ToLower(strings.TrimPrefix(en.GetEventType().String(), "EVENT_TYPE_")),
+			title(en.GetTaskId()), en.GetMessage())
+	}
+	hc.LogTail = b.String()
+	return &schedulerv1.GetHandoffContextResponse{Context: hc}, nil
+}
