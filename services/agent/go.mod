@@ -6,6 +6,7 @@ require (
 	github.com/converge-dev/converge/gen v0.0.0-00010101000000-000000000000
 	github.com/converge-dev/converge/platform v0.0.0-00010101000000-000000000000
 	github.com/spf13/cobra v1.10.2
+	github.com/stretchr/testify v1.12.1
 	google.golang.org/grpc v1.85.0
 )
 
