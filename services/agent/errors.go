@@ -1,15 +1,37 @@
 package agent
 
 import (
-	agentv1 "github.com/converge-dev/converge/gen/converge/agent/v1"
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/converge-dev/converge/platform/grpcerr"
 )
 
 // This file is the one place the Agent service turns its errors into gRPC status.
 
-// unimplemented answers an RPC whose behaviour a later issue builds, naming what is missing.
-func unimplemented(method, what string) error {
-	return grpcerr.Unimplemented("%s/%s is not implemented yet: %s (the Agent issue, #5)",
-		agentv1.AgentService_ServiceDesc.ServiceName, method, what)
+// noWorker: this process serves the Agent API without a worker.
+func noWorker() error {
+	return grpcerr.FailedPrecondition("this process runs no agent worker: start `converge dev --agents N` or `converge-agent --scheduler ADDR --registry ADDR`")
+}
+
+// draining: the worker takes no new work.
+func draining() error {
+	return grpcerr.FailedPrecondition("the worker is draining: it takes no new work")
+}
+
+// toStatus maps a worker error to a status.
+func toStatus(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.Internal, err.Error())
 }

@@ -41,22 +41,6 @@ var _ schedulerv1.SchedulerServiceServer = (*Server)(nil)
 // Task lists are in tasklists.go, PlanWaves in waves.go. The RPCs below answer Unimplemented
 // until the rest of the Scheduler issue (#5) builds them.
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 // StartFeatureBuild answers Unimplemented until the Scheduler issue (#5) builds it: the build-feature loop.
 func (s *Server) StartFeatureBuild(context.Context, *schedulerv1.StartFeatureBuildRequest) (*schedulerv1.StartFeatureBuildResponse, error) {
 	return nil, unimplemented("StartFeatureBuild", "the build-feature loop")

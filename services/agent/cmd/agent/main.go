@@ -1,41 +1,135 @@
-// Command converge-agent runs a converge Agent: the worker that claims tasks from the Scheduler and
-// runs the PIV loop in git worktrees. It is configured by flags and CONVERGE_* environment; --help
-// names both.
+// Command converge-agent runs one converge Agent worker: it registers with the Registry, claims
+// assignments from the Scheduler and runs them in git worktrees, and serves the Agent API
+// (status, drain, RunTask). It is configured by flags and CONVERGE_* environment; --help names both.
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
 	agentv1 "github.com/converge-dev/converge/gen/converge/agent/v1"
+	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
+	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/client"
 	"github.com/converge-dev/converge/platform/server"
 	"github.com/converge-dev/converge/platform/servicecmd"
 	"github.com/converge-dev/converge/services/agent"
+	"github.com/converge-dev/converge/services/agent/worker"
 )
 
 func main() { os.Exit(servicecmd.Execute(command())) }
 
+// agentFlags are the worker's own flags beside the server's.
+type agentFlags struct {
+	servicecmd.Flags
+	scheduler, registry, knowledge string
+	token                          string
+	dataDir, instanceID, execution string
+	capabilities                   []string
+	drainTimeout                   time.Duration
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
 func command() *cobra.Command {
-	var flags servicecmd.Flags
+	var f agentFlags
 	cmd := &cobra.Command{
 		Use:   "converge-agent",
-		Short: "converge Agent: the build worker (status and control API)",
+		Short: "converge Agent: the build worker (claims assignments, runs them in git worktrees) and its control API",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := server.SignalContext(cmd.Context())
 			defer stop()
-			logger, err := flags.Logger(os.Stderr)
+			logger, err := f.Logger(os.Stderr)
 			if err != nil {
 				return err
 			}
-			// The agent keeps no state of its own (it reports to the Scheduler), so it is ready at once.
-			return flags.Serve(ctx, "agent", logger, server.Service{
+			if f.scheduler == "" || f.registry == "" {
+				return fmt.Errorf("--scheduler and --registry are required (CONVERGE_SCHEDULER_ADDR, CONVERGE_REGISTRY_ADDR)")
+			}
+			dial := func(addr string) (*grpc.ClientConn, error) { return client.Dial(addr, client.Options{Token: f.token}) }
+			sc, err := dial(f.scheduler)
+			if err != nil {
+				return err
+			}
+			defer sc.Close()
+			rc, err := dial(f.registry)
+			if err != nil {
+				return err
+			}
+			defer rc.Close()
+			cfg := worker.Config{InstanceID: f.instanceID, Scheduler: schedulerv1.NewSchedulerServiceClient(sc),
+				Registry: registryv1.NewRegistryServiceClient(rc), DataDir: f.dataDir, Capabilities: f.capabilities,
+				ExecutionID: f.execution, Logger: logger}
+			if f.knowledge != "" {
+				kc, err := dial(f.knowledge)
+				if err != nil {
+					return err
+				}
+				defer kc.Close()
+				cfg.Knowledge = knowledgev1.NewKnowledgeServiceClient(kc)
+			}
+			w, err := worker.New(cfg)
+			if err != nil {
+				return err
+			}
+			// The worker runs until drained; SIGTERM drains it (the current assignment finishes,
+			// up to --drain-timeout) and then the server stops.
+			workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+			defer stopWork()
+			done := make(chan error, 1)
+			go func() { done <- w.Run(workCtx) }()
+			serveCtx, stopServe := context.WithCancel(context.Background())
+			defer stopServe()
+			go func() {
+				var err error
+				select {
+				case <-ctx.Done():
+					w.Drain(f.drainTimeout)
+					err = <-done
+				case err = <-done:
+				}
+				if err != nil {
+					logger.Error("worker stopped", "err", err)
+				}
+				stopServe()
+			}()
+			return f.Serve(serveCtx, "agent", logger, server.Service{
 				Desc: &agentv1.AgentService_ServiceDesc,
-				Impl: agent.New(),
+				Impl: agent.New(agent.WithWorker(w)),
 			})
 		},
 	}
-	flags.Bind(cmd, "127.0.0.1:7075", 0)
+	f.Bind(cmd, "127.0.0.1:7075", 0)
+	fl := cmd.Flags()
+	fl.StringVar(&f.scheduler, "scheduler", envOr("CONVERGE_SCHEDULER_ADDR", ""), "Scheduler address host:port [CONVERGE_SCHEDULER_ADDR]")
+	fl.StringVar(&f.registry, "registry", envOr("CONVERGE_REGISTRY_ADDR", ""), "Registry address host:port [CONVERGE_REGISTRY_ADDR]")
+	fl.StringVar(&f.knowledge, "knowledge", envOr("CONVERGE_KNOWLEDGE_ADDR", ""), "Knowledge address host:port; empty = no gotchas [CONVERGE_KNOWLEDGE_ADDR]")
+	fl.StringVar(&f.token, "token", envOr("CONVERGE_TOKEN", ""), "bearer token sent to the services [CONVERGE_TOKEN]")
+	fl.StringVar(&f.dataDir, "data-dir", envOr("CONVERGE_AGENT_DATA_DIR", ".converge/agent"), "mirror clones and worktrees [CONVERGE_AGENT_DATA_DIR]")
+	fl.StringVar(&f.instanceID, "instance-id", envOr("CONVERGE_INSTANCE_ID", ""), "agent instance id; empty = agent-<host>-<random> [CONVERGE_INSTANCE_ID]")
+	fl.StringVar(&f.execution, "execution", "", "claim only this execution's assignments")
+	fl.StringSliceVar(&f.capabilities, "capabilities", splitEnv("CONVERGE_AGENT_CAPABILITIES"), "capabilities announced to the Scheduler; empty = "+strings.Join(worker.DefaultCapabilities, ",")+" [CONVERGE_AGENT_CAPABILITIES]")
+	fl.DurationVar(&f.drainTimeout, "drain-timeout", 0, "on SIGTERM, cancel work still running after this long (0 = let it finish)")
 	return cmd
+}
+
+func splitEnv(name string) []string {
+	v := os.Getenv(name)
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
 }

@@ -1,0 +1,266 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+)
+
+// lease is one claimed assignment while the worker holds it: a keeper goroutine reports progress
+// every heartbeat interval (extending the lease and flushing queued events) and cancels the work
+// when the Scheduler says CANCEL or refuses the lease (Aborted).
+type lease struct {
+	w  *Worker
+	ca *schedulerv1.ClaimedAssignment
+
+	mu       sync.Mutex
+	seq      int64
+	events   []*schedulerv1.AgentEvent
+	percent  int32
+	message  string
+	lost     error // the Scheduler refused the lease: nothing more may be reported
+	cancel   string
+	draining bool
+	// local, for RunTask (no Scheduler): reports go to it instead of ReportProgress.
+	local func(events []*schedulerv1.AgentEvent, percent int32, message string)
+}
+
+// event queues an event for the next report.
+func (l *lease) event(t commonv1.EventType, msg string, ctx map[string]any) {
+	ev := &schedulerv1.AgentEvent{EventType: t, Message: truncate(msg, 65536)}
+	if len(msg) == 0 {
+		ev.Message = t.String()
+	}
+	if len(ctx) > 0 {
+		if st, err := structpb.NewStruct(ctx); err == nil {
+			ev.Context = st
+		}
+	}
+	l.mu.Lock()
+	l.events = append(l.events, ev)
+	l.mu.Unlock()
+}
+
+// progress records what the worker is doing.
+func (l *lease) progress(percent int32, msg string) {
+	l.mu.Lock()
+	l.percent, l.message = percent, msg
+	l.mu.Unlock()
+	l.w.setState(func(s *Status) { s.ProgressPercent, s.ProgressMessage = percent, msg })
+}
+
+// takeEvents removes up to 100 queued events.
+func (l *lease) takeEvents() []*schedulerv1.AgentEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := min(len(l.events), 100)
+	out := l.events[:n:n]
+	l.events = l.events[n:]
+	return out
+}
+
+// report sends one progress report; it returns false once the lease is gone or cancelled.
+func (l *lease) report(ctx context.Context) bool {
+	l.mu.Lock()
+	if l.lost != nil {
+		l.mu.Unlock()
+		return false
+	}
+	l.seq++
+	seq, pct, msg := l.seq, l.percent, l.message
+	l.mu.Unlock()
+	events := l.takeEvents()
+	if l.local != nil {
+		l.local(events, pct, msg)
+		return true
+	}
+	a := l.ca.GetAssignment()
+	res, err := l.w.cfg.Scheduler.ReportProgress(ctx, &schedulerv1.ReportProgressRequest{AssignmentId: a.GetId(),
+		InstanceId: l.w.cfg.InstanceID, FencingToken: a.GetFencingToken(), ReportSeq: seq, ProgressPercent: pct,
+		Message: truncate(msg, 4096), Events: events})
+	if err != nil {
+		if status.Code(err) == codes.Aborted || status.Code(err) == codes.NotFound {
+			l.mu.Lock()
+			l.lost = err
+			l.mu.Unlock()
+			l.w.log.Warn("lease lost", "assignment", a.GetId(), "err", err)
+			return false
+		}
+		// The Scheduler is unreachable: requeue the events; the lease may still be ours.
+		l.mu.Lock()
+		l.events = append(events, l.events...)
+		l.mu.Unlock()
+		return true
+	}
+	switch res.GetDirective() {
+	case schedulerv1.Directive_DIRECTIVE_CANCEL:
+		l.mu.Lock()
+		l.cancel = res.GetReason()
+		l.mu.Unlock()
+		return false
+	case schedulerv1.Directive_DIRECTIVE_DRAIN:
+		l.mu.Lock()
+		l.draining = true
+		l.mu.Unlock()
+	}
+	return true
+}
+
+// keep reports every interval until ctx ends; it calls stop when the lease must end.
+func (l *lease) keep(ctx context.Context, stop context.CancelFunc) {
+	interval := l.ca.GetHeartbeatInterval().AsDuration()
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if !l.report(ctx) {
+			stop()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// outcome is how the worker ended an assignment.
+type outcome struct {
+	result        schedulerv1.CompletionResult
+	commit, ref   string
+	err           *commonv1.ErrorContext
+	tries         int32
+	discoveries   int32
+	files         []string
+	lines         int32
+	validationOut string
+	levels        []*schedulerv1.ValidationLevelResult
+}
+
+// runAssignment does one claimed assignment from lease to CompleteTask.
+func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssignment) {
+	a := ca.GetAssignment()
+	log := w.log.With("assignment", a.GetId(), "execution", a.GetExecutionId(), "task", a.GetTaskId(), "attempt", a.GetAttempt())
+	l := &lease{w: w, ca: ca}
+	w.setState(func(s *Status) {
+		s.State = commonv1.AgentStatus_AGENT_STATUS_RUNNING
+		s.Assignment, s.Task = a, ca.GetTask()
+		s.Claimed++
+	})
+	defer w.setState(func(s *Status) {
+		s.State = commonv1.AgentStatus_AGENT_STATUS_IDLE
+		s.Assignment, s.Task, s.ProgressPercent, s.ProgressMessage = nil, nil, 0, ""
+	})
+
+	// work is cancelled by a CANCEL directive, a lost lease, or a drain deadline.
+	work, stop := context.WithCancel(ctx)
+	defer stop()
+	w.mu.Lock()
+	w.hardStop = stop
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.hardStop = nil
+		w.mu.Unlock()
+	}()
+	keeperDone := make(chan struct{})
+	go func() {
+		defer close(keeperDone)
+		l.keep(work, stop)
+	}()
+
+	var out outcome
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("panic in assignment", "panic", p)
+				out = outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_FAILED,
+					err: &commonv1.ErrorContext{Code: "AGENT_PANIC", Message: fmt.Sprint(p), TaskId: a.GetTaskId(), StackTrace: truncate(string(debug.Stack()), 65536)}}
+			}
+		}()
+		if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION {
+			out = w.integrate(work, l)
+		} else {
+			out = w.runTask(work, l)
+		}
+	}()
+	stop()
+	<-keeperDone
+
+	l.mu.Lock()
+	lost, cancelled := l.lost, l.cancel
+	l.mu.Unlock()
+	if lost != nil {
+		log.Warn("lease lost: the result is dropped (the task was requeued)", "err", lost)
+		return
+	}
+	if work.Err() != nil && out.result == schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED {
+		// Cancelled after the work succeeded: still report it.
+	} else if work.Err() != nil {
+		why := cancelled
+		if why == "" {
+			why = "the worker stopped (drain deadline or shutdown)"
+		}
+		out = outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED, tries: out.tries,
+			err: &commonv1.ErrorContext{Code: "CANCELLED", Message: why, TaskId: a.GetTaskId()}}
+	}
+	switch out.result {
+	case schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED:
+		w.setState(func(s *Status) { s.Completed++; s.ConsecutiveFailures = 0 })
+	case schedulerv1.CompletionResult_COMPLETION_RESULT_FAILED:
+		w.setState(func(s *Status) {
+			s.Failed++
+			s.LastError = out.err
+		})
+	}
+	consecutive := w.Snapshot().ConsecutiveFailures
+	req := &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(), InstanceId: w.cfg.InstanceID, FencingToken: a.GetFencingToken(),
+		Result: out.result, CommitSha: out.commit, TaskRef: out.ref, Error: out.err, Tries: out.tries,
+		ConsecutiveFailures: consecutive, DiscoveriesCount: out.discoveries, ValidationOutputTail: tail(out.validationOut, 65536),
+		FilesChanged: out.files, LinesChanged: out.lines, LevelResults: out.levels, Events: l.takeEvents()}
+	// The completion must reach the Scheduler even when the worker is shutting down.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	retry := 0
+	for {
+		res, err := w.cfg.Scheduler.CompleteTask(cctx, req)
+		if err == nil {
+			log.Info("assignment completed", "result", out.result.String(), "commit", out.commit)
+			if res.GetDirective() == schedulerv1.Directive_DIRECTIVE_DRAIN {
+				w.Drain(0)
+			}
+			break
+		}
+		if c := status.Code(err); c == codes.Aborted || c == codes.NotFound || c == codes.InvalidArgument || c == codes.FailedPrecondition || retry >= 5 {
+			log.Warn("completion refused", "err", err)
+			break
+		}
+		retry++
+		if !sleep(cctx, time.Duration(retry)*200*time.Millisecond) {
+			break
+		}
+	}
+	if l.draining {
+		w.Drain(0)
+	}
+}
+
+// tail keeps the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
