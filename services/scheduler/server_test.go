@@ -98,7 +98,7 @@ func example(t *testing.T, name string) []byte {
 func TestFeatureBuildsStillUnimplemented(t *testing.T) {
 	t.Parallel()
 	b := setup(t, backends["sqlite"](t))
-	_, err := b.client.GetFeatureBuild(t.Context(), &schedulerv1.GetFeatureBuildRequest{FeatureBuildId: "fb_1"})
+	_, err := b.client.GetFeatureBuild(t.Context(), &schedulerv1.GetFeatureBuildRequest{Key: &schedulerv1.GetFeatureBuildRequest_FeatureBuildId{FeatureBuildId: "fb_1"}})
 	requireCode(t, err, codes.Unimplemented)
 	require.Contains(t, status.Convert(err).Message(), "not implemented yet")
 }
