@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/client"
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/server"
 	"github.com/converge-dev/converge/platform/servicecmd"
@@ -18,7 +20,12 @@ import (
 func main() { os.Exit(servicecmd.Execute(command())) }
 
 func command() *cobra.Command {
-	var flags servicecmd.Flags
+	var (
+		flags    servicecmd.Flags
+		verifier string
+		token    string
+		workDir  string
+	)
 	cmd := &cobra.Command{
 		Use:   "converge-scheduler",
 		Short: "converge Scheduler service: task lists, waves, executions, leases and the event stream",
@@ -35,13 +42,35 @@ func command() *cobra.Command {
 				return err
 			}
 			defer st.Close()
+			opts := []scheduler.Option{scheduler.WithLogger(logger), scheduler.WithWorkDir(workDir)}
+			if verifier != "" {
+				conn, err := client.Dial(verifier, client.Options{Token: token})
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				opts = append(opts, scheduler.WithVerifier(verifierv1.NewVerifierServiceClient(conn)))
+			}
+			s := scheduler.New(st, opts...)
+			// The driver (lease reaper, Verify Done) runs on every replica; one leads at a time.
+			s.Start(ctx)
 			return flags.Serve(ctx, "scheduler", logger, server.Service{
 				Desc:  &schedulerv1.SchedulerService_ServiceDesc,
-				Impl:  scheduler.New(st),
+				Impl:  s,
 				Ready: servicecmd.ReadyProbe(st, flags.Migrate),
 			})
 		},
 	}
 	flags.Bind(cmd, "127.0.0.1:7071", servicecmd.NeedsPostgres)
+	cmd.Flags().StringVar(&verifier, "verifier", envOr("CONVERGE_VERIFIER_ADDR", ""), "Verifier address host:port for Verify Done; empty = runs with done-criteria end BLOCKED [CONVERGE_VERIFIER_ADDR]")
+	cmd.Flags().StringVar(&token, "token", envOr("CONVERGE_TOKEN", ""), "bearer token sent to the Verifier [CONVERGE_TOKEN]")
+	cmd.Flags().StringVar(&workDir, "work-dir", envOr("CONVERGE_SCHEDULER_WORK_DIR", os.TempDir()), "where run branches of local repositories are checked out for the Verifier (the Verifier must allow it) [CONVERGE_SCHEDULER_WORK_DIR]")
 	return cmd
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
 }
