@@ -222,9 +222,14 @@ func TestStandaloneBinariesServe(t *testing.T) {
 	for _, svc := range []string{"scheduler", "registry", "knowledge", "verifier", "agent"} {
 		t.Run(svc, func(t *testing.T) {
 			addr := freeAddr(t)
+			args := []string{"--listen", addr}
+			if svc == "agent" {
+				// The worker keeps retrying a Scheduler and Registry that do not answer; its API serves.
+				args = append(args, "--scheduler", freeAddr(t), "--registry", freeAddr(t), "--data-dir", t.TempDir())
+			}
 			p := start(t, binary(t, "converge-"+svc), []string{
 				"CONVERGE_POSTGRES_URL=" + pg, "CONVERGE_REDIS_URL=" + redisURL(), "CONVERGE_MIGRATE=true",
-			}, "--listen", addr)
+			}, args...)
 			waitHealth(t, p, addr, "", healthpb.HealthCheckResponse_SERVING)
 		})
 	}

@@ -171,7 +171,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.cfg.Scheduler == nil || w.cfg.Registry == nil {
 		return nil
 	}
-	if err := w.register(ctx); err != nil {
+	// idle is ctx, also cancelled by Drain: registering and long-polling for work stop at once;
+	// an assignment in progress runs on ctx and finishes.
+	idle, stopIdle := context.WithCancel(ctx)
+	defer stopIdle()
+	go func() {
+		select {
+		case <-w.drained:
+			stopIdle()
+		case <-idle.Done():
+		}
+	}()
+	if err := w.register(idle); err != nil {
+		if idle.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
@@ -199,14 +213,14 @@ func (w *Worker) Run(ctx context.Context) error {
 			return nil
 		default:
 		}
-		res, err := w.cfg.Scheduler.ClaimTask(ctx, &schedulerv1.ClaimTaskRequest{InstanceId: w.cfg.InstanceID,
+		res, err := w.cfg.Scheduler.ClaimTask(idle, &schedulerv1.ClaimTaskRequest{InstanceId: w.cfg.InstanceID,
 			Capabilities: w.cfg.Capabilities, Wait: durationpb.New(w.cfg.ClaimWait), ExecutionId: w.cfg.ExecutionID})
 		if err != nil {
-			if ctx.Err() != nil {
+			if idle.Err() != nil {
 				return nil
 			}
 			w.log.Warn("claim failed; retrying", "err", err)
-			if !sleep(ctx, retry.Next()) {
+			if !sleep(idle, retry.Next()) {
 				return nil
 			}
 			continue
