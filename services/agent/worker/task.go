@@ -144,7 +144,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	}
 	var hints []string
 	for _, e := range ca.GetPreviousErrors() {
-		hints = append(hints, fmt.Sprintf("An earlier attempt failed (%s): %s", e.GetCode(), e.GetMessage()))
+		hints = append(hints, fmt.Sprintf("(%s) %s", e.GetCode(), e.GetMessage()))
 	}
 	var last outcome
 	for try := 1; try <= maxTries; try++ {
@@ -199,7 +199,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 			return fail("ROLLBACK_FAILED", err.Error(), int32(try))
 		}
 		l.event(commonv1.EventType_EVENT_TYPE_CHECKPOINT_RESTORED, "restored checkpoint "+short(cp.Commit), nil)
-		hints = append(hints, fmt.Sprintf("Try %d failed (%s): %s\n%s", try, code, why, tail(output, 4096)))
+		hints = append(hints, fmt.Sprintf("try %d (%s): %s\n%s", try, code, why, tail(output, 4096)))
 	}
 	return last
 }
