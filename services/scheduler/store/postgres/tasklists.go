@@ -277,7 +277,7 @@ func (s *Store) DeleteTaskList(ctx context.Context, id string) error {
 		var active bool
 		if err := tx.QueryRow(ctx, `SELECT
 			EXISTS (SELECT 1 FROM task_list_execution_runs WHERE task_list_id = $1
-				AND status IN ('pending', 'running', 'paused', 'validating'))
+				AND status IN ('pending', 'running', 'paused'))
 			OR EXISTS (SELECT 1 FROM feature_builds WHERE task_list_id = $1 AND status = 'IN_PROGRESS')`,
 			id).Scan(&active); err != nil {
 			return err

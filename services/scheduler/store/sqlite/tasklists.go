@@ -249,7 +249,7 @@ func (s *Store) DeleteTaskList(ctx context.Context, id string) error {
 		var active bool
 		if err := tx.QueryRowContext(ctx, `SELECT
 			EXISTS (SELECT 1 FROM task_list_execution_runs WHERE task_list_id = ?
-				AND status IN ('pending', 'running', 'paused', 'validating'))
+				AND status IN ('pending', 'running', 'paused'))
 			OR EXISTS (SELECT 1 FROM feature_builds WHERE task_list_id = ? AND status = 'IN_PROGRESS')`,
 			id, id).Scan(&active); err != nil {
 			return err

@@ -3,8 +3,11 @@
 package storetest
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	"github.com/converge-dev/converge/platform/database"
 	harness "github.com/converge-dev/converge/platform/storetest"
 	"github.com/converge-dev/converge/services/scheduler/store"
@@ -27,27 +30,32 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		t.Parallel()
 		runTaskLists(t, newStore)
 	})
+	t.Run("Executions", func(t *testing.T) {
+		t.Parallel()
+		runExecutions(t, newStore)
+	})
 }
 
 // indexes are the Scheduler's CREATE INDEX indexes.
 var indexes = map[string]harness.Index{
-	"task_lists_created_at_idx":              {Table: "task_lists"},
-	"task_parallelism_analysis_b_idx":        {Table: "task_parallelism_analysis"},
-	"idx_exec_runs_active":                   {Table: "task_list_execution_runs", Partial: true},
-	"idx_waves_active":                       {Table: "parallel_execution_waves", Partial: true},
-	"wave_task_assignments_integration_uniq": {Table: "wave_task_assignments", Unique: true, Partial: true},
-	"idx_wave_tasks":                         {Table: "wave_task_assignments"},
-	"idx_wave_tasks_instance":                {Table: "wave_task_assignments", Partial: true},
-	"wave_task_assignments_claimable_idx":    {Table: "wave_task_assignments", Partial: true},
-	"wave_task_assignments_lease_idx":        {Table: "wave_task_assignments", Partial: true},
-	"idx_exec_log_execution":                 {Table: "task_execution_log"},
-	"idx_exec_log_task":                      {Table: "task_execution_log", Partial: true},
-	"idx_exec_log_created_at":                {Table: "task_execution_log"},
-	"idx_exec_log_errors":                    {Table: "task_execution_log", Partial: true},
-	"idx_checkpoints_execution":              {Table: "checkpoints"},
-	"idx_checkpoints_task":                   {Table: "checkpoints"},
-	"feature_builds_active_uniq":             {Table: "feature_builds", Unique: true, Partial: true},
-	"feature_builds_feature_idx":             {Table: "feature_builds"},
+	"task_lists_created_at_idx":               {Table: "task_lists"},
+	"task_parallelism_analysis_b_idx":         {Table: "task_parallelism_analysis"},
+	"task_list_execution_runs_created_at_idx": {Table: "task_list_execution_runs"},
+	"idx_exec_runs_task_list":                 {Table: "task_list_execution_runs"},
+	"idx_exec_runs_active":                    {Table: "task_list_execution_runs", Partial: true},
+	"idx_exec_runs_feature_build":             {Table: "task_list_execution_runs", Partial: true},
+	"wave_task_assignments_integration_uniq":  {Table: "wave_task_assignments", Unique: true, Partial: true},
+	"idx_wave_tasks":                          {Table: "wave_task_assignments"},
+	"idx_wave_tasks_instance":                 {Table: "wave_task_assignments", Partial: true},
+	"wave_task_assignments_claimable_idx":     {Table: "wave_task_assignments", Partial: true},
+	"wave_task_assignments_lease_idx":         {Table: "wave_task_assignments", Partial: true},
+	"idx_exec_log_task":                       {Table: "task_execution_log", Partial: true},
+	"idx_exec_log_created_at":                 {Table: "task_execution_log"},
+	"idx_exec_log_errors":                     {Table: "task_execution_log", Partial: true},
+	"idx_checkpoints_execution":               {Table: "checkpoints"},
+	"idx_checkpoints_assignment":              {Table: "checkpoints"},
+	"feature_builds_active_uniq":              {Table: "feature_builds", Unique: true, Partial: true},
+	"feature_builds_feature_idx":              {Table: "feature_builds"},
 }
 
 // schema is every Scheduler table with exactly its columns.
@@ -70,29 +78,30 @@ var schema = harness.Schema{
 		"task_a_id", "task_b_id", "can_parallel", "reason", "conflicting_paths", "analyzed_at",
 	},
 	"task_list_execution_runs": {
-		"execution_id", "task_list_id", "run_number", "status", "outcome", "status_reason",
-		"triggered_by", "options", "run_branch", "base_commit", "max_parallel", "max_retries",
-		"max_failed_tasks", "deadline_at", "total_tasks", "completed_tasks", "failed_tasks",
-		"skipped_tasks", "verify_report_id", "escalation_context", "cancel_requested_at",
-		"created_at", "started_at", "completed_at", "updated_at",
+		"execution_id", "task_list_id", "run_number", "status", "outcome", "triggered_by",
+		"request_id", "previous_execution_id", "feature_build_id", "total_tasks", "completed_tasks",
+		"failed_tasks", "skipped_tasks", "running_tasks", "current_wave", "wave_count",
+		"total_attempts", "last_seq", "detail", "created_at", "started_at", "completed_at",
+		"updated_at",
 	},
 	"parallel_execution_waves": {
 		"wave_id", "execution_id", "wave_number", "status", "task_count", "completed_count",
-		"failed_count", "skipped_count", "base_commit", "integration_commit", "created_at",
-		"started_at", "completed_at",
+		"failed_count", "skipped_count", "active_agents", "base_commit", "integration_commit",
+		"detail", "created_at", "started_at", "completed_at",
 	},
 	"wave_task_assignments": {
-		"id", "wave_id", "kind", "task_id", "instance_id", "status", "attempt", "lease_token",
-		"lease_expires_at", "commit_sha", "task_ref", "error", "created_at", "assigned_at",
+		"assignment_id", "execution_id", "wave_id", "wave_number", "kind", "task_key", "status",
+		"instance_id", "attempt", "fencing_token", "lease_expires_at", "last_report_seq", "position",
+		"final_integration", "previous_errors", "merges", "detail", "created_at", "assigned_at",
 		"completed_at", "updated_at",
 	},
 	"task_execution_log": {
-		"seq", "execution_id", "task_id", "wave_number", "instance_id", "event_type", "message",
+		"execution_id", "seq", "task_key", "wave_number", "instance_id", "event_type", "message",
 		"context", "created_at",
 	},
 	"checkpoints": {
-		"id", "execution_id", "task_id", "assignment_id", "attempt", "instance_id", "git_ref",
-		"files_snapshot", "metadata", "restored_at", "created_at",
+		"checkpoint_id", "execution_id", "task_key", "assignment_id", "attempt", "instance_id",
+		"git_ref", "files", "metadata", "created_at",
 	},
 	"feature_builds": {
 		"id", "feature", "task_list_id", "status", "status_reason", "max_iterations",
@@ -107,26 +116,29 @@ var schema = harness.Schema{
 	},
 }
 
-// eventTypes are the execution log's event types: the seed's and converge's. They match the
-// EventType enum of converge.common.v1.
-var eventTypes = []string{
-	"task_started", "task_completed", "task_failed", "task_skipped",
-	"checkpoint_created", "checkpoint_restored", "discovery_recorded", "validation_run",
-	"error", "warning", "info",
-	"execution_started", "execution_paused", "execution_resumed", "execution_cancelled",
-	"execution_completed", "wave_started", "wave_completed",
-	"lease_granted", "lease_expired", "task_requeued",
-	"integration_started", "integration_completed", "integration_failed",
-	"verification_started", "verdict", "agent_escalated",
+// eventTypes are the execution log's event types: every value of converge.common.v1.EventType
+// but UNSPECIFIED, by the name the store writes.
+func eventTypes() []string {
+	var out []string
+	values := commonv1.EventType(0).Descriptor().Values()
+	for i := range values.Len() {
+		if v := values.Get(i); v.Number() != 0 {
+			out = append(out, strings.ToLower(strings.TrimPrefix(string(v.Name()), "EVENT_TYPE_")))
+		}
+	}
+	return out
 }
 
-// fixtures is a task list tl1 with tasks 1.1 and 1.2, its run ex1 and the run's wave w1 (1).
+// fixtures is a task list tl1 with tasks 1.1 and 1.2, its run ex1, the run's wave w1 (1) and
+// the wave's assignment a11 of task 1.1.
 var fixtures = []harness.Stmt{
 	harness.S(`INSERT INTO task_lists (id, name) VALUES ('tl1', 'list')`),
 	harness.S(`INSERT INTO tasks (task_list_id, task_key, title, position) VALUES ('tl1', '1.1', 'first', 0)`),
 	harness.S(`INSERT INTO tasks (task_list_id, task_key, title, position) VALUES ('tl1', '1.2', 'second', 1)`),
-	harness.S(`INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number) VALUES ('ex1', 'tl1', 1)`),
+	harness.S(`INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number, wave_count) VALUES ('ex1', 'tl1', 1, 1)`),
 	harness.S(`INSERT INTO parallel_execution_waves (wave_id, execution_id, wave_number, task_count) VALUES ('w1', 'ex1', 1, 2)`),
+	harness.S(`INSERT INTO wave_task_assignments (assignment_id, execution_id, wave_id, wave_number, kind, task_key, position)
+		VALUES ('a11', 'ex1', 'w1', 1, 'task', '1.1', 0)`),
 }
 
 // with returns fixtures followed by more setup statements.
@@ -140,9 +152,16 @@ const (
 	task12 = `(SELECT id FROM tasks WHERE task_key = '1.2')`
 )
 
-// assignment inserts an assignment of wave w1 with the given columns and values.
-func assignment(columns, values string) harness.Stmt {
-	return harness.S(`INSERT INTO wave_task_assignments (wave_id, ` + columns + `) VALUES ('w1', ` + values + `)`)
+// assignment inserts assignment id of wave w1 (execution ex1) with the given columns and values.
+func assignment(id, columns, values string) harness.Stmt {
+	return harness.S(`INSERT INTO wave_task_assignments (assignment_id, execution_id, wave_id, wave_number, ` + columns +
+		`) VALUES ('` + id + `', 'ex1', 'w1', 1, ` + values + `)`)
+}
+
+// logEntry inserts entry seq of ex1's log with the given columns and values.
+func logEntry(seq int, columns, values string) harness.Stmt {
+	return harness.S(fmt.Sprintf(`INSERT INTO task_execution_log (execution_id, seq, event_type, message, %s) VALUES ('ex1', %d, 'info', 'm', %s)`,
+		columns, seq, values))
 }
 
 // constraintCases are the rows the Scheduler schema must accept and reject, identically on
@@ -304,12 +323,12 @@ func constraintCases() []harness.Case {
 			Name:  "run with every column",
 			Setup: fixtures,
 			Stmt: harness.S(`INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number, status, outcome,
-				status_reason, triggered_by, options, run_branch, base_commit, max_parallel, max_retries,
-				max_failed_tasks, deadline_at, total_tasks, completed_tasks, failed_tasks, skipped_tasks,
-				verify_report_id, escalation_context, cancel_requested_at, started_at, completed_at)
-				VALUES ('ex2', 'tl1', 2, 'failed', 'ESCALATED', 'agent stuck', 'retry', '{"executor": "command"}',
-				'converge/ex2', 'abc123', 2, 1, 3, '2026-01-17T00:00:00.000Z', 2, 1, 1, 0, 'vr1',
-				'{"errorHistory": []}', NULL, '2026-01-16T10:00:00.000Z', '2026-01-16T10:05:00.000Z')`),
+				triggered_by, request_id, previous_execution_id, feature_build_id, total_tasks, completed_tasks,
+				failed_tasks, skipped_tasks, running_tasks, current_wave, wave_count, total_attempts, last_seq, detail,
+				created_at, started_at, completed_at, updated_at)
+				VALUES ('ex2', 'tl1', 2, 'failed', 'escalated', 'retry', 'req-1', 'ex1', 'fb1', 2, 1, 1, 0, 0, 2, 2, 5, 7,
+				'{"runBranch": "converge/ex2", "options": {"maxParallel": 2}}', '2026-01-16T10:00:00.000Z',
+				'2026-01-16T10:00:00.000Z', '2026-01-16T10:05:00.000Z', '2026-01-16T10:05:00.000Z')`),
 		},
 		{
 			Name:  "duplicate run number of a list",
@@ -318,9 +337,34 @@ func constraintCases() []harness.Case {
 			Want:  database.UniqueViolation,
 		},
 		{
+			Name:  "duplicate request id of a list",
+			Setup: with(harness.S(`UPDATE task_list_execution_runs SET request_id = 'r1' WHERE execution_id = 'ex1'`)),
+			Stmt:  harness.S(`INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number, request_id) VALUES ('ex2', 'tl1', 2, 'r1')`),
+			Want:  database.UniqueViolation,
+		},
+		{
+			Name: "same request id in another list",
+			Setup: with(
+				harness.S(`UPDATE task_list_execution_runs SET request_id = 'r1' WHERE execution_id = 'ex1'`),
+				harness.S(`INSERT INTO task_lists (id, name) VALUES ('tl2', 'other')`),
+			),
+			Stmt: harness.S(`INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number, request_id) VALUES ('ex2', 'tl2', 1, 'r1')`),
+		},
+		{
+			Name:  "runs without a request id",
+			Setup: fixtures,
+			Stmt:  harness.S(`INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number, request_id) VALUES ('ex2', 'tl1', 2, NULL)`),
+		},
+		{
+			Name:  "empty request id",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE task_list_execution_runs SET request_id = '' WHERE execution_id = 'ex1'`),
+			Want:  database.CheckViolation,
+		},
+		{
 			Name:  "run with an unknown status",
 			Setup: fixtures,
-			Stmt:  harness.S(`UPDATE task_list_execution_runs SET status = 'done' WHERE execution_id = 'ex1'`),
+			Stmt:  harness.S(`UPDATE task_list_execution_runs SET status = 'validating' WHERE execution_id = 'ex1'`),
 			Want:  database.CheckViolation,
 		},
 		{
@@ -332,29 +376,68 @@ func constraintCases() []harness.Case {
 		{
 			Name:  "running run with an outcome",
 			Setup: fixtures,
-			Stmt:  harness.S(`UPDATE task_list_execution_runs SET status = 'running', outcome = 'CONVERGED' WHERE execution_id = 'ex1'`),
+			Stmt:  harness.S(`UPDATE task_list_execution_runs SET status = 'running', outcome = 'converged' WHERE execution_id = 'ex1'`),
 			Want:  database.CheckViolation,
 		},
 		{
 			Name:  "run with an unknown outcome",
 			Setup: fixtures,
-			Stmt:  harness.S(`UPDATE task_list_execution_runs SET status = 'completed', outcome = 'WON' WHERE execution_id = 'ex1'`),
+			Stmt:  harness.S(`UPDATE task_list_execution_runs SET status = 'completed', outcome = 'CONVERGED' WHERE execution_id = 'ex1'`),
 			Want:  database.CheckViolation,
 		},
 		{
-			Name:  "run with max_parallel 0",
+			Name:  "run with a negative count",
 			Setup: fixtures,
-			Stmt:  harness.S(`UPDATE task_list_execution_runs SET max_parallel = 0 WHERE execution_id = 'ex1'`),
+			Stmt:  harness.S(`UPDATE task_list_execution_runs SET failed_tasks = -1 WHERE execution_id = 'ex1'`),
 			Want:  database.CheckViolation,
 		},
 		{
-			Name:  "run options not JSON",
+			Name:  "run past its last wave",
 			Setup: fixtures,
-			Stmt:  harness.S(`UPDATE task_list_execution_runs SET options = 'x' WHERE execution_id = 'ex1'`),
+			Stmt:  harness.S(`UPDATE task_list_execution_runs SET current_wave = 2 WHERE execution_id = 'ex1'`),
+			Want:  database.CheckViolation,
+		},
+		{
+			Name:  "run with a negative last seq",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE task_list_execution_runs SET last_seq = -1 WHERE execution_id = 'ex1'`),
+			Want:  database.CheckViolation,
+		},
+		{
+			Name:  "run detail not JSON",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE task_list_execution_runs SET detail = 'x' WHERE execution_id = 'ex1'`),
 			Want:  database.InvalidJSON,
+		},
+		{
+			Name:  "run detail not an object",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE task_list_execution_runs SET detail = '[]' WHERE execution_id = 'ex1'`),
+			Want:  database.CheckViolation,
+		},
+		{
+			Name:  "retry of an unknown run",
+			Setup: fixtures,
+			Stmt:  harness.S(`INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number, previous_execution_id) VALUES ('ex2', 'tl1', 2, 'nope')`),
+			Want:  database.ForeignKeyViolation,
+		},
+		{
+			Name:  "run of an unknown list",
+			Setup: fixtures,
+			Stmt:  harness.S(`INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number) VALUES ('ex2', 'nope', 1)`),
+			Want:  database.ForeignKeyViolation,
 		},
 
 		// Waves.
+		{
+			Name:  "wave with every column",
+			Setup: fixtures,
+			Stmt: harness.S(`INSERT INTO parallel_execution_waves (wave_id, execution_id, wave_number, status, task_count,
+				completed_count, failed_count, skipped_count, active_agents, base_commit, integration_commit, detail,
+				created_at, started_at, completed_at)
+				VALUES ('w2', 'ex1', 2, 'integrating', 3, 2, 1, 0, 1, 'abc', NULL, '{"placements": [{"taskId": "1.2"}]}',
+				'2026-01-16T10:00:00.000Z', '2026-01-16T10:00:00.000Z', NULL)`),
+		},
 		{
 			Name:  "duplicate wave number of a run",
 			Setup: fixtures,
@@ -374,6 +457,18 @@ func constraintCases() []harness.Case {
 			Want:  database.CheckViolation,
 		},
 		{
+			Name:  "wave with negative active agents",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE parallel_execution_waves SET active_agents = -1 WHERE wave_id = 'w1'`),
+			Want:  database.CheckViolation,
+		},
+		{
+			Name:  "wave detail not JSON",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE parallel_execution_waves SET detail = '{' WHERE wave_id = 'w1'`),
+			Want:  database.InvalidJSON,
+		},
+		{
 			Name:  "wave of an unknown run",
 			Setup: fixtures,
 			Stmt:  harness.S(`INSERT INTO parallel_execution_waves (wave_id, execution_id, wave_number, task_count) VALUES ('w2', 'nope', 2, 1)`),
@@ -382,98 +477,215 @@ func constraintCases() []harness.Case {
 
 		// Assignments.
 		{
-			Name:  "held task assignment",
+			Name:  "held task assignment with every column",
 			Setup: fixtures,
-			Stmt: assignment(`task_id, instance_id, status, attempt, lease_token, lease_expires_at, assigned_at`,
-				task11+`, 'agent-1', 'running', 2, 7, '2026-01-16T10:00:30.000Z', '2026-01-16T10:00:00.000Z'`),
+			Stmt: assignment("a12", `kind, task_key, status, instance_id, attempt, fencing_token, lease_expires_at,
+				last_report_seq, position, final_integration, previous_errors, merges, detail, created_at, assigned_at,
+				completed_at, updated_at`,
+				`'task', '1.2', 'running', 'agent-1', 2, 7, '2026-01-16T10:00:30.000Z', 3, 1, FALSE,
+				'[{"code": "TIMEOUT", "message": "took too long"}]', '[]', '{"progressPercent": 40, "tries": 2}',
+				'2026-01-16T10:00:00.000Z', '2026-01-16T10:00:00.000Z', NULL, '2026-01-16T10:00:10.000Z'`),
+		},
+		{
+			Name:  "final integration",
+			Setup: fixtures,
+			Stmt: assignment("ai", `kind, position, final_integration, merges`,
+				`'integration', -1, TRUE, '[{"taskId": "1.1", "commitSha": "abc", "taskRef": "refs/converge/ex1/1.1"}]'`),
 		},
 		{
 			Name:  "held assignment without a lease",
 			Setup: fixtures,
-			Stmt:  assignment(`task_id, instance_id, status`, task11+`, 'agent-1', 'assigned'`),
+			Stmt:  assignment("a12", `kind, task_key, position, instance_id, status`, `'task', '1.2', 1, 'agent-1', 'assigned'`),
+			Want:  database.CheckViolation,
+		},
+		{
+			Name:  "held assignment without a holder",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE wave_task_assignments SET status = 'running', lease_expires_at = '2026-01-16T10:00:30.000Z' WHERE assignment_id = 'a11'`),
 			Want:  database.CheckViolation,
 		},
 		{
 			Name:  "task assignment without a task",
 			Setup: fixtures,
-			Stmt:  assignment(`kind`, `'task'`),
+			Stmt:  assignment("a12", `kind, position`, `'task', 1`),
 			Want:  database.CheckViolation,
 		},
 		{
 			Name:  "integration assignment with a task",
 			Setup: fixtures,
-			Stmt:  assignment(`kind, task_id`, `'integration', `+task11),
+			Stmt:  assignment("ai", `kind, task_key, position`, `'integration', '1.2', -1`),
 			Want:  database.CheckViolation,
 		},
 		{
+			Name:  "final task assignment",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE wave_task_assignments SET final_integration = TRUE WHERE assignment_id = 'a11'`),
+			Want:  database.CheckViolation,
+		},
+		{
+			Name:  "assignment without a kind",
+			Setup: fixtures,
+			Stmt:  assignment("a12", `task_key, position`, `'1.2', 1`),
+			Want:  database.NotNullViolation,
+		},
+		{
 			Name:  "second integration of a wave",
-			Setup: with(assignment(`kind`, `'integration'`)),
-			Stmt:  assignment(`kind`, `'integration'`),
+			Setup: with(assignment("ai", `kind, position`, `'integration', -1`)),
+			Stmt:  assignment("aj", `kind, position`, `'integration', -1`),
 			Want:  database.UniqueViolation,
 		},
 		{
 			Name:  "task assigned twice in a wave",
-			Setup: with(assignment(`task_id`, task11)),
-			Stmt:  assignment(`task_id`, task11),
+			Setup: fixtures,
+			Stmt:  assignment("a12", `kind, task_key, position`, `'task', '1.1', 0`),
+			Want:  database.UniqueViolation,
+		},
+		{
+			Name:  "duplicate assignment id",
+			Setup: fixtures,
+			Stmt:  assignment("a11", `kind, task_key, position`, `'task', '1.2', 1`),
 			Want:  database.UniqueViolation,
 		},
 		{
 			Name:  "assignment with an unknown status",
 			Setup: fixtures,
-			Stmt:  assignment(`task_id, status`, task11+`, 'lost'`),
+			Stmt:  harness.S(`UPDATE wave_task_assignments SET status = 'lost' WHERE assignment_id = 'a11'`),
 			Want:  database.CheckViolation,
 		},
 		{
 			Name:  "assignment attempt 0",
 			Setup: fixtures,
-			Stmt:  assignment(`task_id, attempt`, task11+`, 0`),
+			Stmt:  harness.S(`UPDATE wave_task_assignments SET attempt = 0 WHERE assignment_id = 'a11'`),
 			Want:  database.CheckViolation,
+		},
+		{
+			Name:  "assignment with a negative fencing token",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE wave_task_assignments SET fencing_token = -1 WHERE assignment_id = 'a11'`),
+			Want:  database.CheckViolation,
+		},
+		{
+			Name:  "assignment at position -2",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE wave_task_assignments SET position = -2 WHERE assignment_id = 'a11'`),
+			Want:  database.CheckViolation,
+		},
+		{
+			Name:  "assignment previous errors not an array",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE wave_task_assignments SET previous_errors = '{}' WHERE assignment_id = 'a11'`),
+			Want:  database.CheckViolation,
+		},
+		{
+			Name:  "assignment merges not JSON",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE wave_task_assignments SET merges = '[' WHERE assignment_id = 'a11'`),
+			Want:  database.InvalidJSON,
+		},
+		{
+			Name:  "assignment of an unknown wave",
+			Setup: fixtures,
+			Stmt: harness.S(`INSERT INTO wave_task_assignments (assignment_id, execution_id, wave_id, wave_number, kind, task_key, position)
+				VALUES ('a12', 'ex1', 'nope', 1, 'task', '1.2', 1)`),
+			Want: database.ForeignKeyViolation,
 		},
 
 		// The execution log.
 		{
+			Name:  "log entry with every column",
+			Setup: fixtures,
+			Stmt: harness.S(`INSERT INTO task_execution_log (execution_id, seq, task_key, wave_number, instance_id, event_type,
+				message, context, created_at) VALUES ('ex1', 1, '1.1', 1, 'agent-1', 'task_failed', 'boom',
+				'{"error": {"code": "TIMEOUT"}}', '2026-01-16T10:00:00.000Z')`),
+		},
+		{
+			Name:  "duplicate seq of a run",
+			Setup: with(logEntry(1, `task_key`, `NULL`)),
+			Stmt:  logEntry(1, `task_key`, `'1.1'`),
+			Want:  database.UniqueViolation,
+		},
+		{
+			Name: "same seq in another run",
+			Setup: with(
+				logEntry(1, `task_key`, `NULL`),
+				harness.S(`INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number) VALUES ('ex2', 'tl1', 2)`),
+			),
+			Stmt: harness.S(`INSERT INTO task_execution_log (execution_id, seq, event_type, message) VALUES ('ex2', 1, 'info', 'm')`),
+		},
+		{
+			Name:  "log entry seq 0",
+			Setup: fixtures,
+			Stmt:  logEntry(0, `task_key`, `NULL`),
+			Want:  database.CheckViolation,
+		},
+		{
 			Name:  "log entry with an unknown event type",
 			Setup: fixtures,
-			Stmt:  harness.S(`INSERT INTO task_execution_log (execution_id, event_type, message) VALUES ('ex1', 'task_exploded', 'boom')`),
+			Stmt:  harness.S(`INSERT INTO task_execution_log (execution_id, seq, event_type, message) VALUES ('ex1', 1, 'task_exploded', 'boom')`),
 			Want:  database.CheckViolation,
 		},
 		{
 			Name:  "log entry context not an object",
 			Setup: fixtures,
-			Stmt:  harness.S(`INSERT INTO task_execution_log (execution_id, event_type, message, context) VALUES ('ex1', 'info', 'm', '[1]')`),
+			Stmt:  logEntry(1, `context`, `'[1]'`),
 			Want:  database.CheckViolation,
 		},
 		{
 			Name:  "log entry context not JSON",
 			Setup: fixtures,
-			Stmt:  harness.S(`INSERT INTO task_execution_log (execution_id, event_type, message, context) VALUES ('ex1', 'info', 'm', '{')`),
+			Stmt:  logEntry(1, `context`, `'{'`),
 			Want:  database.InvalidJSON,
 		},
 		{
 			Name:  "log entry of wave 0",
 			Setup: fixtures,
-			Stmt:  harness.S(`INSERT INTO task_execution_log (execution_id, event_type, message, wave_number) VALUES ('ex1', 'info', 'm', 0)`),
+			Stmt:  logEntry(1, `wave_number`, `0`),
 			Want:  database.CheckViolation,
+		},
+		{
+			Name:  "log entry without a message",
+			Setup: fixtures,
+			Stmt:  harness.S(`INSERT INTO task_execution_log (execution_id, seq, event_type) VALUES ('ex1', 1, 'info')`),
+			Want:  database.NotNullViolation,
+		},
+		{
+			Name:  "log entry of an unknown run",
+			Setup: fixtures,
+			Stmt:  harness.S(`INSERT INTO task_execution_log (execution_id, seq, event_type, message) VALUES ('nope', 1, 'info', 'm')`),
+			Want:  database.ForeignKeyViolation,
 		},
 
 		// Checkpoints.
 		{
 			Name:  "checkpoint",
 			Setup: fixtures,
-			Stmt: harness.S(`INSERT INTO checkpoints (id, execution_id, task_id, attempt, instance_id, git_ref, files_snapshot, metadata)
-				VALUES ('cp1', 'ex1', ` + task11 + `, 1, 'agent-1', 'abc123', '[{"path": "a.go", "sha256": ""}]', '{}')`),
+			Stmt: harness.S(`INSERT INTO checkpoints (checkpoint_id, execution_id, task_key, assignment_id, attempt, instance_id,
+				git_ref, files, metadata) VALUES ('cp1', 'ex1', '1.1', 'a11', 1, 'agent-1', 'abc123',
+				'[{"path": "a.go", "sha256": ""}]', '{"reason": "before attempt"}')`),
 		},
 		{
 			Name:  "checkpoint without a git ref",
 			Setup: fixtures,
-			Stmt:  harness.S(`INSERT INTO checkpoints (id, execution_id, task_id, git_ref) VALUES ('cp1', 'ex1', ` + task11 + `, '')`),
+			Stmt:  harness.S(`INSERT INTO checkpoints (checkpoint_id, execution_id, git_ref) VALUES ('cp1', 'ex1', '')`),
 			Want:  database.CheckViolation,
 		},
 		{
-			Name:  "checkpoint files snapshot not JSON",
+			Name:  "checkpoint files not JSON",
 			Setup: fixtures,
-			Stmt:  harness.S(`INSERT INTO checkpoints (id, execution_id, task_id, git_ref, files_snapshot) VALUES ('cp1', 'ex1', ` + task11 + `, 'abc', 'a.go')`),
+			Stmt:  harness.S(`INSERT INTO checkpoints (checkpoint_id, execution_id, git_ref, files) VALUES ('cp1', 'ex1', 'abc', 'a.go')`),
 			Want:  database.InvalidJSON,
+		},
+		{
+			Name:  "checkpoint metadata not an object",
+			Setup: fixtures,
+			Stmt:  harness.S(`INSERT INTO checkpoints (checkpoint_id, execution_id, git_ref, metadata) VALUES ('cp1', 'ex1', 'abc', '[]')`),
+			Want:  database.CheckViolation,
+		},
+		{
+			Name:  "checkpoint of an unknown assignment",
+			Setup: fixtures,
+			Stmt:  harness.S(`INSERT INTO checkpoints (checkpoint_id, execution_id, assignment_id, git_ref) VALUES ('cp1', 'ex1', 'nope', 'abc')`),
+			Want:  database.ForeignKeyViolation,
 		},
 
 		// Feature builds.
@@ -517,6 +729,12 @@ func constraintCases() []harness.Case {
 			Want: database.UniqueViolation,
 		},
 		{
+			Name:  "iteration of an unknown run",
+			Setup: with(harness.S(`INSERT INTO feature_builds (id, feature, loop_key) VALUES ('fb1', 'export', 'k')`)),
+			Stmt:  harness.S(`INSERT INTO feature_build_iterations (feature_build_id, number, execution_id) VALUES ('fb1', 1, 'nope')`),
+			Want:  database.ForeignKeyViolation,
+		},
+		{
 			Name:  "iteration with an unknown verdict",
 			Setup: with(harness.S(`INSERT INTO feature_builds (id, feature, loop_key) VALUES ('fb1', 'export', 'k')`)),
 			Stmt:  harness.S(`INSERT INTO feature_build_iterations (feature_build_id, number, verdict) VALUES ('fb1', 1, 'ESCALATED')`),
@@ -529,25 +747,29 @@ func constraintCases() []harness.Case {
 			Want:  database.CheckViolation,
 		},
 
-		// Foreign keys within the service cascade from the task list down.
+		// Foreign keys within the service cascade from the task list down; a feature build's
+		// iterations lose their run.
 		{
 			Name: "deleting a task list deletes what hangs off it",
 			Setup: with(
 				harness.S(`INSERT INTO task_file_impacts (task_id, path, kind) VALUES (`+task11+`, 'a.go', 'file')`),
-				assignment(`task_id`, task11),
-				harness.S(`INSERT INTO task_execution_log (execution_id, task_id, event_type, message) VALUES ('ex1', `+task11+`, 'task_started', 'go')`),
-				harness.S(`INSERT INTO checkpoints (id, execution_id, task_id, git_ref) VALUES ('cp1', 'ex1', `+task11+`, 'abc')`),
+				assignment("ai", `kind, position`, `'integration', -1`),
+				logEntry(1, `task_key`, `'1.1'`),
+				harness.S(`INSERT INTO checkpoints (checkpoint_id, execution_id, task_key, assignment_id, git_ref) VALUES ('cp1', 'ex1', '1.1', 'a11', 'abc')`),
+				harness.S(`INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number, previous_execution_id) VALUES ('ex2', 'tl1', 2, 'ex1')`),
+				harness.S(`INSERT INTO feature_builds (id, feature, task_list_id, loop_key) VALUES ('fb1', 'export', 'tl1', 'k')`),
+				harness.S(`INSERT INTO feature_build_iterations (feature_build_id, number, execution_id) VALUES ('fb1', 1, 'ex1')`),
 			),
 			Stmt: harness.S(`DELETE FROM task_lists WHERE id = 'tl1'`),
 		},
 	}
 	// Every event type of the proto is accepted.
-	for _, et := range eventTypes {
+	for _, et := range eventTypes() {
 		cases = append(cases, harness.Case{
 			Name:  "log entry " + et,
 			Setup: fixtures,
-			Stmt: harness.S(`INSERT INTO task_execution_log (execution_id, task_id, wave_number, instance_id, event_type, message, context)
-				VALUES ('ex1', `+task11+`, 1, 'agent-1', ?, 'message', '{"k": 1}')`, et),
+			Stmt: harness.S(`INSERT INTO task_execution_log (execution_id, seq, task_key, wave_number, instance_id, event_type, message, context)
+				VALUES ('ex1', 1, '1.1', 1, 'agent-1', ?, 'message', '{"k": 1}')`, et),
 		})
 	}
 	return cases

@@ -337,9 +337,9 @@ func runTaskLists(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.EqualValues(t, 1, got.RunCount)
 
 		// So does a feature build in progress, once the execution has ended.
-		harness.Exec(t, sqlStore, `UPDATE task_list_execution_runs SET status = 'completed', outcome = 'CONVERGED' WHERE execution_id = 'ex1'`)
+		harness.Exec(t, sqlStore, `UPDATE task_list_execution_runs SET status = 'completed', outcome = 'converged' WHERE execution_id = 'ex1'`)
 		harness.Exec(t, sqlStore, `INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number, status, outcome)
-			VALUES ('ex2', 'tl', 2, 'failed', 'FAILED')`)
+			VALUES ('ex2', 'tl', 2, 'failed', 'failed')`)
 		harness.Exec(t, sqlStore, `INSERT INTO feature_builds (id, feature, task_list_id, loop_key) VALUES ('fb1', 'busy', 'tl', 'k')`)
 		require.ErrorIs(t, s.DeleteTaskList(t.Context(), "tl"), store.ErrActive)
 		got, err = s.GetTaskList(t.Context(), "tl", store.ViewBasic)

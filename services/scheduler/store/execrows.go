@@ -1,0 +1,651 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+)
+
+// This file turns executions, waves, assignments, log entries and checkpoints into rows and
+// back, the same way for every SQL backend (see migrations/postgres/0003_executions.sql). A proto
+// is one row: the fields queries and constraints need are columns, every other field is the
+// proto's JSON in the detail column, so a field added to a proto is kept without a migration.
+// Enum values are stored as their names in lower case without the enum's prefix. Nullable
+// columns are pointers; times are time.Time, which each backend writes in its own form.
+
+// ExecutionRow is the task_list_execution_runs row of an execution.
+type ExecutionRow struct {
+	ID, TaskListID                                 string
+	RunNumber                                      int32
+	Status                                         string
+	Outcome                                        *string
+	TriggeredBy                                    string
+	RequestID, PreviousExecutionID, FeatureBuildID *string
+	TotalTasks, CompletedTasks, FailedTasks        int32
+	SkippedTasks, RunningTasks                     int32
+	CurrentWave, WaveCount, TotalAttempts          int32
+	LastSeq                                        int64
+	Detail                                         string // JSON object
+	CreateTime, UpdateTime                         time.Time
+	StartTime, EndTime                             *time.Time
+}
+
+// WaveRow is the parallel_execution_waves row of a wave.
+type WaveRow struct {
+	ID, ExecutionID                                      string
+	WaveNumber                                           int32
+	Status                                               string
+	TaskCount, CompletedCount, FailedCount, SkippedCount int32
+	ActiveAgents                                         int32
+	BaseCommit, IntegrationCommit                        *string
+	Detail                                               string // JSON object
+	StartTime, EndTime                                   *time.Time
+}
+
+// AssignmentRow is the wave_task_assignments row of an assignment (without its create and update
+// times, which the store sets).
+type AssignmentRow struct {
+	ID, ExecutionID, WaveID     string
+	WaveNumber                  int32
+	Kind                        string
+	TaskKey                     *string
+	Status                      string
+	InstanceID                  *string
+	Attempt                     int32
+	FencingToken                int64
+	LeaseExpireTime, AssignTime *time.Time
+	CompleteTime                *time.Time
+	LastReportSeq               int64
+	Position                    int32
+	FinalIntegration            bool
+	PreviousErrors, Merges      string // JSON arrays
+	Detail                      string // JSON object
+}
+
+// LogRow is the task_execution_log row of a log entry.
+type LogRow struct {
+	ExecutionID         string
+	Seq                 int64
+	TaskKey, InstanceID *string
+	WaveNumber          *int32
+	EventType           string
+	Message             string
+	Context             *string // JSON object
+	Time                time.Time
+}
+
+// CheckpointRow is the checkpoints row of a checkpoint.
+type CheckpointRow struct {
+	ID, ExecutionID string
+	TaskKey         *string
+	AssignmentID    *string
+	Attempt         int32
+	InstanceID      *string
+	GitRef          string
+	Files, Metadata string // JSON array, JSON object
+	CreateTime      time.Time
+}
+
+// Enum prefixes: a value's column name is its proto name without the prefix, in lower case.
+const (
+	executionStatusPrefix  = "EXECUTION_STATUS_"
+	executionTriggerPrefix = "EXECUTION_TRIGGER_"
+	outcomePrefix          = "OUTCOME_"
+	waveStatusPrefix       = "WAVE_STATUS_"
+	assignmentKindPrefix   = "ASSIGNMENT_KIND_"
+	assignmentStatusPrefix = "ASSIGNMENT_STATUS_"
+	eventTypePrefix        = "EVENT_TYPE_"
+)
+
+// enumName is the column value of v: its name without prefix, in lower case. An UNSPECIFIED or
+// undefined value is an error.
+func enumName(v protoreflect.Enum, prefix string) (string, error) {
+	d := v.Descriptor().Values().ByNumber(v.Number())
+	if d == nil || v.Number() == 0 {
+		return "", fmt.Errorf("store: %s %d cannot be stored", v.Descriptor().Name(), v.Number())
+	}
+	return strings.ToLower(strings.TrimPrefix(string(d.Name()), prefix)), nil
+}
+
+// enumNumber reads a column value written by enumName.
+func enumNumber(ed protoreflect.EnumDescriptor, prefix, name string) (protoreflect.EnumNumber, error) {
+	d := ed.Values().ByName(protoreflect.Name(prefix + strings.ToUpper(name)))
+	if d == nil {
+		return 0, fmt.Errorf("store: %q is not a %s", name, ed.Name())
+	}
+	return d.Number(), nil
+}
+
+// ExecutionStatusName is the task_list_execution_runs.status value of s.
+func ExecutionStatusName(s schedulerv1.ExecutionStatus) (string, error) {
+	return enumName(s, executionStatusPrefix)
+}
+
+// AssignmentStatusName is the wave_task_assignments.status value of s.
+func AssignmentStatusName(s schedulerv1.AssignmentStatus) (string, error) {
+	return enumName(s, assignmentStatusPrefix)
+}
+
+// AssignmentKindName is the wave_task_assignments.kind value of k.
+func AssignmentKindName(k schedulerv1.AssignmentKind) (string, error) {
+	return enumName(k, assignmentKindPrefix)
+}
+
+// EventTypeName is the task_execution_log.event_type value of t.
+func EventTypeName(t commonv1.EventType) (string, error) {
+	return enumName(t, eventTypePrefix)
+}
+
+// TaskStatusName is the tasks.status value of s; UNSPECIFIED is PENDING.
+func TaskStatusName(s commonv1.TaskStatus) (string, error) {
+	if s != commonv1.TaskStatus_TASK_STATUS_UNSPECIFIED && s.Descriptor().Values().ByNumber(s.Number()) == nil {
+		return "", fmt.Errorf("store: TaskStatus %d cannot be stored", s)
+	}
+	return statusName(s), nil
+}
+
+// names maps names over values, stopping at the first error.
+func names[E any](values []E, name func(E) (string, error)) ([]string, error) {
+	out := make([]string, len(values))
+	for i, v := range values {
+		n, err := name(v)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// ExecutionStatusNames, AssignmentStatusNames and EventTypeNames are the column values of query
+// filters.
+func ExecutionStatusNames(s []schedulerv1.ExecutionStatus) ([]string, error) {
+	return names(s, ExecutionStatusName)
+}
+
+// AssignmentStatusNames: see ExecutionStatusNames.
+func AssignmentStatusNames(s []schedulerv1.AssignmentStatus) ([]string, error) {
+	return names(s, AssignmentStatusName)
+}
+
+// AssignmentKindNames: see ExecutionStatusNames.
+func AssignmentKindNames(k []schedulerv1.AssignmentKind) ([]string, error) {
+	return names(k, AssignmentKindName)
+}
+
+// EventTypeNames: see ExecutionStatusNames.
+func EventTypeNames(t []commonv1.EventType) ([]string, error) {
+	return names(t, EventTypeName)
+}
+
+var (
+	unmarshal = protojson.UnmarshalOptions{DiscardUnknown: true}
+)
+
+// detailOf is the JSON of m without the fields clear removes (those kept in columns).
+func detailOf[M proto.Message](m M, clear func(M)) (string, error) {
+	c := proto.CloneOf(m)
+	clear(c)
+	b, err := protojson.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("store: encode %s: %w", m.ProtoReflect().Descriptor().Name(), err)
+	}
+	if len(b) == 0 {
+		return "{}", nil
+	}
+	return string(b), nil
+}
+
+// protoList is the JSON array of ms, each in protojson.
+func protoList[M proto.Message](ms []M) (string, error) {
+	raw := make([]json.RawMessage, len(ms))
+	for i, m := range ms {
+		b, err := protojson.Marshal(m)
+		if err != nil {
+			return "", fmt.Errorf("store: encode %s: %w", m.ProtoReflect().Descriptor().Name(), err)
+		}
+		if len(b) == 0 {
+			b = []byte("{}")
+		}
+		raw[i] = b
+	}
+	return jsonText(raw)
+}
+
+// listOf reads a JSON array written by protoList.
+func listOf[M proto.Message](text string, newM func() M) ([]M, error) {
+	var raw []json.RawMessage
+	if err := json.Unmarshal([]byte(text), &raw); err != nil {
+		return nil, err
+	}
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	out := make([]M, len(raw))
+	for i, r := range raw {
+		m := newM()
+		if err := unmarshal.Unmarshal(r, m); err != nil {
+			return nil, err
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+func timeOf(ts *timestamppb.Timestamp) *time.Time {
+	if ts == nil {
+		return nil
+	}
+	t := ts.AsTime()
+	return &t
+}
+
+func stamp(t *time.Time) *timestamppb.Timestamp {
+	if t == nil {
+		return nil
+	}
+	return timestamppb.New(*t)
+}
+
+// EncodeExecution returns the row of e. An UNSPECIFIED status is PENDING and an UNSPECIFIED
+// trigger USER; the outcome is NULL while UNSPECIFIED. The times are e's (unset: zero).
+func EncodeExecution(e *schedulerv1.Execution) (ExecutionRow, error) {
+	r := ExecutionRow{
+		ID: e.GetId(), TaskListID: e.GetTaskListId(), RunNumber: e.GetRunNumber(),
+		RequestID: nullable(e.GetRequestId()), PreviousExecutionID: nullable(e.GetPreviousExecutionId()),
+		FeatureBuildID: nullable(e.GetFeatureBuildId()),
+		TotalTasks:     e.GetTotalTasks(), CompletedTasks: e.GetCompletedTasks(), FailedTasks: e.GetFailedTasks(),
+		SkippedTasks: e.GetSkippedTasks(), RunningTasks: e.GetRunningTasks(),
+		CurrentWave: e.GetCurrentWave(), WaveCount: e.GetWaveCount(), TotalAttempts: e.GetTotalAttempts(),
+		LastSeq: e.GetLastSeq(), StartTime: timeOf(e.GetStartTime()), EndTime: timeOf(e.GetEndTime()),
+	}
+	if t := timeOf(e.GetCreateTime()); t != nil {
+		r.CreateTime = *t
+	}
+	if t := timeOf(e.GetUpdateTime()); t != nil {
+		r.UpdateTime = *t
+	}
+	var err error
+	status := e.GetStatus()
+	if status == schedulerv1.ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED {
+		status = schedulerv1.ExecutionStatus_EXECUTION_STATUS_PENDING
+	}
+	if r.Status, err = ExecutionStatusName(status); err != nil {
+		return r, fmt.Errorf("execution %q: %w", e.GetId(), err)
+	}
+	trigger := e.GetTriggeredBy()
+	if trigger == schedulerv1.ExecutionTrigger_EXECUTION_TRIGGER_UNSPECIFIED {
+		trigger = schedulerv1.ExecutionTrigger_EXECUTION_TRIGGER_USER
+	}
+	if r.TriggeredBy, err = enumName(trigger, executionTriggerPrefix); err != nil {
+		return r, fmt.Errorf("execution %q: %w", e.GetId(), err)
+	}
+	if o := e.GetOutcome(); o != commonv1.Outcome_OUTCOME_UNSPECIFIED {
+		name, err := enumName(o, outcomePrefix)
+		if err != nil {
+			return r, fmt.Errorf("execution %q: %w", e.GetId(), err)
+		}
+		r.Outcome = &name
+	}
+	r.Detail, err = detailOf(e, func(c *schedulerv1.Execution) {
+		c.Id, c.TaskListId, c.RunNumber, c.TriggeredBy, c.Status, c.Outcome = "", "", 0, 0, 0, 0
+		c.TotalTasks, c.CompletedTasks, c.FailedTasks, c.SkippedTasks, c.RunningTasks = 0, 0, 0, 0, 0
+		c.CurrentWave, c.WaveCount, c.TotalAttempts = 0, 0, 0
+		c.PreviousExecutionId, c.FeatureBuildId, c.RequestId, c.LastSeq = "", "", "", 0
+		c.CreateTime, c.StartTime, c.EndTime, c.UpdateTime = nil, nil, nil, nil
+	})
+	return r, err
+}
+
+// DecodeExecution builds an execution from its row: detail first, then the columns over it.
+func DecodeExecution(r ExecutionRow) (*schedulerv1.Execution, error) {
+	e := &schedulerv1.Execution{}
+	if err := unmarshal.Unmarshal([]byte(r.Detail), e); err != nil {
+		return nil, fmt.Errorf("store: execution %q: detail: %w", r.ID, err)
+	}
+	e.Id, e.TaskListId, e.RunNumber = r.ID, r.TaskListID, r.RunNumber
+	status, err := enumNumber(schedulerv1.ExecutionStatus(0).Descriptor(), executionStatusPrefix, r.Status)
+	if err != nil {
+		return nil, fmt.Errorf("execution %q: %w", r.ID, err)
+	}
+	e.Status = schedulerv1.ExecutionStatus(status)
+	trigger, err := enumNumber(schedulerv1.ExecutionTrigger(0).Descriptor(), executionTriggerPrefix, r.TriggeredBy)
+	if err != nil {
+		return nil, fmt.Errorf("execution %q: %w", r.ID, err)
+	}
+	e.TriggeredBy = schedulerv1.ExecutionTrigger(trigger)
+	e.Outcome = commonv1.Outcome_OUTCOME_UNSPECIFIED
+	if r.Outcome != nil {
+		o, err := enumNumber(commonv1.Outcome(0).Descriptor(), outcomePrefix, *r.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("execution %q: %w", r.ID, err)
+		}
+		e.Outcome = commonv1.Outcome(o)
+	}
+	e.RequestId, e.PreviousExecutionId, e.FeatureBuildId = deref(r.RequestID), deref(r.PreviousExecutionID), deref(r.FeatureBuildID)
+	e.TotalTasks, e.CompletedTasks, e.FailedTasks = r.TotalTasks, r.CompletedTasks, r.FailedTasks
+	e.SkippedTasks, e.RunningTasks = r.SkippedTasks, r.RunningTasks
+	e.CurrentWave, e.WaveCount, e.TotalAttempts, e.LastSeq = r.CurrentWave, r.WaveCount, r.TotalAttempts, r.LastSeq
+	e.CreateTime, e.UpdateTime = timestamppb.New(r.CreateTime), timestamppb.New(r.UpdateTime)
+	e.StartTime, e.EndTime = stamp(r.StartTime), stamp(r.EndTime)
+	return e, nil
+}
+
+// EncodeWave returns the row of w. An UNSPECIFIED status is PENDING.
+func EncodeWave(w *schedulerv1.Wave) (WaveRow, error) {
+	r := WaveRow{
+		ID: w.GetId(), ExecutionID: w.GetExecutionId(), WaveNumber: w.GetWaveNumber(),
+		TaskCount: w.GetTaskCount(), CompletedCount: w.GetCompletedCount(), FailedCount: w.GetFailedCount(),
+		SkippedCount: w.GetSkippedCount(), ActiveAgents: w.GetActiveAgents(),
+		BaseCommit: nullable(w.GetBaseCommit()), IntegrationCommit: nullable(w.GetIntegrationCommit()),
+		StartTime: timeOf(w.GetStartTime()), EndTime: timeOf(w.GetEndTime()),
+	}
+	status := w.GetStatus()
+	if status == schedulerv1.WaveStatus_WAVE_STATUS_UNSPECIFIED {
+		status = schedulerv1.WaveStatus_WAVE_STATUS_PENDING
+	}
+	var err error
+	if r.Status, err = enumName(status, waveStatusPrefix); err != nil {
+		return r, fmt.Errorf("wave %q: %w", w.GetId(), err)
+	}
+	r.Detail, err = detailOf(w, func(c *schedulerv1.Wave) {
+		c.Id, c.ExecutionId, c.WaveNumber, c.Status = "", "", 0, 0
+		c.TaskCount, c.CompletedCount, c.FailedCount, c.SkippedCount, c.ActiveAgents = 0, 0, 0, 0, 0
+		c.BaseCommit, c.IntegrationCommit, c.StartTime, c.EndTime = "", "", nil, nil
+	})
+	return r, err
+}
+
+// DecodeWave builds a wave from its row.
+func DecodeWave(r WaveRow) (*schedulerv1.Wave, error) {
+	w := &schedulerv1.Wave{}
+	if err := unmarshal.Unmarshal([]byte(r.Detail), w); err != nil {
+		return nil, fmt.Errorf("store: wave %q: detail: %w", r.ID, err)
+	}
+	status, err := enumNumber(schedulerv1.WaveStatus(0).Descriptor(), waveStatusPrefix, r.Status)
+	if err != nil {
+		return nil, fmt.Errorf("wave %q: %w", r.ID, err)
+	}
+	w.Id, w.ExecutionId, w.WaveNumber, w.Status = r.ID, r.ExecutionID, r.WaveNumber, schedulerv1.WaveStatus(status)
+	w.TaskCount, w.CompletedCount, w.FailedCount = r.TaskCount, r.CompletedCount, r.FailedCount
+	w.SkippedCount, w.ActiveAgents = r.SkippedCount, r.ActiveAgents
+	w.BaseCommit, w.IntegrationCommit = deref(r.BaseCommit), deref(r.IntegrationCommit)
+	w.StartTime, w.EndTime = stamp(r.StartTime), stamp(r.EndTime)
+	return w, nil
+}
+
+// EncodeAssignment returns the row of a. The kind must be set; an UNSPECIFIED status is PENDING
+// and attempt 0 is 1.
+func EncodeAssignment(a *Assignment) (AssignmentRow, error) {
+	if a == nil || a.Assignment == nil {
+		return AssignmentRow{}, fmt.Errorf("store: assignment without its proto")
+	}
+	p := a.Assignment
+	r := AssignmentRow{
+		ID: p.GetId(), ExecutionID: p.GetExecutionId(), WaveID: p.GetWaveId(), WaveNumber: p.GetWaveNumber(),
+		TaskKey: nullable(p.GetTaskId()), InstanceID: nullable(p.GetInstanceId()), Attempt: max(p.GetAttempt(), 1),
+		FencingToken: p.GetFencingToken(), LeaseExpireTime: timeOf(p.GetLeaseExpireTime()),
+		AssignTime: timeOf(p.GetAssignTime()), CompleteTime: timeOf(p.GetCompleteTime()),
+		LastReportSeq: a.LastReportSeq, Position: a.Position, FinalIntegration: a.FinalIntegration,
+	}
+	var err error
+	if r.Kind, err = AssignmentKindName(p.GetKind()); err != nil {
+		return r, fmt.Errorf("assignment %q: %w", p.GetId(), err)
+	}
+	status := p.GetStatus()
+	if status == schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_UNSPECIFIED {
+		status = schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_PENDING
+	}
+	if r.Status, err = AssignmentStatusName(status); err != nil {
+		return r, fmt.Errorf("assignment %q: %w", p.GetId(), err)
+	}
+	if r.PreviousErrors, err = protoList(a.PreviousErrors); err != nil {
+		return r, fmt.Errorf("assignment %q: %w", p.GetId(), err)
+	}
+	if r.Merges, err = protoList(a.Merges); err != nil {
+		return r, fmt.Errorf("assignment %q: %w", p.GetId(), err)
+	}
+	r.Detail, err = detailOf(p, func(c *schedulerv1.Assignment) {
+		c.Id, c.Kind, c.ExecutionId, c.WaveId, c.WaveNumber, c.TaskId, c.Status = "", 0, "", "", 0, "", 0
+		c.InstanceId, c.Attempt, c.FencingToken = "", 0, 0
+		c.LeaseExpireTime, c.AssignTime, c.CompleteTime = nil, nil, nil
+	})
+	return r, err
+}
+
+// DecodeAssignment builds an assignment from its row.
+func DecodeAssignment(r AssignmentRow) (*Assignment, error) {
+	p := &schedulerv1.Assignment{}
+	if err := unmarshal.Unmarshal([]byte(r.Detail), p); err != nil {
+		return nil, fmt.Errorf("store: assignment %q: detail: %w", r.ID, err)
+	}
+	kind, err := enumNumber(schedulerv1.AssignmentKind(0).Descriptor(), assignmentKindPrefix, r.Kind)
+	if err != nil {
+		return nil, fmt.Errorf("assignment %q: %w", r.ID, err)
+	}
+	status, err := enumNumber(schedulerv1.AssignmentStatus(0).Descriptor(), assignmentStatusPrefix, r.Status)
+	if err != nil {
+		return nil, fmt.Errorf("assignment %q: %w", r.ID, err)
+	}
+	p.Id, p.Kind, p.ExecutionId, p.WaveId, p.WaveNumber = r.ID, schedulerv1.AssignmentKind(kind), r.ExecutionID, r.WaveID, r.WaveNumber
+	p.TaskId, p.Status, p.InstanceId = deref(r.TaskKey), schedulerv1.AssignmentStatus(status), deref(r.InstanceID)
+	p.Attempt, p.FencingToken = r.Attempt, r.FencingToken
+	p.LeaseExpireTime, p.AssignTime, p.CompleteTime = stamp(r.LeaseExpireTime), stamp(r.AssignTime), stamp(r.CompleteTime)
+	a := &Assignment{Assignment: p, Position: r.Position, LastReportSeq: r.LastReportSeq, FinalIntegration: r.FinalIntegration}
+	if a.PreviousErrors, err = listOf(r.PreviousErrors, func() *commonv1.ErrorContext { return &commonv1.ErrorContext{} }); err != nil {
+		return nil, fmt.Errorf("store: assignment %q: previous_errors: %w", r.ID, err)
+	}
+	if a.Merges, err = listOf(r.Merges, func() *schedulerv1.IntegrationInput { return &schedulerv1.IntegrationInput{} }); err != nil {
+		return nil, fmt.Errorf("store: assignment %q: merges: %w", r.ID, err)
+	}
+	return a, nil
+}
+
+// EncodeLogEntry returns the row of e. Its event type must be set; its seq, execution and time
+// are e's.
+func EncodeLogEntry(e *commonv1.LogEntry) (LogRow, error) {
+	r := LogRow{
+		ExecutionID: e.GetExecutionId(), Seq: e.GetSeq(), TaskKey: nullable(e.GetTaskId()),
+		InstanceID: nullable(e.GetInstanceId()), Message: e.GetMessage(),
+	}
+	if t := timeOf(e.GetTime()); t != nil {
+		r.Time = *t
+	}
+	if n := e.GetWaveNumber(); n != 0 {
+		r.WaveNumber = &n
+	}
+	var err error
+	if r.EventType, err = EventTypeName(e.GetEventType()); err != nil {
+		return r, fmt.Errorf("log entry: %w", err)
+	}
+	if e.GetContext() != nil {
+		b, err := protojson.Marshal(e.GetContext())
+		if err != nil {
+			return r, fmt.Errorf("store: log entry: context: %w", err)
+		}
+		text := string(b)
+		if text == "" {
+			text = "{}"
+		}
+		r.Context = &text
+	}
+	return r, nil
+}
+
+// DecodeLogEntry builds a log entry from its row.
+func DecodeLogEntry(r LogRow) (*commonv1.LogEntry, error) {
+	et, err := enumNumber(commonv1.EventType(0).Descriptor(), eventTypePrefix, r.EventType)
+	if err != nil {
+		return nil, fmt.Errorf("log entry %d: %w", r.Seq, err)
+	}
+	e := &commonv1.LogEntry{
+		Seq: r.Seq, ExecutionId: r.ExecutionID, TaskId: deref(r.TaskKey), InstanceId: deref(r.InstanceID),
+		Time: timestamppb.New(r.Time), EventType: commonv1.EventType(et), Message: r.Message,
+	}
+	if r.WaveNumber != nil {
+		e.WaveNumber = *r.WaveNumber
+	}
+	if r.Context != nil {
+		e.Context = &structpb.Struct{}
+		if err := unmarshal.Unmarshal([]byte(*r.Context), e.Context); err != nil {
+			return nil, fmt.Errorf("store: log entry %d: context: %w", r.Seq, err)
+		}
+	}
+	return e, nil
+}
+
+// EncodeCheckpoint returns the row of c, taken for attempt of assignmentID ("" for none).
+func EncodeCheckpoint(c *commonv1.Checkpoint, assignmentID string, attempt int32) (CheckpointRow, error) {
+	r := CheckpointRow{
+		ID: c.GetId(), ExecutionID: c.GetExecutionId(), TaskKey: nullable(c.GetTaskId()),
+		AssignmentID: nullable(assignmentID), Attempt: max(attempt, 1), InstanceID: nullable(c.GetInstanceId()),
+		GitRef: c.GetGitRef(),
+	}
+	if t := timeOf(c.GetCreateTime()); t != nil {
+		r.CreateTime = *t
+	}
+	var err error
+	if r.Files, err = protoList(c.GetFiles()); err != nil {
+		return r, fmt.Errorf("checkpoint %q: %w", c.GetId(), err)
+	}
+	md := c.GetMetadata()
+	if md == nil {
+		md = map[string]string{}
+	}
+	if r.Metadata, err = jsonText(md); err != nil {
+		return r, fmt.Errorf("checkpoint %q: %w", c.GetId(), err)
+	}
+	return r, nil
+}
+
+// ErrTxDone: an ExecTx was used after its UpdateExecution function returned.
+var ErrTxDone = errors.New("the execution's transaction has ended: ExecTx used after UpdateExecution's function returned")
+
+// CreateRows returns the rows of a new execution's waves and assignments (see NewAssignmentRow).
+func CreateRows(executionID string, waves []*schedulerv1.Wave, assignments []*Assignment) ([]WaveRow, []AssignmentRow, error) {
+	wrows := make([]WaveRow, len(waves))
+	for i, w := range waves {
+		r, err := EncodeWave(w)
+		if err != nil {
+			return nil, nil, err
+		}
+		r.ExecutionID = executionID
+		wrows[i] = r
+	}
+	arows := make([]AssignmentRow, len(assignments))
+	for i, a := range assignments {
+		r, err := NewAssignmentRow(executionID, a, waves)
+		if err != nil {
+			return nil, nil, err
+		}
+		arows[i] = r
+	}
+	return wrows, arows, nil
+}
+
+// NewAssignmentRow returns the row of a new assignment of execution executionID, whose waves
+// are waves: the wave is found by a.WaveId, or by a.WaveNumber when the id is not set.
+// ErrNotFound when the execution has no such wave.
+func NewAssignmentRow(executionID string, a *Assignment, waves []*schedulerv1.Wave) (AssignmentRow, error) {
+	r, err := EncodeAssignment(a)
+	if err != nil {
+		return r, err
+	}
+	r.ExecutionID = executionID
+	for _, w := range waves {
+		if (r.WaveID != "" && w.GetId() == r.WaveID) || (r.WaveID == "" && w.GetWaveNumber() == r.WaveNumber) {
+			if r.WaveNumber != 0 && r.WaveNumber != w.GetWaveNumber() {
+				return r, fmt.Errorf("store: assignment %q: wave %q is wave %d, not %d", r.ID, w.GetId(), w.GetWaveNumber(), r.WaveNumber)
+			}
+			r.WaveID, r.WaveNumber = w.GetId(), w.GetWaveNumber()
+			return r, nil
+		}
+	}
+	if r.WaveID != "" {
+		return r, fmt.Errorf("assignment %q: wave %q of execution %q: %w", r.ID, r.WaveID, executionID, ErrNotFound)
+	}
+	return r, fmt.Errorf("assignment %q: wave %d of execution %q: %w", r.ID, r.WaveNumber, executionID, ErrNotFound)
+}
+
+// DuplicateAssignment is the error of an assignment insert that conflicted.
+func DuplicateAssignment(r AssignmentRow) error {
+	if r.TaskKey == nil {
+		return fmt.Errorf("assignment %q: wave %q has an integration or an assignment with that id: %w", r.ID, r.WaveID, ErrAlreadyExists)
+	}
+	return fmt.Errorf("assignment %q: wave %q has an assignment of task %q or one with that id: %w", r.ID, r.WaveID, *r.TaskKey, ErrAlreadyExists)
+}
+
+// Inserted sets on a what its stored row r says: execution, wave, status and attempt.
+func Inserted(a *Assignment, r AssignmentRow) {
+	a.ExecutionId, a.WaveId, a.WaveNumber, a.Attempt = r.ExecutionID, r.WaveID, r.WaveNumber, r.Attempt
+	if a.Status == schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_UNSPECIFIED {
+		a.Status = schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_PENDING
+	}
+}
+
+// Created sets on a new execution's waves and assignments what CreateExecution stored: their
+// execution, and the assignments' waves.
+func Created(e *schedulerv1.Execution, waves []*schedulerv1.Wave, assignments []*Assignment) {
+	if e.Status == schedulerv1.ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED {
+		e.Status = schedulerv1.ExecutionStatus_EXECUTION_STATUS_PENDING
+	}
+	if e.TriggeredBy == schedulerv1.ExecutionTrigger_EXECUTION_TRIGGER_UNSPECIFIED {
+		e.TriggeredBy = schedulerv1.ExecutionTrigger_EXECUTION_TRIGGER_USER
+	}
+	for _, w := range waves {
+		w.ExecutionId = e.GetId()
+		if w.Status == schedulerv1.WaveStatus_WAVE_STATUS_UNSPECIFIED {
+			w.Status = schedulerv1.WaveStatus_WAVE_STATUS_PENDING
+		}
+	}
+	for _, a := range assignments {
+		r, err := NewAssignmentRow(e.GetId(), a, waves)
+		if err == nil {
+			Inserted(a, r)
+		}
+	}
+}
+
+// KeepStored returns e as PutExecution stores it over stored, the execution as it is in the
+// transaction: the id, task list, run number, request id, create time and last seq are the
+// store's, and the update time is now.
+func KeepStored(e, stored *schedulerv1.Execution, now time.Time) *schedulerv1.Execution {
+	c := proto.CloneOf(e)
+	c.Id, c.TaskListId, c.RunNumber, c.RequestId = stored.GetId(), stored.GetTaskListId(), stored.GetRunNumber(), stored.GetRequestId()
+	c.CreateTime, c.LastSeq, c.UpdateTime = stored.GetCreateTime(), stored.GetLastSeq(), timestamppb.New(now)
+	return c
+}
+
+// LogPage turns the rows a log read found into ReadLog's page. rows are in seq order and hold at
+// most q.Limit + 1 entries: the oldest matching ones, or the newest for q.Tail. The one past the
+// page, if any, says that more match (for a tail read: older ones).
+func LogPage(rows []LogRow, q LogQuery) ([]*commonv1.LogEntry, bool, error) {
+	hasMore := len(rows) > q.Limit
+	if hasMore {
+		if q.Tail {
+			rows = rows[len(rows)-q.Limit:]
+		} else {
+			rows = rows[:q.Limit]
+		}
+	}
+	out := make([]*commonv1.LogEntry, len(rows))
+	for i, r := range rows {
+		e, err := DecodeLogEntry(r)
+		if err != nil {
+			return nil, false, err
+		}
+		out[i] = e
+	}
+	return out, hasMore, nil
+}

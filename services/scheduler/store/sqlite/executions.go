@@ -1,0 +1,907 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/services/scheduler/store"
+)
+
+// Column lists, each read by its scan function.
+const (
+	executionColumns = `r.execution_id, r.task_list_id, r.run_number, r.status, r.outcome, r.triggered_by,
+	r.request_id, r.previous_execution_id, r.feature_build_id, r.total_tasks, r.completed_tasks,
+	r.failed_tasks, r.skipped_tasks, r.running_tasks, r.current_wave, r.wave_count, r.total_attempts,
+	r.last_seq, r.detail, r.created_at, r.updated_at, r.started_at, r.completed_at`
+	waveColumns = `w.wave_id, w.execution_id, w.wave_number, w.status, w.task_count, w.completed_count,
+	w.failed_count, w.skipped_count, w.active_agents, w.base_commit, w.integration_commit,
+	w.detail, w.started_at, w.completed_at`
+	assignmentColumns = `a.assignment_id, a.execution_id, a.wave_id, a.wave_number, a.kind, a.task_key,
+	a.status, a.instance_id, a.attempt, a.fencing_token, a.lease_expires_at, a.assigned_at,
+	a.completed_at, a.last_report_seq, a.position, a.final_integration, a.previous_errors,
+	a.merges, a.detail`
+	logColumns = `l.execution_id, l.seq, l.task_key, l.instance_id, l.wave_number, l.event_type,
+	l.message, l.context, l.created_at`
+)
+
+// assignmentOrder is ListAssignments' order: wave, tasks before the integration, position.
+const assignmentOrder = ` ORDER BY a.wave_number, CASE a.kind WHEN 'task' THEN 0 ELSE 1 END, a.position, a.assignment_id`
+
+// querier is what reads and writes need of a database or a transaction.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// now is the store's clock: SQLite runs in this process, so its clock is Go's, at SQLite's
+// precision.
+func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
+// timeCol scans a NOT NULL timestamp column.
+type timeCol struct{ t *time.Time }
+
+func (c timeCol) Scan(v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("timestamp column holds %T", v)
+	}
+	t, err := database.ParseSQLiteTime(s)
+	*c.t = t
+	return err
+}
+
+// nullTimeCol scans a nullable timestamp column.
+type nullTimeCol struct{ t **time.Time }
+
+func (c nullTimeCol) Scan(v any) error {
+	if v == nil {
+		*c.t = nil
+		return nil
+	}
+	var t time.Time
+	if err := (timeCol{&t}).Scan(v); err != nil {
+		return err
+	}
+	*c.t = &t
+	return nil
+}
+
+// ts and nts are the column values of times.
+func ts(t time.Time) string { return database.FormatSQLiteTime(t) }
+
+func nts(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return database.FormatSQLiteTime(*t)
+}
+
+func scanExecution(row scanner) (*schedulerv1.Execution, error) {
+	var r store.ExecutionRow
+	if err := row.Scan(&r.ID, &r.TaskListID, &r.RunNumber, &r.Status, &r.Outcome, &r.TriggeredBy,
+		&r.RequestID, &r.PreviousExecutionID, &r.FeatureBuildID, &r.TotalTasks, &r.CompletedTasks,
+		&r.FailedTasks, &r.SkippedTasks, &r.RunningTasks, &r.CurrentWave, &r.WaveCount, &r.TotalAttempts,
+		&r.LastSeq, &r.Detail, timeCol{&r.CreateTime}, timeCol{&r.UpdateTime}, nullTimeCol{&r.StartTime},
+		nullTimeCol{&r.EndTime}); err != nil {
+		return nil, err
+	}
+	return store.DecodeExecution(r)
+}
+
+func scanWave(row scanner) (*schedulerv1.Wave, error) {
+	var r store.WaveRow
+	if err := row.Scan(&r.ID, &r.ExecutionID, &r.WaveNumber, &r.Status, &r.TaskCount, &r.CompletedCount,
+		&r.FailedCount, &r.SkippedCount, &r.ActiveAgents, &r.BaseCommit, &r.IntegrationCommit,
+		&r.Detail, nullTimeCol{&r.StartTime}, nullTimeCol{&r.EndTime}); err != nil {
+		return nil, err
+	}
+	return store.DecodeWave(r)
+}
+
+func scanAssignment(row scanner) (*store.Assignment, error) {
+	var r store.AssignmentRow
+	if err := row.Scan(&r.ID, &r.ExecutionID, &r.WaveID, &r.WaveNumber, &r.Kind, &r.TaskKey,
+		&r.Status, &r.InstanceID, &r.Attempt, &r.FencingToken, nullTimeCol{&r.LeaseExpireTime},
+		nullTimeCol{&r.AssignTime}, nullTimeCol{&r.CompleteTime}, &r.LastReportSeq, &r.Position,
+		&r.FinalIntegration, &r.PreviousErrors, &r.Merges, &r.Detail); err != nil {
+		return nil, err
+	}
+	return store.DecodeAssignment(r)
+}
+
+// collect reads every row of rows with scan.
+func collect[T any](rows *sql.Rows, err error, scan func(scanner) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, rows.Close()
+}
+
+// in returns "(?, ?, ...)" for values and appends them to args.
+func in[T any](values []T, args *[]any) string {
+	for _, v := range values {
+		*args = append(*args, v)
+	}
+	return "(?" + strings.Repeat(", ?", len(values)-1) + ")"
+}
+
+const insertExecutionSQL = `INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number,
+	status, outcome, triggered_by, request_id, previous_execution_id, feature_build_id, total_tasks,
+	completed_tasks, failed_tasks, skipped_tasks, running_tasks, current_wave, wave_count,
+	total_attempts, last_seq, detail, created_at, updated_at, started_at, completed_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+const insertWaveSQL = `INSERT INTO parallel_execution_waves (wave_id, execution_id, wave_number, status,
+	task_count, completed_count, failed_count, skipped_count, active_agents, base_commit,
+	integration_commit, detail, created_at, started_at, completed_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+func waveArgs(r store.WaveRow, now time.Time) []any {
+	return []any{r.ID, r.ExecutionID, r.WaveNumber, r.Status, r.TaskCount, r.CompletedCount, r.FailedCount,
+		r.SkippedCount, r.ActiveAgents, r.BaseCommit, r.IntegrationCommit, r.Detail, ts(now), nts(r.StartTime), nts(r.EndTime)}
+}
+
+const insertAssignmentSQL = `INSERT INTO wave_task_assignments (assignment_id, execution_id, wave_id,
+	wave_number, kind, task_key, status, instance_id, attempt, fencing_token, lease_expires_at,
+	assigned_at, completed_at, last_report_seq, position, final_integration, previous_errors, merges,
+	detail, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+func assignmentArgs(r store.AssignmentRow, now time.Time) []any {
+	return []any{r.ID, r.ExecutionID, r.WaveID, r.WaveNumber, r.Kind, r.TaskKey, r.Status, r.InstanceID,
+		r.Attempt, r.FencingToken, nts(r.LeaseExpireTime), nts(r.AssignTime), nts(r.CompleteTime), r.LastReportSeq,
+		r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail, ts(now), ts(now)}
+}
+
+const insertLogSQL = `INSERT INTO task_execution_log (execution_id, seq, task_key, instance_id,
+	wave_number, event_type, message, context, created_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// insertLog numbers entries after lastSeq, for execution id at now, stores them and returns
+// their rows. The entries themselves are not changed (see setEntries).
+func insertLog(ctx context.Context, tx *sql.Tx, id string, lastSeq int64, now time.Time, entries []*commonv1.LogEntry) ([]store.LogRow, error) {
+	rows := make([]store.LogRow, len(entries))
+	for i, e := range entries {
+		r, err := store.EncodeLogEntry(e)
+		if err != nil {
+			return nil, err
+		}
+		r.ExecutionID, r.Seq, r.Time = id, lastSeq+int64(i)+1, now
+		rows[i] = r
+	}
+	if len(rows) == 0 {
+		return rows, nil
+	}
+	ins, err := tx.PrepareContext(ctx, insertLogSQL)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = ins.Close() }()
+	for _, r := range rows {
+		if _, err := ins.ExecContext(ctx, r.ExecutionID, r.Seq, r.TaskKey, r.InstanceID, r.WaveNumber, r.EventType,
+			r.Message, r.Context, ts(r.Time)); err != nil {
+			return nil, fmt.Errorf("insert log entry %d: %w", r.Seq, err)
+		}
+	}
+	return rows, nil
+}
+
+// setEntries gives entries the seqs, execution and time of their stored rows.
+func setEntries(entries []*commonv1.LogEntry, rows []store.LogRow) {
+	for i, e := range entries {
+		e.Seq, e.ExecutionId, e.Time = rows[i].Seq, rows[i].ExecutionID, timestamppb.New(rows[i].Time)
+	}
+}
+
+// CreateExecution stores an execution with its waves, assignments and first log entries. The
+// transaction holds SQLite's write lock from its start, so run numbers cannot collide.
+func (s *Store) CreateExecution(ctx context.Context, e *schedulerv1.Execution, waves []*schedulerv1.Wave, assignments []*store.Assignment, entries []*commonv1.LogEntry) error {
+	if e.GetId() == "" {
+		return errors.New("scheduler store: create execution: no id")
+	}
+	row, err := store.EncodeExecution(e)
+	if err != nil {
+		return err
+	}
+	wrows, arows, err := store.CreateRows(e.GetId(), waves, assignments)
+	if err != nil {
+		return err
+	}
+	var (
+		runNumber int32
+		t         = now()
+		logs      []store.LogRow
+	)
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var found string
+		err := tx.QueryRowContext(ctx, `SELECT id FROM task_lists WHERE id = ?`, e.GetTaskListId()).Scan(&found)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("task list %q: %w", e.GetTaskListId(), store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		var existing *string
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(run_number), 0) + 1,
+			(SELECT execution_id FROM task_list_execution_runs WHERE task_list_id = ?1 AND request_id = ?2)
+			FROM task_list_execution_runs WHERE task_list_id = ?1`,
+			e.GetTaskListId(), e.GetRequestId()).Scan(&runNumber, &existing); err != nil {
+			return err
+		}
+		if existing != nil {
+			return fmt.Errorf("task list %q: execution %s has request id %q: %w", e.GetTaskListId(), *existing, e.GetRequestId(), store.ErrAlreadyExists)
+		}
+		_, err = tx.ExecContext(ctx, insertExecutionSQL, row.ID, row.TaskListID, runNumber, row.Status,
+			row.Outcome, row.TriggeredBy, row.RequestID, row.PreviousExecutionID, row.FeatureBuildID, row.TotalTasks,
+			row.CompletedTasks, row.FailedTasks, row.SkippedTasks, row.RunningTasks, row.CurrentWave, row.WaveCount,
+			row.TotalAttempts, len(entries), row.Detail, ts(t), ts(t), nts(row.StartTime), nts(row.EndTime))
+		if err != nil {
+			return uniqueExists(fmt.Errorf("insert execution: %w", err))
+		}
+		if err := insertEach(ctx, tx, "wave", insertWaveSQL, wrows, func(w store.WaveRow) (string, []any) {
+			return w.ID, waveArgs(w, t)
+		}); err != nil {
+			return err
+		}
+		if err := insertEach(ctx, tx, "assignment", insertAssignmentSQL, arows, func(a store.AssignmentRow) (string, []any) {
+			return a.ID, assignmentArgs(a, t)
+		}); err != nil {
+			return err
+		}
+		logs, err = insertLog(ctx, tx, e.GetId(), 0, t, entries)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAlreadyExists) {
+			return err
+		}
+		return fmt.Errorf("scheduler store: create execution %q: %w", e.GetId(), err)
+	}
+	e.RunNumber, e.LastSeq = runNumber, int64(len(entries))
+	e.CreateTime, e.UpdateTime = timestamppb.New(t), timestamppb.New(t)
+	store.Created(e, waves, assignments)
+	setEntries(entries, logs)
+	return nil
+}
+
+// uniqueExists wraps ErrAlreadyExists into err when it is a unique violation.
+func uniqueExists(err error) error {
+	if database.ViolationOf(err) == database.UniqueViolation {
+		return fmt.Errorf("%w: %w", store.ErrAlreadyExists, err)
+	}
+	return err
+}
+
+// insertEach inserts rows with one prepared statement.
+func insertEach[R any](ctx context.Context, tx *sql.Tx, what, query string, rows []R, args func(R) (string, []any)) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	ins, err := tx.PrepareContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = ins.Close() }()
+	for _, r := range rows {
+		id, a := args(r)
+		if _, err := ins.ExecContext(ctx, a...); err != nil {
+			return uniqueExists(fmt.Errorf("insert %s %q: %w", what, id, err))
+		}
+	}
+	return nil
+}
+
+// AssignmentExecution returns the execution of an assignment.
+func (s *Store) AssignmentExecution(ctx context.Context, assignmentID string) (string, error) {
+	var id string
+	err := s.DB().QueryRowContext(ctx, `SELECT execution_id FROM wave_task_assignments WHERE assignment_id = ?`, assignmentID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("assignment %q: %w", assignmentID, store.ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("scheduler store: assignment %q: %w", assignmentID, err)
+	}
+	return id, nil
+}
+
+// ExecutionIDByRequest returns the execution a list started with a request id.
+func (s *Store) ExecutionIDByRequest(ctx context.Context, taskListID, requestID string) (string, error) {
+	var id string
+	err := s.DB().QueryRowContext(ctx, `SELECT execution_id FROM task_list_execution_runs
+		WHERE task_list_id = ? AND request_id = ?`, taskListID, requestID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("task list %q: execution with request id %q: %w", taskListID, requestID, store.ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("scheduler store: execution by request id: %w", err)
+	}
+	return id, nil
+}
+
+// GetExecution reads an execution and its waves in one snapshot: a read-only transaction, which
+// the driver begins DEFERRED (it does not take the write lock).
+func (s *Store) GetExecution(ctx context.Context, id string) (*schedulerv1.Execution, []*schedulerv1.Wave, error) {
+	e, waves, err := func() (*schedulerv1.Execution, []*schedulerv1.Wave, error) {
+		tx, err := s.DB().BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		defer func() { _ = tx.Rollback() }()
+		e, err := scanExecution(tx.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM task_list_execution_runs r WHERE r.execution_id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil, fmt.Errorf("execution %q: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		waves, err := readWaves(ctx, tx, id)
+		return e, waves, err
+	}()
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("scheduler store: get execution %q: %w", id, err)
+	}
+	return e, waves, nil
+}
+
+func readWaves(ctx context.Context, q querier, id string) ([]*schedulerv1.Wave, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+waveColumns+` FROM parallel_execution_waves w
+		WHERE w.execution_id = ? ORDER BY w.wave_number`, id)
+	return collect(rows, err, scanWave)
+}
+
+// ListExecutions reads a page of executions, newest first.
+func (s *Store) ListExecutions(ctx context.Context, q store.ListExecutionsQuery) ([]*schedulerv1.Execution, *store.Cursor, error) {
+	var where []string
+	var args []any
+	if q.After != nil {
+		where = append(where, "(r.created_at, r.execution_id) < (?, ?)")
+		args = append(args, ts(q.After.CreateTime), q.After.ID)
+	}
+	if q.TaskListID != "" {
+		where = append(where, "r.task_list_id = ?")
+		args = append(args, q.TaskListID)
+	}
+	if len(q.Statuses) > 0 {
+		statuses, err := store.ExecutionStatusNames(q.Statuses)
+		if err != nil {
+			return nil, nil, err
+		}
+		where = append(where, "r.status IN "+in(statuses, &args))
+	}
+	if q.FeatureBuildID != "" {
+		where = append(where, "r.feature_build_id = ?")
+		args = append(args, q.FeatureBuildID)
+	}
+	query := `SELECT ` + executionColumns + ` FROM task_list_execution_runs r`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	query += ` ORDER BY r.created_at DESC, r.execution_id DESC LIMIT ?`
+	args = append(args, q.PageSize+1)
+	rows, err := s.DB().QueryContext(ctx, query, args...)
+	list, err := collect(rows, err, scanExecution)
+	if err != nil {
+		return nil, nil, fmt.Errorf("scheduler store: list executions: %w", err)
+	}
+	var next *store.Cursor
+	if len(list) > q.PageSize {
+		list = list[:q.PageSize]
+		last := list[len(list)-1]
+		next = &store.Cursor{CreateTime: last.GetCreateTime().AsTime(), ID: last.GetId()}
+	}
+	return list, next, nil
+}
+
+func readAssignments(ctx context.Context, db querier, q store.ListAssignmentsQuery, page bool) ([]*store.Assignment, error) {
+	where := []string{"a.execution_id = ?"}
+	args := []any{q.ExecutionID}
+	if q.WaveNumber != 0 {
+		where = append(where, "a.wave_number = ?")
+		args = append(args, q.WaveNumber)
+	}
+	if q.TaskID != "" {
+		where = append(where, "a.task_key = ?")
+		args = append(args, q.TaskID)
+	}
+	if len(q.Statuses) > 0 {
+		statuses, err := store.AssignmentStatusNames(q.Statuses)
+		if err != nil {
+			return nil, err
+		}
+		where = append(where, "a.status IN "+in(statuses, &args))
+	}
+	if q.InstanceID != "" {
+		where = append(where, "a.instance_id = ?")
+		args = append(args, q.InstanceID)
+	}
+	query := `SELECT ` + assignmentColumns + ` FROM wave_task_assignments a WHERE ` + strings.Join(where, " AND ") + assignmentOrder
+	if page {
+		query += ` LIMIT ? OFFSET ?`
+		args = append(args, q.PageSize+1, q.Offset)
+	}
+	rows, err := db.QueryContext(ctx, query, args...)
+	return collect(rows, err, scanAssignment)
+}
+
+// ListAssignments reads a page of an execution's assignments.
+func (s *Store) ListAssignments(ctx context.Context, q store.ListAssignmentsQuery) ([]*store.Assignment, int, error) {
+	list, err := readAssignments(ctx, s.DB(), q, true)
+	if err != nil {
+		return nil, 0, fmt.Errorf("scheduler store: list assignments of %q: %w", q.ExecutionID, err)
+	}
+	next := 0
+	if len(list) > q.PageSize {
+		list, next = list[:q.PageSize], q.Offset+q.PageSize
+	}
+	return list, next, nil
+}
+
+// UpdateExecution runs fn in a transaction that holds SQLite's write lock from its start
+// (BEGIN IMMEDIATE, see database.OpenSQLite): writers wait for each other, so fn is never run
+// twice.
+func (s *Store) UpdateExecution(ctx context.Context, id string, fn func(tx store.ExecTx) error) error {
+	tx, err := s.DB().BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	e, err := scanExecution(tx.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM task_list_execution_runs r
+		WHERE r.execution_id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("execution %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
+	}
+	etx := &execTx{ctx: ctx, tx: tx, now: now(), e: e}
+	err = fn(etx)
+	etx.done = true
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("scheduler store: update execution %q: commit: %w", id, err)
+	}
+	return nil
+}
+
+// execTx is the ExecTx of one UpdateExecution.
+type execTx struct {
+	ctx  context.Context
+	tx   *sql.Tx
+	now  time.Time
+	e    *schedulerv1.Execution // as stored in the transaction
+	done bool
+}
+
+func (t *execTx) id() string { return t.e.GetId() }
+
+// check fails once UpdateExecution's function has returned.
+func (t *execTx) check() error {
+	if t.done {
+		return fmt.Errorf("execution %q: %w", t.id(), store.ErrTxDone)
+	}
+	return nil
+}
+
+func (t *execTx) Now() time.Time { return t.now }
+
+func (t *execTx) Execution() *schedulerv1.Execution { return proto.CloneOf(t.e) }
+
+func (t *execTx) PutExecution(e *schedulerv1.Execution) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if e.GetId() != t.id() {
+		return fmt.Errorf("scheduler store: put execution %q in the transaction of %q", e.GetId(), t.id())
+	}
+	stored := store.KeepStored(e, t.e, t.now)
+	r, err := store.EncodeExecution(stored)
+	if err != nil {
+		return err
+	}
+	if _, err := t.tx.ExecContext(t.ctx, `UPDATE task_list_execution_runs SET status = ?, outcome = ?,
+		triggered_by = ?, previous_execution_id = ?, feature_build_id = ?, total_tasks = ?,
+		completed_tasks = ?, failed_tasks = ?, skipped_tasks = ?, running_tasks = ?,
+		current_wave = ?, wave_count = ?, total_attempts = ?, detail = ?,
+		started_at = ?, completed_at = ?, updated_at = ? WHERE execution_id = ?`,
+		r.Status, r.Outcome, r.TriggeredBy, r.PreviousExecutionID, r.FeatureBuildID, r.TotalTasks,
+		r.CompletedTasks, r.FailedTasks, r.SkippedTasks, r.RunningTasks, r.CurrentWave, r.WaveCount,
+		r.TotalAttempts, r.Detail, nts(r.StartTime), nts(r.EndTime), ts(t.now), r.ID); err != nil {
+		return fmt.Errorf("scheduler store: put execution %q: %w", t.id(), err)
+	}
+	if t.e, err = store.DecodeExecution(r); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (t *execTx) Waves() ([]*schedulerv1.Wave, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	waves, err := readWaves(t.ctx, t.tx, t.id())
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: waves of %q: %w", t.id(), err)
+	}
+	return waves, nil
+}
+
+func (t *execTx) PutWave(w *schedulerv1.Wave) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	r, err := store.EncodeWave(w)
+	if err != nil {
+		return err
+	}
+	res, err := t.tx.ExecContext(t.ctx, `UPDATE parallel_execution_waves SET status = ?, task_count = ?,
+		completed_count = ?, failed_count = ?, skipped_count = ?, active_agents = ?, base_commit = ?,
+		integration_commit = ?, detail = ?, started_at = ?, completed_at = ?
+		WHERE wave_id = ? AND execution_id = ?`,
+		r.Status, r.TaskCount, r.CompletedCount, r.FailedCount, r.SkippedCount, r.ActiveAgents,
+		r.BaseCommit, r.IntegrationCommit, r.Detail, nts(r.StartTime), nts(r.EndTime), r.ID, t.id())
+	if err != nil {
+		return fmt.Errorf("scheduler store: put wave %q: %w", w.GetId(), err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return errors.Join(fmt.Errorf("wave %q of execution %q: %w", w.GetId(), t.id(), store.ErrNotFound), err)
+	}
+	return nil
+}
+
+func (t *execTx) Assignment(id string) (*store.Assignment, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	a, err := scanAssignment(t.tx.QueryRowContext(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
+		WHERE a.assignment_id = ? AND a.execution_id = ?`, id, t.id()))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("assignment %q of execution %q: %w", id, t.id(), store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: assignment %q: %w", id, err)
+	}
+	return a, nil
+}
+
+func (t *execTx) Assignments(q store.ListAssignmentsQuery) ([]*store.Assignment, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	q.ExecutionID = t.id()
+	list, err := readAssignments(t.ctx, t.tx, q, false)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: assignments of %q: %w", t.id(), err)
+	}
+	return list, nil
+}
+
+func (t *execTx) NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKind) (*store.Assignment, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	args := []any{t.id(), waveNumber}
+	query := `SELECT ` + assignmentColumns + ` FROM wave_task_assignments a
+		WHERE a.execution_id = ? AND a.wave_number = ? AND a.status = 'pending'`
+	if len(kinds) > 0 {
+		names, err := store.AssignmentKindNames(kinds)
+		if err != nil {
+			return nil, err
+		}
+		query += ` AND a.kind IN ` + in(names, &args)
+	}
+	query += ` ORDER BY CASE a.kind WHEN 'integration' THEN 0 ELSE 1 END, a.position, a.assignment_id LIMIT 1`
+	a, err := scanAssignment(t.tx.QueryRowContext(t.ctx, query, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: next pending assignment of %q: %w", t.id(), err)
+	}
+	return a, nil
+}
+
+func (t *execTx) InsertAssignment(a *store.Assignment) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	waves, err := readWaves(t.ctx, t.tx, t.id())
+	if err != nil {
+		return fmt.Errorf("scheduler store: insert assignment: %w", err)
+	}
+	r, err := store.NewAssignmentRow(t.id(), a, waves)
+	if err != nil {
+		return err
+	}
+	res, err := t.tx.ExecContext(t.ctx, insertAssignmentSQL+` ON CONFLICT DO NOTHING`, assignmentArgs(r, t.now)...)
+	if err != nil {
+		return fmt.Errorf("scheduler store: insert assignment %q: %w", r.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("scheduler store: insert assignment %q: %w", r.ID, err)
+	} else if n == 0 {
+		return store.DuplicateAssignment(r)
+	}
+	store.Inserted(a, r)
+	return nil
+}
+
+func (t *execTx) PutAssignment(a *store.Assignment) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	r, err := store.EncodeAssignment(a)
+	if err != nil {
+		return err
+	}
+	res, err := t.tx.ExecContext(t.ctx, `UPDATE wave_task_assignments SET status = ?, instance_id = ?,
+		attempt = ?, fencing_token = ?, lease_expires_at = ?, assigned_at = ?, completed_at = ?,
+		last_report_seq = ?, position = ?, final_integration = ?, previous_errors = ?,
+		merges = ?, detail = ?, updated_at = ?
+		WHERE assignment_id = ? AND execution_id = ?`,
+		r.Status, r.InstanceID, r.Attempt, r.FencingToken, nts(r.LeaseExpireTime), nts(r.AssignTime),
+		nts(r.CompleteTime), r.LastReportSeq, r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail,
+		ts(t.now), r.ID, t.id())
+	if err != nil {
+		return fmt.Errorf("scheduler store: put assignment %q: %w", r.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return errors.Join(fmt.Errorf("assignment %q of execution %q: %w", r.ID, t.id(), store.ErrNotFound), err)
+	}
+	return nil
+}
+
+func (t *execTx) Append(entries ...*commonv1.LogEntry) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	rows, err := insertLog(t.ctx, t.tx, t.id(), t.e.GetLastSeq(), t.now, entries)
+	if err != nil {
+		return fmt.Errorf("scheduler store: append to the log of %q: %w", t.id(), err)
+	}
+	last := rows[len(rows)-1].Seq
+	if _, err := t.tx.ExecContext(t.ctx, `UPDATE task_list_execution_runs SET last_seq = ? WHERE execution_id = ?`, last, t.id()); err != nil {
+		return fmt.Errorf("scheduler store: append to the log of %q: %w", t.id(), err)
+	}
+	t.e.LastSeq = last
+	setEntries(entries, rows)
+	return nil
+}
+
+func (t *execTx) PutCheckpoint(c *commonv1.Checkpoint, assignmentID string, attempt int32) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if assignmentID != "" {
+		var found bool
+		err := t.tx.QueryRowContext(t.ctx, `SELECT true FROM wave_task_assignments WHERE assignment_id = ? AND execution_id = ?`,
+			assignmentID, t.id()).Scan(&found)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("assignment %q of execution %q: %w", assignmentID, t.id(), store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("scheduler store: put checkpoint %q: %w", c.GetId(), err)
+		}
+	}
+	r, err := store.EncodeCheckpoint(c, assignmentID, attempt)
+	if err != nil {
+		return err
+	}
+	res, err := t.tx.ExecContext(t.ctx, `INSERT INTO checkpoints (checkpoint_id, execution_id, task_key, assignment_id,
+		attempt, instance_id, git_ref, files, metadata, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		r.ID, t.id(), r.TaskKey, r.AssignmentID, r.Attempt, r.InstanceID, r.GitRef, r.Files, r.Metadata, ts(t.now))
+	if err != nil {
+		return fmt.Errorf("scheduler store: put checkpoint %q: %w", r.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("scheduler store: put checkpoint %q: %w", r.ID, err)
+	} else if n == 0 {
+		return fmt.Errorf("checkpoint %q: %w", r.ID, store.ErrAlreadyExists)
+	}
+	c.ExecutionId, c.CreateTime = t.id(), timestamppb.New(t.now)
+	return nil
+}
+
+func (t *execTx) SetTaskStatus(taskID string, status commonv1.TaskStatus) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	name, err := store.TaskStatusName(status)
+	if err != nil {
+		return err
+	}
+	res, err := t.tx.ExecContext(t.ctx, `UPDATE tasks SET status = ?, updated_at = ? WHERE task_list_id = ? AND task_key = ?`,
+		name, ts(t.now), t.e.GetTaskListId(), taskID)
+	if err != nil {
+		return fmt.Errorf("scheduler store: set status of task %q: %w", taskID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return errors.Join(fmt.Errorf("task %q of task list %q: %w", taskID, t.e.GetTaskListId(), store.ErrNotFound), err)
+	}
+	return nil
+}
+
+// ClaimableExecutions reads the running executions with a pending assignment in an open wave.
+func (s *Store) ClaimableExecutions(ctx context.Context, limit int) ([]*schedulerv1.Execution, error) {
+	rows, err := s.DB().QueryContext(ctx, `SELECT `+executionColumns+` FROM task_list_execution_runs r
+		WHERE r.status = 'running' AND EXISTS (SELECT 1 FROM wave_task_assignments a
+			JOIN parallel_execution_waves w ON w.wave_id = a.wave_id
+			WHERE a.execution_id = r.execution_id AND a.status = 'pending' AND w.status IN ('running', 'integrating'))
+		ORDER BY r.created_at, r.execution_id LIMIT ?`, limit)
+	list, err := collect(rows, err, scanExecution)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: claimable executions: %w", err)
+	}
+	return list, nil
+}
+
+// ExpiredLeases reads the held assignments whose lease ran out by the store's clock.
+func (s *Store) ExpiredLeases(ctx context.Context, limit int) ([]*store.Assignment, error) {
+	rows, err := s.DB().QueryContext(ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
+		WHERE a.status IN ('assigned', 'running') AND a.lease_expires_at <= ?
+		ORDER BY a.lease_expires_at, a.assignment_id LIMIT ?`, ts(now()), limit)
+	list, err := collect(rows, err, scanAssignment)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: expired leases: %w", err)
+	}
+	return list, nil
+}
+
+// ExecutionsInStatus reads the executions in some statuses, oldest first.
+func (s *Store) ExecutionsInStatus(ctx context.Context, statuses []schedulerv1.ExecutionStatus, limit int) ([]*schedulerv1.Execution, error) {
+	if len(statuses) == 0 {
+		return nil, nil
+	}
+	names, err := store.ExecutionStatusNames(statuses)
+	if err != nil {
+		return nil, err
+	}
+	var args []any
+	query := `SELECT ` + executionColumns + ` FROM task_list_execution_runs r
+		WHERE r.status IN ` + in(names, &args) + ` ORDER BY r.created_at, r.execution_id LIMIT ?`
+	rows, err := s.DB().QueryContext(ctx, query, append(args, limit)...)
+	list, err := collect(rows, err, scanExecution)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: executions in status: %w", err)
+	}
+	return list, nil
+}
+
+// ReadLog reads log entries and the execution's last seq in one statement, so both come from
+// one snapshot.
+func (s *Store) ReadLog(ctx context.Context, q store.LogQuery) ([]*commonv1.LogEntry, bool, int64, error) {
+	where := []string{"l.execution_id = ?", "l.seq > ?"}
+	args := []any{q.ExecutionID, q.AfterSeq}
+	if q.TaskID != "" {
+		where = append(where, "l.task_key = ?")
+		args = append(args, q.TaskID)
+	}
+	if q.InstanceID != "" {
+		where = append(where, "l.instance_id = ?")
+		args = append(args, q.InstanceID)
+	}
+	if len(q.EventTypes) > 0 {
+		types, err := store.EventTypeNames(q.EventTypes)
+		if err != nil {
+			return nil, false, 0, err
+		}
+		where = append(where, "l.event_type IN "+in(types, &args))
+	}
+	order := "ASC"
+	if q.Tail {
+		order = "DESC"
+	}
+	args = append(args, q.Limit+1, q.ExecutionID)
+	query := `SELECT r.last_seq, p.* FROM task_list_execution_runs r
+		LEFT JOIN (SELECT ` + logColumns + ` FROM task_execution_log l WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY l.seq ` + order + ` LIMIT ?) p ON true
+		WHERE r.execution_id = ? ORDER BY p.seq`
+	rows, err := s.DB().QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, false, 0, fmt.Errorf("scheduler store: read log of %q: %w", q.ExecutionID, err)
+	}
+	defer func() { _ = rows.Close() }()
+	found := false
+	var lastSeq int64
+	var list []store.LogRow
+	for rows.Next() {
+		found = true
+		var (
+			r                 store.LogRow
+			execID, eventType *string
+			seq               *int64
+			message           *string
+			created           *time.Time
+		)
+		if err := rows.Scan(&lastSeq, &execID, &seq, &r.TaskKey, &r.InstanceID, &r.WaveNumber, &eventType,
+			&message, &r.Context, nullTimeCol{&created}); err != nil {
+			return nil, false, 0, fmt.Errorf("scheduler store: read log of %q: %w", q.ExecutionID, err)
+		}
+		if seq == nil {
+			continue // the execution without a matching entry
+		}
+		r.ExecutionID, r.Seq, r.EventType, r.Message, r.Time = *execID, *seq, *eventType, *message, *created
+		list = append(list, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, 0, fmt.Errorf("scheduler store: read log of %q: %w", q.ExecutionID, err)
+	}
+	if !found {
+		return nil, false, 0, fmt.Errorf("execution %q: %w", q.ExecutionID, store.ErrNotFound)
+	}
+	entries, hasMore, err := store.LogPage(list, q)
+	return entries, hasMore, lastSeq, err
+}
+
+// leads are the leaderships held in this process, by database and name. A database is its file
+// (two stores of one file share it) or, in memory, its handle.
+var leads = struct {
+	sync.Mutex
+	held map[leadKey]bool
+}{held: map[leadKey]bool{}}
+
+type leadKey struct {
+	db   any
+	name string
+}
+
+// TryLead takes the named leadership unless a store of the same database in this process holds
+// it: SQLite is used by one process, so no other can.
+func (s *Store) TryLead(_ context.Context, name string) (bool, func(), error) {
+	key := leadKey{db: s.DB(), name: name}
+	if s.Path() != database.SQLiteMemory {
+		if abs, err := filepath.Abs(s.Path()); err == nil {
+			key.db = abs
+		}
+	}
+	leads.Lock()
+	defer leads.Unlock()
+	if leads.held[key] {
+		return false, func() {}, nil
+	}
+	leads.held[key] = true
+	var once sync.Once
+	return true, func() {
+		once.Do(func() {
+			leads.Lock()
+			delete(leads.held, key)
+			leads.Unlock()
+		})
+	}, nil
+}
