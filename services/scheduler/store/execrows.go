@@ -2,7 +2,6 @@ package store
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -528,9 +527,6 @@ func EncodeCheckpoint(c *commonv1.Checkpoint, assignmentID string, attempt int32
 	}
 	return r, nil
 }
-
-// ErrTxDone: an ExecTx was used after its UpdateExecution function returned.
-var ErrTxDone = errors.New("the execution's transaction has ended: ExecTx used after UpdateExecution's function returned")
 
 // CreateRows returns the rows of a new execution's waves and assignments (see NewAssignmentRow).
 func CreateRows(executionID string, waves []*schedulerv1.Wave, assignments []*Assignment) ([]WaveRow, []AssignmentRow, error) {

@@ -27,6 +27,8 @@ var (
 	// ErrConflict: an UpdateExecution function gave up because the state it found does not allow
 	// the change (the engine wraps it with why). The transaction is rolled back.
 	ErrConflict = errors.New("conflict")
+	// ErrTxDone: an ExecTx was used after its UpdateExecution function returned.
+	ErrTxDone = errors.New("the execution's transaction has ended: ExecTx used after UpdateExecution's function returned")
 )
 
 // Executions is the part of [Store] that keeps execution runs.
@@ -34,10 +36,14 @@ type Executions interface {
 	// CreateExecution stores a new execution with its waves, its assignments (every task
 	// assignment of every wave; integration assignments are added later) and its first log entries,
 	// in one transaction. It assigns e.RunNumber (the list's highest + 1), and sets the store times
-	// (create/update times, entries' times) and the entries' seqs (1, 2, ...); e.LastSeq ends as the
-	// last seq. When e.RequestId is set and the list already has an execution with that request id,
-	// nothing is stored and the error wraps ErrAlreadyExists (ExecutionIDByRequest tells which).
-	// ErrNotFound when the task list does not exist.
+	// (create/update times, entries' times: one instant) and the entries' seqs (1, 2, ...);
+	// e.LastSeq ends as the last seq. It also sets the waves' and assignments' ExecutionId; an
+	// assignment names its wave by WaveId, or by WaveNumber when WaveId is empty, and gets both.
+	// An UNSPECIFIED status is stored as PENDING and an UNSPECIFIED trigger as USER (and read back
+	// so); attempt 0 as 1. When e.RequestId is set and the list already has an execution with that
+	// request id, nothing is stored and the error wraps ErrAlreadyExists (ExecutionIDByRequest tells
+	// which); a taken execution, wave or assignment id is ErrAlreadyExists too. ErrNotFound when
+	// the task list does not exist.
 	CreateExecution(ctx context.Context, e *schedulerv1.Execution, waves []*schedulerv1.Wave, assignments []*Assignment, entries []*commonv1.LogEntry) error
 	// AssignmentExecution returns the id of the execution assignment id belongs to; ErrNotFound
 	// (naming the assignment) when there is no such assignment.
@@ -56,30 +62,44 @@ type Executions interface {
 	// the last page).
 	ListAssignments(ctx context.Context, q ListAssignmentsQuery) ([]*Assignment, int, error)
 	// UpdateExecution runs fn in one transaction holding the execution's write lock (Postgres:
-	// SELECT ... FOR UPDATE on its row; SQLite: BEGIN IMMEDIATE). fn changes rows through tx; when
-	// fn returns an error the transaction rolls back and UpdateExecution returns that error.
-	// ErrNotFound when the execution does not exist (fn is not called). fn may be called again
-	// when the backend retries a serialization failure, so it must not have effects outside tx.
+	// SELECT ... FOR NO KEY UPDATE on its row; SQLite: BEGIN IMMEDIATE, the database's write
+	// lock). fn changes rows through tx; when fn returns an error the transaction rolls back and
+	// UpdateExecution returns that error unchanged. ErrNotFound when the execution does not exist
+	// (fn is not called). fn may be called again (with a new tx) when Postgres aborts the
+	// transaction for a deadlock or a serialization failure, so it must not have effects outside
+	// tx. tx is for fn's goroutine only and fails with ErrTxDone once fn has returned.
+	//
+	// An ExecTx method that fails with ErrNotFound or ErrAlreadyExists leaves the transaction
+	// usable; after any other error (a broken constraint, a lost connection) Postgres refuses the
+	// rest of the transaction, so fn should return it.
+	//
+	// On SQLite, fn must not write through the store outside tx (that would wait for the lock tx
+	// holds); reads outside tx see the state before the transaction.
 	UpdateExecution(ctx context.Context, id string, fn func(tx ExecTx) error) error
-	// ClaimableExecutions returns the executions whose status is RUNNING (not paused, not
-	// validating, not ended) and which have at least one PENDING assignment in a RUNNING or
-	// INTEGRATING wave, oldest first, at most limit. Claims then happen in UpdateExecution.
+	// ClaimableExecutions returns the executions whose status is RUNNING (not pending, paused or
+	// ended) and which have at least one PENDING assignment in a RUNNING or INTEGRATING wave,
+	// oldest first (create time, then id), at most limit. Claims then happen in UpdateExecution.
 	ClaimableExecutions(ctx context.Context, limit int) ([]*schedulerv1.Execution, error)
 	// ExpiredLeases returns assignments whose status is ASSIGNED or RUNNING and whose lease
-	// deadline is at or before the store's now, at most limit, oldest deadline first.
+	// deadline is at or before the store's now (the clock of ExecTx.Now), at most limit, oldest
+	// deadline first (then by id).
 	ExpiredLeases(ctx context.Context, limit int) ([]*Assignment, error)
-	// ExecutionsInStatus returns the ids of executions in one of the statuses, oldest first, at
-	// most limit (the leader's driver uses it to find VALIDATING runs and runs past their wall
-	// time).
+	// ExecutionsInStatus returns the executions in one of the statuses, oldest first (create
+	// time, then id), at most limit; none for no status (the leader's driver uses it to find runs
+	// left PENDING, runs waiting for verification and runs past their wall time).
 	ExecutionsInStatus(ctx context.Context, statuses []schedulerv1.ExecutionStatus, limit int) ([]*schedulerv1.Execution, error)
 	// ReadLog returns an execution's log entries matching q in seq order, whether more match
-	// beyond the page, and the execution's last seq (any entry) at read time. ErrNotFound when the
-	// execution does not exist.
+	// beyond the page (for a Tail read: before it), and the execution's last seq (any entry). The
+	// entries and lastSeq come from one snapshot: when hasMore is false, every matching entry with
+	// a seq up to lastSeq was returned, so a filtered reader may resume after lastSeq.
+	// ErrNotFound when the execution does not exist.
 	ReadLog(ctx context.Context, q LogQuery) (entries []*commonv1.LogEntry, hasMore bool, lastSeq int64, err error)
 	// TryLead tries to become the one holder of the named leadership (the lease reaper and the
 	// verification driver run only on the holder). It returns held=false at once when another
-	// process holds it. A held leadership lasts until release is called or the process (its
-	// database session) ends. SQLite is one process: held is true unless this store already holds it.
+	// process holds it. A held leadership lasts until release is called (at most once takes
+	// effect) or the process (its database session) ends. Postgres: a session-level advisory lock
+	// on a connection taken out of the pool for as long as it is held. SQLite is one process: held
+	// is true unless a store of the same database file in this process already holds it.
 	TryLead(ctx context.Context, name string) (held bool, release func(), err error)
 }
 
@@ -87,17 +107,20 @@ type Executions interface {
 // concerns that execution only: an assignment, wave or checkpoint of another execution is
 // ErrNotFound.
 type ExecTx interface {
-	// Now is the store's clock at the start of the transaction (Postgres now()); lease deadlines
-	// and times come from it, never from an agent's clock.
+	// Now is the store's clock at the start of the transaction (Postgres now(); SQLite the
+	// process's clock, to the millisecond); lease deadlines and times come from it, never from an
+	// agent's clock.
 	Now() time.Time
-	// Execution is the execution as read under the lock (LastSeq included). Changes to it are
-	// stored by PutExecution.
+	// Execution returns a copy of the execution as read under the lock, with what PutExecution
+	// and Append changed since (LastSeq included). Changes to the copy are stored by PutExecution.
 	Execution() *schedulerv1.Execution
-	// PutExecution stores e (same id), update time = Now. LastSeq is the store's: it is ignored.
+	// PutExecution stores e (same id), update time = Now. The id, task list, run number, request
+	// id, create time and LastSeq are the store's: e's are ignored. Counters (RunningTasks, ...)
+	// are stored as given.
 	PutExecution(e *schedulerv1.Execution) error
 	// Waves returns the execution's waves in wave order.
 	Waves() ([]*schedulerv1.Wave, error)
-	// PutWave stores w, an existing wave of the execution.
+	// PutWave stores w, an existing wave of the execution (found by w.Id; its number is fixed).
 	PutWave(w *schedulerv1.Wave) error
 	// Assignment returns one assignment of the execution; ErrNotFound otherwise.
 	Assignment(id string) (*Assignment, error)
@@ -107,18 +130,25 @@ type ExecTx interface {
 	// NextPending returns the PENDING assignment of wave waveNumber to lease next (integration
 	// first, then the lowest position), or nil when there is none; kinds empty = any kind.
 	NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKind) (*Assignment, error)
-	// InsertAssignment stores a new assignment of the execution (e.g. a wave's integration).
-	// ErrAlreadyExists when the wave already has an assignment for that task (or an integration).
+	// InsertAssignment stores a new assignment of the execution (e.g. a wave's integration). Its
+	// wave is a.WaveId, or a.WaveNumber when WaveId is empty (ErrNotFound when the execution has
+	// no such wave); it sets a's ExecutionId, WaveId and WaveNumber. ErrAlreadyExists when the
+	// wave already has an assignment for that task (or an integration), or the id is taken.
 	InsertAssignment(a *Assignment) error
-	// PutAssignment stores a, an existing assignment of the execution.
+	// PutAssignment stores a, an existing assignment of the execution (found by a.Id; its kind,
+	// wave and task are fixed).
 	PutAssignment(a *Assignment) error
 	// Append adds entries to the execution's log: it sets each entry's Seq (last seq + 1, ...),
 	// ExecutionId and Time (Now), and advances the execution's last seq.
 	Append(entries ...*commonv1.LogEntry) error
-	// PutCheckpoint stores a checkpoint of the execution (Id set by the caller; CreateTime = Now).
+	// PutCheckpoint stores a checkpoint of the execution (Id set by the caller; it sets c's
+	// ExecutionId and CreateTime = Now), taken for attempt of assignment assignmentID ("" for
+	// none). ErrNotFound when the assignment is not the execution's; ErrAlreadyExists when the id
+	// is taken.
 	PutCheckpoint(c *commonv1.Checkpoint, assignmentID string, attempt int32) error
 	// SetTaskStatus sets the status of the task taskID of the execution's task list (the list's
-	// record of what is done, read by GetTaskList and by later executions).
+	// record of what is done, read by GetTaskList and by later executions). ErrNotFound when the
+	// list has no such task.
 	SetTaskStatus(taskID string, status commonv1.TaskStatus) error
 }
 
