@@ -887,9 +887,9 @@ type lead struct {
 	once sync.Once
 }
 
-// LeadKey is the advisory lock key of a named leadership: the FNV-1a hash of
+// leadKey is the advisory lock key of a named leadership: the FNV-1a hash of
 // "converge:scheduler:lead:<name>".
-func LeadKey(name string) int64 {
+func leadKey(name string) int64 {
 	h := fnv.New64a()
 	_, _ = io.WriteString(h, "converge:scheduler:lead:"+name)
 	return int64(h.Sum64())
@@ -903,7 +903,7 @@ func (s *Store) TryLead(ctx context.Context, name string) (bool, func(), error) 
 	if err != nil {
 		return false, func() {}, fmt.Errorf("scheduler store: lead %q: %w", name, err)
 	}
-	key := LeadKey(name)
+	key := leadKey(name)
 	var held bool
 	if err := pc.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&held); err != nil {
 		pc.Release()
