@@ -1,7 +1,7 @@
 # converge — one Makefile for the go.work monorepo. Targets loop over every module.
 # `make help` lists them.
 
-MODULES   := gen platform services/registry services/knowledge services/verifier services/scheduler services/agent cmd/converge tools bench/registry bench/knowledge
+MODULES   := gen platform services/registry services/knowledge services/verifier services/scheduler services/agent cmd/converge tools bench/registry bench/knowledge bench/fanout
 TOOLS_DIR ?= $(CURDIR)/.tools
 TOOLS_BIN := $(TOOLS_DIR)/bin
 export PATH := $(TOOLS_BIN):$(PATH)
@@ -74,6 +74,10 @@ build: ## Build the converge CLI and the five service binaries into bin/.
 .PHONY: dev
 dev: ## Run all five services in one process on $(LISTEN) (embedded SQLite under ./.converge).
 	cd cmd/converge && go run . dev --listen $(LISTEN) --data-dir $(CURDIR)/.converge
+
+.PHONY: example
+example: ## Build the greeter example (examples/greeter) with 3 local agents in a fresh git copy under .converge/example/.
+	sh examples/greeter/run.sh
 
 .PHONY: tidy
 tidy: ## go mod tidy in every module (-e: a test-only dependency of modernc.org/sqlite is not on the proxy).

@@ -98,6 +98,8 @@ type lists struct {
 	m  map[string]*store.TaskList
 	// index maps list id → task id → position in Spec.Tasks.
 	index map[string]map[string]int
+	// byExecution maps execution id → task list id.
+	byExecution map[string]string
 }
 
 func (s *Server) taskList(ctx context.Context, id string) (*store.TaskList, map[string]int, error) {
@@ -285,15 +287,20 @@ type runner struct {
 	changed bool
 }
 
-// update runs fn on the execution id in one transaction and wakes this replica's waiters.
+// update runs fn on the execution id in one transaction and wakes this replica's waiters. The
+// task list is read before the transaction (never while it holds the execution's lock and a
+// pooled connection).
 func (s *Server) update(ctx context.Context, id string, fn func(r *runner) error) error {
-	err := s.store.UpdateExecution(ctx, id, func(tx store.ExecTx) error {
-		e := tx.Execution()
-		tl, idx, err := s.taskList(ctx, e.GetTaskListId())
-		if err != nil {
-			return err
-		}
-		r := &runner{s: s, tx: tx, e: e, tl: tl, idx: idx}
+	listID, err := s.listOf(ctx, id)
+	if err != nil {
+		return err
+	}
+	tl, idx, err := s.taskList(ctx, listID)
+	if err != nil {
+		return err
+	}
+	err = s.store.UpdateExecution(ctx, id, func(tx store.ExecTx) error {
+		r := &runner{s: s, tx: tx, e: tx.Execution(), tl: tl, idx: idx}
 		if err := fn(r); err != nil {
 			return err
 		}
@@ -304,6 +311,27 @@ func (s *Server) update(ctx context.Context, id string, fn func(r *runner) error
 	})
 	s.wake.broadcast()
 	return err
+}
+
+// listOf returns the task list an execution runs (cached: it never changes).
+func (s *Server) listOf(ctx context.Context, execution string) (string, error) {
+	s.lists.mu.Lock()
+	id, ok := s.lists.byExecution[execution]
+	s.lists.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	e, _, err := s.store.GetExecution(ctx, execution)
+	if err != nil {
+		return "", err
+	}
+	s.lists.mu.Lock()
+	if len(s.lists.byExecution) > 100000 {
+		s.lists.byExecution = map[string]string{}
+	}
+	s.lists.byExecution[execution] = e.GetTaskListId()
+	s.lists.mu.Unlock()
+	return e.GetTaskListId(), nil
 }
 
 func (r *runner) task(id string) *commonv1.Task {

@@ -28,7 +28,7 @@ type Server struct {
 func New(st store.Store, opts ...Option) *Server {
 	s := &Server{
 		store: st, log: slog.New(slog.DiscardHandler), driverEvery: driverInterval, wake: newSignal(),
-		lists: lists{m: map[string]*store.TaskList{}, index: map[string]map[string]int{}},
+		lists: lists{m: map[string]*store.TaskList{}, index: map[string]map[string]int{}, byExecution: map[string]string{}},
 	}
 	for _, o := range opts {
 		o(s)

@@ -275,6 +275,12 @@ func (w *Worker) register(ctx context.Context) error {
 		_, err := w.cfg.Registry.RegisterAgent(ctx, &registryv1.RegisterAgentRequest{InstanceId: w.cfg.InstanceID,
 			ExecutionId: w.cfg.ExecutionID, AgentType: "build", Host: truncate(host, 256)})
 		if err == nil || status.Code(err) == codes.AlreadyExists {
+			// A registered agent is INITIALIZING; RUNNING (ready to work) is its next legal state,
+			// after which it moves between RUNNING and IDLE.
+			if _, err := w.cfg.Registry.Heartbeat(ctx, &registryv1.HeartbeatRequest{InstanceId: w.cfg.InstanceID,
+				Status: commonv1.AgentStatus_AGENT_STATUS_RUNNING}); err != nil && ctx.Err() == nil {
+				w.log.Warn("first heartbeat", "err", err)
+			}
 			w.setState(func(s *Status) { s.Registered = true })
 			return nil
 		}
@@ -300,7 +306,7 @@ func (w *Worker) heartbeats(ctx context.Context) {
 			req.CurrentTaskId = s.Task.GetId()
 		}
 		if req.Status == commonv1.AgentStatus_AGENT_STATUS_INITIALIZING {
-			req.Status = commonv1.AgentStatus_AGENT_STATUS_IDLE
+			req.Status = commonv1.AgentStatus_AGENT_STATUS_RUNNING
 		}
 		if _, err := w.cfg.Registry.Heartbeat(ctx, req); err == nil {
 			w.setState(func(s *Status) { s.LastHeartbeat = time.Now() })
