@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/converge-dev/converge/gen"
 	agentv1 "github.com/converge-dev/converge/gen/converge/agent/v1"
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
@@ -26,27 +30,44 @@ import (
 	"github.com/converge-dev/converge/services/verifier"
 )
 
-// devOptions configure `converge dev`.
+// devOptions configure `converge dev` (and the suite `converge run` starts in-process).
 type devOptions struct {
 	servicecmd.Flags
-	// DataDir holds one SQLite database per service.
+	// DataDir holds one SQLite database per service, the Scheduler's work dir and the local
+	// agents' data.
 	DataDir string
-	// InMemory keeps nothing: every store is a private in-memory database.
+	// InMemory keeps nothing: every store is a private in-memory database and the work dirs are
+	// temporary.
 	InMemory bool
-	// VerifierAllowedRoots are the directories the Verifier may check as local_dir targets.
+	// VerifierAllowedRoots are the directories the Verifier may check as local_dir targets (the
+	// Scheduler's work dir, where it checks run branches out for Verify Done, is always added).
 	VerifierAllowedRoots []string
+	// Agents is how many local agent workers run in the process (0 = none).
+	Agents int
+	// AgentDrainTimeout bounds how long stopping waits for the agents to finish their current
+	// assignment before they are cancelled (default 30 s).
+	AgentDrainTimeout time.Duration
+	// DrainDelay is how long health reports NOT_SERVING before the server stops (0 = the server's
+	// default). `converge run` needs none: nobody balances load onto its private suite.
+	DrainDelay time.Duration
+	// Ready, when set, is called once every service reports SERVING and the agents have started.
+	Ready func(addr string)
 }
 
 func devCommand() *cobra.Command {
 	var opts devOptions
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run all five services in one process on the embedded default (SQLite, in-process locks)",
+		Short: "Run all five services in one process on the embedded default (SQLite, in-process locks), with optional local agents",
 		Long: "converge dev serves the Scheduler, Agent, Verifier, Knowledge and Registry services on one " +
 			"address (default 127.0.0.1:7070), with one SQLite database per service under --data-dir " +
-			"(or nothing kept, with --in-memory). Nothing needs to be installed.",
-		Args: cobra.NoArgs,
+			"(or nothing kept, with --in-memory). --agents N also runs N agent workers in the process, " +
+			"drained when it stops. Nothing needs to be installed.",
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Agents < 0 {
+				return usagef("--agents %d: want 0 or more", opts.Agents)
+			}
 			ctx, stop := server.SignalContext(cmd.Context())
 			defer stop()
 			lis, err := net.Listen("tcp", opts.Listen)
@@ -57,42 +78,104 @@ func devCommand() *cobra.Command {
 		},
 	}
 	opts.Bind(cmd, "127.0.0.1:7070", 0)
-	cmd.Flags().StringVar(&opts.DataDir, "data-dir", envOr("CONVERGE_DATA_DIR", ".converge"), "directory of the SQLite databases [CONVERGE_DATA_DIR]")
-	cmd.Flags().BoolVar(&opts.InMemory, "in-memory", false, "keep nothing: in-memory databases, for throwaway runs")
+	cmd.Flags().StringVar(&opts.DataDir, "data-dir", envOr("CONVERGE_DATA_DIR", ".converge"), "directory of the SQLite databases, the Scheduler's work dir and the agents' data [CONVERGE_DATA_DIR]")
+	cmd.Flags().BoolVar(&opts.InMemory, "in-memory", false, "keep nothing: in-memory databases and temporary work dirs, for throwaway runs")
 	cmd.Flags().StringArrayVar(&opts.VerifierAllowedRoots, "verifier-allowed-root", verifier.AllowedRootsFromEnv("."), "directory the Verifier may check as a local_dir target, repeatable (default: the working directory) ["+verifier.EnvAllowedRoots+", ':'-separated]")
+	cmd.Flags().IntVar(&opts.Agents, "agents", 0, "local agent workers to run in the process (they claim work from this server)")
+	cmd.Flags().DurationVar(&opts.AgentDrainTimeout, "agent-drain-timeout", 30*time.Second, "on stop, how long the local agents may finish their current assignment before it is cancelled")
 	return cmd
 }
 
-// runDev serves all five services on lis until ctx ends. Logs go to logOut.
-func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Writer) error {
+// runDev serves all five services on lis, with opts.Agents local agents, until ctx ends; then it
+// drains the agents and stops the server. Logs go to logOut.
+func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Writer) (err error) {
 	logger, err := opts.Logger(logOut)
 	if err != nil {
+		_ = lis.Close()
 		return err
 	}
-	if !opts.InMemory {
-		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-			return fmt.Errorf("--data-dir: %w", err)
+	// base holds the Scheduler's work dir and the agents' data: the data dir, or a temporary
+	// directory removed at the end with --in-memory.
+	base := opts.DataDir
+	if opts.InMemory {
+		if base, err = os.MkdirTemp("", "converge-dev-"); err != nil {
+			_ = lis.Close()
+			return err
 		}
+		defer os.RemoveAll(base)
 	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		_ = lis.Close()
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	// The Scheduler checks run branches out here for Verify Done, so the Verifier must allow it.
+	workDir, err := absDir(filepath.Join(base, "scheduler-work"))
+	if err != nil {
+		_ = lis.Close()
+		return fmt.Errorf("scheduler work dir: %w", err)
+	}
+
 	stores, err := openDevStores(ctx, opts.DataDir, opts.InMemory, database.WithLogger(logger))
 	if err != nil {
+		_ = lis.Close()
 		return err
 	}
 	defer stores.Close()
 
+	// Background work (registry, scheduler driver, server) lives until the agents are drained,
+	// which is after ctx ends.
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+
 	// Registry: locks and heartbeats in process; agents, ownership and fencing epochs in SQLite.
 	registryHot := inproc.New(stores.registry, "inproc")
 	defer registryHot.Close()
-	reg := registry.New(ctx, stores.registry, registryHot, registry.WithLogger(logger))
+	reg := registry.New(bg, stores.registry, registryHot, registry.WithLogger(logger))
 
 	opts.Listen = lis.Addr().String()
-	srv, err := opts.NewServer("converge-dev", logger,
-		server.Service{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: scheduler.New(stores.scheduler), Ready: stores.scheduler.Ping},
-		server.Service{Desc: &agentv1.AgentService_ServiceDesc, Impl: agent.New()},
-		server.Service{Desc: &verifierv1.VerifierService_ServiceDesc, Impl: verifier.New(stores.verifier, verifier.WithAllowedRoots(opts.VerifierAllowedRoots...), verifier.WithLogger(logger)), Ready: stores.verifier.Ping},
-		server.Service{Desc: &knowledgev1.KnowledgeService_ServiceDesc, Impl: knowledge.New(stores.knowledge), Ready: stores.knowledge.Ping},
-		server.Service{Desc: &registryv1.RegistryService_ServiceDesc, Impl: reg, Ready: reg.Ready},
-	)
+	// The Scheduler reaches the Verifier, and the local agents every service, through this
+	// server's own address: the same contracts as between separate binaries.
+	self, err := dialSelf(opts.Flags, opts.Listen)
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+	defer self.Close()
+
+	sched := scheduler.New(stores.scheduler,
+		scheduler.WithVerifier(verifierv1.NewVerifierServiceClient(self)),
+		scheduler.WithWorkDir(workDir),
+		scheduler.WithLogger(logger.With("service", "scheduler")))
+	roots := append(append([]string{}, opts.VerifierAllowedRoots...), workDir)
+
+	files, err := gen.Files()
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+	// The local agents are made now (the Agent service shows the first) and started once every
+	// service is SERVING.
+	pool := &agentPool{logger: logger}
+	if err := pool.create(opts.Agents, self, filepath.Join(base, "agents")); err != nil {
+		_ = lis.Close()
+		return err
+	}
+	var agentOpts []agent.Option
+	if w := pool.first(); w != nil {
+		agentOpts = append(agentOpts, agent.WithWorker(w))
+	}
+
+	cfg := opts.ServerConfig("converge-dev", logger)
+	cfg.DescriptorResolver = files
+	cfg.DrainDelay = opts.DrainDelay
+	cfg.Services = []server.Service{
+		{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: sched, Ready: stores.scheduler.Ping},
+		{Desc: &agentv1.AgentService_ServiceDesc, Impl: agent.New(agentOpts...)},
+		{Desc: &verifierv1.VerifierService_ServiceDesc, Impl: verifier.New(stores.verifier, verifier.WithAllowedRoots(roots...), verifier.WithLogger(logger)), Ready: stores.verifier.Ping},
+		{Desc: &knowledgev1.KnowledgeService_ServiceDesc, Impl: knowledge.New(stores.knowledge), Ready: stores.knowledge.Ping},
+		{Desc: &registryv1.RegistryService_ServiceDesc, Impl: reg, Ready: reg.Ready},
+	}
+	srv, err := cfg.Complete()
 	if err != nil {
 		_ = lis.Close()
 		return err
@@ -102,8 +185,69 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 		where = opts.DataDir
 	}
 	logger.Info("converge dev: scheduler, agent, verifier, knowledge and registry",
-		slog.String("listen", opts.Listen), slog.String("data", where))
-	return srv.Serve(ctx, lis)
+		slog.String("listen", opts.Listen), slog.String("data", where), slog.Int("agents", opts.Agents))
+
+	sched.Start(bg)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(bg, lis) }()
+
+	// Once every service is SERVING: the agents, then Ready.
+	startCtx, cancelStart := context.WithCancel(ctx)
+	defer cancelStart()
+	started := make(chan error, 1)
+	go func() {
+		if err := waitServing(startCtx, self); err != nil {
+			started <- err
+			return
+		}
+		pool.run(bg)
+		if opts.Ready != nil {
+			opts.Ready(opts.Listen)
+		}
+		started <- nil
+	}()
+
+	stopAll := func() error {
+		pool.stop(opts.AgentDrainTimeout)
+		stopBG()
+		return <-served
+	}
+	for {
+		select {
+		case err := <-served:
+			// The server stopped by itself: it could not serve.
+			stopBG()
+			cancelStart()
+			if started != nil {
+				<-started
+			}
+			pool.stop(0)
+			return err
+		case err := <-started:
+			started = nil
+			if err != nil && ctx.Err() == nil {
+				return errors.Join(fmt.Errorf("converge dev: %w", err), stopAll())
+			}
+		case <-ctx.Done():
+			if started != nil {
+				<-started // the agents are started or were never going to be
+			}
+			return stopAll()
+		}
+	}
+}
+
+// absDir creates dir and answers its absolute path with symbolic links resolved (what the
+// Verifier compares allowed roots against).
+func absDir(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
 }
 
 func envOr(name, def string) string {

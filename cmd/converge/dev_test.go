@@ -38,6 +38,7 @@ var allServices = []*grpc.ServiceDesc{
 
 type devBundle struct {
 	conn    *grpc.ClientConn
+	addr    string
 	dataDir string
 }
 
@@ -72,7 +73,7 @@ func setupDev(t *testing.T, mutate func(*devOptions)) *devBundle {
 		res, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
 		return err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING
 	}, 20*time.Second, 20*time.Millisecond, "converge dev never reported SERVING")
-	return &devBundle{conn: conn, dataDir: opts.DataDir}
+	return &devBundle{conn: conn, addr: lis.Addr().String(), dataDir: opts.DataDir}
 }
 
 func TestDevServesEveryServiceHealthy(t *testing.T) {
@@ -106,8 +107,9 @@ func TestDevValidatesRequests(t *testing.T) {
 
 // Every RPC of every service, called with an empty request, answers a precise status: the request's
 // own rules (InvalidArgument) or, for a valid request, Unimplemented naming what is missing, or
-// success where the empty request is a real query (okWithEmptyRequest). Never Internal or Unknown,
-// and never success without doing the work.
+// success where the empty request is a real query (okWithEmptyRequest), or FailedPrecondition
+// saying why the server cannot (preconditionWithEmptyRequest). Never Internal or Unknown, and never
+// success without doing the work.
 func TestDevEveryRPCAnswersPrecisely(t *testing.T) {
 	t.Parallel()
 	b := setupDev(t, func(o *devOptions) { o.InMemory = true })
@@ -142,13 +144,21 @@ func TestDevEveryRPCAnswersPrecisely(t *testing.T) {
 // okWithEmptyRequest are the RPCs whose empty request is valid and whose success does the work:
 // a listing with no filter answers the (empty) list.
 var okWithEmptyRequest = map[string]bool{
-	"/converge.knowledge.v1.KnowledgeService/ListItems":     true,
-	"/converge.registry.v1.RegistryService/ListLocks":       true,
-	"/converge.registry.v1.RegistryService/ListOwners":      true,
-	"/converge.registry.v1.RegistryService/ListAgents":      true,
-	"/converge.registry.v1.RegistryService/ListStaleAgents": true,
-	"/converge.scheduler.v1.SchedulerService/ListTaskLists": true,
-	"/converge.verifier.v1.VerifierService/ListReports":     true,
+	"/converge.knowledge.v1.KnowledgeService/ListItems":      true,
+	"/converge.registry.v1.RegistryService/ListLocks":        true,
+	"/converge.registry.v1.RegistryService/ListOwners":       true,
+	"/converge.registry.v1.RegistryService/ListAgents":       true,
+	"/converge.registry.v1.RegistryService/ListStaleAgents":  true,
+	"/converge.scheduler.v1.SchedulerService/ListTaskLists":  true,
+	"/converge.scheduler.v1.SchedulerService/ListExecutions": true,
+	"/converge.verifier.v1.VerifierService/ListReports":      true,
+}
+
+// preconditionWithEmptyRequest are the RPCs whose empty request is valid but that cannot work in
+// this server's state, and say why (a dev server without --agents runs no agent worker).
+var preconditionWithEmptyRequest = map[string]string{
+	"/converge.agent.v1.AgentService/GetStatus": "runs no agent worker",
+	"/converge.agent.v1.AgentService/Drain":     "runs no agent worker",
 }
 
 func requirePrecise(t *testing.T, method string, err error) {
@@ -160,6 +170,10 @@ func requirePrecise(t *testing.T, method string, err error) {
 		}
 	case codes.InvalidArgument:
 		require.NotEmpty(t, grpcerr.Violations(err), "%s: InvalidArgument without field violations: %v", method, err)
+	case codes.FailedPrecondition:
+		why, ok := preconditionWithEmptyRequest[method]
+		require.True(t, ok, "%s answered FailedPrecondition to an empty request: %v", method, err)
+		require.Contains(t, status.Convert(err).Message(), why, method)
 	case codes.Unimplemented:
 		require.Contains(t, status.Convert(err).Message(), "not implemented yet", method)
 		require.Contains(t, status.Convert(err).Message(), "issue", method)

@@ -424,3 +424,48 @@ func TestMigrateCommand(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, string(out), `--service "nope"`)
 }
+
+// The README's main command, `make example`: examples/greeter/run.sh with the built converge
+// binary copies the sample repository to a fresh git repository and runs
+// `converge run examples/greeter/tasks.md --repo ... --criteria ... --agents 3` with the suite in
+// process. The example converges; the run branch holds one commit per task in dependency order;
+// the merged program passes its tests and greets.
+func TestExampleConverges(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "greeter")
+	cmd := exec.Command("sh", "../../examples/greeter/run.sh")
+	cmd.Env = append(os.Environ(), "CONVERGE="+binary(t, "converge"), "CONVERGE_EXAMPLE_DIR="+dir)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	t.Logf("make example: %s", time.Since(start).Round(time.Millisecond))
+	out := stdout.String()
+	for _, want := range []string{
+		"── Wave 3/4: 1 task (2.2)",
+		"↻ Task 1.3: Greeting tests — try 1/",
+		"[6/6] ✅ Task",
+		"✅ Verdict: CONVERGED — 6 criteria passed",
+		"Tasks: 6/6 completed | 0 skipped | 0 failed",
+		"✅ Task 1.3: Greeting tests (2 tries)",
+	} {
+		require.Contains(t, out, want)
+	}
+	branch := regexp.MustCompile(`Run branch: (converge/ex_[0-9A-Z]+)`).FindStringSubmatch(out)
+	require.NotNil(t, branch, out)
+	require.Contains(t, out, "git -C "+dir+" log --oneline "+branch[1])
+	requireTaskCommits(t, dir, branch[1], greeterDeps)
+
+	// The run branch, checked out, passes its tests and greets (go.work: run.sh's, see there).
+	gitIn(t, dir, "checkout", "-q", branch[1])
+	for _, c := range [][]string{{"go", "test", "-count=1", "./..."}, {"go", "run", ".", "Ada"}} {
+		run := exec.Command(c[0], c[1:]...)
+		run.Dir = dir
+		got, err := run.CombinedOutput()
+		require.NoError(t, err, "%v: %s", c, got)
+		if c[1] == "run" {
+			require.Equal(t, "Hello, Ada\n", string(got))
+		}
+	}
+}

@@ -1,0 +1,499 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/grpcerr"
+	"github.com/converge-dev/converge/services/scheduler/tasklist"
+	"github.com/converge-dev/converge/services/verifier/criteria"
+)
+
+// runOptions configure `converge run`.
+type runOptions struct {
+	client clientFlags
+	// TasksFile is the task list document.
+	TasksFile string
+	// Format overrides the format the file's extension says.
+	Format string
+	// Repo overrides the list's repository (a local git repository).
+	Repo string
+	// Criteria is a done-criteria.md that overrides the list's.
+	Criteria string
+	// Agents is the number of local agents of the in-process suite.
+	Agents int
+	// MaxParallel caps the tasks per wave (0 = the Scheduler's default, 4).
+	MaxParallel int
+	// DataDir keeps the in-process suite's data; empty = in memory.
+	DataDir string
+	// InMemory is the default without --data-dir; the flag exists to say it.
+	InMemory bool
+	// JSON prints the summary as JSON on stdout (progress goes to stderr).
+	JSON bool
+}
+
+func runCommand() *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run <tasks.md|tasks.yaml|tasks.json>",
+		Short: "Build a task list with local agents (or on --server) and exit 0 only when Verify Done answers CONVERGED",
+		Long: "converge run imports a task list, starts an execution and shows its progress until Verify Done " +
+			"answers. Without --server it starts the whole suite in this process on the embedded store (in " +
+			"memory unless --data-dir) with --agents local agents; with --server it submits to that deployment " +
+			"and watches. The format comes from the file's extension (.md: tasks.md, .yaml/.yml, .json) or " +
+			"--format. --repo names the git repository to build in (overriding the list's), --criteria the " +
+			"done-criteria.md Verify Done checks (overriding the list's).\n\n" +
+			"Exit status: 0 when the execution CONVERGED, 1 when it did not (or an error), 2 for a usage " +
+			"error (nothing started), 130 when interrupted (the execution is cancelled first).",
+		Example: "  converge run examples/greeter/tasks.md --repo /tmp/greeter --criteria examples/greeter/done-criteria.md\n" +
+			"  converge run tasks.yaml --server scheduler.internal:7070 --token \"$CONVERGE_TOKEN\"",
+		Args: exactArgs(1, "one task list file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.TasksFile = args[0]
+			fs := cmd.Flags()
+			return runRun(cmd.Context(), o, runEnv{
+				stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), live: isTerminalWriter(cmd.OutOrStdout()) && !o.JSON,
+				rerun: rerunCommand(os.Args), agentsSet: fs.Changed("agents"), dataDirSet: fs.Changed("data-dir"),
+				inMemorySet: fs.Changed("in-memory"),
+			})
+		},
+	}
+	o.client.bind(cmd, "", "submit to the converge deployment at this address instead of starting one in-process")
+	fs := cmd.Flags()
+	fs.StringVar(&o.Repo, "repo", "", "local git repository to build in (overrides the list's repository)")
+	fs.StringVar(&o.Criteria, "criteria", "", "done-criteria.md that Verify Done checks (overrides the list's)")
+	fs.IntVar(&o.Agents, "agents", 3, "local agents of the in-process suite (not with --server)")
+	fs.IntVar(&o.MaxParallel, "max-parallel", 0, "most tasks per wave, and so at once (0 = the Scheduler's default, 4)")
+	fs.StringVar(&o.DataDir, "data-dir", "", "keep the in-process suite's databases here (default: in memory)")
+	fs.BoolVar(&o.InMemory, "in-memory", false, "keep nothing (the default without --data-dir)")
+	fs.BoolVar(&o.JSON, "json", false, "print the summary as JSON on stdout; progress goes to stderr")
+	fs.StringVar(&o.Format, "format", "", "task list format: tasks-md, plan (execution plan), json or yaml (default: from the extension)")
+	return cmd
+}
+
+// runEnv is what runRun needs of its surroundings (tests set it).
+type runEnv struct {
+	stdout, stderr io.Writer
+	// live draws the terminal's live block.
+	live bool
+	// rerun is the command line that runs it again (for the next steps).
+	rerun string
+	// which flags were given.
+	agentsSet, dataDirSet, inMemorySet bool
+	// signals, when set, replaces SIGINT/SIGTERM (tests).
+	signals context.Context
+	// suiteReady, when set, is told the in-process suite's address once it serves (tests).
+	suiteReady func(addr string)
+}
+
+// runRun is `converge run`.
+func runRun(parent context.Context, o runOptions, env runEnv) error {
+	// Usage first: nothing starts on a bad command line.
+	inProcess := o.client.Server == ""
+	switch {
+	case !inProcess && (env.agentsSet || env.dataDirSet || env.inMemorySet):
+		return usagef("--agents, --data-dir and --in-memory configure the in-process suite: not with --server (the deployment's agents run the list)")
+	case o.DataDir != "" && o.InMemory:
+		return usagef("--data-dir and --in-memory: give one")
+	case inProcess && o.Agents < 1:
+		return usagef("--agents %d: the in-process suite needs at least one agent to run anything", o.Agents)
+	case o.Agents > 64:
+		return usagef("--agents %d: at most 64 local agents", o.Agents)
+	case o.MaxParallel < 0 || o.MaxParallel > 1024:
+		return usagef("--max-parallel %d: want 0 (the default) to 1024", o.MaxParallel)
+	}
+	format, err := importFormat(o.TasksFile, o.Format)
+	if err != nil {
+		return err
+	}
+	content, err := os.ReadFile(o.TasksFile)
+	if err != nil {
+		return usageError{err}
+	}
+	doc, err := tasklist.Parse(format, content)
+	if err != nil {
+		var perr *tasklist.ParseError
+		if errors.As(err, &perr) {
+			return usagef("%s:%d: %s", o.TasksFile, perr.Line, perr.Msg)
+		}
+		return usagef("%s: %v", o.TasksFile, err)
+	}
+	base := &schedulerv1.TaskListSpec{}
+	if doc.Spec.GetName() == "" {
+		base.Name = strings.TrimSuffix(filepath.Base(o.TasksFile), filepath.Ext(o.TasksFile))
+	}
+	if o.Criteria != "" {
+		md, err := os.ReadFile(o.Criteria)
+		if err != nil {
+			return usageError{fmt.Errorf("--criteria: %w", err)}
+		}
+		if _, err := criteria.Parse(string(md)); err != nil {
+			var cerr *criteria.Error
+			if errors.As(err, &cerr) {
+				lines := make([]string, len(cerr.Problems))
+				for i, p := range cerr.Problems {
+					lines[i] = fmt.Sprintf("%s:%d: %s", o.Criteria, p.Line, p.Message)
+				}
+				return usagef("--criteria does not parse:\n%s", strings.Join(lines, "\n"))
+			}
+			return usagef("--criteria %s: %v", o.Criteria, err)
+		}
+		base.DoneCriteria = string(md)
+	}
+	// The repository: --repo, else the list's. A local one must be a git repository of its own.
+	switch {
+	case o.Repo != "":
+		dir, err := checkGitRepo(o.Repo)
+		if err != nil {
+			return err
+		}
+		base.Repository = &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: dir}, BaseRef: doc.Spec.GetRepository().GetBaseRef()}
+	case doc.Spec.GetRepository().GetPath() != "" && inProcess:
+		p := doc.Spec.GetRepository().GetPath()
+		if !filepath.IsAbs(p) { // relative to the task list file
+			p = filepath.Join(filepath.Dir(o.TasksFile), p)
+		}
+		dir, err := checkGitRepo(p)
+		if err != nil {
+			return err
+		}
+		base.Repository = &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: dir}, BaseRef: doc.Spec.GetRepository().GetBaseRef()}
+	}
+
+	// Ctrl-C (or SIGTERM) cancels the execution, then ends with 130.
+	sigCtx := env.signals
+	if sigCtx == nil {
+		var stop context.CancelFunc
+		sigCtx, stop = signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
+
+	progressOut := env.stdout
+	if o.JSON {
+		progressOut = env.stderr
+	}
+	started := time.Now()
+	f := followUp{server: o.client.Server, rerun: env.rerun}
+	var (
+		conn      *grpc.ClientConn
+		converged bool
+	)
+	if inProcess {
+		s, err := startSuite(sigCtx, o, env)
+		if err != nil {
+			return err
+		}
+		defer s.stop()
+		conn, f.dataDir, f.logFile = s.conn, o.DataDir, s.logPath
+		defer func() { s.keepLog = s.keepLog || !converged }() // before stop: the log of a failed run stays
+	} else {
+		if conn, err = o.client.connect(sigCtx); err != nil {
+			return err
+		}
+		defer conn.Close()
+	}
+	client := schedulerv1.NewSchedulerServiceClient(conn)
+
+	imported, err := client.ImportTaskList(sigCtx, &schedulerv1.ImportTaskListRequest{Format: format, Content: content, Base: base})
+	if err != nil {
+		if status.Code(err) == codes.InvalidArgument {
+			var lines []string
+			for _, v := range grpcerr.Violations(err) {
+				lines = append(lines, fmt.Sprintf("%s: %s", o.TasksFile, v.Description))
+			}
+			if len(lines) > 0 {
+				return usagef("the task list is refused:\n%s", strings.Join(lines, "\n"))
+			}
+		}
+		return rpcError("import "+o.TasksFile, err)
+	}
+	for _, w := range imported.GetWarnings() {
+		fmt.Fprintf(env.stderr, "%s:%d: warning: %s\n", o.TasksFile, w.GetLine(), w.GetMessage())
+	}
+	if !inProcess {
+		warnWithoutAgents(sigCtx, conn, env.stderr, o.client.Server)
+	}
+	opts := &schedulerv1.ExecutionOptions{MaxParallel: int32(o.MaxParallel)}
+	startRes, err := client.StartExecution(sigCtx, &schedulerv1.StartExecutionRequest{
+		TaskListId: imported.GetTaskList().GetId(), Options: opts, TriggeredBy: schedulerv1.ExecutionTrigger_EXECUTION_TRIGGER_USER,
+		RequestId: "run-" + randomHex(8),
+	})
+	if err != nil {
+		return rpcError("start the execution", err)
+	}
+	id := startRes.GetExecution().GetId()
+
+	agents := 0
+	if inProcess {
+		agents = o.Agents
+	}
+	_, ferr := follow(sigCtx, client, id, followOptions{out: progressOut, live: env.live, agents: agents})
+	interrupted := sigCtx.Err() != nil
+	// From here on the signal context is spent: the rest gets its own time.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), time.Minute)
+	defer cancel()
+	if interrupted {
+		fmt.Fprintf(progressOut, "\n🛑 Interrupted: cancelling %s\n", id)
+		if _, err := client.CancelExecution(ctx, &schedulerv1.CancelExecutionRequest{ExecutionId: id, Reason: "interrupted in converge run (Ctrl-C)"}); err != nil &&
+			status.Code(err) != codes.FailedPrecondition { // it ended meanwhile
+			fmt.Fprintf(env.stderr, "converge run: cancel %s: %v\n", id, rpcError("cancel", err))
+		}
+	} else if ferr != nil {
+		return ferr
+	}
+	sum, err := gatherSummary(ctx, client, id, time.Since(started), f)
+	if err != nil {
+		return err
+	}
+	converged = sum.converged()
+	if o.JSON {
+		if err := sum.writeJSON(env.stdout); err != nil {
+			return err
+		}
+	} else {
+		sum.render(env.stdout)
+	}
+	switch {
+	case interrupted:
+		return exitError{code: exitInterrupted}
+	case !sum.converged():
+		return exitError{code: exitFailure}
+	}
+	return nil
+}
+
+// gatherSummary reads an execution's summary.
+func gatherSummary(ctx context.Context, client schedulerv1.SchedulerServiceClient, id string, elapsed time.Duration, f followUp) (*runSummary, error) {
+	got, err := client.GetExecution(ctx, &schedulerv1.GetExecutionRequest{ExecutionId: id})
+	if err != nil {
+		return nil, rpcError("execution "+id, err)
+	}
+	list, err := client.GetTaskList(ctx, &schedulerv1.GetTaskListRequest{TaskListId: got.GetExecution().GetTaskListId(), View: schedulerv1.TaskListView_TASK_LIST_VIEW_FULL})
+	if err != nil {
+		return nil, rpcError("task list", err)
+	}
+	as, err := allAssignments(ctx, client, id)
+	if err != nil {
+		return nil, err
+	}
+	return newSummary(got.GetExecution(), got.GetWaves(), list.GetTaskList(), as, elapsed, f), nil
+}
+
+// suite is the in-process suite of `converge run`.
+type suite struct {
+	conn    *grpc.ClientConn
+	cancel  context.CancelFunc
+	done    chan error
+	logFile *os.File
+	logPath string
+	keepLog bool
+}
+
+// startSuite starts all five services and o.Agents agents in this process on a loopback port and
+// waits until they serve. Their log goes to a file (kept when the run does not converge).
+func startSuite(sigCtx context.Context, o runOptions, env runEnv) (*suite, error) {
+	s := &suite{done: make(chan error, 1)}
+	var err error
+	if o.DataDir != "" {
+		if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("--data-dir: %w", err)
+		}
+		s.logPath = filepath.Join(o.DataDir, "converge-run.log")
+		s.logFile, err = os.OpenFile(s.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		s.keepLog = true
+	} else {
+		s.logFile, err = os.CreateTemp("", "converge-run-*.log")
+		if err == nil {
+			s.logPath = s.logFile.Name()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("suite log: %w", err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		s.closeLog()
+		return nil, err
+	}
+	dopts := devOptions{
+		DataDir: o.DataDir, InMemory: o.DataDir == "", Agents: o.Agents,
+		AgentDrainTimeout: 2 * time.Second, DrainDelay: time.Millisecond,
+	}
+	dopts.LogFormat, dopts.LogLevel = "text", "info"
+	dopts.Flags.Listen = lis.Addr().String()
+	ready := make(chan string, 1)
+	dopts.Ready = func(addr string) { ready <- addr }
+	// The suite outlives the signal context: after Ctrl-C it still has to cancel the execution.
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go func() { s.done <- runDev(ctx, dopts, lis, s.logFile) }()
+
+	t := time.NewTimer(2 * time.Minute)
+	defer t.Stop()
+	select {
+	case addr := <-ready:
+		if s.conn, err = dialSelf(dopts.Flags, addr); err != nil {
+			s.keepLog = true
+			s.stop()
+			return nil, err
+		}
+		if env.suiteReady != nil {
+			env.suiteReady(addr)
+		}
+		return s, nil
+	case err := <-s.done:
+		if err == nil {
+			err = errors.New("it stopped before serving")
+		}
+		s.done <- err
+		s.keepLog = true
+		s.stop()
+		return nil, fmt.Errorf("the in-process suite did not start: %w (log: %s)", err, s.logPath)
+	case <-sigCtx.Done():
+		s.stop()
+		return nil, exitError{code: exitInterrupted, err: errors.New("interrupted while the suite started")}
+	case <-t.C:
+		s.keepLog = true
+		s.stop()
+		return nil, fmt.Errorf("the in-process suite did not serve within 2 minutes (log: %s)", s.logPath)
+	}
+}
+
+// stop drains the agents and stops the services.
+func (s *suite) stop() {
+	if s.conn != nil {
+		_ = s.conn.Close()
+	}
+	s.cancel()
+	<-s.done
+	s.closeLog()
+}
+
+func (s *suite) closeLog() {
+	if s.logFile == nil {
+		return
+	}
+	_ = s.logFile.Close()
+	if !s.keepLog {
+		_ = os.Remove(s.logPath)
+	}
+}
+
+// warnWithoutAgents warns when the deployment has no live agent: the run would wait forever.
+func warnWithoutAgents(ctx context.Context, conn grpc.ClientConnInterface, w io.Writer, server string) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := registryv1.NewRegistryServiceClient(conn).ListAgents(cctx, &registryv1.ListAgentsRequest{PageSize: 100})
+	if err != nil {
+		return // a Scheduler without a Registry next to it: nothing to say
+	}
+	stale, err := registryv1.NewRegistryServiceClient(conn).ListStaleAgents(cctx, &registryv1.ListStaleAgentsRequest{})
+	if err == nil && len(res.GetAgents()) > len(stale.GetAgents()) {
+		return
+	}
+	if err != nil && len(res.GetAgents()) > 0 {
+		return
+	}
+	fmt.Fprintf(w, "warning: no live agent is registered at %s: the run waits until one claims work "+
+		"(start some with `converge dev --agents 3` or converge-agent)\n", server)
+}
+
+// importFormat is the task list format: --format, else the file's extension.
+func importFormat(path, flag string) (schedulerv1.ImportFormat, error) {
+	switch strings.ToLower(flag) {
+	case "":
+	case "tasks-md", "tasks.md", "md":
+		return schedulerv1.ImportFormat_IMPORT_FORMAT_TASKS_MD, nil
+	case "plan", "execution-plan":
+		return schedulerv1.ImportFormat_IMPORT_FORMAT_EXECUTION_PLAN, nil
+	case "json":
+		return schedulerv1.ImportFormat_IMPORT_FORMAT_JSON, nil
+	case "yaml", "yml":
+		return schedulerv1.ImportFormat_IMPORT_FORMAT_YAML, nil
+	default:
+		return 0, usagef("--format %q: want tasks-md, plan, json or yaml", flag)
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".md", ".markdown":
+		return schedulerv1.ImportFormat_IMPORT_FORMAT_TASKS_MD, nil
+	case ".yaml", ".yml":
+		return schedulerv1.ImportFormat_IMPORT_FORMAT_YAML, nil
+	case ".json":
+		return schedulerv1.ImportFormat_IMPORT_FORMAT_JSON, nil
+	}
+	return 0, usagef("%s: cannot tell the format from the extension (.md, .yaml, .yml, .json): give --format", path)
+}
+
+// checkGitRepo answers dir's absolute path when it is the top of a git repository with at least
+// one commit, and says how to make it one otherwise.
+func checkGitRepo(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", usageError{err}
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return "", usagef("repository %s: no such directory", dir)
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		return "", errors.New("git is not installed: converge works on repositories with the git CLI")
+	}
+	makeRepo := fmt.Sprintf("git -C %[1]s init && git -C %[1]s add -A && git -C %[1]s commit -m 'initial commit'", shellQuote(abs))
+	top, err := git(abs, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return "", usagef("repository %s is not a git repository: converge commits each task to a branch of one. Make it one first:\n  %s", dir, makeRepo)
+	}
+	realAbs, _ := filepath.EvalSymlinks(abs)
+	realTop, _ := filepath.EvalSymlinks(top)
+	if realAbs != realTop {
+		return "", usagef("repository %s is not a git repository of its own: it is a directory inside %s. "+
+			"Give the repository's top (--repo %s), or copy the directory out and make it a repository:\n  %s", dir, top, shellQuote(top), makeRepo)
+	}
+	if _, err := git(abs, "rev-parse", "--verify", "--quiet", "HEAD^{commit}"); err != nil {
+		return "", usagef("repository %s has no commit yet: the first wave starts from one. Commit its files first:\n  git -C %[2]s add -A && git -C %[2]s commit -m 'initial commit'", dir, shellQuote(abs))
+	}
+	return abs, nil
+}
+
+// git runs git in dir and answers its trimmed output.
+func git(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	out, err := cmd.Output()
+	return strings.TrimSpace(string(out)), err
+}
+
+// rerunCommand is the command line as typed, for "run it again".
+func rerunCommand(args []string) string {
+	if len(args) == 0 {
+		return "converge run ..."
+	}
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = shellQuote(a)
+	}
+	q[0] = "converge"
+	return strings.Join(q, " ")
+}
+
+// isTerminalWriter says whether w is an interactive terminal.
+func isTerminalWriter(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isTerminal(f)
+}
