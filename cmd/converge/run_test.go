@@ -341,6 +341,9 @@ func TestRunInterruptCancels(t *testing.T) {
 	require.Contains(t, text, "🛑 Interrupted: cancelling ex_")
 	require.Contains(t, text, "Outcome: CANCELLED")
 	require.Contains(t, text, "Run it again when ready: converge run slow.md")
+	if logFile := regexp.MustCompile(`The suite's own log: (\S+)`).FindStringSubmatch(text); logFile != nil {
+		_ = os.Remove(logFile[1]) // kept for a person when a run does not converge
+	}
 }
 
 // A dev server with agents stops cleanly: its agents are drained (setupDev's cleanup requires
