@@ -140,8 +140,8 @@ func layered(name, repo string, n int, sleep string) *schedulerv1.TaskListSpec {
 		DoneCriteria: fmt.Sprintf("## F1: every file is there\nTag: AUTO_VERIFY\n```check\ncommand:\n  shell: test \"$(ls out | wc -l)\" -eq %d\n```\n", n)}
 	for i := range n {
 		t := &commonv1.Task{Id: fmt.Sprintf("t%02d", i), Title: fmt.Sprintf("write out/%02d.txt", i), File: fmt.Sprintf("out/%02d.txt", i),
-			Action: commonv1.TaskAction_TASK_ACTION_CREATE,
-			Command: fmt.Sprintf("mkdir -p out && sleep %s && echo %d > out/%02d.txt", sleep, i, i),
+			Action:     commonv1.TaskAction_TASK_ACTION_CREATE,
+			Command:    fmt.Sprintf("mkdir -p out && sleep %s && echo %d > out/%02d.txt", sleep, i, i),
 			Validation: &commonv1.TaskValidation{Command: fmt.Sprintf("test -s out/%02d.txt", i)}}
 		if i >= 10 {
 			t.DependsOn = []string{fmt.Sprintf("t%02d", i-10)}
