@@ -78,7 +78,7 @@ func TestRunTaskRetriesFromTheCheckpointAndCommitsOnlyItsFiles(t *testing.T) {
 	repo := origin(t)
 	task := &commonv1.Task{Id: "1.1", Title: "write the greeting", File: "hello.txt", Action: commonv1.TaskAction_TASK_ACTION_CREATE,
 		// The first try leaves a half-written file and fails; the retry starts from the checkpoint.
-		Command: `echo partial > hello.txt; [ "${CONVERGE_ATTEMPT}" -ge 2 ] || { echo "transient" >&2; exit 1; }; echo hi > hello.txt; echo stray > stray.txt`,
+		Command:    `echo partial > hello.txt; [ "${CONVERGE_ATTEMPT}" -ge 2 ] || { echo "transient" >&2; exit 1; }; echo hi > hello.txt; echo stray > stray.txt`,
 		Validation: &commonv1.TaskValidation{Command: "grep -qx hi hello.txt"}}
 	res, events := runTask(t, &agentv1.RunTaskRequest{Task: task, Repository: &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: repo}},
 		Branch: "converge/test"})
