@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -324,5 +323,4 @@ func TestClusterPauseAndCancel(t *testing.T) {
 	}
 	sort.Strings(ids)
 	t.Logf("assignments after cancel: %v", ids)
-	_ = context.Background
 }

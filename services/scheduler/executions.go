@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/services/scheduler/plan"
@@ -455,5 +453,3 @@ func orDefault(s, d string) string {
 	}
 	return s
 }
-
-var _ = proto.Clone

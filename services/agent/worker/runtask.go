@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -114,6 +113,5 @@ func (w *Worker) RunTask(ctx context.Context, req *agentv1.RunTaskRequest, send 
 	if out.result == schedulerv1.CompletionResult_COMPLETION_RESULT_FAILED {
 		w.setState(func(s *Status) { s.LastError = out.err })
 	}
-	_ = fmt.Sprint
 	return nil
 }
