@@ -79,6 +79,22 @@ dev: ## Run all five services in one process on $(LISTEN) (embedded SQLite under
 example: ## Build the greeter example (examples/greeter) with 3 local agents in a fresh git copy under .converge/example/.
 	sh examples/greeter/run.sh
 
+.PHONY: bench
+bench: ## Run every benchmark side by side with its peer (ninja, make, redis-benchmark, topo sort) and rewrite bench/RESULTS.md.
+	sh bench/run.sh
+
+.PHONY: faults
+faults: ## Fault suite against the real binaries, Postgres and Redis (full size); prints its table.
+	sh faults/run.sh full
+
+.PHONY: faults-ci
+faults-ci: ## The reduced fault suite CI runs: every scenario on a smaller run.
+	sh faults/run.sh ci
+
+.PHONY: load
+load: ## Load test: 1,000 WatchExecution streams and 50 agents on one run; reports scheduler memory.
+	sh bench/load/run.sh
+
 .PHONY: tidy
 tidy: ## go mod tidy in every module (-e: a test-only dependency of modernc.org/sqlite is not on the proxy).
 	@for m in $(MODULES); do (cd $$m && go mod tidy -e) || exit 1; done
