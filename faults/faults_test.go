@@ -1,0 +1,528 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+)
+
+// config sizes a run of the suite.
+type config struct {
+	mode       string
+	tasks      int           // tasks of each scenario's list
+	agents     int           // agent processes
+	heartbeat  time.Duration // agents' heartbeat interval (a lease is three)
+	agentKills int           // scenario 1
+	repeats    int           // how many times scenarios 2-4 and 6 inject their fault
+	timeout    time.Duration // for a run to end
+	sleep      string        // each task's command sleeps this long
+}
+
+func configFor(mode string) config {
+	if mode == "full" {
+		return config{mode: mode, tasks: 200, agents: 5, heartbeat: 500 * time.Millisecond, agentKills: 20, repeats: 2, timeout: 12 * time.Minute, sleep: "0.2"}
+	}
+	return config{mode: mode, tasks: 30, agents: 4, heartbeat: 500 * time.Millisecond, agentKills: 4, repeats: 1, timeout: 4 * time.Minute, sleep: "0.2"}
+}
+
+// result is one row of the table.
+type result struct {
+	scenario         string
+	tasks            int
+	converged        bool
+	outcome          string
+	commitsOnce      string
+	locksLeft        int
+	gaps, dups       int
+	resumes          int
+	deathToRequeue   []time.Duration
+	notes            string
+	wall             time.Duration
+	failed           bool
+	faultsInjected   int
+	completedByStale int
+}
+
+var (
+	resultsMu sync.Mutex
+	results   []*result
+	suiteDir  string
+)
+
+// resultsDir is where process logs go: $CONVERGE_FAULTS_LOGS or a temporary directory.
+func resultsDir(t *testing.T) string {
+	resultsMu.Lock()
+	defer resultsMu.Unlock()
+	if suiteDir == "" {
+		suiteDir = os.Getenv("CONVERGE_FAULTS_LOGS")
+		if suiteDir == "" {
+			d, err := os.MkdirTemp("", "converge-faults-logs-")
+			require.NoError(t, err)
+			suiteDir = d
+		}
+	}
+	return suiteDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if len(results) > 0 {
+		table := renderTable()
+		fmt.Println(table)
+		if p := os.Getenv("CONVERGE_FAULTS_RESULTS"); p != "" {
+			_ = os.WriteFile(p, []byte(table+"\n"), 0o644)
+		}
+		if suiteDir != "" {
+			fmt.Println("process logs:", suiteDir)
+		}
+	}
+	if binDir != "" && os.Getenv("CONVERGE_FAULTS_BIN") == "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p*float64(len(s)-1) + 0.5)
+	return s[i]
+}
+
+func renderTable() string {
+	var b strings.Builder
+	b.WriteString("| scenario | tasks | converged | commits once | locks left | log gaps/dups | stream resumes | faults | death→requeue p50 / max (n) | wall | notes |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		d2r := "—"
+		if len(r.deathToRequeue) > 0 {
+			d2r = fmt.Sprintf("%.2fs / %.2fs (%d)", percentile(r.deathToRequeue, 0.5).Seconds(), percentile(r.deathToRequeue, 1).Seconds(), len(r.deathToRequeue))
+		}
+		conv := "yes"
+		if !r.converged {
+			conv = "NO (" + r.outcome + ")"
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %d | %d / %d | %d | %d | %s | %s | %s |\n", r.scenario, r.tasks, conv, r.commitsOnce,
+			r.locksLeft, r.gaps, r.dups, r.resumes, r.faultsInjected, d2r, r.wall.Round(time.Second), r.notes)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// scenario is one fault: inject runs while the execution runs and answers the deaths it caused
+// (instance → when), for death→requeue.
+type scenario struct {
+	name   string
+	sleep  string
+	inject func(s *run)
+}
+
+// run is one scenario's execution under its fault.
+type run struct {
+	t      *testing.T
+	c      *cluster
+	e      *schedulerv1.Execution
+	res    *result
+	deaths []death
+}
+
+// death is an agent taken out (killed or stopped) at a time, holding an assignment.
+type death struct {
+	instance, assignment, task string
+	at                         time.Time
+}
+
+// at waits until the run completed frac of its tasks.
+func (r *run) at(frac float64) bool {
+	n := int32(frac * float64(r.c.cfg.tasks))
+	e := r.c.waitProgress(r.e.GetId(), n, r.c.cfg.timeout/2)
+	return !isEnded(e)
+}
+
+func TestFaults(t *testing.T) {
+	mode := os.Getenv("CONVERGE_FAULTS")
+	if mode != "full" && mode != "ci" {
+		t.Skip("the fault suite runs only with CONVERGE_FAULTS=full or ci (faults/run.sh, make faults, make faults-ci)")
+	}
+	cfg := configFor(mode)
+	pg := startPostgres(t)
+	only := os.Getenv("CONVERGE_FAULTS_ONLY")
+	for i, sc := range scenarios() {
+		if only != "" && !slices.Contains(strings.Split(only, ","), sc.name) {
+			continue
+		}
+		t.Run(sc.name, func(t *testing.T) {
+			runScenario(t, cfg, pg, fmt.Sprintf("faults_%d_%s", i+1, strings.ReplaceAll(sc.name, "-", "_")), sc)
+		})
+	}
+}
+
+func runScenario(t *testing.T, cfg config, pg *pgServer, db string, sc scenario) {
+	began := time.Now()
+	res := &result{scenario: sc.name, tasks: cfg.tasks, commitsOnce: "?", failed: true}
+	resultsMu.Lock()
+	results = append(results, res)
+	resultsMu.Unlock()
+	defer func() {
+		res.wall = time.Since(began)
+		res.failed = t.Failed()
+	}()
+
+	c := newCluster(t, cfg, pg, db)
+	repo := originRepo(t)
+	sleep := cfg.sleep
+	if sc.sleep != "" {
+		sleep = sc.sleep
+	}
+	e := c.start(layered(sc.name, repo, cfg.tasks, sleep))
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout+2*time.Minute)
+	defer cancel()
+	w := c.watch(ctx, e.GetId())
+	// Force the event-stream reader to resume from its cursor: reset its connection now and then.
+	stopResets := make(chan struct{})
+	resetsDone := make(chan struct{})
+	go func() {
+		defer close(resetsDone)
+		tk := time.NewTicker(3 * time.Second)
+		defer tk.Stop()
+		for range 1000 {
+			select {
+			case <-stopResets:
+				return
+			case <-tk.C:
+				c.watchProxy[0].Reset()
+				c.watchProxy[1].Reset()
+			}
+		}
+	}()
+	r := &run{t: t, c: c, e: e, res: res}
+	sc.inject(r)
+	e = c.waitEnded(e.GetId(), cfg.timeout)
+	close(stopResets)
+	<-resetsDone
+	res.outcome = strings.TrimPrefix(e.GetOutcome().String(), "OUTCOME_")
+	res.converged = e.GetOutcome() == commonv1.Outcome_OUTCOME_CONVERGED
+	assert.Equal(t, commonv1.Outcome_OUTCOME_CONVERGED, e.GetOutcome(), "%s", e.GetStatusMessage())
+	if !res.converged {
+		res.notes = e.GetStatusMessage()
+	}
+
+	// Every task exactly once on the run branch.
+	subjects := strings.Split(gitOut(t, repo, "log", "--format=%s", "main.."+e.GetRunBranch()), "\n")
+	count := map[string]int{}
+	for _, s := range subjects {
+		count[s]++
+	}
+	missing, twice := 0, 0
+	for i := range cfg.tasks {
+		switch n := count[fmt.Sprintf("Task %s: %s", taskID(i), taskTitle(i))]; {
+		case n == 0:
+			missing++
+		case n > 1:
+			twice++
+		}
+	}
+	extra := len(subjects) - cfg.tasks + missing
+	if missing == 0 && twice == 0 && len(subjects) == cfg.tasks {
+		res.commitsOnce = fmt.Sprintf("yes (%d)", cfg.tasks)
+	} else {
+		res.commitsOnce = fmt.Sprintf("NO: %d missing, %d twice, %d commits", missing, twice, len(subjects))
+	}
+	assert.Zero(t, missing, "tasks missing from the run branch")
+	assert.Zero(t, twice, "tasks committed twice")
+	assert.Zero(t, extra, "commits that are no task's")
+
+	// No lock left held (the agents release theirs; an expired one is free).
+	res.locksLeft = len(c.locksHeld(e.GetId() + "/"))
+	assert.Zero(t, res.locksLeft, "locks left held")
+
+	// The event stream, read with a cursor across forced disconnects, and the log paged by
+	// GetExecutionLog: both every seq from 1 to the last, once.
+	select {
+	case <-w.done:
+	case <-time.After(2 * time.Minute):
+		t.Errorf("the event stream did not end within 2 minutes of the execution")
+	}
+	log := c.log(e.GetId())
+	w.mu.Lock()
+	res.gaps, res.dups = gapsAndDups(w.seqs)
+	res.resumes = w.disconnects
+	streamed := len(w.seqs)
+	w.mu.Unlock()
+	lg, ld := gapsAndDups(seqsOf(log))
+	res.gaps += lg
+	res.dups += ld
+	assert.Zero(t, res.gaps, "seqs missing from the stream or the log")
+	assert.Zero(t, res.dups, "seqs received twice")
+	assert.Equal(t, len(log), streamed, "the stream and the paged log hold the same entries")
+	assert.Positive(t, res.resumes, "the stream was resumed from its cursor at least once")
+	assert.Equal(t, int64(len(log)), e.GetLastSeq(), "the log holds every seq")
+
+	// Death → requeue: for every agent taken out holding an assignment, the time from then to
+	// the TASK_REQUEUED of that assignment.
+	for _, d := range r.deaths {
+		for _, en := range log {
+			if en.GetEventType() == commonv1.EventType_EVENT_TYPE_TASK_REQUEUED && en.GetInstanceId() == d.instance &&
+				en.GetTaskId() == d.task && en.GetTime().AsTime().After(d.at) {
+				res.deathToRequeue = append(res.deathToRequeue, en.GetTime().AsTime().Sub(d.at))
+				break
+			}
+		}
+	}
+	checkLeases(t, log, r)
+	t.Logf("%s: %s in %s; %d log entries; %d stream resumes; %d agents replaced", sc.name, res.outcome, time.Since(began).Round(time.Second),
+		len(log), res.resumes, c.replaced)
+}
+
+func seqsOf(log []*commonv1.LogEntry) []int64 {
+	out := make([]int64, len(log))
+	for i, e := range log {
+		out[i] = e.GetSeq()
+	}
+	return out
+}
+
+// checkLeases: every task completed exactly once in the log, never by an instance after its
+// lease of that assignment expired (the fencing token refuses a late completion).
+func checkLeases(t *testing.T, log []*commonv1.LogEntry, r *run) {
+	completed := map[string][]string{} // task → instances
+	expired := map[string]map[string]bool{}
+	for _, en := range log {
+		switch en.GetEventType() {
+		case commonv1.EventType_EVENT_TYPE_LEASE_EXPIRED:
+			if en.GetTaskId() != "" {
+				if expired[en.GetTaskId()] == nil {
+					expired[en.GetTaskId()] = map[string]bool{}
+				}
+				expired[en.GetTaskId()][en.GetInstanceId()] = true
+			}
+		case commonv1.EventType_EVENT_TYPE_TASK_COMPLETED:
+			if en.GetTaskId() != "" && en.GetInstanceId() != "" {
+				completed[en.GetTaskId()] = append(completed[en.GetTaskId()], en.GetInstanceId())
+			}
+		}
+	}
+	stale := 0
+	for task, who := range completed {
+		// Agent-side TASK_COMPLETED events are not sent by the agents; the engine's is one per task.
+		if len(who) > 1 {
+			t.Errorf("task %s completed %d times in the log (%v)", task, len(who), who)
+		}
+		for _, inst := range who {
+			for _, d := range r.deaths {
+				if d.instance == inst && d.task == task {
+					stale++
+					t.Errorf("task %s was completed by %s, taken out while holding it (its lease expired)", task, inst)
+				}
+			}
+		}
+	}
+	r.res.completedByStale = stale
+}
+
+func scenarios() []scenario {
+	return []scenario{
+		{name: "agent-kill", inject: killAgents},
+		{name: "scheduler-kill", inject: killScheduler},
+		{name: "redis-flush-restart", inject: restartRedis},
+		{name: "postgres-restart", inject: restartPostgres},
+		{name: "proxy-faults", inject: proxyFaults},
+		{name: "agent-stop", sleep: "0.6", inject: stopAgent},
+	}
+}
+
+// 1. kill -9 a random agent holding a task, spread over the run; a replacement starts each time.
+func killAgents(r *run) {
+	k := r.c.cfg.agentKills
+	for i := range k {
+		if !r.at(float64(i+1) / float64(k+2)) {
+			break
+		}
+		victim, a := r.c.pickHolder(r.e.GetId(), 20*time.Second)
+		if victim == "" {
+			continue
+		}
+		at := time.Now()
+		r.c.killAgent(victim)
+		r.deaths = append(r.deaths, death{instance: victim, assignment: a.GetId(), task: a.GetTaskId(), at: at})
+		r.res.faultsInjected++
+	}
+	r.res.notes = fmt.Sprintf("%d agents killed -9 while holding a task", r.res.faultsInjected)
+}
+
+// leader answers the index of the Scheduler replica that leads (its log says so last), or 0.
+func (c *cluster) leader() int {
+	best, idx := -1, 0
+	for i, p := range c.sched {
+		if n := strings.LastIndex(p.output(), "this replica leads"); n > best {
+			best, idx = n, i
+		}
+	}
+	_ = best
+	return idx
+}
+
+// 2. kill -9 the leading Scheduler replica and start it again (full: then the other one too).
+func killScheduler(r *run) {
+	var killed []string
+	for i := range r.c.cfg.repeats {
+		if !r.at(float64(i+1) / float64(r.c.cfg.repeats+1)) {
+			break
+		}
+		victim := r.c.leader()
+		if i > 0 {
+			victim = 1 - victim
+		}
+		r.c.sched[victim].kill9()
+		time.Sleep(2 * time.Second)
+		r.c.startScheduler(victim)
+		killed = append(killed, fmt.Sprintf("replica %d", victim))
+		r.res.faultsInjected++
+	}
+	r.res.notes = "killed -9 and restarted: " + strings.Join(killed, ", ") + " (the leader first)"
+}
+
+// 3. FLUSHALL Redis, kill it and start an empty one on the same port.
+func restartRedis(r *run) {
+	for i := range r.c.cfg.repeats {
+		if !r.at(float64(i+1) / float64(r.c.cfg.repeats+1)) {
+			break
+		}
+		_, err := r.c.redis.do("FLUSHALL")
+		assert.NoError(r.t, err)
+		r.c.redis.kill()
+		time.Sleep(time.Second)
+		r.c.redis.start(r.t)
+		r.res.faultsInjected++
+	}
+	r.res.notes = "FLUSHALL, kill -9, empty restart"
+}
+
+// 4. stop Postgres (immediate: every session cut, crash recovery) and start it again.
+func restartPostgres(r *run) {
+	for i := range r.c.cfg.repeats {
+		if !r.at(float64(i+1) / float64(r.c.cfg.repeats+1)) {
+			break
+		}
+		r.c.pg.stop(r.t)
+		time.Sleep(3 * time.Second)
+		r.c.pg.start(r.t)
+		r.res.faultsInjected++
+	}
+	r.res.notes = "pg_ctl stop -m immediate, 3 s down, start"
+}
+
+// 5. latency, resets and cuts between agents and Schedulers and between Schedulers and Postgres.
+func proxyFaults(r *run) {
+	c := r.c
+	links := []*Proxy{c.agentProxy[0], c.agentProxy[1], c.pgProxy}
+	var did []string
+	// Latency: 30 ms per chunk on every link for 5 s.
+	if r.at(0.15) {
+		for _, p := range links {
+			p.SetLatency(30 * time.Millisecond)
+		}
+		time.Sleep(5 * time.Second)
+		for _, p := range links {
+			p.SetLatency(0)
+		}
+		did = append(did, "latency 30ms/5s")
+		r.res.faultsInjected++
+	}
+	// Resets: every open connection of every link, three times a second apart.
+	if r.at(0.35) {
+		n := 0
+		for range 3 {
+			for _, p := range links {
+				n += p.Reset()
+			}
+			time.Sleep(time.Second)
+		}
+		did = append(did, fmt.Sprintf("%d resets", n))
+		r.res.faultsInjected++
+	}
+	// Cut agent ↔ Scheduler 0 past the lease (its agents' leases run out and are requeued).
+	if r.at(0.55) {
+		for id, h := range c.holders(r.e.GetId()) {
+			c.mu.Lock()
+			on0 := c.agentOf[id] == 0
+			c.mu.Unlock()
+			if on0 {
+				r.deaths = append(r.deaths, death{instance: id, assignment: h.GetId(), task: h.GetTaskId(), at: time.Now()})
+			}
+		}
+		c.agentProxy[0].Cut()
+		time.Sleep(4 * c.cfg.heartbeat * 3 / 2)
+		c.agentProxy[0].Restore()
+		did = append(did, fmt.Sprintf("agents↔scheduler-0 cut %s", 4*c.cfg.heartbeat*3/2))
+		r.res.faultsInjected++
+	}
+	// Cut Schedulers ↔ Postgres for 3 s.
+	if r.at(0.75) {
+		c.pgProxy.Cut()
+		time.Sleep(3 * time.Second)
+		c.pgProxy.Restore()
+		did = append(did, "schedulers↔postgres cut 3s")
+		r.res.faultsInjected++
+	}
+	r.res.notes = strings.Join(did, "; ")
+}
+
+// 6. SIGSTOP an agent holding a task past its lease; once its assignment went to another agent,
+// SIGCONT it. Its late completion must be refused (the task completes once, by the new holder).
+func stopAgent(r *run) {
+	c := r.c
+	refused := 0
+	for i := range r.c.cfg.repeats {
+		if !r.at(float64(i+1) / float64(r.c.cfg.repeats+1)) {
+			break
+		}
+		victim, a := c.pickHolder(r.e.GetId(), 20*time.Second)
+		if victim == "" {
+			continue
+		}
+		p := c.agentProc(victim)
+		at := time.Now()
+		require.NoError(r.t, p.signal(syscall.SIGSTOP))
+		r.deaths = append(r.deaths, death{instance: victim, assignment: a.GetId(), task: a.GetTaskId(), at: at})
+		r.res.faultsInjected++
+		// Wait (bounded) until another agent holds or finished the assignment with a newer token.
+		moved := eventually(60*time.Second, func() bool {
+			for _, x := range c.assignments(r.e.GetId()) {
+				if x.GetId() == a.GetId() {
+					return x.GetFencingToken() > a.GetFencingToken() && x.GetInstanceId() != victim
+				}
+			}
+			return false
+		})
+		assert.True(r.t, moved, "the stopped agent's assignment did not move to another agent")
+		require.NoError(r.t, p.signal(syscall.SIGCONT))
+		// The resumed agent finds out: its report or completion is refused (Aborted).
+		if eventually(30*time.Second, func() bool {
+			out := p.output()
+			return strings.Contains(out, "lease lost") || strings.Contains(out, "completion refused")
+		}) {
+			refused++
+		} else {
+			r.t.Errorf("agent %s, resumed after its lease moved on, was not told its lease was lost:\n%s", victim, tail(p.output(), 20))
+		}
+	}
+	r.res.notes = fmt.Sprintf("%d stopped past the lease, resumed: %d refused (Aborted)", r.res.faultsInjected, refused)
+}
+
+var _ = filepath.Join
