@@ -1,4 +1,4 @@
-module github.com/converge-dev/converge/bench/fanout
+module github.com/converge-dev/converge/bench/dag
 
 go 1.26.0
 

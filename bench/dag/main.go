@@ -1,0 +1,665 @@
+// Command dag measures the Scheduler and its agents on task DAGs whose every task runs `true`,
+// next to ninja and make given exactly the same graph, side by side in one run.
+//
+// Shapes: a chain (task i depends on task i-1), a fan-out (independent tasks, one wave) and a
+// random DAG (fixed seed, tasks spread over --levels layers, each dependency drawn from an earlier
+// layer). converge runs each on the embedded default (`converge dev --in-memory`: SQLite and
+// in-process locks) and on the production deployment (one process per service on Postgres and
+// Redis), with --agents agent processes; ninja and make run with -j --agents.
+//
+// Figures: wall time, per-task overhead against ninja ((wall − ninja wall) / tasks), the ratio to
+// ninja, and from the execution log (store times) the dependency-done → dependent-start latency
+// (the last dependency's TASK_COMPLETED → the dependent's TASK_STARTED) p50/p99. For the fan-out,
+// which has no dependencies, the latency is claim→start (LEASE_GRANTED → TASK_STARTED), with
+// tasks per second and the completion→next-claim gap per agent.
+//
+//	cd bench/dag && go run . --shape chain --chain-tasks 200 --agents 4
+//	cd bench/dag && go run . --shape fanout --tasks 1000 --json
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	mrand "math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+)
+
+type options struct {
+	shapes             []string
+	tasks, chainTasks  int
+	edges, levels      int
+	seed               uint64
+	agents, peerRounds int
+	mode               string
+	pgURL, redisURL    string
+	jsonOut            bool
+	timeout            time.Duration
+}
+
+func main() {
+	var o options
+	shape := flag.String("shape", "all", "chain, fanout, random, or a comma-separated list, or all")
+	flag.IntVar(&o.tasks, "tasks", 1000, "tasks of the fan-out and of the random DAG")
+	flag.IntVar(&o.chainTasks, "chain-tasks", 1000, "tasks of the chain (one wave, and one integration, per task in converge)")
+	flag.IntVar(&o.edges, "edges", 5000, "edges of the random DAG")
+	flag.IntVar(&o.levels, "levels", 20, "layers of the random DAG (its depth: converge runs one wave per layer)")
+	flag.Uint64Var(&o.seed, "seed", 1, "seed of the random DAG")
+	flag.IntVar(&o.agents, "agents", 4, "converge agent processes, and -j of ninja and make")
+	flag.IntVar(&o.peerRounds, "peer-rounds", 5, "runs of ninja and of make per shape (the median is reported)")
+	flag.StringVar(&o.mode, "mode", "both", "converge deployments: embedded, postgres, both, or none (peers only)")
+	flag.StringVar(&o.pgURL, "postgres-url", envOr("CONVERGE_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "Postgres server (a fresh database is made and dropped per run)")
+	flag.StringVar(&o.redisURL, "redis-url", envOr("CONVERGE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis")
+	flag.BoolVar(&o.jsonOut, "json", false, "print the result as one JSON object instead of tables")
+	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up on one converge execution after this long")
+	flag.Parse()
+	o.shapes = strings.Split(*shape, ",")
+	if *shape == "all" {
+		o.shapes = []string{"chain", "fanout", "random"}
+	}
+	rep, err := run(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dag-bench:", err)
+		os.Exit(1)
+	}
+	if o.jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+		return
+	}
+	printTables(rep)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// report is what a run answers (also as JSON).
+type report struct {
+	Agents int           `json:"agents"`
+	Cores  int           `json:"cores"`
+	Time   time.Time     `json:"time"`
+	Shapes []shapeResult `json:"shapes"`
+}
+
+// shapeResult is one graph's figures on every side.
+type shapeResult struct {
+	Shape  string `json:"shape"`
+	Tasks  int    `json:"tasks"`
+	Edges  int    `json:"edges"`
+	Levels int    `json:"levels"` // longest path in tasks: converge's waves
+	// Runs: ninja first (the baseline), then make, then the converge deployments.
+	Runs []side `json:"runs"`
+}
+
+// side is one runner's figures on one graph.
+type side struct {
+	Name    string  `json:"name"`
+	Outcome string  `json:"outcome"`
+	WallS   float64 `json:"wall_s"`
+	// OverheadMsPerTask is (wall − ninja wall) / tasks; RatioToNinja is wall / ninja wall.
+	OverheadMsPerTask float64 `json:"overhead_ms_per_task"`
+	RatioToNinja      float64 `json:"ratio_to_ninja"`
+	// Latency is dependency-done → dependent-start (claim→start on the fan-out), from the log.
+	Latency    string  `json:"latency,omitempty"`
+	LatP50Ms   float64 `json:"latency_p50_ms,omitempty"`
+	LatP99Ms   float64 `json:"latency_p99_ms,omitempty"`
+	LatMaxMs   float64 `json:"latency_max_ms,omitempty"`
+	TasksPerS  float64 `json:"tasks_per_s,omitempty"` // first lease to last completion
+	GapP50Ms   float64 `json:"complete_to_next_claim_p50_ms,omitempty"`
+	GapP99Ms   float64 `json:"complete_to_next_claim_p99_ms,omitempty"`
+	Completed  int     `json:"completed,omitempty"`
+	Requeued   int     `json:"requeued,omitempty"`
+	Waves      int     `json:"waves,omitempty"`
+	PeerRounds int     `json:"peer_rounds,omitempty"`
+}
+
+// graph is a DAG in topological order: deps[i] are indexes below i.
+type graph struct {
+	shape  string
+	deps   [][]int
+	levels int
+}
+
+func (g graph) edges() int {
+	n := 0
+	for _, d := range g.deps {
+		n += len(d)
+	}
+	return n
+}
+
+func makeGraph(shape string, o options) (graph, error) {
+	g := graph{shape: shape}
+	switch shape {
+	case "chain":
+		g.deps = make([][]int, o.chainTasks)
+		for i := 1; i < o.chainTasks; i++ {
+			g.deps[i] = []int{i - 1}
+		}
+	case "fanout":
+		g.deps = make([][]int, o.tasks)
+	case "random":
+		g.deps = randomDAG(o.tasks, o.edges, o.levels, o.seed)
+	default:
+		return g, fmt.Errorf("unknown shape %q (chain, fanout, random)", shape)
+	}
+	depth := make([]int, len(g.deps))
+	for i, ds := range g.deps {
+		depth[i] = 1
+		for _, d := range ds {
+			depth[i] = max(depth[i], depth[d]+1)
+		}
+		g.levels = max(g.levels, depth[i])
+	}
+	return g, nil
+}
+
+// randomDAG spreads n tasks evenly over the given number of layers and draws m distinct edges,
+// each from a task to one of an earlier layer, with a fixed seed; every task past the first layer
+// gets at least one dependency on the layer just before it, so the depth is exactly `layers`.
+func randomDAG(n, m, layers int, seed uint64) [][]int {
+	rng := mrand.New(mrand.NewPCG(seed, 0xda9))
+	layers = max(min(layers, n), 1)
+	layerOf := func(i int) int { return i * layers / n }
+	first := func(l int) int { return (l*n + layers - 1) / layers } // first index of layer l
+	deps := make([][]int, n)
+	seen := map[[2]int]bool{}
+	add := func(from, to int) bool {
+		if seen[[2]int{from, to}] {
+			return false
+		}
+		seen[[2]int{from, to}] = true
+		deps[to] = append(deps[to], from)
+		return true
+	}
+	edges := 0
+	for i := first(1); i < n && edges < m; i++ {
+		l := layerOf(i)
+		lo, hi := first(l-1), first(l)
+		if add(lo+rng.IntN(hi-lo), i) {
+			edges++
+		}
+	}
+	for edges < m && first(1) < n {
+		to := first(1) + rng.IntN(n-first(1))
+		from := rng.IntN(first(layerOf(to)))
+		if add(from, to) {
+			edges++
+		}
+	}
+	for _, d := range deps {
+		slices.Sort(d)
+	}
+	return deps
+}
+
+func taskID(i int) string { return fmt.Sprintf("t%04d", i) }
+
+func run(o options) (report, error) {
+	rep := report{Agents: o.agents, Cores: runtime.NumCPU(), Time: time.Now().UTC()}
+	var graphs []graph
+	for _, s := range o.shapes {
+		g, err := makeGraph(s, o)
+		if err != nil {
+			return rep, err
+		}
+		graphs = append(graphs, g)
+	}
+	var bin string
+	if o.mode != "none" {
+		var err error
+		if bin, err = os.MkdirTemp("", "converge-dag-bin-"); err != nil {
+			return rep, err
+		}
+		defer os.RemoveAll(bin)
+		if err := build(bin); err != nil {
+			return rep, err
+		}
+	}
+	for _, g := range graphs {
+		sr := shapeResult{Shape: g.shape, Tasks: len(g.deps), Edges: g.edges(), Levels: g.levels}
+		fmt.Fprintf(os.Stderr, "dag-bench: %s, %d tasks, %d edges, depth %d\n", g.shape, sr.Tasks, sr.Edges, sr.Levels)
+		for _, p := range []struct{ name, tool string }{{"ninja", "ninja"}, {"make", "make"}} {
+			r, err := peer(p.tool, g, o.agents, o.peerRounds)
+			if err != nil {
+				return rep, fmt.Errorf("%s %s: %w", g.shape, p.tool, err)
+			}
+			r.Name = fmt.Sprintf("%s -j %d", p.name, o.agents)
+			sr.Runs = append(sr.Runs, r)
+		}
+		if o.mode == "embedded" || o.mode == "both" {
+			fmt.Fprintf(os.Stderr, "dag-bench: %s on converge dev\n", g.shape)
+			r, err := embedded(bin, g, o)
+			if err != nil {
+				return rep, fmt.Errorf("%s embedded: %w", g.shape, err)
+			}
+			sr.Runs = append(sr.Runs, r)
+		}
+		if o.mode == "postgres" || o.mode == "both" {
+			fmt.Fprintf(os.Stderr, "dag-bench: %s on Postgres + Redis\n", g.shape)
+			r, err := production(bin, g, o)
+			if err != nil {
+				return rep, fmt.Errorf("%s postgres: %w", g.shape, err)
+			}
+			sr.Runs = append(sr.Runs, r)
+		}
+		ninja := sr.Runs[0].WallS
+		for i := range sr.Runs {
+			sr.Runs[i].OverheadMsPerTask = (sr.Runs[i].WallS - ninja) * 1000 / float64(sr.Tasks)
+			if ninja > 0 {
+				sr.Runs[i].RatioToNinja = sr.Runs[i].WallS / ninja
+			}
+		}
+		rep.Shapes = append(rep.Shapes, sr)
+	}
+	return rep, nil
+}
+
+func printTables(rep report) {
+	for _, s := range rep.Shapes {
+		fmt.Printf("\n%s: %d tasks of `true`, %d edges, depth %d; %d agents / -j %d; %d cores, %s\n\n", s.Shape, s.Tasks, s.Edges, s.Levels,
+			rep.Agents, rep.Agents, rep.Cores, rep.Time.Format(time.RFC3339))
+		lat := "dep-done→start"
+		if s.Shape == "fanout" {
+			lat = "claim→start"
+		}
+		fmt.Printf("| runner | outcome | wall | ×ninja | overhead/task | %s p50 | p99 | tasks/s |\n|---|---|---|---|---|---|---|---|\n", lat)
+		for _, r := range s.Runs {
+			p50, p99, tps := "—", "—", "—"
+			if r.Latency != "" {
+				p50, p99 = fmt.Sprintf("%.1f ms", r.LatP50Ms), fmt.Sprintf("%.1f ms", r.LatP99Ms)
+			}
+			if r.TasksPerS > 0 {
+				tps = fmt.Sprintf("%.1f", r.TasksPerS)
+			}
+			fmt.Printf("| %s | %s | %.3f s | %.1f | %.2f ms | %s | %s | %s |\n", r.Name, r.Outcome, r.WallS, r.RatioToNinja, r.OverheadMsPerTask, p50, p99, tps)
+		}
+	}
+}
+
+// build compiles the binaries the deployments run into bin.
+func build(bin string) error {
+	for name, pkg := range map[string]string{
+		"converge": "github.com/converge-dev/converge/cmd/converge", "converge-scheduler": "github.com/converge-dev/converge/services/scheduler/cmd/scheduler",
+		"converge-registry": "github.com/converge-dev/converge/services/registry/cmd/registry", "converge-agent": "github.com/converge-dev/converge/services/agent/cmd/agent",
+	} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg).CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return nil
+}
+
+// peer runs ninja or make on the graph `rounds` times in fresh directories and reports the median
+// wall time.
+func peer(tool string, g graph, jobs, rounds int) (side, error) {
+	var file, body string
+	var b strings.Builder
+	switch tool {
+	case "ninja":
+		file = "build.ninja"
+		b.WriteString("rule t\n  command = true\n\n")
+		for i, ds := range g.deps {
+			fmt.Fprintf(&b, "build %s: t", taskID(i))
+			for _, d := range ds {
+				fmt.Fprintf(&b, " %s", taskID(d))
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("build all: phony")
+		for i := range g.deps {
+			fmt.Fprintf(&b, " %s", taskID(i))
+		}
+		b.WriteString("\ndefault all\n")
+	case "make":
+		file = "Makefile"
+		b.WriteString("all:")
+		for i := range g.deps {
+			fmt.Fprintf(&b, " %s", taskID(i))
+		}
+		b.WriteString("\n.PHONY: all")
+		for i := range g.deps {
+			fmt.Fprintf(&b, " %s", taskID(i))
+		}
+		b.WriteString("\n")
+		for i, ds := range g.deps {
+			fmt.Fprintf(&b, "%s:", taskID(i))
+			for _, d := range ds {
+				fmt.Fprintf(&b, " %s", taskID(d))
+			}
+			b.WriteString("\n\ttrue\n")
+		}
+	}
+	body = b.String()
+	if _, err := exec.LookPath(tool); err != nil {
+		return side{}, fmt.Errorf("%s not found on PATH (Debian: apt-get install ninja-build make)", tool)
+	}
+	var walls []time.Duration
+	for range max(rounds, 1) {
+		dir, err := os.MkdirTemp("", "converge-dag-"+tool+"-")
+		if err != nil {
+			return side{}, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(body), 0o644); err != nil {
+			return side{}, err
+		}
+		args := []string{"-j", fmt.Sprint(jobs)}
+		if tool == "ninja" {
+			args = append(args, "--quiet")
+		} else {
+			args = append(args, "--silent")
+		}
+		cmd := exec.Command(tool, args...)
+		cmd.Dir = dir
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		walls = append(walls, time.Since(start))
+		_ = os.RemoveAll(dir)
+		if err != nil {
+			return side{}, fmt.Errorf("%v\n%s", err, out)
+		}
+	}
+	return side{Outcome: "ok", WallS: pct(walls, 50).Seconds(), PeerRounds: len(walls)}, nil
+}
+
+// proc is a started process.
+type proc struct{ cmd *exec.Cmd }
+
+func startProc(bin string, env []string, args ...string) (*proc, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	logf, err := os.CreateTemp("", filepath.Base(bin)+"-*.log")
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &proc{cmd: cmd}, nil
+}
+
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+	}
+	if f, ok := p.cmd.Stdout.(*os.File); ok {
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+	}
+}
+
+func freeAddr() string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer lis.Close()
+	return lis.Addr().String()
+}
+
+func waitServing(addr string) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		res, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s never became SERVING", addr)
+}
+
+// embedded runs the graph on `converge dev --in-memory` with agent processes.
+func embedded(bin string, g graph, o options) (side, error) {
+	addr := freeAddr()
+	dev, err := startProc(filepath.Join(bin, "converge"), nil, "dev", "--in-memory", "--listen", addr, "--log-level", "warn")
+	if err != nil {
+		return side{}, err
+	}
+	defer dev.stop()
+	if err := waitServing(addr); err != nil {
+		return side{}, err
+	}
+	return execute(fmt.Sprintf("converge, embedded (SQLite), %d agents", o.agents), bin, addr, addr, nil, g, o)
+}
+
+// production runs it on separate Scheduler and Registry processes on Postgres and Redis.
+func production(bin string, g graph, o options) (side, error) {
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, o.pgURL)
+	if err != nil {
+		return side{}, err
+	}
+	defer admin.Close(ctx)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	db := "converge_dagbench_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		return side{}, err
+	}
+	defer func() { _, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") }()
+	i := strings.LastIndex(o.pgURL, "/")
+	q := ""
+	if j := strings.Index(o.pgURL[i:], "?"); j >= 0 {
+		q = o.pgURL[i+j:]
+	}
+	url := o.pgURL[:i+1] + db + q
+	env := []string{"CONVERGE_POSTGRES_URL=" + url, "CONVERGE_REDIS_URL=" + o.redisURL, "CONVERGE_MIGRATE=true", "CONVERGE_LOG_LEVEL=warn"}
+	sched, reg := freeAddr(), freeAddr()
+	for _, s := range []struct{ bin, addr string }{{"converge-scheduler", sched}, {"converge-registry", reg}} {
+		p, err := startProc(filepath.Join(bin, s.bin), env, "--listen", s.addr)
+		if err != nil {
+			return side{}, err
+		}
+		defer p.stop()
+		if err := waitServing(s.addr); err != nil {
+			return side{}, err
+		}
+	}
+	return execute(fmt.Sprintf("converge, Postgres + Redis, %d agents", o.agents), bin, sched, reg, env, g, o)
+}
+
+// execute starts the agents, creates and runs the list, and reads the figures from the log. The
+// wall time runs from CreateTaskList to the execution's end, as ninja's includes parsing its file.
+func execute(name, bin, sched, reg string, env []string, g graph, o options) (side, error) {
+	ctx := context.Background()
+	dataDir, err := os.MkdirTemp("", "converge-dag-agents-")
+	if err != nil {
+		return side{}, err
+	}
+	defer os.RemoveAll(dataDir)
+	for i := range o.agents {
+		id := fmt.Sprintf("bench-agent-%d", i+1)
+		p, err := startProc(filepath.Join(bin, "converge-agent"), env, "--listen", freeAddr(), "--scheduler", sched, "--registry", reg,
+			"--instance-id", id, "--data-dir", filepath.Join(dataDir, id), "--log-level", "warn")
+		if err != nil {
+			return side{}, err
+		}
+		defer p.stop()
+	}
+	conn, err := grpc.NewClient(sched, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return side{}, err
+	}
+	defer conn.Close()
+	c := schedulerv1.NewSchedulerServiceClient(conn)
+	spec := &schedulerv1.TaskListSpec{Name: "dag " + g.shape}
+	for i, ds := range g.deps {
+		t := &commonv1.Task{Id: taskID(i), Title: "true", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: fmt.Sprintf("out/%04d", i)}
+		for _, d := range ds {
+			t.DependsOn = append(t.DependsOn, taskID(d))
+		}
+		spec.Tasks = append(spec.Tasks, t)
+	}
+	start := time.Now()
+	tl, err := c.CreateTaskList(ctx, &schedulerv1.CreateTaskListRequest{Spec: spec})
+	if err != nil {
+		return side{}, err
+	}
+	ex, err := c.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId(),
+		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(min(len(g.deps), 1024)), AgentConfig: &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(10 * time.Second)}}})
+	if err != nil {
+		return side{}, err
+	}
+	id := ex.GetExecution().GetId()
+	var e *schedulerv1.Execution
+	for {
+		res, err := c.GetExecution(ctx, &schedulerv1.GetExecutionRequest{ExecutionId: id})
+		if err != nil {
+			return side{}, err
+		}
+		e = res.GetExecution()
+		if s := e.GetStatus(); s == schedulerv1.ExecutionStatus_EXECUTION_STATUS_COMPLETED || s == schedulerv1.ExecutionStatus_EXECUTION_STATUS_FAILED || s == schedulerv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED {
+			break
+		}
+		if time.Since(start) > o.timeout {
+			_, _ = c.CancelExecution(ctx, &schedulerv1.CancelExecutionRequest{ExecutionId: id})
+			return side{}, fmt.Errorf("execution %s did not end in %s", id, o.timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wall := time.Since(start)
+	var entries []*commonv1.LogEntry
+	for after := int64(0); ; {
+		res, err := c.GetExecutionLog(ctx, &schedulerv1.GetExecutionLogRequest{ExecutionId: id, AfterSeq: after, Limit: 500})
+		if err != nil {
+			return side{}, err
+		}
+		entries = append(entries, res.GetEntries()...)
+		if !res.GetHasMore() || len(res.GetEntries()) == 0 {
+			break
+		}
+		after = entries[len(entries)-1].GetSeq()
+	}
+	r := side{Name: name, WallS: wall.Seconds(), Outcome: strings.TrimPrefix(e.GetOutcome().String(), "OUTCOME_")}
+	figures(&r, g, entries)
+	return r, nil
+}
+
+// figures reads the latencies, throughput and counts from the execution log.
+func figures(r *side, g graph, entries []*commonv1.LogEntry) {
+	index := map[string]int{}
+	for i := range g.deps {
+		index[taskID(i)] = i
+	}
+	granted := map[string]time.Time{}
+	completed := map[int]time.Time{}
+	started := map[int]time.Time{} // first TASK_STARTED of each task
+	lastDone := map[string]time.Time{}
+	var claimLat, gaps []time.Duration
+	var first, last time.Time
+	for _, en := range entries {
+		at := en.GetTime().AsTime()
+		i, isTask := index[en.GetTaskId()]
+		switch en.GetEventType() {
+		case commonv1.EventType_EVENT_TYPE_LEASE_GRANTED:
+			if !isTask {
+				continue
+			}
+			granted[en.GetTaskId()] = at
+			if first.IsZero() {
+				first = at
+			}
+			if d, ok := lastDone[en.GetInstanceId()]; ok {
+				gaps = append(gaps, at.Sub(d))
+			}
+		case commonv1.EventType_EVENT_TYPE_TASK_STARTED:
+			if !isTask {
+				continue
+			}
+			if gt, ok := granted[en.GetTaskId()]; ok {
+				claimLat = append(claimLat, at.Sub(gt))
+			}
+			if _, ok := started[i]; !ok {
+				started[i] = at
+			}
+		case commonv1.EventType_EVENT_TYPE_TASK_COMPLETED:
+			if !isTask {
+				continue
+			}
+			last = at
+			r.Completed++
+			completed[i] = at
+			lastDone[en.GetInstanceId()] = at
+		case commonv1.EventType_EVENT_TYPE_TASK_REQUEUED:
+			r.Requeued++
+		case commonv1.EventType_EVENT_TYPE_WAVE_STARTED:
+			r.Waves++
+		}
+	}
+	if span := last.Sub(first); span > 0 {
+		r.TasksPerS = float64(r.Completed) / span.Seconds()
+	}
+	r.GapP50Ms, r.GapP99Ms = msf(pct(gaps, 50)), msf(pct(gaps, 99))
+	lat := claimLat
+	r.Latency = "claim→start"
+	if g.edges() > 0 {
+		r.Latency = "dependency done→dependent start"
+		lat = nil
+		for i, ds := range g.deps {
+			s, ok := started[i]
+			if len(ds) == 0 || !ok {
+				continue
+			}
+			var ready time.Time
+			for _, d := range ds {
+				if c := completed[d]; c.After(ready) {
+					ready = c
+				}
+			}
+			if !ready.IsZero() {
+				lat = append(lat, s.Sub(ready))
+			}
+		}
+	}
+	r.LatP50Ms, r.LatP99Ms, r.LatMaxMs = msf(pct(lat, 50)), msf(pct(lat, 99)), msf(pct(lat, 100))
+}
+
+func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[min(max(i-1, 0), len(s)-1)]
+}
