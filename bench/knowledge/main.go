@@ -54,6 +54,7 @@ type options struct {
 	seed        uint64
 	keep        bool
 	cpuProfile  string
+	jsonOut     bool
 }
 
 func main() {
@@ -69,6 +70,7 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic data and the queried paths")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database (its URL is printed)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed calls to this file")
+	flag.BoolVar(&o.jsonOut, "json", false, "print the result as one JSON object (progress goes to stderr)")
 	flag.Parse()
 	if err := run(context.Background(), o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "knowledge-bench:", err)
@@ -77,6 +79,10 @@ func main() {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
+	progress := out
+	if o.jsonOut {
+		progress = os.Stderr
+	}
 	dbURL := o.databaseURL
 	if dbURL == "" {
 		var (
@@ -87,7 +93,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			return err
 		}
 		if o.keep {
-			fmt.Fprintf(out, "database kept: %s\n", database.RedactURL(dbURL))
+			fmt.Fprintf(progress, "database kept: %s\n", database.RedactURL(dbURL))
 		} else {
 			defer drop()
 		}
@@ -106,7 +112,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if err := load(ctx, st.Pool(), r, o, time.Now()); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "loaded %d items in %s (COPY, indexes rebuilt, VACUUM ANALYZE)\n", o.items, time.Since(start).Round(time.Second))
+		fmt.Fprintf(progress, "loaded %d items in %s (COPY, indexes rebuilt, VACUUM ANALYZE)\n", o.items, time.Since(start).Round(time.Second))
 	} else if err := st.Pool().QueryRow(ctx, "SELECT count(*) FROM knowledge_items").Scan(&o.items); err != nil {
 		return err
 	}
@@ -366,6 +372,9 @@ func measure(ctx context.Context, out io.Writer, o options, r *repo, st *postgre
 	}
 
 	base := kinds[len(kinds)-1]
+	if o.jsonOut {
+		return writeJSON(out, o, per*o.rounds, kinds, base)
+	}
 	fmt.Fprintf(out, "\n%d items, %d calls of each kind in %d alternating rounds, one at a time, loopback TCP\n\n", o.items, per*o.rounds, o.rounds)
 	fmt.Fprintf(out, "%-40s %9s %9s %9s %9s %9s %8s %8s %8s\n", "call", "p50", "p90", "p99", "p99.9", "max", "items", "×PK p50", "×PK p99")
 	for _, k := range kinds {
@@ -381,6 +390,40 @@ func measure(ctx context.Context, out io.Writer, o options, r *repo, st *postgre
 	}
 	fmt.Fprintf(out, "\nQueryItems by path p99 %s %s the target of 5 ms\n", ms(pct(q.durations, 99)), verdict)
 	return nil
+}
+
+// callResult is one kind of call's figures in the JSON report.
+type callResult struct {
+	Call       string  `json:"call"`
+	P50Ms      float64 `json:"p50_ms"`
+	P90Ms      float64 `json:"p90_ms"`
+	P99Ms      float64 `json:"p99_ms"`
+	P999Ms     float64 `json:"p999_ms"`
+	MaxMs      float64 `json:"max_ms"`
+	Items      float64 `json:"items_per_call"`
+	RatioPKP50 float64 `json:"ratio_to_pk_p50"`
+	RatioPKP99 float64 `json:"ratio_to_pk_p99"`
+}
+
+// writeJSON prints the figures as one JSON object; the last call is the peer baseline.
+func writeJSON(out io.Writer, o options, calls int, kinds []*kind, base *kind) error {
+	msf := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	rep := struct {
+		Items    int          `json:"items"`
+		Calls    int          `json:"calls_per_kind"`
+		Rounds   int          `json:"rounds"`
+		TargetMs float64      `json:"target_p99_ms"`
+		Results  []callResult `json:"results"`
+	}{Items: o.items, Calls: calls, Rounds: o.rounds, TargetMs: 5}
+	for _, k := range kinds {
+		rep.Results = append(rep.Results, callResult{Call: k.name,
+			P50Ms: msf(pct(k.durations, 50)), P90Ms: msf(pct(k.durations, 90)), P99Ms: msf(pct(k.durations, 99)),
+			P999Ms: msf(pct(k.durations, 99.9)), MaxMs: msf(slices.Max(k.durations)), Items: float64(k.matches) / float64(len(k.durations)),
+			RatioPKP50: ratio(pct(k.durations, 50), pct(base.durations, 50)), RatioPKP99: ratio(pct(k.durations, 99), pct(base.durations, 99))})
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
 }
 
 // pct returns the p-th percentile of ds (nearest rank).
