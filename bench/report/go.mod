@@ -1,0 +1,3 @@
+module github.com/converge-dev/converge/bench/report
+
+go 1.26.0
