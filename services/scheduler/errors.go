@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -105,7 +108,7 @@ func toStatus(err error) error {
 		return grpcerr.FailedPrecondition("%s", err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
-	case errors.As(err, &netErr):
+	case errors.As(err, &netErr), storeUnavailable(err):
 		return grpcerr.Unavailable("scheduler store unreachable: %v", err)
 	case errors.Is(err, plan.ErrCycle):
 		// tasklist.Validate refuses cycles before planning: reaching the planner with one is a bug.
@@ -115,4 +118,24 @@ func toStatus(err error) error {
 		return err
 	}
 	return status.Errorf(codes.Internal, "%v", err)
+}
+
+// storeUnavailable reports whether err says the store could not be reached or answer now: a
+// refused or failed connection, a connection cut mid-request, Postgres shutting down or starting
+// up (class 57P), out of connections or resources (class 53), a connection exception (class 08),
+// a serialisation failure or deadlock (class 40). The caller may retry; it is not a bug.
+func storeUnavailable(err error) bool {
+	var (
+		connectErr *pgconn.ConnectError
+		pgErr      *pgconn.PgError
+	)
+	switch {
+	case errors.As(err, &connectErr), pgconn.Timeout(err), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, pgx.ErrTxClosed):
+		return true
+	case errors.As(err, &pgErr):
+		c := pgErr.Code
+		return len(c) >= 2 && (c[:2] == "08" || c[:2] == "53" || c[:2] == "40" || (len(c) >= 3 && c[:3] == "57P"))
+	}
+	msg := err.Error()
+	return strings.HasSuffix(msg, "conn closed") || strings.HasSuffix(msg, "closed pool")
 }
