@@ -30,6 +30,11 @@ type lease struct {
 	lost     error // the Scheduler refused the lease: nothing more may be reported
 	cancel   string
 	draining bool
+	// locks are the fenced file locks the work holds (tasks only); the keeper renews them with
+	// the lease. lockLost is set once one was lost to another holder: the work must not write.
+	locks    []heldLock
+	lockTTL  time.Duration
+	lockLost error
 	// local, for RunTask (no Scheduler): reports go to it instead of ReportProgress.
 	local func(events []*schedulerv1.AgentEvent, percent int32, message string)
 }
@@ -115,7 +120,9 @@ func (l *lease) report(ctx context.Context) bool {
 	return true
 }
 
-// keep reports every interval until ctx ends; it calls stop when the lease must end.
+// keep reports every interval until ctx ends; it calls stop when the lease must end. Each
+// round also renews the file locks, which last one lease: without it a task running longer than
+// its lease would hold no lock at all.
 func (l *lease) keep(ctx context.Context, stop context.CancelFunc) {
 	interval := l.ca.GetHeartbeatInterval().AsDuration()
 	if interval <= 0 {
@@ -125,6 +132,13 @@ func (l *lease) keep(ctx context.Context, stop context.CancelFunc) {
 	defer t.Stop()
 	for {
 		if !l.report(ctx) {
+			stop()
+			return
+		}
+		if err := l.renewLocks(ctx); err != nil {
+			l.mu.Lock()
+			l.cancel = err.Error()
+			l.mu.Unlock()
 			stop()
 			return
 		}
@@ -230,7 +244,9 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 		Result: out.result, CommitSha: out.commit, TaskRef: out.ref, Error: out.err, Tries: out.tries,
 		ConsecutiveFailures: consecutive, DiscoveriesCount: out.discoveries, ValidationOutputTail: tail(out.validationOut, 65536),
 		FilesChanged: out.files, LinesChanged: out.lines, LevelResults: out.levels, Events: l.takeEvents()}
-	// The completion must reach the Scheduler even when the worker is shutting down.
+	// The completion must reach the Scheduler even when the worker is shutting down, and across
+	// a Scheduler replica's restart or a Postgres failover: it is retried (with backoff) for up to
+	// 30 s while the answer is not final; the fencing token makes a retried completion idempotent.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	retry := 0
@@ -243,12 +259,13 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 			}
 			break
 		}
-		if c := status.Code(err); c == codes.Aborted || c == codes.NotFound || c == codes.InvalidArgument || c == codes.FailedPrecondition || retry >= 5 {
+		if c := status.Code(err); c == codes.Aborted || c == codes.NotFound || c == codes.InvalidArgument || c == codes.FailedPrecondition {
 			log.Warn("completion refused", "err", err)
 			break
 		}
 		retry++
-		if !sleep(cctx, time.Duration(retry)*200*time.Millisecond) {
+		if !sleep(cctx, min(time.Duration(retry)*200*time.Millisecond, 2*time.Second)) {
+			log.Warn("completion not delivered within 30 s: the lease will run out and the task be requeued", "err", err)
 			break
 		}
 	}

@@ -102,7 +102,8 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		}
 	}
 	locks, err := w.lockTargets(ctx, ca)
-	defer w.unlock(ctx, locks)
+	l.setLocks(locks, lockTTL(ca))
+	defer func() { w.unlock(ctx, l.heldLocks()) }()
 	if err != nil {
 		if ctx.Err() != nil {
 			return outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED}
@@ -175,7 +176,15 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 			}
 		}
 		if code == "" {
-			// Success: commit only the task's files, push the task ref, record discoveries.
+			// Success: commit only the task's files, push the task ref, record discoveries —
+			// if the lease and the file locks are still this worker's.
+			if !l.fence(ctx) {
+				l.mu.Lock()
+				why := l.cancel
+				l.mu.Unlock()
+				return outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED, tries: int32(try),
+					err: &commonv1.ErrorContext{Code: "FENCED", Message: "lease or file lock lost before writing: " + why, TaskId: t.GetId(), Timestamp: now()}}
+			}
 			out, err := w.finishTask(ctx, l, wt, res.Output, int32(try))
 			if err != nil {
 				code, why = "COMMIT_FAILED", err.Error()
@@ -313,10 +322,7 @@ func (w *Worker) ownedElsewhere(ctx context.Context, ca *schedulerv1.ClaimedAssi
 
 // lockTargets takes a fenced lock on every concrete target file, scoped to the execution.
 func (w *Worker) lockTargets(ctx context.Context, ca *schedulerv1.ClaimedAssignment) ([]heldLock, error) {
-	ttl := ca.GetLeaseDuration().AsDuration()
-	if ttl < time.Second {
-		ttl = time.Second
-	}
+	ttl := lockTTL(ca)
 	var locks []heldLock
 	if w.cfg.Registry == nil {
 		return nil, nil
@@ -334,6 +340,11 @@ func (w *Worker) lockTargets(ctx context.Context, ca *schedulerv1.ClaimedAssignm
 		locks = append(locks, heldLock{resource: res, token: r.GetLock().GetToken()})
 	}
 	return locks, nil
+}
+
+// lockTTL is how long a file lock grant lasts: one lease (the keeper renews both together).
+func lockTTL(ca *schedulerv1.ClaimedAssignment) time.Duration {
+	return max(ca.GetLeaseDuration().AsDuration(), time.Second)
 }
 
 // unlock releases locks, also when ctx was cancelled.
