@@ -7,7 +7,7 @@
 # $CONVERGE_TEST_REDIS_URL (default redis://127.0.0.1:6379/0).
 #
 # Sizes (environment): AGENTS (4: converge agents, ninja/make -j), CHAIN_TASKS (1000), DAG_TASKS
-# (1000), DAG_EDGES (5000), DAG_LEVELS (20), PEER_ROUNDS (3), REGISTRY_CLIENTS (50),
+# (1000), DAG_EDGES (5000), DAG_SEED (1), PEER_ROUNDS (3), REGISTRY_CLIENTS (50),
 # REGISTRY_DURATION (5s), REGISTRY_ROUNDS (3), REGISTRY_SET_REQUESTS (100000), KNOWLEDGE_ITEMS (1000000), KNOWLEDGE_QUERIES (20000),
 # PLAN_BENCHTIME (3x), VERIFY_BENCHTIME (5x). The outputs stay in $BENCH_OUT (default a temporary
 # directory, printed at the end).
@@ -19,7 +19,6 @@ AGENTS=${AGENTS:-4}
 CHAIN_TASKS=${CHAIN_TASKS:-1000}
 DAG_TASKS=${DAG_TASKS:-1000}
 DAG_EDGES=${DAG_EDGES:-5000}
-DAG_LEVELS=${DAG_LEVELS:-20}
 DAG_SEED=${DAG_SEED:-1}
 PEER_ROUNDS=${PEER_ROUNDS:-3}
 REGISTRY_CLIENTS=${REGISTRY_CLIENTS:-50}
@@ -94,7 +93,7 @@ run registry.json bench/registry env GOWORK=off go run . --json --clients "$REGI
 	--duration "$REGISTRY_DURATION" --rounds "$REGISTRY_ROUNDS" --set-requests "$REGISTRY_SET_REQUESTS"
 run knowledge.json bench/knowledge env GOWORK=off go run . --json --items "$KNOWLEDGE_ITEMS" --queries "$KNOWLEDGE_QUERIES"
 run dag.json bench/dag go run . --json --agents "$AGENTS" --chain-tasks "$CHAIN_TASKS" --tasks "$DAG_TASKS" \
-	--edges "$DAG_EDGES" --levels "$DAG_LEVELS" --seed "$DAG_SEED" --peer-rounds "$PEER_ROUNDS"
+	--edges "$DAG_EDGES" --seed "$DAG_SEED" --peer-rounds "$PEER_ROUNDS"
 
 step "writing bench/RESULTS.md"
 (cd bench/report && go run . --dir "$out") >"$root/bench/RESULTS.md.tmp" && mv "$root/bench/RESULTS.md.tmp" "$root/bench/RESULTS.md"

@@ -2,10 +2,11 @@
 // next to ninja and make given exactly the same graph, side by side in one run.
 //
 // Shapes: a chain (task i depends on task i-1), a fan-out (independent tasks, one wave) and a
-// random DAG (fixed seed, tasks spread over --levels layers, each dependency drawn from an earlier
-// layer). converge runs each on the embedded default (`converge dev --in-memory`: SQLite and
-// in-process locks) and on the production deployment (one process per service on Postgres and
-// Redis), with --agents agent processes; ninja and make run with -j --agents.
+// random DAG (--edges distinct edges between uniformly random pairs of tasks, oriented from the
+// lower index to the higher, fixed seed). converge runs each on the embedded default (`converge
+// dev --in-memory`: SQLite and in-process locks) and on the production deployment (one process
+// per service on Postgres and Redis), with --agents agent processes; ninja and make run with -j
+// --agents.
 //
 // Figures: wall time, per-task overhead against ninja ((wall − ninja wall) / tasks), the ratio to
 // ninja, and from the execution log (store times) the dependency-done → dependent-start latency
@@ -47,7 +48,7 @@ import (
 type options struct {
 	shapes             []string
 	tasks, chainTasks  int
-	edges, levels      int
+	edges              int
 	seed               uint64
 	agents, peerRounds int
 	mode               string
@@ -62,7 +63,6 @@ func main() {
 	flag.IntVar(&o.tasks, "tasks", 1000, "tasks of the fan-out and of the random DAG")
 	flag.IntVar(&o.chainTasks, "chain-tasks", 1000, "tasks of the chain (one wave, and one integration, per task in converge)")
 	flag.IntVar(&o.edges, "edges", 5000, "edges of the random DAG")
-	flag.IntVar(&o.levels, "levels", 20, "layers of the random DAG (its depth: converge runs one wave per layer)")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the random DAG")
 	flag.IntVar(&o.agents, "agents", 4, "converge agent processes, and -j of ninja and make")
 	flag.IntVar(&o.peerRounds, "peer-rounds", 5, "runs of ninja and of make per shape (the median is reported)")
@@ -163,7 +163,7 @@ func makeGraph(shape string, o options) (graph, error) {
 	case "fanout":
 		g.deps = make([][]int, o.tasks)
 	case "random":
-		g.deps = randomDAG(o.tasks, o.edges, o.levels, o.seed)
+		g.deps = randomDAG(o.tasks, o.edges, o.seed)
 	default:
 		return g, fmt.Errorf("unknown shape %q (chain, fanout, random)", shape)
 	}
@@ -178,38 +178,26 @@ func makeGraph(shape string, o options) (graph, error) {
 	return g, nil
 }
 
-// randomDAG spreads n tasks evenly over the given number of layers and draws m distinct edges,
-// each from a task to one of an earlier layer, with a fixed seed; every task past the first layer
-// gets at least one dependency on the layer just before it, so the depth is exactly `layers`.
-func randomDAG(n, m, layers int, seed uint64) [][]int {
+// randomDAG draws m distinct edges between uniformly random pairs of the n tasks, each pointing
+// from the lower index to the higher (a uniform random DAG, G(n, m) oriented by a random
+// topological order), with a fixed seed.
+func randomDAG(n, m int, seed uint64) [][]int {
 	rng := mrand.New(mrand.NewPCG(seed, 0xda9))
-	layers = max(min(layers, n), 1)
-	layerOf := func(i int) int { return i * layers / n }
-	first := func(l int) int { return (l*n + layers - 1) / layers } // first index of layer l
+	m = min(m, n*(n-1)/2)
 	deps := make([][]int, n)
 	seen := map[[2]int]bool{}
-	add := func(from, to int) bool {
+	for edges := 0; edges < m; {
+		a, b := rng.IntN(n), rng.IntN(n)
+		if a == b {
+			continue
+		}
+		from, to := min(a, b), max(a, b)
 		if seen[[2]int{from, to}] {
-			return false
+			continue
 		}
 		seen[[2]int{from, to}] = true
 		deps[to] = append(deps[to], from)
-		return true
-	}
-	edges := 0
-	for i := first(1); i < n && edges < m; i++ {
-		l := layerOf(i)
-		lo, hi := first(l-1), first(l)
-		if add(lo+rng.IntN(hi-lo), i) {
-			edges++
-		}
-	}
-	for edges < m && first(1) < n {
-		to := first(1) + rng.IntN(n-first(1))
-		from := rng.IntN(first(layerOf(to)))
-		if add(from, to) {
-			edges++
-		}
+		edges++
 	}
 	for _, d := range deps {
 		slices.Sort(d)

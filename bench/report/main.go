@@ -173,7 +173,7 @@ func dag(w io.Writer, dir string, set kvs) {
 		desc := map[string]string{
 			"chain":  "chain: task i depends on task i−1",
 			"fanout": "fan-out: independent tasks, one wave",
-			"random": fmt.Sprintf("random DAG (seed %s): tasks spread over %d layers, every dependency drawn from an earlier layer", set.get("seed"), s.Levels),
+			"random": fmt.Sprintf("random DAG (seed %s): edges between uniformly random pairs of tasks, from the lower index to the higher", set.get("seed")),
 		}[s.Shape]
 		fmt.Fprintf(w, "\n### %s — %d tasks, %d edges, depth %d, N = %d\n\n", desc, s.Tasks, s.Edges, s.Levels, rep.Agents)
 		lat := "dep done→start"
