@@ -60,8 +60,8 @@ func RequestID(ctx context.Context) string {
 //  3. metrics: Prometheus counters and a handling-time histogram per method.
 //     It sits outside auth and validation so rejected calls are counted too.
 //  4. auth: bearer token, except for health and reflection (DESIGN §9).
-//  5. validation: protovalidate rules from the proto; InvalidArgument with
-//     field violations.
+//  5. validation: protovalidate rules from the proto, and requests that did
+//     not decode (codec.go); InvalidArgument with field violations.
 //  6. recovery: a panic in a handler becomes Internal and is logged with its
 //     stack; the server keeps running.
 func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
@@ -216,6 +216,9 @@ func validate(v protovalidate.Validator, msg any) error {
 	m, ok := msg.(proto.Message)
 	if !ok {
 		return nil // not a protobuf message: nothing to validate against
+	}
+	if err := malformed(m); err != nil {
+		return err // the request did not decode (codec.go)
 	}
 	name := m.ProtoReflect().Descriptor().Name()
 	err := v.Validate(m)

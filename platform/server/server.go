@@ -101,6 +101,8 @@ func newServer(cc *completedConfig) (*Server, error) {
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(cc.MaxRecvMsgBytes),
+		// A request that does not decode is InvalidArgument, not grpc-go's Internal (codec.go).
+		grpc.ForceServerCodecV2(newRequestCodec()),
 		// Let clients keep idle connections (long polls, watch streams)
 		// alive with pings every 10s or more without being disconnected.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
