@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -550,7 +551,41 @@ func short(sha string) string {
 	return sha
 }
 
-// executionOf finds the execution an assignment belongs to (to lock it first).
+// executionOf finds the execution an assignment belongs to (to lock it first). An assignment
+// never changes execution, so the answer is remembered: reports and completions then go straight
+// to the execution's transaction, without a store round trip first.
 func (s *Server) executionOf(ctx context.Context, assignmentID string) (string, error) {
-	return s.store.AssignmentExecution(ctx, assignmentID)
+	if id, ok := s.owners.get(assignmentID); ok {
+		return id, nil
+	}
+	id, err := s.store.AssignmentExecution(ctx, assignmentID)
+	if err == nil {
+		s.owners.put(assignmentID, id)
+	}
+	return id, err
+}
+
+// owners remembers which execution an assignment belongs to, up to maxOwners assignments (then
+// it starts over: a miss costs one store read).
+type owners struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const maxOwners = 1 << 16
+
+func (o *owners) get(assignment string) (string, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	id, ok := o.m[assignment]
+	return id, ok
+}
+
+func (o *owners) put(assignment, execution string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil || len(o.m) >= maxOwners {
+		o.m = make(map[string]string)
+	}
+	o.m[assignment] = execution
 }

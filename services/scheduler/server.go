@@ -22,6 +22,7 @@ type Server struct {
 	driverEvery time.Duration
 	lists       lists
 	wake        *signal
+	owners      owners // assignment → execution
 }
 
 // New returns the Scheduler service on st. Start runs its background driver.

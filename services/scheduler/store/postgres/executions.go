@@ -503,6 +503,9 @@ func (s *Store) updateOnce(ctx context.Context, id string, fn func(tx store.Exec
 	if err != nil {
 		return err
 	}
+	if err := etx.flush(); err != nil {
+		return err
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: commit: %w", id, err)
 	}
@@ -510,12 +513,47 @@ func (s *Store) updateOnce(ctx context.Context, id string, fn func(tx store.Exec
 }
 
 // execTx is the ExecTx of one UpdateExecution attempt.
+//
+// The execution row is locked for the whole transaction, so every other writer of the execution
+// waits on it: each round trip made while holding it costs every claim, report and completion of
+// the run. Writes that cannot fail for a reason the caller could act on are therefore deferred and
+// sent in one batch just before the commit: the log entries (their seqs come from the locked row)
+// and the execution row itself (with last_seq folded in). Writes whose "not found" the caller must
+// see at once (waves, assignments, task status) stay immediate.
 type execTx struct {
-	ctx  context.Context
-	tx   pgx.Tx
-	now  time.Time
-	e    *schedulerv1.Execution // as stored in the transaction
-	done bool
+	ctx      context.Context
+	tx       pgx.Tx
+	now      time.Time
+	e        *schedulerv1.Execution // as stored in the transaction, with the deferred writes applied
+	done     bool
+	logRows  []stmt              // deferred log inserts
+	execRow  *store.ExecutionRow // deferred execution update, when PutExecution was called
+	seqDirty bool                // last_seq moved
+}
+
+// flush sends the deferred writes in one round trip.
+func (t *execTx) flush() error {
+	stmts := t.logRows
+	switch {
+	case t.execRow != nil:
+		r := t.execRow
+		stmts = append(stmts, stmt{"put execution", `UPDATE task_list_execution_runs SET status = $2, outcome = $3,
+		triggered_by = $4, previous_execution_id = $5, feature_build_id = $6, total_tasks = $7,
+		completed_tasks = $8, failed_tasks = $9, skipped_tasks = $10, running_tasks = $11,
+		current_wave = $12, wave_count = $13, total_attempts = $14, detail = $15::jsonb,
+		started_at = $16, completed_at = $17, updated_at = $18, last_seq = $19 WHERE execution_id = $1`,
+			[]any{r.ID, r.Status, r.Outcome, r.TriggeredBy, r.PreviousExecutionID, r.FeatureBuildID, r.TotalTasks,
+				r.CompletedTasks, r.FailedTasks, r.SkippedTasks, r.RunningTasks, r.CurrentWave, r.WaveCount,
+				r.TotalAttempts, r.Detail, r.StartTime, r.EndTime, t.now, t.e.GetLastSeq()}})
+	case t.seqDirty:
+		stmts = append(stmts, stmt{"advance last seq", `UPDATE task_list_execution_runs SET last_seq = $2 WHERE execution_id = $1`,
+			[]any{t.id(), t.e.GetLastSeq()}})
+	}
+	t.logRows, t.execRow, t.seqDirty = nil, nil, false
+	if err := execBatch(t.ctx, t.tx, stmts); err != nil {
+		return fmt.Errorf("scheduler store: update execution %q: %w", t.id(), err)
+	}
+	return nil
 }
 
 func (t *execTx) id() string { return t.e.GetId() }
@@ -544,19 +582,11 @@ func (t *execTx) PutExecution(e *schedulerv1.Execution) error {
 	if err != nil {
 		return err
 	}
-	if _, err := t.tx.Exec(t.ctx, `UPDATE task_list_execution_runs SET status = $2, outcome = $3,
-		triggered_by = $4, previous_execution_id = $5, feature_build_id = $6, total_tasks = $7,
-		completed_tasks = $8, failed_tasks = $9, skipped_tasks = $10, running_tasks = $11,
-		current_wave = $12, wave_count = $13, total_attempts = $14, detail = $15::jsonb,
-		started_at = $16, completed_at = $17, updated_at = $18 WHERE execution_id = $1`,
-		r.ID, r.Status, r.Outcome, r.TriggeredBy, r.PreviousExecutionID, r.FeatureBuildID, r.TotalTasks,
-		r.CompletedTasks, r.FailedTasks, r.SkippedTasks, r.RunningTasks, r.CurrentWave, r.WaveCount,
-		r.TotalAttempts, r.Detail, r.StartTime, r.EndTime, t.now); err != nil {
-		return fmt.Errorf("scheduler store: put execution %q: %w", t.id(), err)
-	}
-	if t.e, err = store.DecodeExecution(r); err != nil {
+	e2, err := store.DecodeExecution(r)
+	if err != nil {
 		return err
 	}
+	t.e, t.execRow = e2, &r // written by flush
 	return nil
 }
 
@@ -706,16 +736,10 @@ func (t *execTx) Append(entries ...*commonv1.LogEntry) error {
 	if err != nil {
 		return err
 	}
-	stmts := make([]stmt, 0, len(rows)+1)
 	for _, r := range rows {
-		stmts = append(stmts, stmt{fmt.Sprintf("insert log entry %d", r.Seq), insertLogSQL, logArgs(r)})
+		t.logRows = append(t.logRows, stmt{fmt.Sprintf("insert log entry %d", r.Seq), insertLogSQL, logArgs(r)})
 	}
-	last := rows[len(rows)-1].Seq
-	stmts = append(stmts, stmt{"advance last seq", `UPDATE task_list_execution_runs SET last_seq = $2 WHERE execution_id = $1`, []any{t.id(), last}})
-	if err := execBatch(t.ctx, t.tx, stmts); err != nil {
-		return fmt.Errorf("scheduler store: append to the log of %q: %w", t.id(), err)
-	}
-	t.e.LastSeq = last
+	t.e.LastSeq, t.seqDirty = rows[len(rows)-1].Seq, true // written by flush
 	setEntries(entries, rows)
 	return nil
 }
