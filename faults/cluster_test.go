@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,7 +79,6 @@ func startProc(t *testing.T, logDir, name, bin string, env []string, args ...str
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	require.NoError(t, p.cmd.Start())
 	go func() { _ = p.cmd.Wait(); _ = f.Close(); close(p.done) }()
-	t.Cleanup(func() { p.stop() })
 	return p
 }
 
@@ -121,6 +121,7 @@ type cluster struct {
 	logDir   string
 	workDir  string
 	pg       *pgServer
+	db       string // the scenario's database
 	pgDirect string // URL straight to Postgres
 	pgProxy  *Proxy // Schedulers → Postgres
 	redis    *redisServer
@@ -139,6 +140,7 @@ type cluster struct {
 	reg        registryv1.RegistryServiceClient
 
 	mu       sync.Mutex
+	procs    []*proc
 	agents   map[string]*proc
 	agentOf  map[string]int // instance → Scheduler index
 	retired  []*proc        // killed agents, for their output
@@ -184,17 +186,19 @@ func newProxy(t *testing.T, target string) *Proxy {
 func newCluster(t *testing.T, cfg config, pg *pgServer, db string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, cfg: cfg, pg: pg, agents: map[string]*proc{}, agentOf: map[string]int{}}
+	// At the end every process still running is stopped, all at once (each drains for a while).
+	t.Cleanup(c.stopAll)
 	c.logDir = filepath.Join(resultsDir(t), db)
 	require.NoError(t, os.MkdirAll(c.logDir, 0o755))
 	c.workDir = t.TempDir()
-	c.pgDirect = pg.createDB(t, db)
+	c.db, c.pgDirect = db, pg.createDB(t, db)
 	c.pgProxy = newProxy(t, "127.0.0.1:"+pg.port)
 	c.redis = startRedis(t)
 	base := []string{"CONVERGE_REDIS_URL=redis://" + c.redis.addr() + "/0", "CONVERGE_MIGRATE=true", "CONVERGE_LOG_LEVEL=info"}
 	c.env = append([]string{"CONVERGE_POSTGRES_URL=" + c.pgDirect}, base...)
 	up := func(name, svc string, args ...string) string {
 		addr := freeAddr(t)
-		p := startProc(t, c.logDir, name, binary(t, svc), c.env, append([]string{"--listen", addr}, args...)...)
+		p := c.startProc(name, svc, c.env, append([]string{"--listen", addr}, args...)...)
 		c.waitHealthy(p, addr)
 		return addr
 	}
@@ -214,14 +218,42 @@ func newCluster(t *testing.T, cfg config, pg *pgServer, db string) *cluster {
 	for range cfg.agents {
 		c.addAgent(-1)
 	}
+	t.Cleanup(c.stopAll) // (again, to run before the proxies and stores registered since go)
 	return c
 }
 
 func (c *cluster) startScheduler(i int) {
 	c.t.Helper()
 	name := fmt.Sprintf("scheduler-%d", i)
-	c.sched[i] = startProc(c.t, c.logDir, name, binary(c.t, "scheduler"), c.schedEnv, append([]string{"--listen", c.schedAddr[i]}, c.schedArgs...)...)
+	c.sched[i] = c.startProc(name, "scheduler", c.schedEnv, append([]string{"--listen", c.schedAddr[i]}, c.schedArgs...)...)
 	c.waitHealthy(c.sched[i], c.schedAddr[i])
+}
+
+// startProc starts converge-<svc> as name; stopAll stops it.
+func (c *cluster) startProc(name, svc string, env []string, args ...string) *proc {
+	c.t.Helper()
+	p := startProc(c.t, c.logDir, name, binary(c.t, svc), env, args...)
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	return p
+}
+
+// stopAll stops every process at once: agents first, then the services.
+func (c *cluster) stopAll() {
+	c.mu.Lock()
+	procs := slices.Clone(c.procs)
+	c.mu.Unlock()
+	for _, agents := range []bool{true, false} {
+		var wg sync.WaitGroup
+		for _, p := range procs {
+			if strings.HasPrefix(p.name, "agent-") == agents {
+				wg.Add(1)
+				go func() { defer wg.Done(); p.stop() }()
+			}
+		}
+		wg.Wait()
+	}
 }
 
 // addAgent starts a new agent talking to Scheduler replica i (-1: alternate).
@@ -236,7 +268,7 @@ func (c *cluster) addAgent(i int) string {
 	c.mu.Unlock()
 	args := []string{"--listen", freeAddr(c.t), "--scheduler", c.agentProxy[i].Addr, "--instance-id", id,
 		"--data-dir", filepath.Join(c.workDir, "agents", id), "--registry", c.registry, "--knowledge", c.know}
-	p := startProc(c.t, c.logDir, id, binary(c.t, "agent"), c.env, args...)
+	p := c.startProc(id, "agent", c.env, args...)
 	c.mu.Lock()
 	c.agents[id], c.agentOf[id] = p, i
 	c.mu.Unlock()

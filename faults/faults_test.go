@@ -342,7 +342,7 @@ func scenarios() []scenario {
 		{name: "redis-flush-restart", inject: restartRedis},
 		{name: "postgres-restart", inject: restartPostgres},
 		{name: "proxy-faults", inject: proxyFaults},
-		{name: "agent-stop", sleep: "0.6", inject: stopAgent},
+		{name: "agent-stop", sleep: "0.4", inject: stopAgent},
 	}
 }
 
@@ -413,10 +413,43 @@ func restartRedis(r *run) {
 	r.res.notes = "FLUSHALL, kill -9, empty restart"
 }
 
-// 4. stop Postgres (immediate: every session cut, crash recovery) and start it again.
+// leaderSessionKilled terminates only the Postgres session that holds the Scheduler leadership
+// (its advisory lock) and answers whether the old leader noticed within a few seconds, or
+// whether two replicas went on leading.
+func leaderSessionKilled(r *run) string {
+	c := r.c
+	old := c.leader()
+	before := [2]int{len(c.sched[0].output()), len(c.sched[1].output())}
+	out, err := c.pg.psql(c.db, "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' AND granted")
+	if err != nil || strings.TrimSpace(out) != "1" {
+		return fmt.Sprintf("leader session kill: %q %v", out, err)
+	}
+	time.Sleep(3 * time.Second)
+	oldOut, otherOut := c.sched[old].output()[before[old]:], c.sched[1-old].output()[before[1-old]:]
+	noticed := strings.Contains(oldOut, `msg="scheduler driver"`) || strings.Contains(oldOut, "leadership lost")
+	other := strings.Contains(otherOut, "this replica leads")
+	switch {
+	case noticed:
+		return "leader's session killed: it stepped down"
+	case other:
+		r.t.Errorf("the leader's Postgres session was killed and the leader did not notice, while replica %d took the lead: two replicas lead", 1-old)
+		return "leader's session killed: NOT noticed, two leaders"
+	default:
+		r.t.Errorf("the leader's Postgres session was killed and the leader did not notice (no replica holds the leadership)")
+		return "leader's session killed: NOT noticed, nobody leads"
+	}
+}
+
+// 4. stop Postgres (immediate: every session cut, crash recovery) and start it again; before
+// that, kill only the leader's Postgres session.
 func restartPostgres(r *run) {
+	var notes []string
+	if r.at(0.15) {
+		notes = append(notes, leaderSessionKilled(r))
+		r.res.faultsInjected++
+	}
 	for i := range r.c.cfg.repeats {
-		if !r.at(float64(i+1) / float64(r.c.cfg.repeats+1)) {
+		if !r.at(0.15 + 0.85*float64(i+1)/float64(r.c.cfg.repeats+1)) {
 			break
 		}
 		r.c.pg.stop(r.t)
@@ -424,7 +457,7 @@ func restartPostgres(r *run) {
 		r.c.pg.start(r.t)
 		r.res.faultsInjected++
 	}
-	r.res.notes = "pg_ctl stop -m immediate, 3 s down, start"
+	r.res.notes = strings.Join(append(notes, "pg_ctl stop -m immediate, 3 s down, start"), "; ")
 }
 
 // 5. latency, resets and cuts between agents and Schedulers and between Schedulers and Postgres.

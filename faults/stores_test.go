@@ -119,6 +119,12 @@ func (pg *pgServer) url(db, hostPort string) string {
 	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort, db)
 }
 
+// psql runs one SQL command on database db and answers its output (unaligned, tuples only).
+func (pg *pgServer) psql(db, sql string) (string, error) {
+	out, err := pg.command("psql", "-h", "127.0.0.1", "-p", pg.port, "-U", "postgres", "-d", db, "-Atc", sql).CombinedOutput()
+	return string(out), err
+}
+
 // redisServer is a private redis-server without persistence.
 type redisServer struct {
 	port string
