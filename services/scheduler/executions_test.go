@@ -218,11 +218,15 @@ func TestExpiredLeaseIsRequeuedAndTheOldHolderFenced(t *testing.T) {
 	t.Parallel()
 	forEachRunStore(t, func(t *testing.T, b *testBundle) {
 		list := b.createList(t, &schedulerv1.TaskListSpec{Name: "one", Tasks: []*commonv1.Task{{Id: "A", Title: "a", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN}}})
-		e := b.start(t, list, fastOptions())
+		// A 1.2 s lease (three heartbeats of 400 ms): long enough that a loaded machine's stalls
+		// do not expire the live holder below, short enough to watch the silent one expire.
+		opts := fastOptions()
+		opts.AgentConfig.HeartbeatInterval = durationpb.New(400 * time.Millisecond)
+		e := b.start(t, list, opts)
 		old := b.claim(t, "agent-dies", time.Second)
 		require.NotNil(t, old)
 		require.Equal(t, int64(1), old.GetAssignment().GetFencingToken())
-		require.Equal(t, 300*time.Millisecond, old.GetLeaseDuration().AsDuration())
+		require.Equal(t, 1200*time.Millisecond, old.GetLeaseDuration().AsDuration())
 
 		// The holder goes silent; the reaper requeues the task with attempt 2.
 		next := b.claim(t, "agent-2", 5*time.Second)
@@ -240,16 +244,14 @@ func TestExpiredLeaseIsRequeuedAndTheOldHolderFenced(t *testing.T) {
 		_, err = b.complete(t.Context(), old, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
 		requireCode(t, err, codes.Aborted)
 
-		// The new holder's reports keep its lease past several lease lengths. (Reports every
-		// 50 ms against a 300 ms lease: a stall of a quarter second on a loaded machine must not
-		// read as a silent holder.)
-		for i := int64(1); i <= 12; i++ {
+		// The new holder's reports keep its lease past several lease lengths.
+		for i := int64(1); i <= 10; i++ {
 			res, err := b.client.ReportProgress(t.Context(), &schedulerv1.ReportProgressRequest{AssignmentId: next.GetAssignment().GetId(),
 				InstanceId: "agent-2", FencingToken: 2, ReportSeq: i, ProgressPercent: int32(i * 8), Message: "working",
 				Events: []*schedulerv1.AgentEvent{{EventType: commonv1.EventType_EVENT_TYPE_INFO, Message: fmt.Sprintf("step %d", i)}}})
 			require.NoError(t, err)
 			require.Equal(t, schedulerv1.Directive_DIRECTIVE_CONTINUE, res.GetDirective())
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond)
 		}
 		res, err := b.complete(t.Context(), next, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
 		require.NoError(t, err)
