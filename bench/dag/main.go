@@ -61,7 +61,7 @@ func main() {
 	var o options
 	shape := flag.String("shape", "all", "chain, fanout, random, or a comma-separated list, or all")
 	flag.IntVar(&o.tasks, "tasks", 1000, "tasks of the fan-out and of the random DAG")
-	flag.IntVar(&o.chainTasks, "chain-tasks", 1000, "tasks of the chain (one wave, and one integration, per task in converge)")
+	flag.IntVar(&o.chainTasks, "chain-tasks", 1000, "tasks of the chain (one wave per task in converge)")
 	flag.IntVar(&o.edges, "edges", 5000, "edges of the random DAG")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the random DAG")
 	flag.IntVar(&o.agents, "agents", 4, "converge agent processes, and -j of ninja and make")

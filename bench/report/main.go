@@ -160,10 +160,14 @@ func dag(w io.Writer, dir string, set kvs) {
 	fmt.Fprintf(w, "ninja and make: median wall time of %s runs each. converge: one run, wall time from\n", set.get("peer rounds"))
 	fmt.Fprintf(w, "`CreateTaskList` to the end of the execution. Overhead per task = (wall − ninja wall) / tasks.\n")
 	fmt.Fprintf(w, "Latency = dependency done → dependent start from the execution log's store times (the last\n")
-	fmt.Fprintf(w, "dependency's TASK_COMPLETED → the dependent's TASK_STARTED; it spans the wave barrier and the\n")
-	fmt.Fprintf(w, "integration step between waves); on the fan-out, which has no dependencies, claim → start\n")
+	fmt.Fprintf(w, "dependency's TASK_COMPLETED → the dependent's TASK_STARTED; it spans the wave barrier: a task\n")
+	fmt.Fprintf(w, "waits for its whole wave, not only its dependencies); on the fan-out, which has no dependencies, claim → start\n")
 	fmt.Fprintf(w, "(LEASE_GRANTED → TASK_STARTED). SQLite stores event times to the millisecond. ninja and make\n")
-	fmt.Fprintf(w, "keep no such log: their latency is not reported.\n")
+	fmt.Fprintf(w, "keep no such log: their latency is not reported. The task lists carry no done-criteria, so the\n")
+	fmt.Fprintf(w, "executions end CONVERGED_PENDING_HUMAN (every task done, nothing for Verify Done to check) and\n")
+	fmt.Fprintf(w, "no verification is part of the measured time. Without a repository a wave has no commits to\n")
+	fmt.Fprintf(w, "integrate, so no git merge or codebase validation runs between waves here: these figures are the\n")
+	fmt.Fprintf(w, "scheduling overhead (planning, leases, agents' claim/start/complete, the event log, wave barriers).\n")
 	var rep dagReport
 	if err := readJSON(dir, "dag.json", &rep); err != nil {
 		notMeasured(w, dir, "dag.json", err)
