@@ -14,8 +14,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 )
 
@@ -145,6 +147,8 @@ type run struct {
 type death struct {
 	instance, assignment, task string
 	at                         time.Time
+	// cut: the agent lives on, cut off from its Scheduler; it may take the task again later.
+	cut bool
 }
 
 // at waits until the run completed frac of its tasks.
@@ -285,6 +289,35 @@ func runScenario(t *testing.T, cfg config, pg *pgServer, db string, sc scenario)
 		}
 	}
 	checkLeases(t, log, r)
+	// The writes of an agent taken out: its assignment ended COMPLETED by another agent, and the
+	// task's ref holds that agent's commit (a late writer did not move it).
+	if len(r.deaths) > 0 {
+		byID := map[string]*schedulerv1.Assignment{}
+		for _, a := range c.assignments(e.GetId()) {
+			byID[a.GetId()] = a
+		}
+		intact, out := 0, 0
+		for _, d := range r.deaths {
+			if d.cut {
+				continue
+			}
+			out++
+			a := byID[d.assignment]
+			if !assert.NotNil(t, a) {
+				continue
+			}
+			assert.Equal(t, schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_COMPLETED, a.GetStatus(), "assignment %s of task %s", a.GetId(), d.task)
+			assert.NotEqual(t, d.instance, a.GetInstanceId(), "task %s was completed by %s, taken out while holding it", d.task, d.instance)
+			if a.GetTaskRef() != "" {
+				if got := gitOut(t, repo, "rev-parse", a.GetTaskRef()); assert.Equal(t, a.GetCommitSha(), got, "task ref %s moved by a late writer", a.GetTaskRef()) {
+					intact++
+				}
+			}
+		}
+		if out > 0 {
+			res.notes += fmt.Sprintf("; %d/%d taken-out tasks completed by another agent, task ref intact", intact, out)
+		}
+	}
 	t.Logf("%s: %s in %s; %d log entries; %d stream resumes; %d agents replaced", sc.name, res.outcome, time.Since(began).Round(time.Second),
 		len(log), res.resumes, c.replaced)
 }
@@ -325,7 +358,7 @@ func checkLeases(t *testing.T, log []*commonv1.LogEntry, r *run) {
 		}
 		for _, inst := range who {
 			for _, d := range r.deaths {
-				if d.instance == inst && d.task == task {
+				if d.instance == inst && d.task == task && !d.cut {
 					stale++
 					t.Errorf("task %s was completed by %s, taken out while holding it (its lease expired)", task, inst)
 				}
@@ -397,20 +430,45 @@ func killScheduler(r *run) {
 	r.res.notes = "killed -9 and restarted: " + strings.Join(killed, ", ") + " (the leader first)"
 }
 
-// 3. FLUSHALL Redis, kill it and start an empty one on the same port.
+// probeToken takes and releases a lock on a probe resource and answers its fencing token.
+func (c *cluster) probeToken() int64 {
+	c.t.Helper()
+	var token int64
+	ok := eventually(60*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		res, err := c.reg.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: "faults/probe.txt", Holder: "faults-probe", Ttl: durationpb.New(time.Minute)})
+		if err != nil || !res.GetGranted() {
+			return false
+		}
+		token = res.GetLock().GetToken()
+		_, _ = c.reg.ReleaseLock(ctx, &registryv1.ReleaseLockRequest{Resource: "faults/probe.txt", Holder: "faults-probe", Token: token})
+		return true
+	})
+	require.True(c.t, ok, "the Registry granted no lock for a minute")
+	return token
+}
+
+// 3. FLUSHALL Redis, kill it and start an empty one on the same port. Fencing tokens granted
+// after it are greater than every token granted before it.
 func restartRedis(r *run) {
+	var tokens []string
 	for i := range r.c.cfg.repeats {
 		if !r.at(float64(i+1) / float64(r.c.cfg.repeats+1)) {
 			break
 		}
+		before := r.c.probeToken()
 		_, err := r.c.redis.do("FLUSHALL")
 		assert.NoError(r.t, err)
 		r.c.redis.kill()
 		time.Sleep(time.Second)
 		r.c.redis.start(r.t)
+		after := r.c.probeToken()
+		assert.Greater(r.t, after, before, "a fencing token after the flush is greater than every token before it")
+		tokens = append(tokens, fmt.Sprintf("token %d→%d", before, after))
 		r.res.faultsInjected++
 	}
-	r.res.notes = "FLUSHALL, kill -9, empty restart"
+	r.res.notes = "FLUSHALL, kill -9, empty restart; " + strings.Join(tokens, ", ")
 }
 
 // leaderSessionKilled terminates only the Postgres session that holds the Scheduler leadership
@@ -496,7 +554,7 @@ func proxyFaults(r *run) {
 			on0 := c.agentOf[id] == 0
 			c.mu.Unlock()
 			if on0 {
-				r.deaths = append(r.deaths, death{instance: id, assignment: h.GetId(), task: h.GetTaskId(), at: time.Now()})
+				r.deaths = append(r.deaths, death{instance: id, assignment: h.GetId(), task: h.GetTaskId(), at: time.Now(), cut: true})
 			}
 		}
 		c.agentProxy[0].Cut()

@@ -2,7 +2,8 @@
 # The fault suite (faults/): real binaries, a private Postgres and Redis, one fault at a time.
 #   sh faults/run.sh full   # 200 tasks per scenario; rewrites faults/RESULTS.md
 #   sh faults/run.sh ci     # every scenario on 30 tasks (make faults-ci)
-# CONVERGE_FAULTS_ONLY=agent-kill,postgres-restart runs only those scenarios.
+# CONVERGE_FAULTS_ONLY=agent-kill,postgres-restart runs only those scenarios; CONVERGE_FAULTS_BIN=dir uses
+# prebuilt converge-<service> binaries instead of building them.
 set -eu
 mode=${1:-ci}
 case "$mode" in full|ci) ;; *) echo "usage: $0 full|ci" >&2; exit 2 ;; esac
@@ -10,14 +11,18 @@ cd "$(dirname "$0")"
 work=$(mktemp -d "${TMPDIR:-/tmp}/converge-faults-XXXXXX")
 trap 'rm -rf "$work/bin"' EXIT
 mkdir -p "$work/bin" "$work/logs"
-for s in scheduler registry knowledge verifier agent; do
-	go build -C "../services/$s" -o "$work/bin/converge-$s" "./cmd/$s"
-done
+bin=${CONVERGE_FAULTS_BIN:-}
+if [ -z "$bin" ]; then
+	bin=$work/bin
+	for s in scheduler registry knowledge verifier agent; do
+		go build -C "../services/$s" -o "$bin/converge-$s" "./cmd/$s"
+	done
+fi
 timeout=20m
 [ "$mode" = full ] && timeout=90m
 start=$(date +%s)
 status=0
-CONVERGE_FAULTS=$mode CONVERGE_FAULTS_BIN=$work/bin CONVERGE_FAULTS_LOGS=$work/logs CONVERGE_FAULTS_RESULTS=$work/results.md \
+CONVERGE_FAULTS=$mode CONVERGE_FAULTS_BIN=$bin CONVERGE_FAULTS_LOGS=$work/logs CONVERGE_FAULTS_RESULTS=$work/results.md \
 	go test -count=1 -timeout "$timeout" -run 'TestFaults' -v . 2>&1 | tee "$work/test.log" | grep -E '^(=== RUN|--- |    --- |PASS|FAIL|ok|\s+faults_test.go|\s+[a-z_]+_test.go:[0-9]+:)' || true
 grep -q '^ok' "$work/test.log" || status=1
 wall=$(( $(date +%s) - start ))
