@@ -1,0 +1,573 @@
+package main
+
+// The load run: a production-shaped deployment (one process per service on a private Postgres
+// database and Redis, N agent processes), one execution of short `true` tasks, and S
+// WatchExecution streams from cursor 0 held over C client connections for the whole run.
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+)
+
+// config is one load run.
+type config struct {
+	Streams int // WatchExecution streams
+	Conns   int // client connections the streams are spread over
+	Agents  int // converge-agent processes
+	Tasks   int // tasks of the execution, each `true`
+	Width   int // tasks per layer: task i depends on task i-Width (Tasks/Width waves)
+
+	PostgresURL string // server; a private database is made and dropped
+	RedisURL    string
+	BinDir      string // prebuilt binaries; "" builds them into a temporary directory
+	Timeout     time.Duration
+	Logf        func(format string, args ...any)
+}
+
+// result is what a run measured.
+type result struct {
+	Config  config
+	Outcome string
+	Events  int           // entries in the execution's log
+	Wall    time.Duration // StartExecution (after the streams were open) → the execution ended
+
+	// Streams that saw exactly the log's seqs 1..Events in order, no gap, no duplicate.
+	StreamsExact int
+	StreamErrors []string // the others, one line each (the first few)
+	Delivered    int64    // messages with an entry received over every stream
+
+	// Delivery latency: the entry's store time → received by a stream, over every stream, for the
+	// entries written after the streams were open.
+	LatP50, LatP99, LatMax time.Duration
+	LatSamples             int
+
+	// The Scheduler process: VmRSS before the streams opened, VmHWM (peak RSS) at the end, and the
+	// Go heap in use (go_memstats_heap_inuse_bytes, sampled every 250 ms) before and at its peak.
+	SchedRSSIdleKB, SchedRSSPeakKB int64
+	SchedHeapIdle, SchedHeapPeak   int64
+	AgentRSSTotalKB                int64 // every agent's VmHWM summed
+	StreamsOpen                    time.Duration
+}
+
+func (c *config) logf(format string, args ...any) {
+	if c.Logf != nil {
+		c.Logf(format, args...)
+	}
+}
+
+// binaries the deployment runs, by package.
+var binaries = map[string]string{
+	"converge-scheduler": "github.com/converge-dev/converge/services/scheduler/cmd/scheduler",
+	"converge-registry":  "github.com/converge-dev/converge/services/registry/cmd/registry",
+	"converge-knowledge": "github.com/converge-dev/converge/services/knowledge/cmd/knowledge",
+	"converge-verifier":  "github.com/converge-dev/converge/services/verifier/cmd/verifier",
+	"converge-agent":     "github.com/converge-dev/converge/services/agent/cmd/agent",
+}
+
+func buildBinaries(dir string) error {
+	for name, pkg := range binaries {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return nil
+}
+
+// proc is a started process whose output goes to a log file kept on failure.
+type proc struct {
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{}
+}
+
+func startProc(bin, logDir string, env []string, args ...string) (*proc, error) {
+	logf, err := os.CreateTemp(logDir, filepath.Base(bin)+"-*.log")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return nil, err
+	}
+	p := &proc{cmd: cmd, log: logf, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	_ = p.log.Close()
+}
+
+func (p *proc) tail(n int) string {
+	b, _ := os.ReadFile(p.log.Name())
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// procStatusKB answers a field of /proc/<pid>/status in kB (VmRSS, VmHWM).
+func procStatusKB(pid int, field string) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// heapInuse scrapes go_memstats_heap_inuse_bytes from a Prometheus endpoint.
+func heapInuse(metricsAddr string) int64 {
+	c := http.Client{Timeout: 2 * time.Second}
+	res, err := c.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return int64(f)
+		}
+	}
+	return 0
+}
+
+func freeAddr() (string, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer lis.Close()
+	return lis.Addr().String(), nil
+}
+
+func waitServing(ctx context.Context, addr string, p *proc) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited:\n%s", p.cmd.Path, p.tail(30))
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		res, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s at %s never became SERVING:\n%s", filepath.Base(p.cmd.Path), addr, p.tail(30))
+}
+
+// privateDatabase makes a fresh database on the server at pgURL and answers its URL and a drop.
+func privateDatabase(ctx context.Context, pgURL string) (string, func(), error) {
+	admin, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("postgres %s: %w", pgURL, err)
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	db := "converge_load_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		_ = admin.Close(ctx)
+		return "", nil, err
+	}
+	drop := func() {
+		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
+		_ = admin.Close(context.Background())
+	}
+	i := strings.LastIndex(pgURL, "/")
+	q := ""
+	if j := strings.Index(pgURL[i:], "?"); j >= 0 {
+		q = pgURL[i+j:]
+	}
+	return pgURL[:i+1] + db + q, drop, nil
+}
+
+// streamResult is what one WatchExecution stream saw.
+type streamResult struct {
+	seqs []int64
+	lat  []time.Duration // entries written after liveFrom
+	err  error
+}
+
+func taskID(i int) string { return fmt.Sprintf("t%04d", i) }
+
+// run deploys, runs the execution under the streams and measures.
+func run(ctx context.Context, cfg config) (res result, err error) {
+	res.Config = cfg
+	if cfg.Conns <= 0 {
+		cfg.Conns = 1
+	}
+	if cfg.Width <= 0 {
+		cfg.Width = cfg.Tasks
+	}
+	work, err := os.MkdirTemp("", "converge-load-")
+	if err != nil {
+		return res, err
+	}
+	keepLogs := false
+	defer func() {
+		if keepLogs {
+			cfg.logf("logs kept in %s", work)
+			return
+		}
+		_ = os.RemoveAll(work)
+	}()
+	defer func() {
+		if err != nil {
+			keepLogs = true
+		}
+	}()
+	bin := cfg.BinDir
+	if bin == "" {
+		bin = filepath.Join(work, "bin")
+		cfg.logf("building the binaries")
+		if err := buildBinaries(bin); err != nil {
+			return res, err
+		}
+	}
+	pg, drop, err := privateDatabase(ctx, cfg.PostgresURL)
+	if err != nil {
+		return res, err
+	}
+	defer drop()
+	logs := filepath.Join(work, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return res, err
+	}
+	env := []string{"CONVERGE_POSTGRES_URL=" + pg, "CONVERGE_REDIS_URL=" + cfg.RedisURL, "CONVERGE_MIGRATE=true", "CONVERGE_LOG_LEVEL=warn"}
+	var procs []*proc
+	defer func() {
+		// Agents first, then the services.
+		var wg sync.WaitGroup
+		for i := len(procs) - 1; i >= 0; i-- {
+			wg.Add(1)
+			go func(p *proc) { defer wg.Done(); p.stop() }(procs[i])
+		}
+		wg.Wait()
+	}()
+	up := func(name string, args ...string) (string, *proc, error) {
+		addr, err := freeAddr()
+		if err != nil {
+			return "", nil, err
+		}
+		p, err := startProc(filepath.Join(bin, name), logs, env, append([]string{"--listen", addr}, args...)...)
+		if err != nil {
+			return "", nil, err
+		}
+		procs = append(procs, p)
+		return addr, p, waitServing(ctx, addr, p)
+	}
+	cfg.logf("starting registry, knowledge, verifier and scheduler on %s", pg)
+	registry, _, err := up("converge-registry")
+	if err != nil {
+		return res, err
+	}
+	knowledge, _, err := up("converge-knowledge")
+	if err != nil {
+		return res, err
+	}
+	verifier, _, err := up("converge-verifier", "--allowed-root", work)
+	if err != nil {
+		return res, err
+	}
+	metrics, err := freeAddr()
+	if err != nil {
+		return res, err
+	}
+	schedAddr, sched, err := up("converge-scheduler", "--verifier", verifier, "--work-dir", filepath.Join(work, "scheduler"), "--metrics-listen", metrics)
+	if err != nil {
+		return res, err
+	}
+
+	cfg.logf("starting %d agents", cfg.Agents)
+	var agents []*proc
+	for i := range cfg.Agents {
+		id := fmt.Sprintf("load-agent-%02d", i+1)
+		addr, err := freeAddr()
+		if err != nil {
+			return res, err
+		}
+		p, err := startProc(filepath.Join(bin, "converge-agent"), logs, env, "--listen", addr, "--scheduler", schedAddr,
+			"--registry", registry, "--knowledge", knowledge, "--instance-id", id, "--data-dir", filepath.Join(work, "agents", id))
+		if err != nil {
+			return res, err
+		}
+		procs = append(procs, p)
+		agents = append(agents, p)
+	}
+
+	conns := make([]*grpc.ClientConn, cfg.Conns)
+	for i := range conns {
+		if conns[i], err = grpc.NewClient(schedAddr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			return res, err
+		}
+		defer conns[i].Close()
+	}
+	client := schedulerv1.NewSchedulerServiceClient(conns[0])
+
+	// The Scheduler's memory and heap, sampled from now on.
+	res.SchedRSSIdleKB = procStatusKB(sched.cmd.Process.Pid, "VmRSS")
+	res.SchedHeapIdle = heapInuse(metrics)
+	var heapPeak atomic.Int64
+	heapPeak.Store(res.SchedHeapIdle)
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-sampleCtx.Done():
+				return
+			case <-t.C:
+				if h := heapInuse(metrics); h > heapPeak.Load() {
+					heapPeak.Store(h)
+				}
+			}
+		}
+	}()
+	defer func() { stopSampling(); <-sampled }()
+
+	spec := &schedulerv1.TaskListSpec{Name: fmt.Sprintf("load: %d tasks", cfg.Tasks)}
+	for i := range cfg.Tasks {
+		t := &commonv1.Task{Id: taskID(i), Title: "true", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: fmt.Sprintf("out/%04d", i)}
+		if i >= cfg.Width {
+			t.DependsOn = []string{taskID(i - cfg.Width)}
+		}
+		spec.Tasks = append(spec.Tasks, t)
+	}
+	tl, err := client.CreateTaskList(ctx, &schedulerv1.CreateTaskListRequest{Spec: spec})
+	if err != nil {
+		return res, fmt.Errorf("CreateTaskList: %w", err)
+	}
+	// Started and paused at once: the streams open (and replay the first entries) while nothing
+	// runs, so that the latency is measured on live entries with every stream listening.
+	ex, err := client.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId(),
+		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(min(cfg.Tasks, 1024)), AgentConfig: &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(10 * time.Second)}}})
+	if err != nil {
+		return res, fmt.Errorf("StartExecution: %w", err)
+	}
+	id := ex.GetExecution().GetId()
+	if _, err := client.PauseExecution(ctx, &schedulerv1.PauseExecutionRequest{ExecutionId: id, Reason: "load: opening the streams"}); err != nil {
+		return res, fmt.Errorf("PauseExecution: %w", err)
+	}
+
+	cfg.logf("opening %d WatchExecution streams over %d connections on %s", cfg.Streams, cfg.Conns, id)
+	var liveFrom atomic.Int64 // unix nanos; 0 until resumed
+	results := make([]streamResult, cfg.Streams)
+	var opened, delivered atomic.Int64
+	allOpen := make(chan struct{})
+	var wg sync.WaitGroup
+	watchCtx, cancelWatch := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancelWatch()
+	openStart := time.Now()
+	if cfg.Streams == 0 {
+		close(allOpen) // a baseline run without streams
+	}
+	for i := range cfg.Streams {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r := &results[i]
+			c := schedulerv1.NewSchedulerServiceClient(conns[i%len(conns)])
+			stream, err := c.WatchExecution(watchCtx, &schedulerv1.WatchExecutionRequest{ExecutionId: id})
+			if err != nil {
+				r.err = err
+				if opened.Add(1) == int64(cfg.Streams) {
+					close(allOpen)
+				}
+				return
+			}
+			first := true
+			for {
+				msg, err := stream.Recv()
+				now := time.Now()
+				if first {
+					first = false
+					if opened.Add(1) == int64(cfg.Streams) {
+						close(allOpen)
+					}
+				}
+				if errors.Is(err, io.EOF) {
+					return
+				}
+				if err != nil {
+					r.err = err
+					return
+				}
+				en := msg.GetEntry()
+				if en == nil {
+					continue // keep-alive
+				}
+				delivered.Add(1)
+				r.seqs = append(r.seqs, en.GetSeq())
+				if lf := liveFrom.Load(); lf != 0 && en.GetTime().AsTime().UnixNano() >= lf {
+					r.lat = append(r.lat, now.Sub(en.GetTime().AsTime()))
+				}
+			}
+		}(i)
+	}
+	select {
+	case <-allOpen:
+	case <-watchCtx.Done():
+		return res, fmt.Errorf("the streams did not open: %w", watchCtx.Err())
+	}
+	res.StreamsOpen = time.Since(openStart)
+	cfg.logf("streams open in %s; resuming", res.StreamsOpen.Round(time.Millisecond))
+
+	start := time.Now()
+	liveFrom.Store(start.UnixNano())
+	if _, err := client.ResumeExecution(ctx, &schedulerv1.ResumeExecutionRequest{ExecutionId: id, Reason: "load: streams open"}); err != nil {
+		return res, fmt.Errorf("ResumeExecution: %w", err)
+	}
+	var e *schedulerv1.Execution
+	lastReport := time.Now()
+	for {
+		g, err := client.GetExecution(watchCtx, &schedulerv1.GetExecutionRequest{ExecutionId: id})
+		if err != nil {
+			return res, fmt.Errorf("GetExecution: %w", err)
+		}
+		e = g.GetExecution()
+		if s := e.GetStatus(); s == schedulerv1.ExecutionStatus_EXECUTION_STATUS_COMPLETED || s == schedulerv1.ExecutionStatus_EXECUTION_STATUS_FAILED || s == schedulerv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED {
+			break
+		}
+		if time.Since(lastReport) > 10*time.Second {
+			cfg.logf("  %s: %d/%d tasks completed, %d entries delivered", time.Since(start).Round(time.Second), e.GetCompletedTasks(), cfg.Tasks, delivered.Load())
+			lastReport = time.Now()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	res.Wall = time.Since(start)
+	res.Outcome = strings.TrimPrefix(e.GetOutcome().String(), "OUTCOME_")
+	cfg.logf("execution ended %s (%s) in %s; waiting for the streams to close", res.Outcome, e.GetStatusMessage(), res.Wall.Round(time.Millisecond))
+	wg.Wait() // each stream closes with OK after the last entry
+	res.Delivered = delivered.Load()
+
+	var seqs []int64
+	for after := int64(0); ; {
+		page, err := client.GetExecutionLog(ctx, &schedulerv1.GetExecutionLogRequest{ExecutionId: id, AfterSeq: after, Limit: 500})
+		if err != nil {
+			return res, fmt.Errorf("GetExecutionLog: %w", err)
+		}
+		for _, en := range page.GetEntries() {
+			seqs = append(seqs, en.GetSeq())
+		}
+		if !page.GetHasMore() || len(page.GetEntries()) == 0 {
+			break
+		}
+		after = seqs[len(seqs)-1]
+	}
+	res.Events = len(seqs)
+	var lat []time.Duration
+	for i, r := range results {
+		lat = append(lat, r.lat...)
+		switch {
+		case r.err != nil:
+			res.StreamErrors = append(res.StreamErrors, fmt.Sprintf("stream %d: %v (after %d entries)", i, r.err, len(r.seqs)))
+		case !slices.Equal(r.seqs, seqs):
+			res.StreamErrors = append(res.StreamErrors, fmt.Sprintf("stream %d: %s", i, diffSeqs(r.seqs, seqs)))
+		default:
+			res.StreamsExact++
+		}
+	}
+	if len(res.StreamErrors) > 10 {
+		res.StreamErrors = append(res.StreamErrors[:10], fmt.Sprintf("… and %d more", len(res.StreamErrors)-10))
+	}
+	slices.Sort(lat)
+	res.LatSamples = len(lat)
+	if len(lat) > 0 {
+		res.LatP50, res.LatP99, res.LatMax = lat[len(lat)*50/100], lat[min(len(lat)-1, len(lat)*99/100)], lat[len(lat)-1]
+	}
+	res.SchedRSSPeakKB = procStatusKB(sched.cmd.Process.Pid, "VmHWM")
+	res.SchedHeapPeak = max(heapPeak.Load(), heapInuse(metrics))
+	for _, a := range agents {
+		res.AgentRSSTotalKB += procStatusKB(a.cmd.Process.Pid, "VmHWM")
+	}
+	// A command DAG without a repository has nothing for Verify Done to check: CONVERGED_PENDING_HUMAN.
+	if !strings.HasPrefix(res.Outcome, "CONVERGED") {
+		err = fmt.Errorf("execution %s ended %s: %s", id, res.Outcome, e.GetStatusMessage())
+	}
+	return res, err
+}
+
+// diffSeqs says how a stream's seqs differ from the log's.
+func diffSeqs(got, want []int64) string {
+	seen := map[int64]int{}
+	for _, s := range got {
+		seen[s]++
+	}
+	var missing, dup int
+	for _, s := range want {
+		if seen[s] == 0 {
+			missing++
+		}
+	}
+	for _, n := range seen {
+		if n > 1 {
+			dup += n - 1
+		}
+	}
+	out := fmt.Sprintf("%d entries, want %d: %d missing, %d duplicated", len(got), len(want), missing, dup)
+	if !slices.IsSorted(got) {
+		out += ", out of order"
+	}
+	return out
+}

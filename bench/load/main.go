@@ -1,0 +1,111 @@
+// Command load holds many WatchExecution streams and many agents on one execution of a
+// production-shaped deployment (one process per service on a private Postgres database and Redis,
+// --agents converge-agent processes) and reports what the Scheduler needed.
+//
+// One execution of --tasks `true` tasks (layers of --width, each task after the one --width
+// before it) is started and paused; --streams WatchExecution streams open from cursor 0 over
+// --conns client connections; the execution resumes and runs to its end. Reported: the
+// Scheduler's peak RSS (VmHWM) and Go heap in use (its /metrics), whether every stream saw exactly
+// the log's entries (GetExecutionLog: same seqs, no gap, no duplicate, in order), the run's wall
+// time and the delivery latency (an entry's store time → a stream received it) p50/p99/max.
+//
+//	cd bench/load && go run . --streams 1000 --agents 50 --tasks 300 --results RESULTS.md
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.Streams, "streams", 1000, "WatchExecution streams, from cursor 0, held for the whole run")
+	flag.IntVar(&cfg.Conns, "conns", 4, "client connections the streams are spread over")
+	flag.IntVar(&cfg.Agents, "agents", 50, "converge-agent processes")
+	flag.IntVar(&cfg.Tasks, "tasks", 300, "tasks of the execution, each `true`")
+	flag.IntVar(&cfg.Width, "width", 50, "tasks per layer (task i depends on task i-width)")
+	flag.StringVar(&cfg.PostgresURL, "postgres-url", envOr("CONVERGE_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "Postgres server (a private database is made and dropped)")
+	flag.StringVar(&cfg.RedisURL, "redis-url", envOr("CONVERGE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis")
+	flag.StringVar(&cfg.BinDir, "bin", "", "directory of prebuilt converge-{scheduler,registry,knowledge,verifier,agent}; empty builds them")
+	flag.DurationVar(&cfg.Timeout, "timeout", 30*time.Minute, "give up after this long")
+	results := flag.String("results", "", "also write the table to this markdown file")
+	flag.Parse()
+	cfg.Logf = func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "%s load: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	res, err := run(context.Background(), cfg)
+	printTable(os.Stdout, res)
+	if *results != "" && res.Events > 0 {
+		f, ferr := os.Create(*results)
+		if ferr == nil {
+			writeResults(f, res, err)
+			ferr = f.Close()
+		}
+		if ferr != nil {
+			fmt.Fprintln(os.Stderr, "load:", ferr)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		os.Exit(1)
+	}
+	if res.StreamsExact != res.Config.Streams {
+		os.Exit(1)
+	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func mib(kb int64) string { return fmt.Sprintf("%.1f MiB", float64(kb)/1024) }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+// printTable prints the figures as a markdown table.
+func printTable(w io.Writer, r result) {
+	c := r.Config
+	rows := [][2]string{
+		{"deployment", fmt.Sprintf("scheduler, registry, knowledge, verifier, %d agent processes; Postgres + Redis", c.Agents)},
+		{"machine", fmt.Sprintf("%d CPUs (%s/%s), shared", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)},
+		{"execution", fmt.Sprintf("%d `true` tasks in %d waves of %d; outcome %s", c.Tasks, (c.Tasks+max(c.Width, 1)-1)/max(c.Width, 1), c.Width, r.Outcome)},
+		{"log entries", fmt.Sprint(r.Events)},
+		{"WatchExecution streams", fmt.Sprintf("%d from cursor 0 over %d connections (opened in %s)", c.Streams, c.Conns, r.StreamsOpen.Round(time.Millisecond))},
+		{"streams that saw every entry", fmt.Sprintf("%d / %d (same seqs as GetExecutionLog, no gap, no duplicate, in order)", r.StreamsExact, c.Streams)},
+		{"entries delivered", fmt.Sprint(r.Delivered)},
+		{"run wall time", fmt.Sprintf("%.1f s (resume → execution ended)", r.Wall.Seconds())},
+		{"delivery latency p50 / p99 / max", fmt.Sprintf("%s / %s / %s (store time → received, %d samples)", ms(r.LatP50), ms(r.LatP99), ms(r.LatMax), r.LatSamples)},
+		{"scheduler RSS idle → peak (VmHWM)", fmt.Sprintf("%s → %s", mib(r.SchedRSSIdleKB), mib(r.SchedRSSPeakKB))},
+		{"scheduler Go heap in use idle → peak", fmt.Sprintf("%s → %s", mib(r.SchedHeapIdle/1024), mib(r.SchedHeapPeak/1024))},
+		{"agents' peak RSS, summed", mib(r.AgentRSSTotalKB)},
+	}
+	fmt.Fprintln(w, "| | |")
+	fmt.Fprintln(w, "|---|---|")
+	for _, row := range rows {
+		fmt.Fprintf(w, "| %s | %s |\n", row[0], row[1])
+	}
+	for _, e := range r.StreamErrors {
+		fmt.Fprintf(w, "\n- %s", e)
+	}
+	if len(r.StreamErrors) > 0 {
+		fmt.Fprintln(w)
+	}
+}
+
+func writeResults(w io.Writer, r result, runErr error) {
+	fmt.Fprintf(w, "# Load: %d WatchExecution streams and %d agents on one run\n\n", r.Config.Streams, r.Config.Agents)
+	fmt.Fprintf(w, "`make load` (`sh bench/load/run.sh`), %s. Re-run it to refresh this file.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	printTable(w, r)
+	if runErr != nil {
+		fmt.Fprintf(w, "\nThe run failed: %s\n", strings.TrimSpace(runErr.Error()))
+	}
+}
