@@ -87,7 +87,7 @@ func newCluster(t *testing.T, agents int) *cluster {
 	knowledge := up("converge-knowledge")
 	verifier := up("converge-verifier", "--allowed-root", work)
 	for range 2 {
-		c.schedulers = append(c.schedulers, up("converge-scheduler", "--verifier", verifier, "--work-dir", work))
+		c.schedulers = append(c.schedulers, up("converge-scheduler", "--verifier", verifier, "--registry", c.registry, "--work-dir", work))
 	}
 	c.sched = schedulerv1.NewSchedulerServiceClient(dial(t, c.schedulers[0]))
 	c.reg = registryv1.NewRegistryServiceClient(dial(t, c.registry))

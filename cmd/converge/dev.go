@@ -144,6 +144,7 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 
 	sched := scheduler.New(stores.scheduler,
 		scheduler.WithVerifier(verifierv1.NewVerifierServiceClient(self)),
+		scheduler.WithRegistry(registryv1.NewRegistryServiceClient(self), 0),
 		scheduler.WithWorkDir(workDir),
 		scheduler.WithLogger(logger.With("service", "scheduler")))
 	roots := append(append([]string{}, opts.VerifierAllowedRoots...), workDir)

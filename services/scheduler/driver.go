@@ -151,47 +151,63 @@ func (s *Server) reap(ctx context.Context) error {
 		return err
 	}
 	for _, x := range expired {
-		err := s.update(ctx, x.GetExecutionId(), func(r *runner) error {
-			a, err := r.tx.Assignment(x.GetId())
-			if err != nil {
-				return err
+		err := s.takeBack(ctx, x, "LEASE_EXPIRED", commonv1.EventType_EVENT_TYPE_LEASE_EXPIRED, func(r *runner, a *store.Assignment) (string, bool) {
+			if r.tx.Now().Before(a.GetLeaseExpireTime().AsTime()) {
+				return "", false // renewed since
 			}
-			// Only the lease that expired: not one renewed or re-leased since.
-			if !held(a.GetStatus()) || a.GetFencingToken() != x.GetFencingToken() || r.tx.Now().Before(a.GetLeaseExpireTime().AsTime()) {
-				return nil
-			}
-			w, err := r.wave(a.GetWaveNumber())
-			if err != nil {
-				return err
-			}
-			if w.GetActiveAgents() > 0 {
-				w.ActiveAgents--
-			}
-			if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK && r.e.GetRunningTasks() > 0 {
-				r.e.RunningTasks--
-				r.changed = true
-			}
-			why := fmt.Sprintf("lease of %s (token %d) expired at %s", a.GetInstanceId(), a.GetFencingToken(),
-				a.GetLeaseExpireTime().AsTime().UTC().Format(time.RFC3339Nano))
-			if err := r.log(entry(commonv1.EventType_EVENT_TYPE_LEASE_EXPIRED, a, why,
-				map[string]any{"fencing_token": float64(a.GetFencingToken()), "assignment_id": a.GetId()})); err != nil {
-				return err
-			}
-			if ended(r.e) {
-				a.Status = schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_CANCELLED
-				a.CompleteTime = r.now()
-				if err := r.tx.PutWave(w); err != nil {
-					return err
-				}
-				return r.tx.PutAssignment(a)
-			}
-			return r.requeue(a, w, "LEASE_EXPIRED", why)
+			return fmt.Sprintf("lease of %s (token %d) expired at %s", a.GetInstanceId(), a.GetFencingToken(),
+				a.GetLeaseExpireTime().AsTime().UTC().Format(time.RFC3339Nano)), true
 		})
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 	}
-	return nil
+	return s.reapStale(ctx)
+}
+
+// takeBack requeues the assignment x names (as x's holder had it: same fencing token, still
+// held) when why says so in the transaction, logging ev with the reason; a run that has ended
+// just records it cancelled.
+func (s *Server) takeBack(ctx context.Context, x *store.Assignment, code string, ev commonv1.EventType,
+	why func(r *runner, a *store.Assignment) (string, bool)) error {
+	return s.update(ctx, x.GetExecutionId(), func(r *runner) error {
+		a, err := r.tx.Assignment(x.GetId())
+		if err != nil {
+			return err
+		}
+		// Only the lease x saw: not one re-leased since.
+		if !held(a.GetStatus()) || a.GetFencingToken() != x.GetFencingToken() {
+			return nil
+		}
+		reason, ok := why(r, a)
+		if !ok {
+			return nil
+		}
+		w, err := r.wave(a.GetWaveNumber())
+		if err != nil {
+			return err
+		}
+		if w.GetActiveAgents() > 0 {
+			w.ActiveAgents--
+		}
+		if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK && r.e.GetRunningTasks() > 0 {
+			r.e.RunningTasks--
+			r.changed = true
+		}
+		if err := r.log(entry(ev, a, reason,
+			map[string]any{"fencing_token": float64(a.GetFencingToken()), "assignment_id": a.GetId()})); err != nil {
+			return err
+		}
+		if ended(r.e) {
+			a.Status = schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_CANCELLED
+			a.CompleteTime = r.now()
+			if err := r.tx.PutWave(w); err != nil {
+				return err
+			}
+			return r.tx.PutAssignment(a)
+		}
+		return r.requeue(a, w, code, reason)
+	})
 }
 
 // overtime ends an execution that ran past its wall-time budget.

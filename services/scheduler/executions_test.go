@@ -245,13 +245,13 @@ func TestExpiredLeaseIsRequeuedAndTheOldHolderFenced(t *testing.T) {
 		requireCode(t, err, codes.Aborted)
 
 		// The new holder's reports keep its lease past several lease lengths.
-		for i := int64(1); i <= 10; i++ {
+		for i := int64(1); i <= 30; i++ {
 			res, err := b.client.ReportProgress(t.Context(), &schedulerv1.ReportProgressRequest{AssignmentId: next.GetAssignment().GetId(),
-				InstanceId: "agent-2", FencingToken: 2, ReportSeq: i, ProgressPercent: int32(i * 8), Message: "working",
+				InstanceId: "agent-2", FencingToken: 2, ReportSeq: i, ProgressPercent: int32(i * 3), Message: "working",
 				Events: []*schedulerv1.AgentEvent{{EventType: commonv1.EventType_EVENT_TYPE_INFO, Message: fmt.Sprintf("step %d", i)}}})
 			require.NoError(t, err)
 			require.Equal(t, schedulerv1.Directive_DIRECTIVE_CONTINUE, res.GetDirective())
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond)
 		}
 		res, err := b.complete(t.Context(), next, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
 		require.NoError(t, err)

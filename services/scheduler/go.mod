@@ -46,6 +46,7 @@ require (
 )
 
 require (
+	github.com/converge-dev/converge/services/registry v0.0.0-00010101000000-000000000000
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -70,3 +71,5 @@ require (
 )
 
 replace github.com/converge-dev/converge/gen => ../../gen
+
+replace github.com/converge-dev/converge/services/registry => ../registry

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
 
@@ -23,6 +24,8 @@ type Server struct {
 	lists       lists
 	wake        *signal
 	owners      owners // assignment → execution
+	registry    registryv1.RegistryServiceClient
+	staleAfter  time.Duration
 }
 
 // New returns the Scheduler service on st. Start runs its background driver.

@@ -4,9 +4,11 @@ package main
 
 import (
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
 	"github.com/converge-dev/converge/platform/client"
@@ -23,6 +25,8 @@ func command() *cobra.Command {
 	var (
 		flags    servicecmd.Flags
 		verifier string
+		registry string
+		stale    time.Duration
 		token    string
 		workDir  string
 	)
@@ -51,6 +55,14 @@ func command() *cobra.Command {
 				defer conn.Close()
 				opts = append(opts, scheduler.WithVerifier(verifierv1.NewVerifierServiceClient(conn)))
 			}
+			if registry != "" {
+				conn, err := client.Dial(registry, client.Options{Token: token})
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				opts = append(opts, scheduler.WithRegistry(registryv1.NewRegistryServiceClient(conn), stale))
+			}
 			s := scheduler.New(st, opts...)
 			// The driver (lease reaper, Verify Done) runs on every replica; one leads at a time.
 			s.Start(ctx)
@@ -63,6 +75,8 @@ func command() *cobra.Command {
 	}
 	flags.Bind(cmd, "127.0.0.1:7071", servicecmd.NeedsPostgres)
 	cmd.Flags().StringVar(&verifier, "verifier", envOr("CONVERGE_VERIFIER_ADDR", ""), "Verifier address host:port for Verify Done; empty = runs with done-criteria end BLOCKED [CONVERGE_VERIFIER_ADDR]")
+	cmd.Flags().StringVar(&registry, "registry", envOr("CONVERGE_REGISTRY_ADDR", ""), "Registry address host:port: the reaper requeues what agents the Registry reports stale hold, before their leases run out; empty = leases alone [CONVERGE_REGISTRY_ADDR]")
+	cmd.Flags().DurationVar(&stale, "stale-after", 30*time.Second, "an agent silent this long to the Registry and to the Scheduler loses its assignments (with --registry)")
 	cmd.Flags().StringVar(&token, "token", envOr("CONVERGE_TOKEN", ""), "bearer token sent to the Verifier [CONVERGE_TOKEN]")
 	cmd.Flags().StringVar(&workDir, "work-dir", envOr("CONVERGE_SCHEDULER_WORK_DIR", os.TempDir()), "where run branches of local repositories are checked out for the Verifier (the Verifier must allow it) [CONVERGE_SCHEDULER_WORK_DIR]")
 	return cmd
