@@ -206,7 +206,7 @@ func newCluster(t *testing.T, cfg config, pg *pgServer, db string) *cluster {
 	c.know = up("knowledge", "knowledge")
 	c.verifier = up("verifier", "verifier", "--allowed-root", c.workDir)
 	c.schedEnv = append([]string{"CONVERGE_POSTGRES_URL=" + pg.url(db, c.pgProxy.Addr)}, base...)
-	c.schedArgs = []string{"--verifier", c.verifier, "--work-dir", c.workDir}
+	c.schedArgs = []string{"--verifier", c.verifier, "--registry", c.registry, "--work-dir", c.workDir}
 	for i := range 2 {
 		c.schedAddr[i] = freeAddr(t)
 		c.startScheduler(i)
