@@ -1332,13 +1332,13 @@ const file_converge_knowledge_v1_knowledge_proto_rawDesc = "" +
 	"\x11last_confirm_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x0flastConfirmTime\x12\x1b\n" +
 	"\thit_count\x18\r \x01(\x03R\bhitCount\x12#\n" +
 	"\rconfirm_count\x18\x0e \x01(\x03R\fconfirmCount\x12!\n" +
-	"\frefute_count\x18\x0f \x01(\x03R\vrefuteCount\"\xad\x04\n" +
+	"\frefute_count\x18\x0f \x01(\x03R\vrefuteCount\"\xc4\x04\n" +
 	"\x11RecordItemRequest\x12?\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1f.converge.knowledge.v1.ItemTypeB\n" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x04type\x12%\n" +
-	"\acontent\x18\x02 \x01(\tB\v\xbaH\br\x06\x10\x01(\x80\x80\x01R\acontent\x12\xc3\x01\n" +
-	"\ffile_pattern\x18\x03 \x01(\tB\x9f\x01\xbaH\x9b\x01\xba\x01\x90\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x05\x10\x01\x18\x80\bR\vfilePattern\x12?\n" +
+	"\acontent\x18\x02 \x01(\tB\v\xbaH\br\x06\x10\x01(\x80\x80\x01R\acontent\x12\xda\x01\n" +
+	"\ffile_pattern\x18\x03 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
+	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\vfilePattern\x12?\n" +
 	"\x04tags\x18\x04 \x03(\tB+\xbaH(\x92\x01%\x10 \x18\x01\"\x1fr\x1d2\x1b^[a-z0-9][a-z0-9._-]{0,63}$R\x04tags\x12<\n" +
 	"\n" +
 	"confidence\x18\x05 \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\xf0?)\x00\x00\x00\x00\x00\x00\x00\x00H\x00R\n" +
@@ -1348,12 +1348,12 @@ const file_converge_knowledge_v1_knowledge_proto_rawDesc = "" +
 	"\v_confidence\"\x85\x01\n" +
 	"\x12RecordItemResponse\x12/\n" +
 	"\x04item\x18\x01 \x01(\v2\x1b.converge.knowledge.v1.ItemR\x04item\x12>\n" +
-	"\aoutcome\x18\x02 \x01(\x0e2$.converge.knowledge.v1.RecordOutcomeR\aoutcome\"\xcb\x05\n" +
-	"\x11QueryItemsRequest\x12\xbf\x01\n" +
-	"\tfile_path\x18\x01 \x01(\tB\x9f\x01\xbaH\x9b\x01\xba\x01\x90\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x05\x10\x01\x18\x80\bH\x00R\bfilePath\x12\xc5\x01\n" +
-	"\ffile_pattern\x18\x02 \x01(\tB\x9f\x01\xbaH\x9b\x01\xba\x01\x90\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x05\x10\x01\x18\x80\bH\x00R\vfilePattern\x12\x12\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2$.converge.knowledge.v1.RecordOutcomeR\aoutcome\"\xf9\x05\n" +
+	"\x11QueryItemsRequest\x12\xd6\x01\n" +
+	"\tfile_path\x18\x01 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
+	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bH\x00R\bfilePath\x12\xdc\x01\n" +
+	"\ffile_pattern\x18\x02 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
+	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bH\x00R\vfilePattern\x12\x12\n" +
 	"\x03all\x18\x03 \x01(\bH\x00R\x03all\x12H\n" +
 	"\x05types\x18\x04 \x03(\x0e2\x1f.converge.knowledge.v1.ItemTypeB\x11\xbaH\x0e\x92\x01\v\x10\x04\"\a\x82\x01\x04\x10\x01 \x00R\x05types\x12=\n" +
 	"\x04tags\x18\x05 \x03(\tB)\xbaH&\x92\x01#\x10 \"\x1fr\x1d2\x1b^[a-z0-9][a-z0-9._-]{0,63}$R\x04tags\x12>\n" +

@@ -7695,28 +7695,28 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\xbaH\ar\x05\x10\x01\x18\x80 H\x00R\x04path\x12f\n" +
 	"\x03url\x18\x02 \x01(\tBR\xbaHOrM\x18\x80\x102H^((https?|ssh|git|file)://[^\\s]+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\\s]+)$H\x00R\x03url\x12K\n" +
 	"\bbase_ref\x18\x03 \x01(\tB0\xbaH-r+2)^([A-Za-z0-9_][A-Za-z0-9._/@+-]{0,255})?$R\abaseRefB\x0f\n" +
-	"\x06source\x12\x05\xbaH\x02\b\x01\"\xf9\x01\n" +
-	"\x11ConventionsSource\x12\xb4\x01\n" +
-	"\x04path\x18\x01 \x01(\tB\x9f\x01\xbaH\x9b\x01\xba\x01\x90\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x05\x10\x01\x18\x80\bR\x04path\x12-\n" +
-	"\bsections\x18\x02 \x03(\tB\x11\xbaH\x0e\x92\x01\v\x10@\"\ar\x05\x10\x01\x18\x80\x02R\bsections\"\xb5\x05\n" +
-	"\x0eProjectContext\x12\xbb\x01\n" +
-	"\tspec_file\x18\x01 \x01(\tB\x9d\x01\xbaH\x99\x01\xba\x01\x90\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x03\x18\x80\bR\bspecFile\x12\xbd\x01\n" +
+	"\x06source\x12\x05\xbaH\x02\b\x01\"\x90\x02\n" +
+	"\x11ConventionsSource\x12\xcb\x01\n" +
+	"\x04path\x18\x01 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
+	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x04path\x12-\n" +
+	"\bsections\x18\x02 \x03(\tB\x11\xbaH\x0e\x92\x01\v\x10@\"\ar\x05\x10\x01\x18\x80\x02R\bsections\"\xfa\x05\n" +
+	"\x0eProjectContext\x12\xd2\x01\n" +
+	"\tspec_file\x18\x01 \x01(\tB\xb4\x01\xbaH\xb0\x01\xba\x01\xa7\x01\n" +
+	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x03\x18\x80\bR\bspecFile\x12\xd4\x01\n" +
 	"\n" +
-	"tasks_file\x18\x02 \x01(\tB\x9d\x01\xbaH\x99\x01\xba\x01\x90\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x03\x18\x80\bR\ttasksFile\x12T\n" +
-	"\vconventions\x18\x03 \x03(\v2(.converge.scheduler.v1.ConventionsSourceB\b\xbaH\x05\x92\x01\x02\x10\x10R\vconventions\x12\xce\x01\n" +
-	"\rcontext_files\x18\x04 \x03(\tB\xa8\x01\xbaH\xa4\x01\x92\x01\xa0\x01\x10 \"\x9b\x01\xba\x01\x90\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x05\x10\x01\x18\x80\bR\fcontextFiles\"\xea\x04\n" +
+	"tasks_file\x18\x02 \x01(\tB\xb4\x01\xbaH\xb0\x01\xba\x01\xa7\x01\n" +
+	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x03\x18\x80\bR\ttasksFile\x12T\n" +
+	"\vconventions\x18\x03 \x03(\v2(.converge.scheduler.v1.ConventionsSourceB\b\xbaH\x05\x92\x01\x02\x10\x10R\vconventions\x12\xe5\x01\n" +
+	"\rcontext_files\x18\x04 \x03(\tB\xbf\x01\xbaH\xbb\x01\x92\x01\xb7\x01\x10 \"\xb2\x01\xba\x01\xa7\x01\n" +
+	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\fcontextFiles\"\x98\x05\n" +
 	"\x10ValidationLevels\x12>\n" +
 	"\bcodebase\x18\x01 \x01(\v2\".converge.common.v1.TaskValidationR\bcodebase\x124\n" +
-	"\x03api\x18\x02 \x01(\v2\".converge.common.v1.TaskValidationR\x03api\x12\xd5\x01\n" +
-	"\x11api_trigger_globs\x18\x03 \x03(\tB\xa8\x01\xbaH\xa4\x01\x92\x01\xa0\x01\x10@\"\x9b\x01\xba\x01\x90\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x05\x10\x01\x18\x80\bR\x0fapiTriggerGlobs\x122\n" +
-	"\x02ui\x18\x04 \x01(\v2\".converge.common.v1.TaskValidationR\x02ui\x12\xd3\x01\n" +
-	"\x10ui_trigger_globs\x18\x05 \x03(\tB\xa8\x01\xbaH\xa4\x01\x92\x01\xa0\x01\x10@\"\x9b\x01\xba\x01\x90\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x05\x10\x01\x18\x80\bR\x0euiTriggerGlobs\"\x91\x03\n" +
+	"\x03api\x18\x02 \x01(\v2\".converge.common.v1.TaskValidationR\x03api\x12\xec\x01\n" +
+	"\x11api_trigger_globs\x18\x03 \x03(\tB\xbf\x01\xbaH\xbb\x01\x92\x01\xb7\x01\x10@\"\xb2\x01\xba\x01\xa7\x01\n" +
+	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x0fapiTriggerGlobs\x122\n" +
+	"\x02ui\x18\x04 \x01(\v2\".converge.common.v1.TaskValidationR\x02ui\x12\xea\x01\n" +
+	"\x10ui_trigger_globs\x18\x05 \x03(\tB\xbf\x01\xbaH\xbb\x01\x92\x01\xb7\x01\x10@\"\xb2\x01\xba\x01\xa7\x01\n" +
+	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x0euiTriggerGlobs\"\x91\x03\n" +
 	"\fTaskListSpec\x12\x1c\n" +
 	"\x04name\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x04name\x12+\n" +
 	"\vdescription\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\vdescription\x12A\n" +
@@ -7759,13 +7759,13 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"taskListId\x12#\n" +
 	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"V\n" +
 	"\x16CreateTaskListResponse\x12<\n" +
-	"\ttask_list\x18\x01 \x01(\v2\x1f.converge.scheduler.v1.TaskListR\btaskList\"\x8b\x06\n" +
+	"\ttask_list\x18\x01 \x01(\v2\x1f.converge.scheduler.v1.TaskListR\btaskList\"\xa2\x06\n" +
 	"\x15ImportTaskListRequest\x12G\n" +
 	"\x06format\x18\x01 \x01(\x0e2#.converge.scheduler.v1.ImportFormatB\n" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x06format\x12&\n" +
-	"\acontent\x18\x02 \x01(\fB\f\xbaH\tz\a\x10\x01\x18\x80\x80\x80\x02R\acontent\x12\xbf\x01\n" +
-	"\vsource_path\x18\x03 \x01(\tB\x9d\x01\xbaH\x99\x01\xba\x01\x90\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x03\x18\x80\bR\n" +
+	"\acontent\x18\x02 \x01(\fB\f\xbaH\tz\a\x10\x01\x18\x80\x80\x80\x02R\acontent\x12\xd6\x01\n" +
+	"\vsource_path\x18\x03 \x01(\tB\xb4\x01\xbaH\xb0\x01\xba\x01\xa7\x01\n" +
+	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x03\x18\x80\bR\n" +
 	"sourcePath\x12\x1d\n" +
 	"\n" +
 	"write_back\x18\x04 \x01(\bR\twriteBack\x12\xa8\x01\n" +
@@ -8124,16 +8124,16 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x1d\n" +
 	"\n" +
 	"commit_sha\x18\x03 \x01(\tR\tcommitSha\x12\x19\n" +
-	"\btask_ref\x18\x04 \x01(\tR\ataskRef\"\xa5\x06\n" +
-	"\vScopeGuards\x12\xd3\x01\n" +
-	"\x0fblocklist_globs\x18\x01 \x03(\tB\xa9\x01\xbaH\xa5\x01\x92\x01\xa1\x01\x10\x80\x02\"\x9b\x01\xba\x01\x90\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x05\x10\x01\x18\x80\bR\x0eblocklistGlobs\x12B\n" +
+	"\btask_ref\x18\x04 \x01(\tR\ataskRef\"\xea\x06\n" +
+	"\vScopeGuards\x12\xea\x01\n" +
+	"\x0fblocklist_globs\x18\x01 \x03(\tB\xc0\x01\xbaH\xbc\x01\x92\x01\xb8\x01\x10\x80\x02\"\xb2\x01\xba\x01\xa7\x01\n" +
+	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x0eblocklistGlobs\x12B\n" +
 	"\x17max_files_per_iteration\x18\x02 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xa0\x8d\x06(\x00R\x14maxFilesPerIteration\x12C\n" +
-	"\x17max_lines_per_iteration\x18\x03 \x01(\x05B\f\xbaH\t\x1a\a\x18\x80\xad\xe2\x04(\x00R\x14maxLinesPerIteration\x12\xe0\x01\n" +
-	"\x16confirm_required_globs\x18\x04 \x03(\tB\xa9\x01\xbaH\xa5\x01\x92\x01\xa1\x01\x10\x80\x02\"\x9b\x01\xba\x01\x90\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x05\x10\x01\x18\x80\bR\x14confirmRequiredGlobs\x12\xd3\x01\n" +
-	"\x0fconfirmed_paths\x18\x05 \x03(\tB\xa9\x01\xbaH\xa5\x01\x92\x01\xa1\x01\x10\xe8\a\"\x9b\x01\xba\x01\x90\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x05\x10\x01\x18\x80\bR\x0econfirmedPaths\"\xc3\a\n" +
+	"\x17max_lines_per_iteration\x18\x03 \x01(\x05B\f\xbaH\t\x1a\a\x18\x80\xad\xe2\x04(\x00R\x14maxLinesPerIteration\x12\xf7\x01\n" +
+	"\x16confirm_required_globs\x18\x04 \x03(\tB\xc0\x01\xbaH\xbc\x01\x92\x01\xb8\x01\x10\x80\x02\"\xb2\x01\xba\x01\xa7\x01\n" +
+	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x14confirmRequiredGlobs\x12\xea\x01\n" +
+	"\x0fconfirmed_paths\x18\x05 \x03(\tB\xc0\x01\xbaH\xbc\x01\x92\x01\xb8\x01\x10\xe8\a\"\xb2\x01\xba\x01\xa7\x01\n" +
+	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x0econfirmedPaths\"\xc3\a\n" +
 	"\x11ClaimedAssignment\x12A\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2!.converge.scheduler.v1.AssignmentR\n" +
@@ -8202,7 +8202,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x18RecordCheckpointResponse\x12>\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\v2\x1e.converge.common.v1.CheckpointR\n" +
-	"checkpoint\"\xe5\t\n" +
+	"checkpoint\"\xfc\t\n" +
 	"\x13CompleteTaskRequest\x12O\n" +
 	"\rassignment_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\fassignmentId\x12K\n" +
 	"\vinstance_id\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\n" +
@@ -8220,9 +8220,9 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x11discoveries_count\x18\n" +
 	" \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x10discoveriesCount\x12?\n" +
-	"\x16validation_output_tail\x18\v \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\x14validationOutputTail\x12\xcf\x01\n" +
-	"\rfiles_changed\x18\f \x03(\tB\xa9\x01\xbaH\xa5\x01\x92\x01\xa1\x01\x10\x90N\"\x9b\x01\xba\x01\x90\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x05\x10\x01\x18\x80\bR\ffilesChanged\x121\n" +
+	"\x16validation_output_tail\x18\v \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\x14validationOutputTail\x12\xe6\x01\n" +
+	"\rfiles_changed\x18\f \x03(\tB\xc0\x01\xbaH\xbc\x01\x92\x01\xb8\x01\x10\x90N\"\xb2\x01\xba\x01\xa7\x01\n" +
+	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\ffilesChanged\x121\n" +
 	"\rlines_changed\x18\r \x01(\x05B\f\xbaH\t\x1a\a\x18\x80\xc2\xd7/(\x00R\flinesChanged\x12[\n" +
 	"\rlevel_results\x18\x0e \x03(\v2,.converge.scheduler.v1.ValidationLevelResultB\b\xbaH\x05\x92\x01\x02\x10\x03R\flevelResults\x12C\n" +
 	"\x06events\x18\x0f \x03(\v2!.converge.scheduler.v1.AgentEventB\b\xbaH\x05\x92\x01\x02\x10dR\x06events:p\xbaHm\x1ak\n" +

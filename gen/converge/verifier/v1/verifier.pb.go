@@ -5658,7 +5658,7 @@ var File_converge_verifier_v1_verifier_proto protoreflect.FileDescriptor
 
 const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\n" +
-	"#converge/verifier/v1/verifier.proto\x12\x14converge.verifier.v1\x1a\x1bbuf/validate/validate.proto\x1a converge/common/v1/verdict.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc8\b\n" +
+	"#converge/verifier/v1/verifier.proto\x12\x14converge.verifier.v1\x1a\x1bbuf/validate/validate.proto\x1a converge/common/v1/verdict.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdf\b\n" +
 	"\tCriterion\x12/\n" +
 	"\x02id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[A-Z][A-Z0-9_.-]{0,31}$R\x02id\x12\x1e\n" +
 	"\x04name\x18\x02 \x01(\tB\n" +
@@ -5668,9 +5668,9 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\vdescription\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x01R\vdescription\x12,\n" +
 	"\vsource_line\x18\x05 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\n" +
 	"sourceLine\x12#\n" +
-	"\bfix_hint\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80 R\afixHint\x12\xca\x01\n" +
-	"\rrelated_files\x18\a \x03(\tB\xa4\x01\xbaH\xa0\x01\x92\x01\x9c\x01\x10 \"\x97\x01\xba\x01\x8c\x01\n" +
-	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x05\x10\x01\x18\x80\bR\frelatedFiles\x12>\n" +
+	"\bfix_hint\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80 R\afixHint\x12\xe1\x01\n" +
+	"\rrelated_files\x18\a \x03(\tB\xbb\x01\xbaH\xb7\x01\x92\x01\xb3\x01\x10 \"\xae\x01\xba\x01\xa3\x01\n" +
+	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\frelatedFiles\x12>\n" +
 	"\acommand\x18\n" +
 	" \x01(\v2\".converge.verifier.v1.CommandCheckH\x00R\acommand\x125\n" +
 	"\x04http\x18\v \x01(\v2\x1f.converge.verifier.v1.HttpCheckH\x00R\x04http\x125\n" +
@@ -5689,12 +5689,12 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\x14JsonFieldExpectation\x122\n" +
 	"\x04path\x18\x01 \x01(\tB\x1e\xbaH\x1br\x19\x18\x80\b2\x14^(/([^~/]|~[01])*)*$R\x04path\x12*\n" +
 	"\vequals_json\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\n" +
-	"equalsJson\"\xbc\x06\n" +
+	"equalsJson\"\xd3\x06\n" +
 	"\fCommandCheck\x12&\n" +
 	"\x04argv\x18\x01 \x03(\tB\x12\xbaH\x0f\x92\x01\f\x10\x80\x02\"\ar\x05\x10\x01\x18\x80 R\x04argv\x12\x1e\n" +
-	"\x05shell\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80@R\x05shell\x12\xbb\x01\n" +
-	"\vworking_dir\x18\x03 \x01(\tB\x99\x01\xbaH\x95\x01\xba\x01\x8c\x01\n" +
-	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x03\x18\x80\bR\n" +
+	"\x05shell\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80@R\x05shell\x12\xd2\x01\n" +
+	"\vworking_dir\x18\x03 \x01(\tB\xb0\x01\xbaH\xac\x01\xba\x01\xa3\x01\n" +
+	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x03\x18\x80\bR\n" +
 	"workingDir\x12r\n" +
 	"\x03env\x18\x04 \x03(\v2+.converge.verifier.v1.CommandCheck.EnvEntryB3\xbaH0\x9a\x01-\x10@\"\"r 2\x1e^[A-Za-z_][A-Za-z0-9_]{0,127}$*\x05r\x03\x18\x80 R\x03env\x12W\n" +
 	"\x0fenv_passthrough\x18\x05 \x03(\tB.\xbaH+\x92\x01(\x10@\x18\x01\"\"r 2\x1e^[A-Za-z_][A-Za-z0-9_]{0,127}$R\x0eenvPassthrough\x12\x1f\n" +
@@ -5745,12 +5745,12 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"maxLatency\x1aA\n" +
 	"\x13HeaderContainsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf1\x04\n" +
-	"\tFileCheck\x12\xb2\x01\n" +
-	"\x04path\x18\x01 \x01(\tB\x9b\x01\xbaH\x97\x01\xba\x01\x8c\x01\n" +
-	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x05\x10\x01\x18\x80\bH\x00R\x04path\x12\xb2\x01\n" +
-	"\x04glob\x18\x02 \x01(\tB\x9b\x01\xbaH\x97\x01\xba\x01\x8c\x01\n" +
-	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x05\x10\x01\x18\x80\bH\x00R\x04glob\x12=\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x05\n" +
+	"\tFileCheck\x12\xc9\x01\n" +
+	"\x04path\x18\x01 \x01(\tB\xb2\x01\xbaH\xae\x01\xba\x01\xa3\x01\n" +
+	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bH\x00R\x04path\x12\xc9\x01\n" +
+	"\x04glob\x18\x02 \x01(\tB\xb2\x01\xbaH\xae\x01\xba\x01\xa3\x01\n" +
+	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bH\x00R\x04glob\x12=\n" +
 	"\x06expect\x18\x03 \x01(\v2%.converge.verifier.v1.FileExpectationR\x06expect:\xa9\x01\xbaH\xa5\x01\x1a\xa2\x01\n" +
 	"\x16file.matches_need_glob\x123min_matches and max_matches need a glob, not a path\x1aS!has(this.path) || (!has(this.expect.min_matches) && !has(this.expect.max_matches))B\x0f\n" +
 	"\x06target\x12\x05\xbaH\x02\b\x01\"\xbc\a\n" +
@@ -5814,17 +5814,17 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\x15ParseCriteriaResponse\x12;\n" +
 	"\bcriteria\x18\x01 \x03(\v2\x1f.converge.verifier.v1.CriterionR\bcriteria\x12>\n" +
 	"\bwarnings\x18\x02 \x03(\v2\".converge.verifier.v1.ParseWarningR\bwarnings\x12#\n" +
-	"\rcriteria_hash\x18\x03 \x01(\tR\fcriteriaHash\"\xd9\x03\n" +
+	"\rcriteria_hash\x18\x03 \x01(\tR\fcriteriaHash\"\xf0\x03\n" +
 	"\tGitSource\x12\x93\x01\n" +
 	"\x0erepository_url\x18\x01 \x01(\tBl\xbaHi\xba\x01^\n" +
 	"\x0furl.http_scheme\x12 URL scheme must be http or https\x1a)this.matches('^[hH][tT][tT][pP][sS]?://')r\x06\x18\x80\x10\x88\x01\x01R\rrepositoryUrl\x12u\n" +
 	"\x03ref\x18\x02 \x01(\tBc\xbaH`\xba\x016\n" +
-	"\agit.ref\x12\x15must not contain '..'\x1a\x14!this.contains('..')r%\x18\xff\x012 ^([A-Za-z0-9][A-Za-z0-9._/-]*)?$R\x03ref\x12\xbe\x01\n" +
-	"\fsubdirectory\x18\x03 \x01(\tB\x99\x01\xbaH\x95\x01\xba\x01\x8c\x01\n" +
-	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1a:!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x03\x18\x80\bR\fsubdirectory\"\xba\x05\n" +
-	"\x06Target\x12\xa8\x01\n" +
-	"\tlocal_dir\x18\x01 \x01(\tB\x88\x01\xbaH\x84\x01\xba\x01z\n" +
-	"\rpath.absolute\x12.must be an absolute path without '..' segments\x1a9this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)')r\x05\x10\x01\x18\x80 H\x00R\blocalDir\x123\n" +
+	"\agit.ref\x12\x15must not contain '..'\x1a\x14!this.contains('..')r%\x18\xff\x012 ^([A-Za-z0-9][A-Za-z0-9._/-]*)?$R\x03ref\x12\xd5\x01\n" +
+	"\fsubdirectory\x18\x03 \x01(\tB\xb0\x01\xbaH\xac\x01\xba\x01\xa3\x01\n" +
+	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x03\x18\x80\bR\fsubdirectory\"\xd2\x05\n" +
+	"\x06Target\x12\xc0\x01\n" +
+	"\tlocal_dir\x18\x01 \x01(\tB\xa0\x01\xbaH\x9c\x01\xba\x01\x91\x01\n" +
+	"\rpath.absolute\x12.must be an absolute path without '..' segments\x1aPsize(this) > 4096 || (this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80 H\x00R\blocalDir\x123\n" +
 	"\x03git\x18\x02 \x01(\v2\x1f.converge.verifier.v1.GitSourceH\x00R\x03git\x12\x8a\x01\n" +
 	"\bbase_url\x18\x03 \x01(\tBo\xbaHl\xba\x01^\n" +
 	"\x0furl.http_scheme\x12 URL scheme must be http or https\x1a)this.matches('^[hH][tT][tT][pP][sS]?://')\xd8\x01\x01r\x06\x18\x80\x10\x88\x01\x01R\abaseUrl\x121\n" +
