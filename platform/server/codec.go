@@ -134,7 +134,7 @@ func locateMalformed(b []byte, md protoreflect.MessageDescriptor, prefix string,
 		b = b[n:]
 		fd := md.Fields().ByNumber(num)
 		path := prefix
-		if fd != nil {
+		if fd != nil && len(prefix) <= maxFieldPathLen { // deeper, the path is cut anyway
 			path = joinPath(prefix, string(fd.Name()))
 			if fd.IsList() || fd.IsMap() {
 				path += "[" + strconv.Itoa(counts[num]) + "]"
