@@ -105,6 +105,15 @@ func writeResults(w io.Writer, r result, runErr error) {
 	fmt.Fprintf(w, "# Load: %d WatchExecution streams and %d agents on one run\n\n", r.Config.Streams, r.Config.Agents)
 	fmt.Fprintf(w, "`make load` (`sh bench/load/run.sh`), %s. Re-run it to refresh this file.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	printTable(w, r)
+	fmt.Fprint(w, `
+How to read it: the run starts paused, the streams open from cursor 0 (each replays what is
+already in the log), then it resumes; the wall time is from the resume to the execution's end. The
+latency is an entry's store time (Postgres now() in the appending transaction) to its receipt by a
+stream, for the entries written after the resume, over every stream; it includes the commit, the
+Scheduler's wake-up of its watchers and each watcher's own read of the log (every WatchExecution
+stream reads the store itself), so it grows with streams × entries on a small machine. The
+streams check is exact: a stream passes only when its seqs equal GetExecutionLog's, in order.
+`)
 	if runErr != nil {
 		fmt.Fprintf(w, "\nThe run failed: %s\n", strings.TrimSpace(runErr.Error()))
 	}
