@@ -64,7 +64,8 @@ pgurl=${CONVERGE_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 	echo "redis-benchmark: $(command -v redis-benchmark >/dev/null && echo present || echo missing)"
 	echo "Postgres: $(psql "$pgurl" -tAc 'SHOW server_version' 2>/dev/null || echo '?')"
 	echo "git: $(git --version | cut -d' ' -f3)"
-	echo "commit: $(git rev-parse --short HEAD)"
+	echo "commit: $(git rev-parse --short HEAD) ($(git status --porcelain --untracked-files=no | wc -l) files with uncommitted changes)"
+	echo "load average at start (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$out/env.txt"
 {
 	echo "agents: $AGENTS"
@@ -95,6 +96,7 @@ run knowledge.json bench/knowledge env GOWORK=off go run . --json --items "$KNOW
 run dag.json bench/dag go run . --json --agents "$AGENTS" --chain-tasks "$CHAIN_TASKS" --tasks "$DAG_TASKS" \
 	--edges "$DAG_EDGES" --seed "$DAG_SEED" --peer-rounds "$PEER_ROUNDS"
 
+echo "load average at end (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/env.txt"
 step "writing bench/RESULTS.md"
 (cd bench/report && go run . --dir "$out") >"$root/bench/RESULTS.md.tmp" && mv "$root/bench/RESULTS.md.tmp" "$root/bench/RESULTS.md"
 echo "bench/RESULTS.md written; raw outputs in $out" >&2
