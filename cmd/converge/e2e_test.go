@@ -302,6 +302,8 @@ func TestREADMETranscripts(t *testing.T) {
 			line := strings.ReplaceAll(c.line, "127.0.0.1:7070", addr)
 			require.True(t, strings.HasPrefix(line, "grpcurl "), "%s line %d: only grpcurl commands are run: %s", b.path, c.lineNo, c.line)
 			cmd := exec.Command("sh", "-c", grpcurl+strings.TrimPrefix(line, "grpcurl"))
+			// Lines may call grpcurl again inside $(...): the same one.
+			cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(grpcurl)+string(os.PathListSeparator)+os.Getenv("PATH"))
 			out, _ := cmd.CombinedOutput() // grpcurl exits non-zero for an error status; the output says which
 			got := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
 			require.True(t, matchLines(c.want, got), "%s line %d: %s\nwant:\n%s\ngot:\n%s",
