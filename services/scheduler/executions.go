@@ -37,18 +37,11 @@ func (s *Server) StartExecution(ctx context.Context, req *schedulerv1.StartExecu
 	baseCommit := ""
 	if prevID := req.GetPreviousExecutionId(); prevID != "" {
 		prev, prevWaves, err := s.store.GetExecution(ctx, prevID)
-		if errors.Is(err, store.ErrNotFound) {
-			bad := &badRequest{request: "StartExecutionRequest"}
-			bad.add("previous_execution_id", fmt.Sprintf("execution %q does not exist", prevID))
-			return nil, toStatus(bad)
-		}
 		if err != nil {
-			return nil, toStatus(err)
+			return nil, toStatus(err) // NotFound names the execution
 		}
 		if prev.GetTaskListId() != tl.ID {
-			bad := &badRequest{request: "StartExecutionRequest"}
-			bad.add("previous_execution_id", fmt.Sprintf("execution %s runs task list %s, not %s", prevID, prev.GetTaskListId(), tl.ID))
-			return nil, toStatus(bad)
+			return nil, toStatus(failedPrecondition("previous execution %s runs task list %s, not %s", prevID, prev.GetTaskListId(), tl.ID))
 		}
 		if !ended(prev) {
 			return nil, toStatus(failedPrecondition("execution %s has not ended: retry it once it has", prevID))

@@ -208,6 +208,13 @@ func TestStartExecutionRequests(t *testing.T) {
 		_, err = b.client.StartExecution(t.Context(), &schedulerv1.StartExecutionRequest{TaskListId: list,
 			TriggeredBy: schedulerv1.ExecutionTrigger_EXECUTION_TRIGGER_RETRY, PreviousExecutionId: first.GetExecution().GetId()})
 		requireCode(t, err, codes.FailedPrecondition) // it has not ended
+		_, err = b.client.StartExecution(t.Context(), &schedulerv1.StartExecutionRequest{TaskListId: list,
+			TriggeredBy: schedulerv1.ExecutionTrigger_EXECUTION_TRIGGER_RETRY, PreviousExecutionId: "ex_unknown"})
+		requireCode(t, err, codes.NotFound)
+		other := b.createList(t, diamond("other"))
+		_, err = b.client.StartExecution(t.Context(), &schedulerv1.StartExecutionRequest{TaskListId: other,
+			TriggeredBy: schedulerv1.ExecutionTrigger_EXECUTION_TRIGGER_RETRY, PreviousExecutionId: first.GetExecution().GetId()})
+		requireCode(t, err, codes.FailedPrecondition) // another list's execution
 
 		_, err = b.client.DeleteTaskList(t.Context(), &schedulerv1.DeleteTaskListRequest{TaskListId: list})
 		requireCode(t, err, codes.FailedPrecondition) // an execution is running
