@@ -491,6 +491,7 @@ func leaderSessionKilled(r *run) string {
 	before := [2]int{len(c.sched[0].output()), len(c.sched[1].output())}
 	out, err := c.pg.psql(c.db, "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' AND granted")
 	if err != nil || strings.TrimSpace(out) != "1" {
+		r.t.Errorf("killing the leader's Postgres session: %q %v", out, err)
 		return fmt.Sprintf("leader session kill: %q %v", out, err)
 	}
 	time.Sleep(3 * time.Second)

@@ -56,7 +56,9 @@ func fileExists(p string) bool {
 func (pg *pgServer) command(name string, args ...string) *exec.Cmd {
 	bin := filepath.Join(pg.bin, name)
 	if pg.asUser != "" {
-		return exec.Command("runuser", append([]string{"-u", pg.asUser, "--", bin}, args...)...)
+		cmd := exec.Command("runuser", append([]string{"-u", pg.asUser, "--", bin}, args...)...)
+		cmd.Dir = "/" // the test's directory may be closed to that user (psql warns, and its output is read)
+		return cmd
 	}
 	return exec.Command(bin, args...)
 }
