@@ -411,14 +411,36 @@ func killAgents(r *run) {
 
 // leader answers the index of the Scheduler replica that leads (its log says so last), or 0.
 func (c *cluster) leader() int {
-	best, idx := -1, 0
+	idx, latest := 0, ""
 	for i, p := range c.sched {
-		if n := strings.LastIndex(p.output(), "this replica leads"); n > best {
-			best, idx = n, i
+		if at, leads := leadsSince(p.output()); leads && at > latest {
+			idx, latest = i, at
 		}
 	}
-	_ = best
 	return idx
+}
+
+// leadsSince reads a Scheduler's log: whether its last leadership event says it leads, and that
+// event's time (RFC 3339 in UTC, so the strings order as times). It steps down on a lost
+// leadership, a failed leadership check, or a driver round's store error.
+func leadsSince(out string) (string, bool) {
+	at, leads := "", false
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.Contains(line, "this replica leads"):
+			leads = true
+		case strings.Contains(line, "leadership lost"), strings.Contains(line, `msg="scheduler driver: leadership check"`),
+			strings.Contains(line, `msg="scheduler driver" err=`):
+			leads = false
+		default:
+			continue
+		}
+		at = ""
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "time=") {
+			at = strings.TrimPrefix(f[0], "time=")
+		}
+	}
+	return at, leads
 }
 
 // 2. kill -9 the leading Scheduler replica and start it again (full: then the other one too).
