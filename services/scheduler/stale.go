@@ -60,28 +60,31 @@ func (s *Server) reapStale(ctx context.Context) error {
 	}
 	for _, e := range open {
 		silentFor := max(s.staleAfter, 3*e.GetOptions().GetAgentConfig().GetHeartbeatInterval().AsDuration()/2)
-		for instance, secs := range stale {
-			heldBy, _, err := s.store.ListAssignments(ctx, store.ListAssignmentsQuery{ExecutionID: e.GetId(), InstanceID: instance,
-				Statuses: []schedulerv1.AssignmentStatus{schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_ASSIGNED, schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_RUNNING},
-				PageSize: 100})
-			if err != nil {
-				return err
+		// One read per execution: what is held, kept when its holder is stale.
+		held, _, err := s.store.ListAssignments(ctx, store.ListAssignmentsQuery{ExecutionID: e.GetId(),
+			Statuses: []schedulerv1.AssignmentStatus{schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_ASSIGNED, schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_RUNNING},
+			PageSize: 1000})
+		if err != nil {
+			return err
+		}
+		for _, x := range held {
+			secs, ok := stale[x.GetInstanceId()]
+			if !ok {
+				continue
 			}
-			for _, x := range heldBy {
-				err := s.takeBack(ctx, x, "AGENT_STALE", commonv1.EventType_EVENT_TYPE_LEASE_EXPIRED, func(r *runner, a *store.Assignment) (string, bool) {
-					last := a.GetAssignTime().AsTime()
-					if t := a.GetLastReportTime(); t != nil && t.AsTime().After(last) {
-						last = t.AsTime()
-					}
-					if r.tx.Now().Sub(last) < silentFor {
-						return "", false // the Scheduler still hears from it
-					}
-					return fmt.Sprintf("lease of %s (token %d) revoked: the Registry reports the agent stale (no heartbeat for %d s) and it has not reported for %s",
-						a.GetInstanceId(), a.GetFencingToken(), secs, r.tx.Now().Sub(last).Round(time.Millisecond)), true
-				})
-				if err != nil && !errors.Is(err, store.ErrNotFound) {
-					return err
+			err := s.takeBack(ctx, x, "AGENT_STALE", commonv1.EventType_EVENT_TYPE_LEASE_EXPIRED, func(r *runner, a *store.Assignment) (string, bool) {
+				last := a.GetAssignTime().AsTime()
+				if t := a.GetLastReportTime(); t != nil && t.AsTime().After(last) {
+					last = t.AsTime()
 				}
+				if r.tx.Now().Sub(last) < silentFor {
+					return "", false // the Scheduler still hears from it
+				}
+				return fmt.Sprintf("lease of %s (token %d) revoked: the Registry reports the agent stale (no heartbeat for %d s) and it has not reported for %s",
+					a.GetInstanceId(), a.GetFencingToken(), secs, r.tx.Now().Sub(last).Round(time.Millisecond)), true
+			})
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
 			}
 		}
 	}
