@@ -26,7 +26,9 @@ const (
 
 // AgentStatus is a build agent instance's state (the seed's BuildAgentStatus). Legal transitions:
 // INITIALIZING → RUNNING | FAILED; RUNNING ↔ IDLE; RUNNING | IDLE → COMPLETED | FAILED | STUCK;
-// STUCK → RUNNING (after a handoff) | FAILED. COMPLETED and FAILED are final.
+// STUCK → RUNNING (after a handoff) | FAILED. COMPLETED and FAILED are final. STALE and GONE are
+// never reported by an agent: the Registry answers them for an agent that is not final and whose
+// heartbeat stopped (see the Registry's stale and gone windows); a heartbeat brings it back.
 type AgentStatus int32
 
 const (
@@ -44,6 +46,12 @@ const (
 	AgentStatus_AGENT_STATUS_FAILED AgentStatus = 5
 	// Three consecutive failures: escalated with a handoff context.
 	AgentStatus_AGENT_STATUS_STUCK AgentStatus = 6
+	// Not final, but no heartbeat for the Registry's stale window: presumed dead; what it held is
+	// taken back. Derived by the Registry, never reported by an agent.
+	AgentStatus_AGENT_STATUS_STALE AgentStatus = 7
+	// No heartbeat for the Registry's gone window (a multiple of the stale window): left out of
+	// ListAgents unless asked for by status. Derived by the Registry, never reported by an agent.
+	AgentStatus_AGENT_STATUS_GONE AgentStatus = 8
 )
 
 // Enum value maps for AgentStatus.
@@ -56,6 +64,8 @@ var (
 		4: "AGENT_STATUS_COMPLETED",
 		5: "AGENT_STATUS_FAILED",
 		6: "AGENT_STATUS_STUCK",
+		7: "AGENT_STATUS_STALE",
+		8: "AGENT_STATUS_GONE",
 	}
 	AgentStatus_value = map[string]int32{
 		"AGENT_STATUS_UNSPECIFIED":  0,
@@ -65,6 +75,8 @@ var (
 		"AGENT_STATUS_COMPLETED":    4,
 		"AGENT_STATUS_FAILED":       5,
 		"AGENT_STATUS_STUCK":        6,
+		"AGENT_STATUS_STALE":        7,
+		"AGENT_STATUS_GONE":         8,
 	}
 )
 
@@ -652,7 +664,7 @@ const file_converge_common_v1_agent_proto_rawDesc = "" +
 	"\acommand\x18\x01 \x01(\v2#.converge.common.v1.CommandExecutorH\x00R\acommand\x12C\n" +
 	"\tagent_cli\x18\x02 \x01(\v2$.converge.common.v1.AgentCliExecutorH\x00R\bagentCli\x12<\n" +
 	"\x06openai\x18\x03 \x01(\v2\".converge.common.v1.OpenAIExecutorH\x00R\x06openaiB\r\n" +
-	"\x04kind\x12\x05\xbaH\x02\b\x01*\xc8\x01\n" +
+	"\x04kind\x12\x05\xbaH\x02\b\x01*\xf7\x01\n" +
 	"\vAgentStatus\x12\x1c\n" +
 	"\x18AGENT_STATUS_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19AGENT_STATUS_INITIALIZING\x10\x01\x12\x18\n" +
@@ -660,7 +672,9 @@ const file_converge_common_v1_agent_proto_rawDesc = "" +
 	"\x11AGENT_STATUS_IDLE\x10\x03\x12\x1a\n" +
 	"\x16AGENT_STATUS_COMPLETED\x10\x04\x12\x17\n" +
 	"\x13AGENT_STATUS_FAILED\x10\x05\x12\x16\n" +
-	"\x12AGENT_STATUS_STUCK\x10\x06*V\n" +
+	"\x12AGENT_STATUS_STUCK\x10\x06\x12\x16\n" +
+	"\x12AGENT_STATUS_STALE\x10\a\x12\x15\n" +
+	"\x11AGENT_STATUS_GONE\x10\b*V\n" +
 	"\n" +
 	"PromptMode\x12\x1b\n" +
 	"\x17PROMPT_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +

@@ -198,7 +198,10 @@ type LogEntry struct {
 	// Human-readable message.
 	Message string `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
 	// Structured context (error, commit, attempt, verdict, ...).
-	Context       *structpb.Struct `protobuf:"bytes,9,opt,name=context,proto3" json:"context,omitempty"`
+	Context *structpb.Struct `protobuf:"bytes,9,opt,name=context,proto3" json:"context,omitempty"`
+	// When the event happened at its source, by that process's clock (an agent's events); unset for
+	// events the Scheduler itself logs, whose time is the time they happened.
+	SourceTime    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=source_time,json=sourceTime,proto3" json:"source_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -296,11 +299,18 @@ func (x *LogEntry) GetContext() *structpb.Struct {
 	return nil
 }
 
+func (x *LogEntry) GetSourceTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SourceTime
+	}
+	return nil
+}
+
 var File_converge_common_v1_events_proto protoreflect.FileDescriptor
 
 const file_converge_common_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x1fconverge/common/v1/events.proto\x12\x12converge.common.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd5\x02\n" +
+	"\x1fconverge/common/v1/events.proto\x12\x12converge.common.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x92\x03\n" +
 	"\bLogEntry\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12!\n" +
 	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x12\x17\n" +
@@ -313,7 +323,10 @@ const file_converge_common_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"event_type\x18\a \x01(\x0e2\x1d.converge.common.v1.EventTypeR\teventType\x12\x18\n" +
 	"\amessage\x18\b \x01(\tR\amessage\x121\n" +
-	"\acontext\x18\t \x01(\v2\x17.google.protobuf.StructR\acontext*\xf5\x06\n" +
+	"\acontext\x18\t \x01(\v2\x17.google.protobuf.StructR\acontext\x12;\n" +
+	"\vsource_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"sourceTime*\xf5\x06\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17EVENT_TYPE_TASK_STARTED\x10\x01\x12\x1d\n" +
@@ -370,11 +383,12 @@ var file_converge_common_v1_events_proto_depIdxs = []int32{
 	2, // 0: converge.common.v1.LogEntry.time:type_name -> google.protobuf.Timestamp
 	0, // 1: converge.common.v1.LogEntry.event_type:type_name -> converge.common.v1.EventType
 	3, // 2: converge.common.v1.LogEntry.context:type_name -> google.protobuf.Struct
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	2, // 3: converge.common.v1.LogEntry.source_time:type_name -> google.protobuf.Timestamp
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_converge_common_v1_events_proto_init() }

@@ -1196,9 +1196,14 @@ type AgentInstance struct {
 	// Last reported CPU use, percent of one core.
 	CpuPercent float64 `protobuf:"fixed64,14,opt,name=cpu_percent,json=cpuPercent,proto3" json:"cpu_percent,omitempty"`
 	// Host name and process id, for operators.
-	Host          string `protobuf:"bytes,15,opt,name=host,proto3" json:"host,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Host string `protobuf:"bytes,15,opt,name=host,proto3" json:"host,omitempty"`
+	// Session (boot id) of the process that registered last; empty for an agent that sent none.
+	SessionId string `protobuf:"bytes,16,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Status the agent last reported itself, when status is STALE or GONE (derived by the Registry);
+	// unset otherwise.
+	ReportedStatus v1.AgentStatus `protobuf:"varint,17,opt,name=reported_status,json=reportedStatus,proto3,enum=converge.common.v1.AgentStatus" json:"reported_status,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AgentInstance) Reset() {
@@ -1336,6 +1341,20 @@ func (x *AgentInstance) GetHost() string {
 	return ""
 }
 
+func (x *AgentInstance) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AgentInstance) GetReportedStatus() v1.AgentStatus {
+	if x != nil {
+		return x.ReportedStatus
+	}
+	return v1.AgentStatus(0)
+}
+
 // RegisterAgentRequest registers a build agent instance.
 type RegisterAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1351,7 +1370,11 @@ type RegisterAgentRequest struct {
 	// 120 s validation timeout).
 	Config *v1.AgentConfig `protobuf:"bytes,5,opt,name=config,proto3" json:"config,omitempty"`
 	// Host name and process id, for operators.
-	Host          string `protobuf:"bytes,6,opt,name=host,proto3" json:"host,omitempty"`
+	Host string `protobuf:"bytes,6,opt,name=host,proto3" json:"host,omitempty"`
+	// Per-process session (boot id), new at every start of the agent process. A registration with a
+	// session other than the stored one replaces that session: see RegisterAgent. Empty: no session
+	// tracking (a re-registration answers the existing record).
+	SessionId     string `protobuf:"bytes,7,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1428,11 +1451,22 @@ func (x *RegisterAgentRequest) GetHost() string {
 	return ""
 }
 
+func (x *RegisterAgentRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
 // RegisterAgentResponse carries the registered instance.
 type RegisterAgentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The stored instance.
-	Agent         *AgentInstance `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	Agent *AgentInstance `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Session this registration replaced (the instance's previous process); empty when none.
+	ReplacedSessionId string `protobuf:"bytes,2,opt,name=replaced_session_id,json=replacedSessionId,proto3" json:"replaced_session_id,omitempty"`
+	// Locks of the instance released because its session was replaced.
+	ReleasedLocks []*Lock `protobuf:"bytes,3,rep,name=released_locks,json=releasedLocks,proto3" json:"released_locks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1474,12 +1508,27 @@ func (x *RegisterAgentResponse) GetAgent() *AgentInstance {
 	return nil
 }
 
+func (x *RegisterAgentResponse) GetReplacedSessionId() string {
+	if x != nil {
+		return x.ReplacedSessionId
+	}
+	return ""
+}
+
+func (x *RegisterAgentResponse) GetReleasedLocks() []*Lock {
+	if x != nil {
+		return x.ReleasedLocks
+	}
+	return nil
+}
+
 // HeartbeatRequest reports an agent's liveness and state.
 type HeartbeatRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Registered instance id.
 	InstanceId string `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	// Current status; must be the same or a legal transition from the stored one.
+	// Current status; must be the same or a legal transition from the stored one. STALE and GONE
+	// are the Registry's to derive and cannot be reported.
 	Status v1.AgentStatus `protobuf:"varint,2,opt,name=status,proto3,enum=converge.common.v1.AgentStatus" json:"status,omitempty"`
 	// Task being worked on; empty when none.
 	CurrentTaskId string `protobuf:"bytes,3,opt,name=current_task_id,json=currentTaskId,proto3" json:"current_task_id,omitempty"`
@@ -1490,7 +1539,10 @@ type HeartbeatRequest struct {
 	// CPU use, percent of one core (may exceed 100 on several cores).
 	CpuPercent float64 `protobuf:"fixed64,6,opt,name=cpu_percent,json=cpuPercent,proto3" json:"cpu_percent,omitempty"`
 	// Why the agent failed or is stuck; with status FAILED or STUCK.
-	ErrorContext  *v1.ErrorContext `protobuf:"bytes,7,opt,name=error_context,json=errorContext,proto3" json:"error_context,omitempty"`
+	ErrorContext *v1.ErrorContext `protobuf:"bytes,7,opt,name=error_context,json=errorContext,proto3" json:"error_context,omitempty"`
+	// Session (boot id) the agent registered with; when set and a newer registration replaced it,
+	// the heartbeat is refused with Aborted. Empty: not checked.
+	SessionId     string `protobuf:"bytes,8,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1572,6 +1624,13 @@ func (x *HeartbeatRequest) GetErrorContext() *v1.ErrorContext {
 		return x.ErrorContext
 	}
 	return nil
+}
+
+func (x *HeartbeatRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
 }
 
 // HeartbeatResponse acknowledges a heartbeat.
@@ -1726,7 +1785,8 @@ type ListAgentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only agents of this execution; empty for all.
 	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
-	// Only agents in these statuses; empty for all.
+	// Only agents in these statuses (as the Registry sees them now, STALE and GONE included); empty
+	// for every status but GONE.
 	Statuses []v1.AgentStatus `protobuf:"varint,2,rep,packed,name=statuses,proto3,enum=converge.common.v1.AgentStatus" json:"statuses,omitempty"`
 	// Page size: 0 means 100, at most 1000.
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
@@ -1852,7 +1912,8 @@ func (x *ListAgentsResponse) GetNextPageToken() string {
 // ListStaleAgentsRequest asks for agents whose heartbeat stopped.
 type ListStaleAgentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Age of the last heartbeat past which a RUNNING agent is stale: 1 s to 24 h, default 60 s.
+	// Age of the last heartbeat past which an agent that is not final is stale: 1 s to 24 h,
+	// default 60 s.
 	OlderThan *durationpb.Duration `protobuf:"bytes,1,opt,name=older_than,json=olderThan,proto3" json:"older_than,omitempty"`
 	// Only agents of this execution; empty for all.
 	ExecutionId string `protobuf:"bytes,2,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
@@ -2099,7 +2160,7 @@ const file_converge_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"ownerships\x18\x01 \x03(\v2\x1f.converge.registry.v1.OwnershipR\n" +
 	"ownerships\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc4\x05\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xad\x06\n" +
 	"\rAgentInstance\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12!\n" +
@@ -2121,7 +2182,10 @@ const file_converge_registry_v1_registry_proto_rawDesc = "" +
 	"\x0fmemory_usage_mb\x18\r \x01(\x05R\rmemoryUsageMb\x12\x1f\n" +
 	"\vcpu_percent\x18\x0e \x01(\x01R\n" +
 	"cpuPercent\x12\x12\n" +
-	"\x04host\x18\x0f \x01(\tR\x04host\"\xfb\x02\n" +
+	"\x04host\x18\x0f \x01(\tR\x04host\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x10 \x01(\tR\tsessionId\x12H\n" +
+	"\x0freported_status\x18\x11 \x01(\x0e2\x1f.converge.common.v1.AgentStatusR\x0ereportedStatus\"\xc9\x03\n" +
 	"\x14RegisterAgentRequest\x12K\n" +
 	"\vinstance_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\n" +
 	"instanceId\x12P\n" +
@@ -2131,20 +2195,25 @@ const file_converge_registry_v1_registry_proto_rawDesc = "" +
 	"\vwave_number\x18\x04 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\n" +
 	"waveNumber\x127\n" +
 	"\x06config\x18\x05 \x01(\v2\x1f.converge.common.v1.AgentConfigR\x06config\x12\x1c\n" +
-	"\x04host\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x04host\"R\n" +
+	"\x04host\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x04host\x12L\n" +
+	"\n" +
+	"session_id\x18\a \x01(\tB-\xbaH*r(2&^([A-Za-z0-9][A-Za-z0-9._:-]{0,127})?$R\tsessionId\"\xc5\x01\n" +
 	"\x15RegisterAgentResponse\x129\n" +
-	"\x05agent\x18\x01 \x01(\v2#.converge.registry.v1.AgentInstanceR\x05agent\"\xe6\x03\n" +
+	"\x05agent\x18\x01 \x01(\v2#.converge.registry.v1.AgentInstanceR\x05agent\x12.\n" +
+	"\x13replaced_session_id\x18\x02 \x01(\tR\x11replacedSessionId\x12A\n" +
+	"\x0ereleased_locks\x18\x03 \x03(\v2\x1a.converge.registry.v1.LockR\rreleasedLocks\"\xb8\x04\n" +
 	"\x10HeartbeatRequest\x12K\n" +
 	"\vinstance_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\n" +
-	"instanceId\x12C\n" +
-	"\x06status\x18\x02 \x01(\x0e2\x1f.converge.common.v1.AgentStatusB\n" +
-	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x06status\x12S\n" +
+	"instanceId\x12G\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x1f.converge.common.v1.AgentStatusB\x0e\xbaH\v\x82\x01\b\x10\x01 \x00 \a \bR\x06status\x12S\n" +
 	"\x0fcurrent_task_id\x18\x03 \x01(\tB+\xbaH(r&2$^([A-Za-z0-9][A-Za-z0-9._-]{0,63})?$R\rcurrentTaskId\x124\n" +
 	"\x10progress_percent\x18\x04 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\x0fprogressPercent\x124\n" +
 	"\x0fmemory_usage_mb\x18\x05 \x01(\x05B\f\xbaH\t\x1a\a\x18\x80\x80\x80\b(\x00R\rmemoryUsageMb\x128\n" +
 	"\vcpu_percent\x18\x06 \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00j\xf8@)\x00\x00\x00\x00\x00\x00\x00\x00R\n" +
 	"cpuPercent\x12E\n" +
-	"\rerror_context\x18\a \x01(\v2 .converge.common.v1.ErrorContextR\ferrorContext\"\x90\x01\n" +
+	"\rerror_context\x18\a \x01(\v2 .converge.common.v1.ErrorContextR\ferrorContext\x12L\n" +
+	"\n" +
+	"session_id\x18\b \x01(\tB-\xbaH*r(2&^([A-Za-z0-9][A-Za-z0-9._:-]{0,127})?$R\tsessionId\"\x90\x01\n" +
 	"\x11HeartbeatResponse\x129\n" +
 	"\x05agent\x18\x01 \x01(\v2#.converge.registry.v1.AgentInstanceR\x05agent\x12@\n" +
 	"\x0enext_heartbeat\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\rnextHeartbeat\"^\n" +
@@ -2155,7 +2224,7 @@ const file_converge_registry_v1_registry_proto_rawDesc = "" +
 	"\x05agent\x18\x01 \x01(\v2#.converge.registry.v1.AgentInstanceR\x05agent\"\x87\x02\n" +
 	"\x11ListAgentsRequest\x12P\n" +
 	"\fexecution_id\x18\x01 \x01(\tB-\xbaH*r(2&^([A-Za-z0-9][A-Za-z0-9._:-]{0,127})?$R\vexecutionId\x12N\n" +
-	"\bstatuses\x18\x02 \x03(\x0e2\x1f.converge.common.v1.AgentStatusB\x11\xbaH\x0e\x92\x01\v\x10\x06\"\a\x82\x01\x04\x10\x01 \x00R\bstatuses\x12'\n" +
+	"\bstatuses\x18\x02 \x03(\x0e2\x1f.converge.common.v1.AgentStatusB\x11\xbaH\x0e\x92\x01\v\x10\b\"\a\x82\x01\x04\x10\x01 \x00R\bstatuses\x12'\n" +
 	"\tpage_size\x18\x03 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
 	"\n" +
@@ -2269,51 +2338,53 @@ var file_converge_registry_v1_registry_proto_depIdxs = []int32{
 	32, // 17: converge.registry.v1.AgentInstance.last_heartbeat_time:type_name -> google.protobuf.Timestamp
 	35, // 18: converge.registry.v1.AgentInstance.config:type_name -> converge.common.v1.AgentConfig
 	36, // 19: converge.registry.v1.AgentInstance.error_context:type_name -> converge.common.v1.ErrorContext
-	35, // 20: converge.registry.v1.RegisterAgentRequest.config:type_name -> converge.common.v1.AgentConfig
-	20, // 21: converge.registry.v1.RegisterAgentResponse.agent:type_name -> converge.registry.v1.AgentInstance
-	34, // 22: converge.registry.v1.HeartbeatRequest.status:type_name -> converge.common.v1.AgentStatus
-	36, // 23: converge.registry.v1.HeartbeatRequest.error_context:type_name -> converge.common.v1.ErrorContext
-	20, // 24: converge.registry.v1.HeartbeatResponse.agent:type_name -> converge.registry.v1.AgentInstance
-	33, // 25: converge.registry.v1.HeartbeatResponse.next_heartbeat:type_name -> google.protobuf.Duration
-	20, // 26: converge.registry.v1.GetAgentResponse.agent:type_name -> converge.registry.v1.AgentInstance
-	34, // 27: converge.registry.v1.ListAgentsRequest.statuses:type_name -> converge.common.v1.AgentStatus
-	20, // 28: converge.registry.v1.ListAgentsResponse.agents:type_name -> converge.registry.v1.AgentInstance
-	33, // 29: converge.registry.v1.ListStaleAgentsRequest.older_than:type_name -> google.protobuf.Duration
-	20, // 30: converge.registry.v1.StaleAgent.agent:type_name -> converge.registry.v1.AgentInstance
-	30, // 31: converge.registry.v1.ListStaleAgentsResponse.agents:type_name -> converge.registry.v1.StaleAgent
-	1,  // 32: converge.registry.v1.RegistryService.AcquireLock:input_type -> converge.registry.v1.AcquireLockRequest
-	3,  // 33: converge.registry.v1.RegistryService.RenewLock:input_type -> converge.registry.v1.RenewLockRequest
-	5,  // 34: converge.registry.v1.RegistryService.ReleaseLock:input_type -> converge.registry.v1.ReleaseLockRequest
-	7,  // 35: converge.registry.v1.RegistryService.GetLock:input_type -> converge.registry.v1.GetLockRequest
-	9,  // 36: converge.registry.v1.RegistryService.ListLocks:input_type -> converge.registry.v1.ListLocksRequest
-	12, // 37: converge.registry.v1.RegistryService.SetOwner:input_type -> converge.registry.v1.SetOwnerRequest
-	14, // 38: converge.registry.v1.RegistryService.GetOwner:input_type -> converge.registry.v1.GetOwnerRequest
-	16, // 39: converge.registry.v1.RegistryService.ReleaseOwner:input_type -> converge.registry.v1.ReleaseOwnerRequest
-	18, // 40: converge.registry.v1.RegistryService.ListOwners:input_type -> converge.registry.v1.ListOwnersRequest
-	21, // 41: converge.registry.v1.RegistryService.RegisterAgent:input_type -> converge.registry.v1.RegisterAgentRequest
-	23, // 42: converge.registry.v1.RegistryService.Heartbeat:input_type -> converge.registry.v1.HeartbeatRequest
-	25, // 43: converge.registry.v1.RegistryService.GetAgent:input_type -> converge.registry.v1.GetAgentRequest
-	27, // 44: converge.registry.v1.RegistryService.ListAgents:input_type -> converge.registry.v1.ListAgentsRequest
-	29, // 45: converge.registry.v1.RegistryService.ListStaleAgents:input_type -> converge.registry.v1.ListStaleAgentsRequest
-	2,  // 46: converge.registry.v1.RegistryService.AcquireLock:output_type -> converge.registry.v1.AcquireLockResponse
-	4,  // 47: converge.registry.v1.RegistryService.RenewLock:output_type -> converge.registry.v1.RenewLockResponse
-	6,  // 48: converge.registry.v1.RegistryService.ReleaseLock:output_type -> converge.registry.v1.ReleaseLockResponse
-	8,  // 49: converge.registry.v1.RegistryService.GetLock:output_type -> converge.registry.v1.GetLockResponse
-	10, // 50: converge.registry.v1.RegistryService.ListLocks:output_type -> converge.registry.v1.ListLocksResponse
-	13, // 51: converge.registry.v1.RegistryService.SetOwner:output_type -> converge.registry.v1.SetOwnerResponse
-	15, // 52: converge.registry.v1.RegistryService.GetOwner:output_type -> converge.registry.v1.GetOwnerResponse
-	17, // 53: converge.registry.v1.RegistryService.ReleaseOwner:output_type -> converge.registry.v1.ReleaseOwnerResponse
-	19, // 54: converge.registry.v1.RegistryService.ListOwners:output_type -> converge.registry.v1.ListOwnersResponse
-	22, // 55: converge.registry.v1.RegistryService.RegisterAgent:output_type -> converge.registry.v1.RegisterAgentResponse
-	24, // 56: converge.registry.v1.RegistryService.Heartbeat:output_type -> converge.registry.v1.HeartbeatResponse
-	26, // 57: converge.registry.v1.RegistryService.GetAgent:output_type -> converge.registry.v1.GetAgentResponse
-	28, // 58: converge.registry.v1.RegistryService.ListAgents:output_type -> converge.registry.v1.ListAgentsResponse
-	31, // 59: converge.registry.v1.RegistryService.ListStaleAgents:output_type -> converge.registry.v1.ListStaleAgentsResponse
-	46, // [46:60] is the sub-list for method output_type
-	32, // [32:46] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	34, // 20: converge.registry.v1.AgentInstance.reported_status:type_name -> converge.common.v1.AgentStatus
+	35, // 21: converge.registry.v1.RegisterAgentRequest.config:type_name -> converge.common.v1.AgentConfig
+	20, // 22: converge.registry.v1.RegisterAgentResponse.agent:type_name -> converge.registry.v1.AgentInstance
+	0,  // 23: converge.registry.v1.RegisterAgentResponse.released_locks:type_name -> converge.registry.v1.Lock
+	34, // 24: converge.registry.v1.HeartbeatRequest.status:type_name -> converge.common.v1.AgentStatus
+	36, // 25: converge.registry.v1.HeartbeatRequest.error_context:type_name -> converge.common.v1.ErrorContext
+	20, // 26: converge.registry.v1.HeartbeatResponse.agent:type_name -> converge.registry.v1.AgentInstance
+	33, // 27: converge.registry.v1.HeartbeatResponse.next_heartbeat:type_name -> google.protobuf.Duration
+	20, // 28: converge.registry.v1.GetAgentResponse.agent:type_name -> converge.registry.v1.AgentInstance
+	34, // 29: converge.registry.v1.ListAgentsRequest.statuses:type_name -> converge.common.v1.AgentStatus
+	20, // 30: converge.registry.v1.ListAgentsResponse.agents:type_name -> converge.registry.v1.AgentInstance
+	33, // 31: converge.registry.v1.ListStaleAgentsRequest.older_than:type_name -> google.protobuf.Duration
+	20, // 32: converge.registry.v1.StaleAgent.agent:type_name -> converge.registry.v1.AgentInstance
+	30, // 33: converge.registry.v1.ListStaleAgentsResponse.agents:type_name -> converge.registry.v1.StaleAgent
+	1,  // 34: converge.registry.v1.RegistryService.AcquireLock:input_type -> converge.registry.v1.AcquireLockRequest
+	3,  // 35: converge.registry.v1.RegistryService.RenewLock:input_type -> converge.registry.v1.RenewLockRequest
+	5,  // 36: converge.registry.v1.RegistryService.ReleaseLock:input_type -> converge.registry.v1.ReleaseLockRequest
+	7,  // 37: converge.registry.v1.RegistryService.GetLock:input_type -> converge.registry.v1.GetLockRequest
+	9,  // 38: converge.registry.v1.RegistryService.ListLocks:input_type -> converge.registry.v1.ListLocksRequest
+	12, // 39: converge.registry.v1.RegistryService.SetOwner:input_type -> converge.registry.v1.SetOwnerRequest
+	14, // 40: converge.registry.v1.RegistryService.GetOwner:input_type -> converge.registry.v1.GetOwnerRequest
+	16, // 41: converge.registry.v1.RegistryService.ReleaseOwner:input_type -> converge.registry.v1.ReleaseOwnerRequest
+	18, // 42: converge.registry.v1.RegistryService.ListOwners:input_type -> converge.registry.v1.ListOwnersRequest
+	21, // 43: converge.registry.v1.RegistryService.RegisterAgent:input_type -> converge.registry.v1.RegisterAgentRequest
+	23, // 44: converge.registry.v1.RegistryService.Heartbeat:input_type -> converge.registry.v1.HeartbeatRequest
+	25, // 45: converge.registry.v1.RegistryService.GetAgent:input_type -> converge.registry.v1.GetAgentRequest
+	27, // 46: converge.registry.v1.RegistryService.ListAgents:input_type -> converge.registry.v1.ListAgentsRequest
+	29, // 47: converge.registry.v1.RegistryService.ListStaleAgents:input_type -> converge.registry.v1.ListStaleAgentsRequest
+	2,  // 48: converge.registry.v1.RegistryService.AcquireLock:output_type -> converge.registry.v1.AcquireLockResponse
+	4,  // 49: converge.registry.v1.RegistryService.RenewLock:output_type -> converge.registry.v1.RenewLockResponse
+	6,  // 50: converge.registry.v1.RegistryService.ReleaseLock:output_type -> converge.registry.v1.ReleaseLockResponse
+	8,  // 51: converge.registry.v1.RegistryService.GetLock:output_type -> converge.registry.v1.GetLockResponse
+	10, // 52: converge.registry.v1.RegistryService.ListLocks:output_type -> converge.registry.v1.ListLocksResponse
+	13, // 53: converge.registry.v1.RegistryService.SetOwner:output_type -> converge.registry.v1.SetOwnerResponse
+	15, // 54: converge.registry.v1.RegistryService.GetOwner:output_type -> converge.registry.v1.GetOwnerResponse
+	17, // 55: converge.registry.v1.RegistryService.ReleaseOwner:output_type -> converge.registry.v1.ReleaseOwnerResponse
+	19, // 56: converge.registry.v1.RegistryService.ListOwners:output_type -> converge.registry.v1.ListOwnersResponse
+	22, // 57: converge.registry.v1.RegistryService.RegisterAgent:output_type -> converge.registry.v1.RegisterAgentResponse
+	24, // 58: converge.registry.v1.RegistryService.Heartbeat:output_type -> converge.registry.v1.HeartbeatResponse
+	26, // 59: converge.registry.v1.RegistryService.GetAgent:output_type -> converge.registry.v1.GetAgentResponse
+	28, // 60: converge.registry.v1.RegistryService.ListAgents:output_type -> converge.registry.v1.ListAgentsResponse
+	31, // 61: converge.registry.v1.RegistryService.ListStaleAgents:output_type -> converge.registry.v1.ListStaleAgentsResponse
+	48, // [48:62] is the sub-list for method output_type
+	34, // [34:48] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_converge_registry_v1_registry_proto_init() }

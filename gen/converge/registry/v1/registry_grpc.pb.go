@@ -80,22 +80,31 @@ type RegistryServiceClient interface {
 	// ListOwners lists ownership patterns, optionally of one owner, ordered by pattern, paginated.
 	ListOwners(ctx context.Context, in *ListOwnersRequest, opts ...grpc.CallOption) (*ListOwnersResponse, error)
 	// RegisterAgent records a build agent instance (execution, wave, config) in status INITIALIZING,
-	// or answers the existing record when the same instance registers again with the same execution.
+	// or answers the existing record when the same instance registers again with the same execution
+	// and session. A registration with a new session_id (the agent process restarted under the same
+	// instance id) starts the instance afresh in INITIALIZING, whatever its status was, and releases
+	// at once every lock the instance held (the next grant of each gets a higher fencing token, so a
+	// late write of the old process is still refused); the response names the replaced session.
 	// Errors: AlreadyExists (the instance id is registered to another execution), InvalidArgument.
 	RegisterAgent(ctx context.Context, in *RegisterAgentRequest, opts ...grpc.CallOption) (*RegisterAgentResponse, error)
 	// Heartbeat refreshes an agent's liveness (a TTL key and the staleness index) and reports its
 	// status, current task, progress and resource use; samples are kept for 24 hours. A status change
-	// must follow the AgentStatus state machine.
+	// must follow the AgentStatus state machine. A STALE or GONE agent that heartbeats again is live
+	// in the status it reports.
 	// Errors: NotFound (unregistered instance), FailedPrecondition (illegal status transition, or the
-	// agent is already COMPLETED or FAILED), InvalidArgument.
+	// agent is already COMPLETED or FAILED), Aborted (session_id names a session that a newer
+	// registration replaced: that process must stop), InvalidArgument.
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	// GetAgent answers one agent instance with its last heartbeat.
 	// Errors: NotFound.
 	GetAgent(ctx context.Context, in *GetAgentRequest, opts ...grpc.CallOption) (*GetAgentResponse, error)
 	// ListAgents lists agent instances, filtered by execution and status, newest first, paginated.
+	// Statuses are as the Registry sees them now: a silent agent is STALE, then GONE. Without a
+	// status filter GONE agents are left out; ask for AGENT_STATUS_GONE to see them.
 	ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error)
-	// ListStaleAgents lists RUNNING agents whose last heartbeat is older than older_than (default
-	// 60 s), with the seconds since their last heartbeat (the seed's stale-heartbeat query).
+	// ListStaleAgents lists agents that are not final (whatever their reported status: INITIALIZING,
+	// RUNNING, IDLE or STUCK) whose last heartbeat is older than older_than (default 60 s), with the
+	// seconds since their last heartbeat (the seed's stale-heartbeat query).
 	ListStaleAgents(ctx context.Context, in *ListStaleAgentsRequest, opts ...grpc.CallOption) (*ListStaleAgentsResponse, error)
 }
 
@@ -292,22 +301,31 @@ type RegistryServiceServer interface {
 	// ListOwners lists ownership patterns, optionally of one owner, ordered by pattern, paginated.
 	ListOwners(context.Context, *ListOwnersRequest) (*ListOwnersResponse, error)
 	// RegisterAgent records a build agent instance (execution, wave, config) in status INITIALIZING,
-	// or answers the existing record when the same instance registers again with the same execution.
+	// or answers the existing record when the same instance registers again with the same execution
+	// and session. A registration with a new session_id (the agent process restarted under the same
+	// instance id) starts the instance afresh in INITIALIZING, whatever its status was, and releases
+	// at once every lock the instance held (the next grant of each gets a higher fencing token, so a
+	// late write of the old process is still refused); the response names the replaced session.
 	// Errors: AlreadyExists (the instance id is registered to another execution), InvalidArgument.
 	RegisterAgent(context.Context, *RegisterAgentRequest) (*RegisterAgentResponse, error)
 	// Heartbeat refreshes an agent's liveness (a TTL key and the staleness index) and reports its
 	// status, current task, progress and resource use; samples are kept for 24 hours. A status change
-	// must follow the AgentStatus state machine.
+	// must follow the AgentStatus state machine. A STALE or GONE agent that heartbeats again is live
+	// in the status it reports.
 	// Errors: NotFound (unregistered instance), FailedPrecondition (illegal status transition, or the
-	// agent is already COMPLETED or FAILED), InvalidArgument.
+	// agent is already COMPLETED or FAILED), Aborted (session_id names a session that a newer
+	// registration replaced: that process must stop), InvalidArgument.
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	// GetAgent answers one agent instance with its last heartbeat.
 	// Errors: NotFound.
 	GetAgent(context.Context, *GetAgentRequest) (*GetAgentResponse, error)
 	// ListAgents lists agent instances, filtered by execution and status, newest first, paginated.
+	// Statuses are as the Registry sees them now: a silent agent is STALE, then GONE. Without a
+	// status filter GONE agents are left out; ask for AGENT_STATUS_GONE to see them.
 	ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error)
-	// ListStaleAgents lists RUNNING agents whose last heartbeat is older than older_than (default
-	// 60 s), with the seconds since their last heartbeat (the seed's stale-heartbeat query).
+	// ListStaleAgents lists agents that are not final (whatever their reported status: INITIALIZING,
+	// RUNNING, IDLE or STUCK) whose last heartbeat is older than older_than (default 60 s), with the
+	// seconds since their last heartbeat (the seed's stale-heartbeat query).
 	ListStaleAgents(context.Context, *ListStaleAgentsRequest) (*ListStaleAgentsResponse, error)
 	mustEmbedUnimplementedRegistryServiceServer()
 }

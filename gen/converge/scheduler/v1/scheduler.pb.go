@@ -5405,7 +5405,10 @@ type AgentEvent struct {
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// Structured context (error, attempt, checkpoint id, command, exit code, ...), at most 64
 	// top-level keys.
-	Context       *structpb.Struct `protobuf:"bytes,3,opt,name=context,proto3" json:"context,omitempty"`
+	Context *structpb.Struct `protobuf:"bytes,3,opt,name=context,proto3" json:"context,omitempty"`
+	// When the event happened, by the agent's clock; logged as the entry's source_time (the entry's
+	// time stays the store time it was received). Unset: the receive time.
+	Time          *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5457,6 +5460,13 @@ func (x *AgentEvent) GetMessage() string {
 func (x *AgentEvent) GetContext() *structpb.Struct {
 	if x != nil {
 		return x.Context
+	}
+	return nil
+}
+
+func (x *AgentEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
 	}
 	return nil
 }
@@ -5825,7 +5835,11 @@ type ClaimTaskRequest struct {
 	// Only assignments of this execution; empty = any.
 	ExecutionId string `protobuf:"bytes,4,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	// Kinds the agent accepts; empty = all.
-	Kinds         []AssignmentKind `protobuf:"varint,5,rep,packed,name=kinds,proto3,enum=converge.scheduler.v1.AssignmentKind" json:"kinds,omitempty"`
+	Kinds []AssignmentKind `protobuf:"varint,5,rep,packed,name=kinds,proto3,enum=converge.scheduler.v1.AssignmentKind" json:"kinds,omitempty"`
+	// Session (boot id) of the claiming process, as registered with the Registry. A claim from a new
+	// session of an instance takes back at once what the instance's older sessions hold (requeued
+	// with code AGENT_RESTARTED; their late reports are refused with Aborted). Empty: not tracked.
+	SessionId     string `protobuf:"bytes,6,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5893,6 +5907,13 @@ func (x *ClaimTaskRequest) GetKinds() []AssignmentKind {
 		return x.Kinds
 	}
 	return nil
+}
+
+func (x *ClaimTaskRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
 }
 
 // Response of ClaimTask.
@@ -8110,7 +8131,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\xbaH\a\x1a\x05\x18\xf4\x03(\x00R\n" +
 	"maxEntries\"\\\n" +
 	"\x19GetHandoffContextResponse\x12?\n" +
-	"\acontext\x18\x01 \x01(\v2%.converge.scheduler.v1.HandoffContextR\acontext\"\x9c\x02\n" +
+	"\acontext\x18\x01 \x01(\v2%.converge.scheduler.v1.HandoffContextR\acontext\"\xcc\x02\n" +
 	"\n" +
 	"AgentEvent\x12X\n" +
 	"\n" +
@@ -8118,7 +8139,8 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x18\vR\teventType\x12%\n" +
 	"\amessage\x18\x02 \x01(\tB\v\xbaH\br\x06\x10\x01\x18\x80\x80\x04R\amessage\x12\x8c\x01\n" +
 	"\acontext\x18\x03 \x01(\v2\x17.google.protobuf.StructBY\xbaHV\xba\x01S\n" +
-	"\x12event.context_size\x12+context must have at most 64 top-level keys\x1a\x10size(this) <= 64R\acontext\"{\n" +
+	"\x12event.context_size\x12+context must have at most 64 top-level keys\x1a\x10size(this) <= 64R\acontext\x12.\n" +
+	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"{\n" +
 	"\x10IntegrationInput\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x1d\n" +
@@ -8161,14 +8183,16 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x0fprevious_errors\x18\x0e \x03(\v2 .converge.common.v1.ErrorContextR\x0epreviousErrors\x12H\n" +
 	"\x12heartbeat_interval\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12@\n" +
 	"\x0elease_duration\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\rleaseDuration\x12E\n" +
-	"\fscope_guards\x18\x11 \x01(\v2\".converge.scheduler.v1.ScopeGuardsR\vscopeGuards\"\x93\x03\n" +
+	"\fscope_guards\x18\x11 \x01(\v2\".converge.scheduler.v1.ScopeGuardsR\vscopeGuards\"\xe1\x03\n" +
 	"\x10ClaimTaskRequest\x12K\n" +
 	"\vinstance_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\n" +
 	"instanceId\x12Q\n" +
 	"\fcapabilities\x18\x02 \x03(\tB-\xbaH*\x92\x01'\x10@\x18\x01\"!r\x1f2\x1d^[a-z0-9][a-z0-9._:/-]{0,63}$R\fcapabilities\x12;\n" +
 	"\x04wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\f\xbaH\t\xaa\x01\x06\"\x02\b<2\x00R\x04wait\x12P\n" +
 	"\fexecution_id\x18\x04 \x01(\tB-\xbaH*\xd8\x01\x01r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\x12P\n" +
-	"\x05kinds\x18\x05 \x03(\x0e2%.converge.scheduler.v1.AssignmentKindB\x13\xbaH\x10\x92\x01\r\x10\x02\x18\x01\"\a\x82\x01\x04\x10\x01 \x00R\x05kinds\"]\n" +
+	"\x05kinds\x18\x05 \x03(\x0e2%.converge.scheduler.v1.AssignmentKindB\x13\xbaH\x10\x92\x01\r\x10\x02\x18\x01\"\a\x82\x01\x04\x10\x01 \x00R\x05kinds\x12L\n" +
+	"\n" +
+	"session_id\x18\x06 \x01(\tB-\xbaH*r(2&^([A-Za-z0-9][A-Za-z0-9._:-]{0,127})?$R\tsessionId\"]\n" +
 	"\x11ClaimTaskResponse\x12H\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2(.converge.scheduler.v1.ClaimedAssignmentR\n" +
@@ -8678,117 +8702,118 @@ var file_converge_scheduler_v1_scheduler_proto_depIdxs = []int32{
 	66,  // 87: converge.scheduler.v1.GetHandoffContextResponse.context:type_name -> converge.scheduler.v1.HandoffContext
 	102, // 88: converge.scheduler.v1.AgentEvent.event_type:type_name -> converge.common.v1.EventType
 	104, // 89: converge.scheduler.v1.AgentEvent.context:type_name -> google.protobuf.Struct
-	42,  // 90: converge.scheduler.v1.ClaimedAssignment.assignment:type_name -> converge.scheduler.v1.Assignment
-	94,  // 91: converge.scheduler.v1.ClaimedAssignment.task:type_name -> converge.common.v1.Task
-	14,  // 92: converge.scheduler.v1.ClaimedAssignment.repository:type_name -> converge.scheduler.v1.Repository
-	37,  // 93: converge.scheduler.v1.ClaimedAssignment.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	16,  // 94: converge.scheduler.v1.ClaimedAssignment.context:type_name -> converge.scheduler.v1.ProjectContext
-	17,  // 95: converge.scheduler.v1.ClaimedAssignment.validation:type_name -> converge.scheduler.v1.ValidationLevels
-	70,  // 96: converge.scheduler.v1.ClaimedAssignment.merges:type_name -> converge.scheduler.v1.IntegrationInput
-	101, // 97: converge.scheduler.v1.ClaimedAssignment.previous_errors:type_name -> converge.common.v1.ErrorContext
-	98,  // 98: converge.scheduler.v1.ClaimedAssignment.heartbeat_interval:type_name -> google.protobuf.Duration
-	98,  // 99: converge.scheduler.v1.ClaimedAssignment.lease_duration:type_name -> google.protobuf.Duration
-	71,  // 100: converge.scheduler.v1.ClaimedAssignment.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	98,  // 101: converge.scheduler.v1.ClaimTaskRequest.wait:type_name -> google.protobuf.Duration
-	7,   // 102: converge.scheduler.v1.ClaimTaskRequest.kinds:type_name -> converge.scheduler.v1.AssignmentKind
-	72,  // 103: converge.scheduler.v1.ClaimTaskResponse.assignment:type_name -> converge.scheduler.v1.ClaimedAssignment
-	69,  // 104: converge.scheduler.v1.ReportProgressRequest.events:type_name -> converge.scheduler.v1.AgentEvent
-	105, // 105: converge.scheduler.v1.ReportProgressRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
-	10,  // 106: converge.scheduler.v1.ReportProgressResponse.directive:type_name -> converge.scheduler.v1.Directive
-	95,  // 107: converge.scheduler.v1.ReportProgressResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	105, // 108: converge.scheduler.v1.RecordCheckpointRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
-	105, // 109: converge.scheduler.v1.RecordCheckpointResponse.checkpoint:type_name -> converge.common.v1.Checkpoint
-	9,   // 110: converge.scheduler.v1.CompleteTaskRequest.result:type_name -> converge.scheduler.v1.CompletionResult
-	101, // 111: converge.scheduler.v1.CompleteTaskRequest.error:type_name -> converge.common.v1.ErrorContext
-	39,  // 112: converge.scheduler.v1.CompleteTaskRequest.level_results:type_name -> converge.scheduler.v1.ValidationLevelResult
-	69,  // 113: converge.scheduler.v1.CompleteTaskRequest.events:type_name -> converge.scheduler.v1.AgentEvent
-	42,  // 114: converge.scheduler.v1.CompleteTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
-	10,  // 115: converge.scheduler.v1.CompleteTaskResponse.directive:type_name -> converge.scheduler.v1.Directive
-	38,  // 116: converge.scheduler.v1.FeatureIteration.verification:type_name -> converge.scheduler.v1.VerifySummary
-	95,  // 117: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
-	95,  // 118: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
-	95,  // 119: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
-	12,  // 120: converge.scheduler.v1.FeatureBuild.status:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	100, // 121: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
-	13,  // 122: converge.scheduler.v1.FeatureBuild.exit_reason:type_name -> converge.scheduler.v1.ExitReason
-	81,  // 123: converge.scheduler.v1.FeatureBuild.iterations:type_name -> converge.scheduler.v1.FeatureIteration
-	82,  // 124: converge.scheduler.v1.FeatureBuild.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
-	83,  // 125: converge.scheduler.v1.FeatureBuild.recovery_log:type_name -> converge.scheduler.v1.RecoveryLogEntry
-	11,  // 126: converge.scheduler.v1.FeatureBuild.autonomy:type_name -> converge.scheduler.v1.Autonomy
-	71,  // 127: converge.scheduler.v1.FeatureBuild.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	37,  // 128: converge.scheduler.v1.FeatureBuild.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	95,  // 129: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
-	95,  // 130: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
-	95,  // 131: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
-	95,  // 132: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
-	18,  // 133: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
-	11,  // 134: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
-	71,  // 135: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	37,  // 136: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	84,  // 137: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	33,  // 138: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
-	82,  // 139: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
-	84,  // 140: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	12,  // 141: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	84,  // 142: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
-	84,  // 143: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	22,  // 144: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
-	24,  // 145: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
-	26,  // 146: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
-	28,  // 147: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
-	30,  // 148: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
-	34,  // 149: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
-	43,  // 150: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
-	45,  // 151: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
-	47,  // 152: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
-	49,  // 153: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
-	51,  // 154: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
-	53,  // 155: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
-	55,  // 156: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
-	57,  // 157: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
-	59,  // 158: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
-	61,  // 159: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
-	63,  // 160: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
-	67,  // 161: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
-	73,  // 162: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
-	75,  // 163: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
-	77,  // 164: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
-	79,  // 165: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
-	85,  // 166: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
-	87,  // 167: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
-	89,  // 168: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
-	91,  // 169: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
-	23,  // 170: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
-	25,  // 171: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
-	27,  // 172: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
-	29,  // 173: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
-	31,  // 174: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
-	35,  // 175: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
-	44,  // 176: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
-	46,  // 177: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
-	48,  // 178: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
-	50,  // 179: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
-	52,  // 180: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
-	54,  // 181: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
-	56,  // 182: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
-	58,  // 183: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
-	60,  // 184: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
-	62,  // 185: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
-	64,  // 186: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
-	68,  // 187: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
-	74,  // 188: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
-	76,  // 189: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
-	78,  // 190: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
-	80,  // 191: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
-	86,  // 192: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
-	88,  // 193: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
-	90,  // 194: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
-	92,  // 195: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
-	170, // [170:196] is the sub-list for method output_type
-	144, // [144:170] is the sub-list for method input_type
-	144, // [144:144] is the sub-list for extension type_name
-	144, // [144:144] is the sub-list for extension extendee
-	0,   // [0:144] is the sub-list for field type_name
+	95,  // 90: converge.scheduler.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	42,  // 91: converge.scheduler.v1.ClaimedAssignment.assignment:type_name -> converge.scheduler.v1.Assignment
+	94,  // 92: converge.scheduler.v1.ClaimedAssignment.task:type_name -> converge.common.v1.Task
+	14,  // 93: converge.scheduler.v1.ClaimedAssignment.repository:type_name -> converge.scheduler.v1.Repository
+	37,  // 94: converge.scheduler.v1.ClaimedAssignment.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	16,  // 95: converge.scheduler.v1.ClaimedAssignment.context:type_name -> converge.scheduler.v1.ProjectContext
+	17,  // 96: converge.scheduler.v1.ClaimedAssignment.validation:type_name -> converge.scheduler.v1.ValidationLevels
+	70,  // 97: converge.scheduler.v1.ClaimedAssignment.merges:type_name -> converge.scheduler.v1.IntegrationInput
+	101, // 98: converge.scheduler.v1.ClaimedAssignment.previous_errors:type_name -> converge.common.v1.ErrorContext
+	98,  // 99: converge.scheduler.v1.ClaimedAssignment.heartbeat_interval:type_name -> google.protobuf.Duration
+	98,  // 100: converge.scheduler.v1.ClaimedAssignment.lease_duration:type_name -> google.protobuf.Duration
+	71,  // 101: converge.scheduler.v1.ClaimedAssignment.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	98,  // 102: converge.scheduler.v1.ClaimTaskRequest.wait:type_name -> google.protobuf.Duration
+	7,   // 103: converge.scheduler.v1.ClaimTaskRequest.kinds:type_name -> converge.scheduler.v1.AssignmentKind
+	72,  // 104: converge.scheduler.v1.ClaimTaskResponse.assignment:type_name -> converge.scheduler.v1.ClaimedAssignment
+	69,  // 105: converge.scheduler.v1.ReportProgressRequest.events:type_name -> converge.scheduler.v1.AgentEvent
+	105, // 106: converge.scheduler.v1.ReportProgressRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
+	10,  // 107: converge.scheduler.v1.ReportProgressResponse.directive:type_name -> converge.scheduler.v1.Directive
+	95,  // 108: converge.scheduler.v1.ReportProgressResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	105, // 109: converge.scheduler.v1.RecordCheckpointRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
+	105, // 110: converge.scheduler.v1.RecordCheckpointResponse.checkpoint:type_name -> converge.common.v1.Checkpoint
+	9,   // 111: converge.scheduler.v1.CompleteTaskRequest.result:type_name -> converge.scheduler.v1.CompletionResult
+	101, // 112: converge.scheduler.v1.CompleteTaskRequest.error:type_name -> converge.common.v1.ErrorContext
+	39,  // 113: converge.scheduler.v1.CompleteTaskRequest.level_results:type_name -> converge.scheduler.v1.ValidationLevelResult
+	69,  // 114: converge.scheduler.v1.CompleteTaskRequest.events:type_name -> converge.scheduler.v1.AgentEvent
+	42,  // 115: converge.scheduler.v1.CompleteTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
+	10,  // 116: converge.scheduler.v1.CompleteTaskResponse.directive:type_name -> converge.scheduler.v1.Directive
+	38,  // 117: converge.scheduler.v1.FeatureIteration.verification:type_name -> converge.scheduler.v1.VerifySummary
+	95,  // 118: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
+	95,  // 119: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
+	95,  // 120: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
+	12,  // 121: converge.scheduler.v1.FeatureBuild.status:type_name -> converge.scheduler.v1.FeatureBuildStatus
+	100, // 122: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
+	13,  // 123: converge.scheduler.v1.FeatureBuild.exit_reason:type_name -> converge.scheduler.v1.ExitReason
+	81,  // 124: converge.scheduler.v1.FeatureBuild.iterations:type_name -> converge.scheduler.v1.FeatureIteration
+	82,  // 125: converge.scheduler.v1.FeatureBuild.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
+	83,  // 126: converge.scheduler.v1.FeatureBuild.recovery_log:type_name -> converge.scheduler.v1.RecoveryLogEntry
+	11,  // 127: converge.scheduler.v1.FeatureBuild.autonomy:type_name -> converge.scheduler.v1.Autonomy
+	71,  // 128: converge.scheduler.v1.FeatureBuild.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	37,  // 129: converge.scheduler.v1.FeatureBuild.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	95,  // 130: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
+	95,  // 131: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
+	95,  // 132: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
+	95,  // 133: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
+	18,  // 134: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
+	11,  // 135: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
+	71,  // 136: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	37,  // 137: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	84,  // 138: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	33,  // 139: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
+	82,  // 140: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
+	84,  // 141: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	12,  // 142: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
+	84,  // 143: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
+	84,  // 144: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	22,  // 145: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
+	24,  // 146: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
+	26,  // 147: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
+	28,  // 148: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
+	30,  // 149: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
+	34,  // 150: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
+	43,  // 151: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
+	45,  // 152: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
+	47,  // 153: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
+	49,  // 154: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
+	51,  // 155: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
+	53,  // 156: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
+	55,  // 157: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
+	57,  // 158: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
+	59,  // 159: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
+	61,  // 160: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
+	63,  // 161: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
+	67,  // 162: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
+	73,  // 163: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
+	75,  // 164: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
+	77,  // 165: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
+	79,  // 166: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
+	85,  // 167: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
+	87,  // 168: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
+	89,  // 169: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
+	91,  // 170: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
+	23,  // 171: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
+	25,  // 172: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
+	27,  // 173: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
+	29,  // 174: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
+	31,  // 175: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
+	35,  // 176: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
+	44,  // 177: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
+	46,  // 178: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
+	48,  // 179: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
+	50,  // 180: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
+	52,  // 181: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
+	54,  // 182: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
+	56,  // 183: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
+	58,  // 184: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
+	60,  // 185: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
+	62,  // 186: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
+	64,  // 187: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
+	68,  // 188: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
+	74,  // 189: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
+	76,  // 190: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
+	78,  // 191: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
+	80,  // 192: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
+	86,  // 193: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
+	88,  // 194: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
+	90,  // 195: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
+	92,  // 196: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
+	171, // [171:197] is the sub-list for method output_type
+	145, // [145:171] is the sub-list for method input_type
+	145, // [145:145] is the sub-list for extension type_name
+	145, // [145:145] is the sub-list for extension extendee
+	0,   // [0:145] is the sub-list for field type_name
 }
 
 func init() { file_converge_scheduler_v1_scheduler_proto_init() }
