@@ -69,7 +69,7 @@ test: tools ## Run every module's tests with -race (needs Postgres and Redis; se
 build: ## Build the converge CLI and the five service binaries into bin/.
 	@mkdir -p bin
 	cd cmd/converge && go build -o ../../bin/converge .
-	@for s in scheduler agent verifier knowledge registry; do (cd services/$$s && go build -o ../../bin/converge-$$s ./cmd/$$s) || exit 1; done
+	@for s in scheduler agent verifier knowledge registry; do (cd services/$$s && go build -o ../../bin/converge-$$s ./cmd/converge-$$s) || exit 1; done
 
 .PHONY: dev
 dev: ## Run all five services in one process on $(LISTEN) (embedded SQLite under ./.converge).

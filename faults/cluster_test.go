@@ -51,7 +51,7 @@ func binary(t *testing.T, svc string) string {
 			return
 		}
 		for _, s := range []string{"scheduler", "registry", "knowledge", "verifier", "agent"} {
-			out, err := exec.Command("go", "build", "-C", filepath.Join("..", "services", s), "-o", filepath.Join(binDir, "converge-"+s), "./cmd/"+s).CombinedOutput()
+			out, err := exec.Command("go", "build", "-C", filepath.Join("..", "services", s), "-o", filepath.Join(binDir, "converge-"+s), "./cmd/converge-"+s).CombinedOutput()
 			if err != nil {
 				binErr = fmt.Errorf("go build %s: %v\n%s", s, err, out)
 				return

@@ -15,7 +15,7 @@ bin=${CONVERGE_FAULTS_BIN:-}
 if [ -z "$bin" ]; then
 	bin=$work/bin
 	for s in scheduler registry knowledge verifier agent; do
-		go build -C "../services/$s" -o "$bin/converge-$s" "./cmd/$s"
+		go build -C "../services/$s" -o "$bin/converge-$s" "./cmd/converge-$s"
 	done
 fi
 timeout=20m

@@ -292,8 +292,8 @@ func printTables(rep report) {
 // build compiles the binaries the deployments run into bin.
 func build(bin string) error {
 	for name, pkg := range map[string]string{
-		"converge": "github.com/converge-dev/converge/cmd/converge", "converge-scheduler": "github.com/converge-dev/converge/services/scheduler/cmd/scheduler",
-		"converge-registry": "github.com/converge-dev/converge/services/registry/cmd/registry", "converge-agent": "github.com/converge-dev/converge/services/agent/cmd/agent",
+		"converge": "github.com/converge-dev/converge/cmd/converge", "converge-scheduler": "github.com/converge-dev/converge/services/scheduler/cmd/converge-scheduler",
+		"converge-registry": "github.com/converge-dev/converge/services/registry/cmd/converge-registry", "converge-agent": "github.com/converge-dev/converge/services/agent/cmd/converge-agent",
 	} {
 		if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg).CombinedOutput(); err != nil {
 			return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)

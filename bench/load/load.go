@@ -82,11 +82,11 @@ func (c *config) logf(format string, args ...any) {
 
 // binaries the deployment runs, by package.
 var binaries = map[string]string{
-	"converge-scheduler": "github.com/converge-dev/converge/services/scheduler/cmd/scheduler",
-	"converge-registry":  "github.com/converge-dev/converge/services/registry/cmd/registry",
-	"converge-knowledge": "github.com/converge-dev/converge/services/knowledge/cmd/knowledge",
-	"converge-verifier":  "github.com/converge-dev/converge/services/verifier/cmd/verifier",
-	"converge-agent":     "github.com/converge-dev/converge/services/agent/cmd/agent",
+	"converge-scheduler": "github.com/converge-dev/converge/services/scheduler/cmd/converge-scheduler",
+	"converge-registry":  "github.com/converge-dev/converge/services/registry/cmd/converge-registry",
+	"converge-knowledge": "github.com/converge-dev/converge/services/knowledge/cmd/converge-knowledge",
+	"converge-verifier":  "github.com/converge-dev/converge/services/verifier/cmd/converge-verifier",
+	"converge-agent":     "github.com/converge-dev/converge/services/agent/cmd/converge-agent",
 }
 
 func buildBinaries(dir string) error {

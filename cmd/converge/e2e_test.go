@@ -45,11 +45,11 @@ func binary(t *testing.T, name string) string {
 		}
 		pkgs := map[string]string{
 			"converge":           ".",
-			"converge-scheduler": "github.com/converge-dev/converge/services/scheduler/cmd/scheduler",
-			"converge-registry":  "github.com/converge-dev/converge/services/registry/cmd/registry",
-			"converge-knowledge": "github.com/converge-dev/converge/services/knowledge/cmd/knowledge",
-			"converge-verifier":  "github.com/converge-dev/converge/services/verifier/cmd/verifier",
-			"converge-agent":     "github.com/converge-dev/converge/services/agent/cmd/agent",
+			"converge-scheduler": "github.com/converge-dev/converge/services/scheduler/cmd/converge-scheduler",
+			"converge-registry":  "github.com/converge-dev/converge/services/registry/cmd/converge-registry",
+			"converge-knowledge": "github.com/converge-dev/converge/services/knowledge/cmd/converge-knowledge",
+			"converge-verifier":  "github.com/converge-dev/converge/services/verifier/cmd/converge-verifier",
+			"converge-agent":     "github.com/converge-dev/converge/services/agent/cmd/converge-agent",
 		}
 		for bin, pkg := range pkgs {
 			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, bin), pkg).CombinedOutput()
