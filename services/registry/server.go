@@ -69,6 +69,7 @@ type Server struct {
 	retention    time.Duration
 	cleanupEvery time.Duration
 	cleanupHook  func(deleted int64, err error)
+	startGate    <-chan struct{}
 
 	// reindexMu lets one request at a time rebuild the staleness index.
 	reindexMu sync.Mutex
@@ -94,6 +95,10 @@ func WithHeartbeatRetention(d time.Duration) Option { return func(s *Server) { s
 
 // WithCleanupInterval sets how often the retention loop runs (default 10 min).
 func WithCleanupInterval(d time.Duration) Option { return func(s *Server) { s.cleanupEvery = d } }
+
+// WithStartAfter holds the background work back until gate is closed: the standalone binary
+// closes it once the store's schema is current, so no loop runs against missing tables.
+func WithStartAfter(gate <-chan struct{}) Option { return func(s *Server) { s.startGate = gate } }
 
 // New returns the Registry service on the durable store st and the hot state hb. Its
 // background work, deleting sampled heartbeats past the retention (once at once, then every
@@ -123,6 +128,13 @@ func (s *Server) Ready(ctx context.Context) error {
 // cleanupLoop deletes old samples now and then every cleanup interval until ctx ends. A failed
 // pass (the store is down) is logged and the next one tries again.
 func (s *Server) cleanupLoop(ctx context.Context) {
+	if s.startGate != nil {
+		select {
+		case <-s.startGate:
+		case <-ctx.Done():
+			return
+		}
+	}
 	ticker := time.NewTicker(s.cleanupEvery)
 	defer ticker.Stop()
 	for {

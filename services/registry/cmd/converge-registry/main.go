@@ -55,10 +55,13 @@ func command() *cobra.Command {
 				}
 				return nil
 			}
+			// The retention loop waits for a current schema (the readiness probe opens the gate).
+			schemaReady := make(chan struct{})
 			return flags.Serve(ctx, "registry", logger, server.Service{
-				Desc:  &registryv1.RegistryService_ServiceDesc,
-				Impl:  registry.New(ctx, st, hot, registry.WithLogger(logger)),
-				Ready: servicecmd.AllReady(servicecmd.ReadyProbe(st, flags.Migrate), pingRedis),
+				Desc: &registryv1.RegistryService_ServiceDesc,
+				Impl: registry.New(ctx, st, hot, registry.WithLogger(logger), registry.WithStartAfter(schemaReady)),
+				Ready: servicecmd.AllReady(servicecmd.ReadyProbe(st, flags.Migrate, func() { close(schemaReady) }),
+					pingRedis),
 			})
 		},
 	}

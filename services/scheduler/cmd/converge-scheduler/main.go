@@ -64,12 +64,12 @@ func command() *cobra.Command {
 				opts = append(opts, scheduler.WithRegistry(registryv1.NewRegistryServiceClient(conn), stale))
 			}
 			s := scheduler.New(st, opts...)
-			// The driver (lease reaper, Verify Done) runs on every replica; one leads at a time.
-			s.Start(ctx)
+			// The driver (lease reaper, Verify Done) runs on every replica; one leads at a time. It
+			// starts once the schema is current (the readiness probe's first success).
 			return flags.Serve(ctx, "scheduler", logger, server.Service{
 				Desc:  &schedulerv1.SchedulerService_ServiceDesc,
 				Impl:  s,
-				Ready: servicecmd.ReadyProbe(st, flags.Migrate),
+				Ready: servicecmd.ReadyProbe(st, flags.Migrate, func() { s.Start(ctx) }),
 			})
 		},
 	}
