@@ -296,9 +296,9 @@ type Agent struct {
 	// ReportedStatus is the status the agent last reported (the stored one).
 	ReportedStatus AgentStatus
 	// SessionID is the session of the process that registered last; "" for none.
-	SessionID     string
-	Host          string
-	Config        AgentConfig
+	SessionID string
+	Host      string
+	Config    AgentConfig
 	// ErrorContext is the last error reported with status failed or stuck; nil when none.
 	ErrorContext *ErrorContext
 	// Last reported progress (0-100), resident memory (MB) and CPU use (% of one core).
