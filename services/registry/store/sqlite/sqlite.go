@@ -202,7 +202,7 @@ var storedColumns = agentColumns("status")
 const lastSeen = `coalesce(last_heartbeat, spawned_at)`
 
 // derived answers the SQL of an agent's status as the Registry sees it, with the stale and gone
-// cutoffs (see cutoffs; ” derives nothing) in parameters ?stale and ?gone.
+// cutoffs (see cutoffs; an empty one derives nothing) in parameters ?stale and ?gone.
 func derived(stale, gone int) string {
 	return fmt.Sprintf(`CASE WHEN status IN ('completed', 'failed') THEN status
 		WHEN ?%[2]d <> '' AND `+lastSeen+` < ?%[2]d THEN 'gone'
