@@ -17,6 +17,7 @@ import (
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	"github.com/converge-dev/converge/platform/database"
 	harness "github.com/converge-dev/converge/platform/storetest"
+	"github.com/converge-dev/converge/services/registry"
 )
 
 const (
@@ -282,4 +283,33 @@ func resources(locks []*registryv1.Lock) []string {
 		out = append(out, l.GetResource())
 	}
 	return out
+}
+
+// WithAgentWindows sets the windows: here 1 minute stale and 3 minutes gone.
+func TestAgentWindows(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := b.open(t)
+		c := serve(t, e, e.hot, registry.WithAgentWindows(time.Minute, 3*time.Minute)).client
+		for _, id := range []string{"quiet-45s", "quiet-2m", "quiet-4m"} {
+			register(t, c, id, "exec-1")
+			heartbeat(t, c, id, running)
+		}
+		silence(t, e, "quiet-45s", 45*time.Second)
+		silence(t, e, "quiet-2m", 2*time.Minute)
+		silence(t, e, "quiet-4m", 4*time.Minute)
+		for id, want := range map[string]commonv1.AgentStatus{"quiet-45s": running, "quiet-2m": staleStatus, "quiet-4m": goneStatus} {
+			res, err := c.GetAgent(t.Context(), &registryv1.GetAgentRequest{InstanceId: id})
+			require.NoError(t, err)
+			require.Equal(t, want.String(), res.GetAgent().GetStatus().String(), id)
+		}
+
+		// Without a gone window, it is 10 stale windows.
+		c = serve(t, e, e.hot, registry.WithAgentWindows(10*time.Second, 0)).client
+		for id, want := range map[string]commonv1.AgentStatus{"quiet-45s": staleStatus, "quiet-2m": goneStatus} {
+			res, err := c.GetAgent(t.Context(), &registryv1.GetAgentRequest{InstanceId: id})
+			require.NoError(t, err)
+			require.Equal(t, want.String(), res.GetAgent().GetStatus().String(), id)
+		}
+	})
 }
