@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -22,12 +23,20 @@ import (
 func main() { os.Exit(servicecmd.Execute(command())) }
 
 func command() *cobra.Command {
-	var flags servicecmd.Flags
+	var (
+		flags             servicecmd.Flags
+		staleAfter        time.Duration
+		goneAfter         time.Duration
+		staleErr, goneErr error
+	)
 	cmd := &cobra.Command{
 		Use:   "converge-registry",
 		Short: "converge Registry service: file locks, ownership and agent heartbeats",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := windows(staleAfter, goneAfter, staleErr, goneErr); err != nil {
+				return err
+			}
 			ctx, stop := server.SignalContext(cmd.Context())
 			defer stop()
 			logger, err := flags.Logger(os.Stderr)
@@ -59,12 +68,51 @@ func command() *cobra.Command {
 			schemaReady := make(chan struct{})
 			return flags.Serve(ctx, "registry", logger, server.Service{
 				Desc: &registryv1.RegistryService_ServiceDesc,
-				Impl: registry.New(ctx, st, hot, registry.WithLogger(logger), registry.WithStartAfter(schemaReady)),
+				Impl: registry.New(ctx, st, hot, registry.WithLogger(logger), registry.WithAgentWindows(staleAfter, goneAfter),
+					registry.WithStartAfter(schemaReady)),
 				Ready: servicecmd.AllReady(servicecmd.ReadyProbe(st, flags.Migrate, func() { close(schemaReady) }),
 					pingRedis),
 			})
 		},
 	}
 	flags.Bind(cmd, "127.0.0.1:7072", servicecmd.NeedsPostgres|servicecmd.NeedsRedis)
+	var staleDefault, goneDefault time.Duration
+	staleDefault, staleErr = envDuration("CONVERGE_STALE_AFTER", registry.DefaultStaleWindow)
+	goneDefault, goneErr = envDuration("CONVERGE_GONE_AFTER", 0)
+	cmd.Flags().DurationVar(&staleAfter, "stale-after", staleDefault,
+		"an unfinished agent silent this long is answered STALE [CONVERGE_STALE_AFTER]")
+	cmd.Flags().DurationVar(&goneAfter, "gone-after", goneDefault,
+		"an unfinished agent silent this long is answered GONE and left out of ListAgents; 0: 10 × --stale-after [CONVERGE_GONE_AFTER]")
 	return cmd
+}
+
+// envDuration answers the duration in the environment variable name, or def when it is unset.
+func envDuration(name string, def time.Duration) (time.Duration, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok || v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return def, fmt.Errorf("%s=%q: %w", name, v, err)
+	}
+	return d, nil
+}
+
+// windows checks the stale and gone windows.
+func windows(stale, gone time.Duration, envErrs ...error) error {
+	for _, err := range envErrs {
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case stale <= 0:
+		return fmt.Errorf("--stale-after must be positive, not %s", stale)
+	case gone < 0:
+		return fmt.Errorf("--gone-after must be 0 (10 × --stale-after) or positive, not %s", gone)
+	case gone > 0 && gone < stale:
+		return fmt.Errorf("--gone-after (%s) must not be shorter than --stale-after (%s)", gone, stale)
+	}
+	return nil
 }
