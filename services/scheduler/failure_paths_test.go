@@ -122,7 +122,9 @@ func TestDeadAgentIsReapedAfterTheStaleWindowAndItsLocksReleased(t *testing.T) {
 
 // locksDown is the real Registry with its lock calls failing as if the Registry went away
 // between ListStaleAgents and ListLocks.
-type locksDown struct{ registryv1.RegistryServiceClient }
+type locksDown struct {
+	registryv1.RegistryServiceClient
+}
 
 func (locksDown) ListLocks(context.Context, *registryv1.ListLocksRequest, ...grpc.CallOption) (*registryv1.ListLocksResponse, error) {
 	return nil, status.Error(codes.Unavailable, "registry: connection refused")
