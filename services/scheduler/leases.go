@@ -226,7 +226,9 @@ func agentEntries(a *store.Assignment, events []*schedulerv1.AgentEvent) []*comm
 	for _, ev := range events {
 		e := entry(ev.GetEventType(), a, ev.GetMessage(), nil)
 		e.Context = ev.GetContext()
-		e.SourceTime = ev.GetTime() // when it happened, by the agent's clock; e.Time is the store's
+		if ev.GetTime().IsValid() {
+			e.SourceTime = ev.GetTime() // when it happened, by the agent's clock; e.Time is the store's
+		}
 		out = append(out, e)
 	}
 	return out
