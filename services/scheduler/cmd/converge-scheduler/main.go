@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"time"
 
@@ -35,6 +36,9 @@ func command() *cobra.Command {
 		Short: "converge Scheduler service: task lists, waves, executions, leases and the event stream",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := durationFromEnv(cmd, "stale-after", staleAfterEnv); err != nil {
+				return err
+			}
 			ctx, stop := server.SignalContext(cmd.Context())
 			defer stop()
 			logger, err := flags.Logger(os.Stderr)
@@ -76,10 +80,26 @@ func command() *cobra.Command {
 	flags.Bind(cmd, "127.0.0.1:7071", servicecmd.NeedsPostgres)
 	cmd.Flags().StringVar(&verifier, "verifier", envOr("CONVERGE_VERIFIER_ADDR", ""), "Verifier address host:port for Verify Done; empty = runs with done-criteria end BLOCKED [CONVERGE_VERIFIER_ADDR]")
 	cmd.Flags().StringVar(&registry, "registry", envOr("CONVERGE_REGISTRY_ADDR", ""), "Registry address host:port: the reaper requeues what agents the Registry reports stale hold, before their leases run out; empty = leases alone [CONVERGE_REGISTRY_ADDR]")
-	cmd.Flags().DurationVar(&stale, "stale-after", 30*time.Second, "an agent silent this long to the Registry and to the Scheduler loses its assignments (with --registry)")
+	cmd.Flags().DurationVar(&stale, "stale-after", 30*time.Second, "an agent silent this long to the Registry and to the Scheduler loses its assignments, its Registry locks released first (with --registry) ["+staleAfterEnv+"]")
 	cmd.Flags().StringVar(&token, "token", envOr("CONVERGE_TOKEN", ""), "bearer token sent to the Verifier [CONVERGE_TOKEN]")
 	cmd.Flags().StringVar(&workDir, "work-dir", envOr("CONVERGE_SCHEDULER_WORK_DIR", os.TempDir()), "where run branches of local repositories are checked out for the Verifier (the Verifier must allow it) [CONVERGE_SCHEDULER_WORK_DIR]")
 	return cmd
+}
+
+// staleAfterEnv sets --stale-after when the flag is not given.
+const staleAfterEnv = "CONVERGE_SCHEDULER_STALE_AFTER"
+
+// durationFromEnv sets the duration flag from the environment variable env when the command line
+// does not give it; a value that is not a Go duration ("45s", "1m") is an error naming both.
+func durationFromEnv(cmd *cobra.Command, flag, env string) error {
+	v, ok := os.LookupEnv(env)
+	if !ok || v == "" || cmd.Flags().Changed(flag) {
+		return nil
+	}
+	if _, err := time.ParseDuration(v); err != nil {
+		return fmt.Errorf("%s=%q (--%s): not a duration such as 30s or 1m: %w", env, v, flag, err)
+	}
+	return cmd.Flags().Set(flag, v)
 }
 
 func envOr(name, def string) string {
