@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -215,6 +216,21 @@ func AllReady(probes ...func(context.Context) error) func(context.Context) error
 		}
 		return errors.Join(errs...)
 	}
+}
+
+// DurationFromEnv sets cmd's duration flag from the environment variable env when the command
+// line does not give it; a value that is not a Go duration ("45s", "1m") is an error naming both.
+// Call it first thing in RunE (flags parsed): registering the flag with the variable's value as
+// its default would fail at start-up without saying which variable was wrong.
+func DurationFromEnv(cmd *cobra.Command, flag, env string) error {
+	v, ok := os.LookupEnv(env)
+	if !ok || v == "" || cmd.Flags().Changed(flag) {
+		return nil
+	}
+	if _, err := time.ParseDuration(v); err != nil {
+		return fmt.Errorf("%s=%q (--%s): not a duration such as 30s or 1m: %w", env, v, flag, err)
+	}
+	return cmd.Flags().Set(flag, v)
 }
 
 // Execute runs cmd and answers the process exit code, printing the error (once) on failure.

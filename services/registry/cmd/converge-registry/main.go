@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -24,17 +25,20 @@ func main() { os.Exit(servicecmd.Execute(command())) }
 
 func command() *cobra.Command {
 	var (
-		flags             servicecmd.Flags
-		staleAfter        time.Duration
-		goneAfter         time.Duration
-		staleErr, goneErr error
+		flags      servicecmd.Flags
+		staleAfter time.Duration
+		goneAfter  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "converge-registry",
 		Short: "converge Registry service: file locks, ownership and agent heartbeats",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := windows(staleAfter, goneAfter, staleErr, goneErr); err != nil {
+			if err := errors.Join(servicecmd.DurationFromEnv(cmd, "stale-after", "CONVERGE_STALE_AFTER"),
+				servicecmd.DurationFromEnv(cmd, "gone-after", "CONVERGE_GONE_AFTER")); err != nil {
+				return err
+			}
+			if err := windows(staleAfter, goneAfter); err != nil {
 				return err
 			}
 			ctx, stop := server.SignalContext(cmd.Context())
@@ -76,36 +80,15 @@ func command() *cobra.Command {
 		},
 	}
 	flags.Bind(cmd, "127.0.0.1:7072", servicecmd.NeedsPostgres|servicecmd.NeedsRedis)
-	var staleDefault, goneDefault time.Duration
-	staleDefault, staleErr = envDuration("CONVERGE_STALE_AFTER", registry.DefaultStaleWindow)
-	goneDefault, goneErr = envDuration("CONVERGE_GONE_AFTER", 0)
-	cmd.Flags().DurationVar(&staleAfter, "stale-after", staleDefault,
+	cmd.Flags().DurationVar(&staleAfter, "stale-after", registry.DefaultStaleWindow,
 		"an unfinished agent silent this long is answered STALE [CONVERGE_STALE_AFTER]")
-	cmd.Flags().DurationVar(&goneAfter, "gone-after", goneDefault,
+	cmd.Flags().DurationVar(&goneAfter, "gone-after", 0,
 		"an unfinished agent silent this long is answered GONE and left out of ListAgents; 0: 10 × --stale-after [CONVERGE_GONE_AFTER]")
 	return cmd
 }
 
-// envDuration answers the duration in the environment variable name, or def when it is unset.
-func envDuration(name string, def time.Duration) (time.Duration, error) {
-	v, ok := os.LookupEnv(name)
-	if !ok || v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return def, fmt.Errorf("%s=%q: %w", name, v, err)
-	}
-	return d, nil
-}
-
 // windows checks the stale and gone windows.
-func windows(stale, gone time.Duration, envErrs ...error) error {
-	for _, err := range envErrs {
-		if err != nil {
-			return err
-		}
-	}
+func windows(stale, gone time.Duration) error {
 	switch {
 	case stale <= 0:
 		return fmt.Errorf("--stale-after must be positive, not %s", stale)

@@ -12,12 +12,6 @@ func TestWindowFlags(t *testing.T) {
 	require.Equal(t, "30s", cmd.Flags().Lookup("stale-after").DefValue)
 	require.Equal(t, "0s", cmd.Flags().Lookup("gone-after").DefValue)
 
-	t.Setenv("CONVERGE_STALE_AFTER", "5s")
-	t.Setenv("CONVERGE_GONE_AFTER", "1m")
-	cmd = command()
-	require.Equal(t, "5s", cmd.Flags().Lookup("stale-after").DefValue)
-	require.Equal(t, "1m0s", cmd.Flags().Lookup("gone-after").DefValue)
-
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -32,6 +26,15 @@ func TestWindowFlags(t *testing.T) {
 		cmd.SetErr(new(nopWriter))
 		require.ErrorContains(t, cmd.Execute(), tc.want, "%v", tc.args)
 	}
+
+	// The variables are read when the flags are not given, and checked the same way.
+	t.Setenv("CONVERGE_STALE_AFTER", "10s")
+	t.Setenv("CONVERGE_GONE_AFTER", "5s")
+	cmd = command()
+	cmd.SetArgs(nil)
+	cmd.SetOut(new(nopWriter))
+	cmd.SetErr(new(nopWriter))
+	require.ErrorContains(t, cmd.Execute(), "--gone-after (5s) must not be shorter than --stale-after (10s)")
 
 	t.Setenv("CONVERGE_GONE_AFTER", "soon")
 	cmd = command()

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"time"
 
@@ -36,7 +35,7 @@ func command() *cobra.Command {
 		Short: "converge Scheduler service: task lists, waves, executions, leases and the event stream",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := durationFromEnv(cmd, "stale-after", staleAfterEnv); err != nil {
+			if err := servicecmd.DurationFromEnv(cmd, "stale-after", staleAfterEnv); err != nil {
 				return err
 			}
 			ctx, stop := server.SignalContext(cmd.Context())
@@ -87,20 +86,7 @@ func command() *cobra.Command {
 }
 
 // staleAfterEnv sets --stale-after when the flag is not given.
-const staleAfterEnv = "CONVERGE_SCHEDULER_STALE_AFTER"
-
-// durationFromEnv sets the duration flag from the environment variable env when the command line
-// does not give it; a value that is not a Go duration ("45s", "1m") is an error naming both.
-func durationFromEnv(cmd *cobra.Command, flag, env string) error {
-	v, ok := os.LookupEnv(env)
-	if !ok || v == "" || cmd.Flags().Changed(flag) {
-		return nil
-	}
-	if _, err := time.ParseDuration(v); err != nil {
-		return fmt.Errorf("%s=%q (--%s): not a duration such as 30s or 1m: %w", env, v, flag, err)
-	}
-	return cmd.Flags().Set(flag, v)
-}
+const staleAfterEnv = "CONVERGE_STALE_AFTER"
 
 func envOr(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok {

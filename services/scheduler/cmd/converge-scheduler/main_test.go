@@ -5,13 +5,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/converge-dev/converge/platform/servicecmd"
 )
 
-// --stale-after names an environment variable, as every flag does (issue 12 defect 10).
+// --stale-after names an environment variable, as every flag does.
 func TestStaleAfterFromTheEnvironment(t *testing.T) {
 	t.Setenv(staleAfterEnv, "45s")
 	cmd := command()
-	require.NoError(t, durationFromEnv(cmd, "stale-after", staleAfterEnv))
+	require.NoError(t, servicecmd.DurationFromEnv(cmd, "stale-after", staleAfterEnv))
 	got, err := cmd.Flags().GetDuration("stale-after")
 	require.NoError(t, err)
 	require.Equal(t, 45*time.Second, got)
@@ -20,11 +22,11 @@ func TestStaleAfterFromTheEnvironment(t *testing.T) {
 	// The command line wins over the environment.
 	cmd = command()
 	require.NoError(t, cmd.Flags().Set("stale-after", "5s"))
-	require.NoError(t, durationFromEnv(cmd, "stale-after", staleAfterEnv))
+	require.NoError(t, servicecmd.DurationFromEnv(cmd, "stale-after", staleAfterEnv))
 	got, _ = cmd.Flags().GetDuration("stale-after")
 	require.Equal(t, 5*time.Second, got)
 
 	t.Setenv(staleAfterEnv, "soon")
-	err = durationFromEnv(command(), "stale-after", staleAfterEnv)
-	require.ErrorContains(t, err, `CONVERGE_SCHEDULER_STALE_AFTER="soon" (--stale-after): not a duration`)
+	err = servicecmd.DurationFromEnv(command(), "stale-after", staleAfterEnv)
+	require.ErrorContains(t, err, `CONVERGE_STALE_AFTER="soon" (--stale-after): not a duration`)
 }
