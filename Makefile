@@ -50,6 +50,14 @@ generate: tools validate-proto ## Regenerate gen/ (Go code and the descriptor im
 	buf generate --template buf.gen.yaml
 	buf build --as-file-descriptor-set -o gen/converge.binpb
 
+.PHONY: breaking
+breaking: tools ## buf breaking (WIRE_JSON) against buf/baseline.binpb, the contracts as last released.
+	buf breaking --against buf/baseline.binpb
+
+.PHONY: breaking-baseline
+breaking-baseline: tools ## Accept the current contracts as the new baseline (only for a deliberate, announced break).
+	buf build -o buf/baseline.binpb
+
 .PHONY: check-generated
 check-generated: generate ## Fail when regenerating changes gen/ or proto/buf (CI).
 	@git diff --exit-code --stat -- gen proto/buf || { echo "gen/ is stale: run make generate and commit"; exit 1; }
