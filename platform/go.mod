@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	buf.build/go/protovalidate v1.4.0
+	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/converge-dev/converge/gen v0.0.0-00010101000000-000000000000
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.1
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
