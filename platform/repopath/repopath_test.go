@@ -6,6 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -158,36 +159,73 @@ func TestBaseAncestors(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "server/routes", repopath.Base("server/routes/*.ts"))
 	require.Equal(t, "server/routes", repopath.Base("server/routes/a.ts"))
-	require.Equal(t, "", repopath.Base("**/*.go"))
-	require.Equal(t, "", repopath.Base("a.go"))
+	require.Equal(t, "server", repopath.Base("server/**"))
+	require.Empty(t, repopath.Base("**/*.go"))
+	require.Empty(t, repopath.Base("*.go"))
+	require.Empty(t, repopath.Base("a.go"))
 	require.Equal(t, []string{"", "a", "a/b", "a/b/c.go"}, repopath.Ancestors("a/b/c.go"))
+	require.Equal(t, []string{"", "a"}, repopath.Ancestors("a"))
 	require.Equal(t, "src/a", repopath.LiteralPrefix("src/a*.go"))
+	require.Equal(t, "src/a.go", repopath.LiteralPrefix("src/a.go"))
 	require.True(t, repopath.IsLiteral("a/b"))
 	require.True(t, repopath.IsGlob("a/{b,c}"))
 }
 
-func TestMoreSpecific(t *testing.T) {
+// Every path a glob matches has the glob's base among its ancestors: the property the Registry's
+// stores' candidate lookup relies on (FuzzGlob checks it on derived inputs too).
+func TestBaseIsAnAncestorOfEveryMatch(t *testing.T) {
 	t.Parallel()
-	// Most specific first.
-	ordered := []string{
-		"server/routes/habits.ts",
-		"server/routes/habits.*",
-		"server/routes/h*.ts",
-		"server/routes/*.ts",
-		"server/routes/*",
-		"server/routes/**",
-		"server/**", // fewer wildcards beat a longer glob
-		"server/**/*.ts",
-		"**",
-		"**/*.ts",
-	}
-	for i := range ordered {
-		for j := range ordered {
-			require.Equal(t, i < j, repopath.MoreSpecific(ordered[i], ordered[j]), "%q vs %q", ordered[i], ordered[j])
+	patterns := []string{"server/routes/*.ts", "server/**", "**/*.go", "a/{b,c/d}/e", "db/*/x", "a", "a/b/c.go", "x/**/y"}
+	pathsToTry := []string{"server/routes/a.ts", "server", "server/x/y.go", "a.go", "a/b/e", "a/c/d/e", "db/q/x", "a", "a/b/c.go", "x/y", "x/1/2/y"}
+	matched := 0
+	for _, pat := range patterns {
+		for _, p := range pathsToTry {
+			if repopath.Match(pat, p) {
+				matched++
+				require.Contains(t, repopath.Ancestors(p), repopath.Base(pat), "glob %q matches %q", pat, p)
+			}
 		}
 	}
+	require.Greater(t, matched, 10)
+}
+
+func TestMoreSpecific(t *testing.T) {
+	t.Parallel()
+	// Most specific first; every glob matches server/routes/habits.ts.
+	ranked := []string{
+		"server/routes/habits.ts", // literal
+		"server/routes/habits.*",  // longest literal prefix
+		"server/routes/h*",        //
+		"server/routes/*.ts",      // same prefix as the next, fewer wildcards
+		"server/routes/**",        // '**' counts more than '*'
+		"server/**",               // fewer wildcards beat more, even when more narrow
+		"server/**/*.ts",          // the match down (the contract's rule: see MoreSpecific)
+		"**",                      //
+		"**/*.ts",                 //
+	}
+	for _, p := range ranked {
+		require.True(t, repopath.Match(p, "server/routes/habits.ts"), p)
+	}
+	shuffled := slices.Clone(ranked)
+	slices.Reverse(shuffled)
+	slices.SortFunc(shuffled, func(a, b string) int {
+		if repopath.MoreSpecific(a, b) {
+			return -1
+		}
+		if repopath.MoreSpecific(b, a) {
+			return 1
+		}
+		return 0
+	})
+	require.Equal(t, ranked, shuffled)
+	require.False(t, repopath.MoreSpecific("a", "a"), "a glob is not more specific than itself")
+	// Ties end in byte order.
+	require.True(t, repopath.MoreSpecific("a/[b]", "a/[c]"))
+	require.False(t, repopath.MoreSpecific("a/[c]", "a/[b]"))
+	require.True(t, repopath.MoreSpecific("{a,b}/**", "**"), "braces are no wildcard")
 	require.Equal(t, repopath.Specificity{Prefix: 2, Wildcards: 1}, repopath.SpecificityOf("a/[b/]c"))
 	require.Equal(t, repopath.Specificity{Prefix: 0, Wildcards: 5}, repopath.SpecificityOf("**/*"))
+	require.Equal(t, repopath.Specificity{Literal: true, Prefix: 3}, repopath.SpecificityOf("a/b"))
 }
 
 // FuzzClean checks the path invariants on the table's inputs and whatever the fuzzer derives.
