@@ -74,7 +74,7 @@ var (
 	ErrDotSegment   error = rule(`must be clean: no "." segment`)
 	ErrDotDot       error = rule(`must stay inside the repository: no ".." segment`)
 	ErrGit          error = rule(`must not be inside .git`)
-	ErrBadGlob      error = rule(`must be a valid doublestar glob: classes "[...]" closed and not empty, braces balanced and not nested`)
+	ErrBadGlob      error = rule(`must be a valid doublestar glob: classes closed and not empty, braces balanced and not nested`)
 )
 
 // Validate answers nil when p is a valid repository-relative path (see the package comment), or

@@ -461,7 +461,7 @@ func TestInvalidArgument(t *testing.T) {
 
 		// The messages say what to fix.
 		err = record(func(r *knowledgev1.RecordItemRequest) { r.FilePattern = "src/[a-" })
-		require.Equal(t, "invalid RecordItemRequest: file_pattern: must be a valid doublestar glob: classes \"[...]\" closed and not empty, braces balanced and not nested",
+		require.Equal(t, "invalid RecordItemRequest: file_pattern: must be a valid doublestar glob: classes closed and not empty, braces balanced and not nested",
 			status.Convert(err).Message())
 	})
 }

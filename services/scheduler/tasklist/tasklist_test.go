@@ -266,13 +266,13 @@ func TestValidate(t *testing.T) {
 		{"glob alternative leaves the repository", &schedulerv1.TaskListSpec{Tasks: []*commonv1.Task{{Id: "1", Title: "x", Files: []*commonv1.FileImpact{{Path: "{..,src}/*.go"}}}}},
 			"tasks[0].files[0].path", `"{..,src}/*.go" must stay inside the repository: no ".." segment`},
 		{"nested alternation", &schedulerv1.TaskListSpec{Tasks: []*commonv1.Task{{Id: "1", Title: "x", Files: []*commonv1.FileImpact{{Path: "src/{a,{b,c}}.go"}}}}},
-			"tasks[0].files[0].path", `"src/{a,{b,c}}.go" must be a valid doublestar glob: classes "[...]" closed and not empty, braces balanced and not nested`},
+			"tasks[0].files[0].path", `"src/{a,{b,c}}.go" must be a valid doublestar glob: classes closed and not empty, braces balanced and not nested`},
 		{"bad glob", &schedulerv1.TaskListSpec{Tasks: []*commonv1.Task{{Id: "1", Title: "x", Files: []*commonv1.FileImpact{{Path: "src/[a.go"}}}}},
-			"tasks[0].files[0].path", `"src/[a.go" must be a valid doublestar glob: classes "[...]" closed and not empty, braces balanced and not nested`},
+			"tasks[0].files[0].path", `"src/[a.go" must be a valid doublestar glob: classes closed and not empty, braces balanced and not nested`},
 		{"context file", &schedulerv1.TaskListSpec{Tasks: []*commonv1.Task{task("1")}, Context: &schedulerv1.ProjectContext{SpecFile: "../spec.md"}},
 			"context.spec_file", `"../spec.md" must stay inside the repository: no ".." segment`},
 		{"trigger glob", &schedulerv1.TaskListSpec{Tasks: []*commonv1.Task{task("1")}, Validation: &schedulerv1.ValidationLevels{UiTriggerGlobs: []string{"ui/{"}}},
-			"validation.ui_trigger_globs[0]", `"ui/{" must be a valid doublestar glob: classes "[...]" closed and not empty, braces balanced and not nested`},
+			"validation.ui_trigger_globs[0]", `"ui/{" must be a valid doublestar glob: classes closed and not empty, braces balanced and not nested`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
