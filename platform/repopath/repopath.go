@@ -37,7 +37,8 @@
 //
 // Lengths are counted in bytes, never in characters: a path of at most [MaxBytes] bytes has at
 // most [MaxBytes] characters, so the byte limit is the stricter of the two (the copies this
-// package replaced disagreed). The protos state the same limit with max_bytes.
+// package replaced disagreed). The protos' path fields are to state the same rules, the limit with
+// max_bytes: TestProtoRules feeds them the table of package repopathtest.
 package repopath
 
 import (
