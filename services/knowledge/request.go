@@ -14,8 +14,8 @@ import (
 
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 
+	"github.com/converge-dev/converge/platform/repopath"
 	"github.com/converge-dev/converge/services/knowledge/confidence"
-	"github.com/converge-dev/converge/services/knowledge/globpath"
 	"github.com/converge-dev/converge/services/knowledge/store"
 )
 
@@ -78,7 +78,7 @@ func newItem(req *knowledgev1.RecordItemRequest) (store.NewItem, error) {
 	case store.NormalizeContent(it.Content) == "":
 		bad.addf("content", "must not be empty or only white space")
 	}
-	pattern, err := globpath.NormalizePattern(req.GetFilePattern())
+	pattern, err := repopath.CleanGlob(req.GetFilePattern())
 	if err != nil {
 		bad.add("file_pattern", err)
 	}
@@ -118,11 +118,11 @@ func newQuery(req *knowledgev1.QueryItemsRequest) (query, error) {
 	var err error
 	switch t := req.GetTarget().(type) {
 	case *knowledgev1.QueryItemsRequest_FilePath:
-		if q.target.path, err = globpath.NormalizePath(t.FilePath); err != nil {
+		if q.target.path, err = repopath.Clean(t.FilePath); err != nil {
 			bad.add("file_path", err)
 		}
 	case *knowledgev1.QueryItemsRequest_FilePattern:
-		if q.target.pattern, err = globpath.NormalizePattern(t.FilePattern); err != nil {
+		if q.target.pattern, err = repopath.CleanGlob(t.FilePattern); err != nil {
 			bad.add("file_pattern", err)
 		}
 	case *knowledgev1.QueryItemsRequest_All:
@@ -198,7 +198,7 @@ func newListing(req *knowledgev1.ListItemsRequest) (listing, error) {
 		l.filter.Type = st
 	}
 	if p := req.GetFilePattern(); p != "" {
-		pattern, err := globpath.NormalizePattern(p)
+		pattern, err := repopath.CleanGlob(p)
 		if err != nil {
 			bad.add("file_pattern", err)
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/converge-dev/converge/platform/grpcerr"
 	"github.com/converge-dev/converge/platform/server"
 	"github.com/converge-dev/converge/services/registry/hot"
-	"github.com/converge-dev/converge/services/registry/paths"
 	"github.com/converge-dev/converge/services/registry/store"
 )
 
@@ -74,13 +73,9 @@ func invalid(msg, field, description string) error {
 		grpcerr.FieldViolation{Field: field, Description: description})
 }
 
-// invalidPath answers InvalidArgument for a path or pattern refused by package paths.
+// invalidPath answers InvalidArgument for a path or glob refused by package repopath: the
+// rule it breaks, never the value.
 func invalidPath(msg, field string, err error) error {
-	for _, known := range []error{paths.ErrEmpty, paths.ErrAbsolute, paths.ErrDotDot, paths.ErrTooLong, paths.ErrInvalidChar, paths.ErrBadPattern} {
-		if errors.Is(err, known) {
-			return invalid(msg, field, known.Error())
-		}
-	}
 	return invalid(msg, field, err.Error())
 }
 

@@ -56,8 +56,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	"github.com/converge-dev/converge/platform/repopath"
 	"github.com/converge-dev/converge/services/registry/hot"
-	"github.com/converge-dev/converge/services/registry/paths"
 	"github.com/converge-dev/converge/services/registry/store"
 )
 
@@ -213,7 +213,7 @@ func (s *Server) CleanupHeartbeats(ctx context.Context) (int64, error) {
 // AcquireLock grants a lock or names its holder, waiting up to req.wait.
 func (s *Server) AcquireLock(ctx context.Context, req *registryv1.AcquireLockRequest) (*registryv1.AcquireLockResponse, error) {
 	const msg = "AcquireLockRequest"
-	resource, err := paths.Clean(req.GetResource())
+	resource, err := repopath.Clean(req.GetResource())
 	if err != nil {
 		return nil, invalidPath(msg, "resource", err)
 	}
@@ -231,7 +231,7 @@ func (s *Server) AcquireLock(ctx context.Context, req *registryv1.AcquireLockReq
 // RenewLock extends a held lock.
 func (s *Server) RenewLock(ctx context.Context, req *registryv1.RenewLockRequest) (*registryv1.RenewLockResponse, error) {
 	const msg = "RenewLockRequest"
-	resource, err := paths.Clean(req.GetResource())
+	resource, err := repopath.Clean(req.GetResource())
 	if err != nil {
 		return nil, invalidPath(msg, "resource", err)
 	}
@@ -248,7 +248,7 @@ func (s *Server) RenewLock(ctx context.Context, req *registryv1.RenewLockRequest
 
 // ReleaseLock frees a held lock.
 func (s *Server) ReleaseLock(ctx context.Context, req *registryv1.ReleaseLockRequest) (*registryv1.ReleaseLockResponse, error) {
-	resource, err := paths.Clean(req.GetResource())
+	resource, err := repopath.Clean(req.GetResource())
 	if err != nil {
 		return nil, invalidPath("ReleaseLockRequest", "resource", err)
 	}
@@ -260,7 +260,7 @@ func (s *Server) ReleaseLock(ctx context.Context, req *registryv1.ReleaseLockReq
 
 // GetLock answers the current lock of a resource.
 func (s *Server) GetLock(ctx context.Context, req *registryv1.GetLockRequest) (*registryv1.GetLockResponse, error) {
-	resource, err := paths.Clean(req.GetResource())
+	resource, err := repopath.Clean(req.GetResource())
 	if err != nil {
 		return nil, invalidPath("GetLockRequest", "resource", err)
 	}
@@ -301,7 +301,7 @@ func (s *Server) ListLocks(ctx context.Context, req *registryv1.ListLocksRequest
 
 // SetOwner records an ownership pattern.
 func (s *Server) SetOwner(ctx context.Context, req *registryv1.SetOwnerRequest) (*registryv1.SetOwnerResponse, error) {
-	pattern, err := paths.CleanPattern(req.GetPattern())
+	pattern, err := repopath.CleanGlob(req.GetPattern())
 	if err != nil {
 		return nil, invalidPath("SetOwnerRequest", "pattern", err)
 	}
@@ -314,7 +314,7 @@ func (s *Server) SetOwner(ctx context.Context, req *registryv1.SetOwnerRequest) 
 
 // GetOwner answers the most specific ownership of a path; none is not an error.
 func (s *Server) GetOwner(ctx context.Context, req *registryv1.GetOwnerRequest) (*registryv1.GetOwnerResponse, error) {
-	p, err := paths.Clean(req.GetPath())
+	p, err := repopath.Clean(req.GetPath())
 	if err != nil {
 		return nil, invalidPath("GetOwnerRequest", "path", err)
 	}
@@ -331,7 +331,7 @@ func (s *Server) GetOwner(ctx context.Context, req *registryv1.GetOwnerRequest) 
 
 // ReleaseOwner removes an ownership pattern of its owner.
 func (s *Server) ReleaseOwner(ctx context.Context, req *registryv1.ReleaseOwnerRequest) (*registryv1.ReleaseOwnerResponse, error) {
-	pattern, err := paths.CleanPattern(req.GetPattern())
+	pattern, err := repopath.CleanGlob(req.GetPattern())
 	if err != nil {
 		return nil, invalidPath("ReleaseOwnerRequest", "pattern", err)
 	}

@@ -63,11 +63,11 @@ type Store interface {
 	// been lost (see package hot), so that its tokens keep increasing.
 	NextLockEpoch(ctx context.Context, name string) (int64, error)
 
-	// SetOwner records that owner owns the normalised pattern (see paths.CleanPattern),
+	// SetOwner records that owner owns the normalised pattern (see repopath.CleanGlob),
 	// replacing the pattern's previous owner, which it answers ("" when the pattern is new).
 	SetOwner(ctx context.Context, pattern, owner string) (own Ownership, previous string, err error)
 	// OwnerOf answers the ownership of the most specific pattern matching the normalised path
-	// p (see paths.MoreSpecific), or a *NotFoundError when no pattern matches.
+	// p (see repopath.MoreSpecific), or a *NotFoundError when no pattern matches.
 	OwnerOf(ctx context.Context, p string) (Ownership, error)
 	// ReleaseOwner removes pattern if owner owns it: a *NotFoundError when there is no such
 	// pattern, a *WrongOwnerError when another owner has it.

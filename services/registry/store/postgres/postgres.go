@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/converge-dev/converge/platform/database"
-	"github.com/converge-dev/converge/services/registry/paths"
+	"github.com/converge-dev/converge/platform/repopath"
 	"github.com/converge-dev/converge/services/registry/store"
 )
 
@@ -81,7 +81,7 @@ func (s *Store) SetOwner(ctx context.Context, pattern, owner string) (own store.
 				own, err = scanOwnership(tx.QueryRow(ctx, `
 					INSERT INTO file_ownership (pattern, owner, base) VALUES ($1, $2, $3)
 					ON CONFLICT (pattern) DO NOTHING
-					RETURNING `+ownershipColumns, pattern, owner, paths.Base(pattern)))
+					RETURNING `+ownershipColumns, pattern, owner, repopath.Base(pattern)))
 				if errors.Is(err, pgx.ErrNoRows) {
 					continue
 				}
@@ -95,7 +95,7 @@ func (s *Store) SetOwner(ctx context.Context, pattern, owner string) (own store.
 				UPDATE file_ownership
 				SET owner = $2, base = $3, updated_at = CASE WHEN owner <> $2 THEN now() ELSE updated_at END
 				WHERE pattern = $1
-				RETURNING `+ownershipColumns, pattern, owner, paths.Base(pattern)))
+				RETURNING `+ownershipColumns, pattern, owner, repopath.Base(pattern)))
 			return err
 		}
 	})
@@ -107,7 +107,7 @@ func (s *Store) SetOwner(ctx context.Context, pattern, owner string) (own store.
 
 // OwnerOf fetches the patterns whose base is an ancestor of p and picks the most specific match.
 func (s *Store) OwnerOf(ctx context.Context, p string) (store.Ownership, error) {
-	rows, err := s.Pool().Query(ctx, `SELECT `+ownershipColumns+` FROM file_ownership WHERE base = ANY($1)`, paths.Ancestors(p))
+	rows, err := s.Pool().Query(ctx, `SELECT `+ownershipColumns+` FROM file_ownership WHERE base = ANY($1)`, repopath.Ancestors(p))
 	if err != nil {
 		return store.Ownership{}, wrap(err)
 	}

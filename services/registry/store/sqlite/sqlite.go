@@ -13,7 +13,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/converge-dev/converge/platform/database"
-	"github.com/converge-dev/converge/services/registry/paths"
+	"github.com/converge-dev/converge/platform/repopath"
 	"github.com/converge-dev/converge/services/registry/store"
 )
 
@@ -123,7 +123,7 @@ func (s *Store) SetOwner(ctx context.Context, pattern, owner string) (own store.
 			ON CONFLICT (pattern) DO UPDATE SET
 				owner = excluded.owner, base = excluded.base,
 				updated_at = CASE WHEN owner <> excluded.owner THEN excluded.updated_at ELSE updated_at END
-			RETURNING `+ownershipColumns, pattern, owner, paths.Base(pattern), nowText))
+			RETURNING `+ownershipColumns, pattern, owner, repopath.Base(pattern), nowText))
 		return err
 	})
 	if err != nil {
@@ -134,7 +134,7 @@ func (s *Store) SetOwner(ctx context.Context, pattern, owner string) (own store.
 
 // OwnerOf fetches the patterns whose base is an ancestor of p and picks the most specific match.
 func (s *Store) OwnerOf(ctx context.Context, p string) (store.Ownership, error) {
-	bases := paths.Ancestors(p)
+	bases := repopath.Ancestors(p)
 	args := make([]any, len(bases))
 	for i, b := range bases {
 		args[i] = b
