@@ -75,29 +75,29 @@ type protoField struct {
 }
 
 var protoFields = []protoField{
-	{msg: func() proto.Message { return &registryv1.AcquireLockRequest{} }, field: "resource", read: asPath, todo: true},
-	{msg: func() proto.Message { return &registryv1.RenewLockRequest{} }, field: "resource", read: asPath, todo: true},
-	{msg: func() proto.Message { return &registryv1.ReleaseLockRequest{} }, field: "resource", read: asPath, todo: true},
-	{msg: func() proto.Message { return &registryv1.GetLockRequest{} }, field: "resource", read: asPath, todo: true},
-	{msg: func() proto.Message { return &registryv1.GetOwnerRequest{} }, field: "path", read: asPath, todo: true},
-	{msg: func() proto.Message { return &registryv1.SetOwnerRequest{} }, field: "pattern", read: asGlob, todo: true},
-	{msg: func() proto.Message { return &registryv1.ReleaseOwnerRequest{} }, field: "pattern", read: asGlob, todo: true},
-	{msg: func() proto.Message { return &knowledgev1.RecordItemRequest{} }, field: "file_pattern", read: asGlob, todo: true},
-	{msg: func() proto.Message { return &knowledgev1.QueryItemsRequest{} }, field: "file_path", read: asPath, todo: true},
-	{msg: func() proto.Message { return &knowledgev1.QueryItemsRequest{} }, field: "file_pattern", read: asGlob, todo: true},
-	{msg: func() proto.Message { return &knowledgev1.ListItemsRequest{} }, field: "file_pattern", read: asGlob, optional: true, todo: true},
-	{msg: func() proto.Message { return &commonv1.Task{} }, field: "file", read: asPath, optional: true, todo: true},
+	{msg: func() proto.Message { return &registryv1.AcquireLockRequest{} }, field: "resource", read: asPath},
+	{msg: func() proto.Message { return &registryv1.RenewLockRequest{} }, field: "resource", read: asPath},
+	{msg: func() proto.Message { return &registryv1.ReleaseLockRequest{} }, field: "resource", read: asPath},
+	{msg: func() proto.Message { return &registryv1.GetLockRequest{} }, field: "resource", read: asPath},
+	{msg: func() proto.Message { return &registryv1.GetOwnerRequest{} }, field: "path", read: asPath},
+	{msg: func() proto.Message { return &registryv1.SetOwnerRequest{} }, field: "pattern", read: asGlob},
+	{msg: func() proto.Message { return &registryv1.ReleaseOwnerRequest{} }, field: "pattern", read: asGlob},
+	{msg: func() proto.Message { return &knowledgev1.RecordItemRequest{} }, field: "file_pattern", read: asGlob},
+	{msg: func() proto.Message { return &knowledgev1.QueryItemsRequest{} }, field: "file_path", read: asPath},
+	{msg: func() proto.Message { return &knowledgev1.QueryItemsRequest{} }, field: "file_pattern", read: asGlob},
+	{msg: func() proto.Message { return &knowledgev1.ListItemsRequest{} }, field: "file_pattern", read: asGlob, optional: true},
+	{msg: func() proto.Message { return &commonv1.Task{} }, field: "file", read: asPath, optional: true},
 	// A FileImpact's kind may be inferred from its path, so the field takes what any kind
 	// takes (a directory with its "/", which covers paths and globs); the Scheduler then checks
 	// the path against its kind (tasklist.CheckPath).
-	{msg: func() proto.Message { return &commonv1.FileImpact{} }, field: "path", read: asDir, todo: true},
+	{msg: func() proto.Message { return &commonv1.FileImpact{} }, field: "path", read: asDir},
 	// The Scheduler's list-level paths (tasklist.CheckPath).
-	{msg: func() proto.Message { return &schedulerv1.ProjectContext{} }, field: "spec_file", read: asPath, optional: true, todo: true},
-	{msg: func() proto.Message { return &schedulerv1.ProjectContext{} }, field: "tasks_file", read: asPath, optional: true, todo: true},
-	{msg: func() proto.Message { return &schedulerv1.ProjectContext{} }, field: "context_files", read: asPath, todo: true},
-	{msg: func() proto.Message { return &schedulerv1.ConventionsSource{} }, field: "path", read: asPath, todo: true},
-	{msg: func() proto.Message { return &schedulerv1.ValidationLevels{} }, field: "api_trigger_globs", read: asGlob, todo: true},
-	{msg: func() proto.Message { return &schedulerv1.ValidationLevels{} }, field: "ui_trigger_globs", read: asGlob, todo: true},
+	{msg: func() proto.Message { return &schedulerv1.ProjectContext{} }, field: "spec_file", read: asPath, optional: true},
+	{msg: func() proto.Message { return &schedulerv1.ProjectContext{} }, field: "tasks_file", read: asPath, optional: true},
+	{msg: func() proto.Message { return &schedulerv1.ProjectContext{} }, field: "context_files", read: asPath},
+	{msg: func() proto.Message { return &schedulerv1.ConventionsSource{} }, field: "path", read: asPath},
+	{msg: func() proto.Message { return &schedulerv1.ValidationLevels{} }, field: "api_trigger_globs", read: asGlob},
+	{msg: func() proto.Message { return &schedulerv1.ValidationLevels{} }, field: "ui_trigger_globs", read: asGlob},
 }
 
 func (f protoField) name() string {

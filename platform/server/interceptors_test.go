@@ -173,7 +173,7 @@ func TestValidation(t *testing.T) {
 		require.Contains(t, fields, "holder")
 		require.Contains(t, fields, "ttl")
 		require.Contains(t, fields, "wait")
-		require.Equal(t, "must be a repository-relative path: no leading '/', no '..' segment", fields["resource"])
+		require.Equal(t, "must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes", fields["resource"])
 
 		msg := status.Convert(err).Message()
 		require.True(t, strings.HasPrefix(msg, "invalid AcquireLockRequest: "), msg)

@@ -461,7 +461,7 @@ func TestInvalidArgument(t *testing.T) {
 
 		// The messages say what to fix.
 		err = record(func(r *knowledgev1.RecordItemRequest) { r.FilePattern = "src/[a-" })
-		require.Equal(t, "invalid RecordItemRequest: file_pattern: must be a valid doublestar glob: classes closed and not empty, braces balanced and not nested",
+		require.Equal(t, "invalid RecordItemRequest: file_pattern: must be a clean repository-relative doublestar glob: no leading or trailing '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment or alternative, classes closed and not empty, braces balanced and not nested, at most 1024 bytes",
 			status.Convert(err).Message())
 	})
 }

@@ -29,7 +29,7 @@ func TestBadInputIsInvalidArgument(t *testing.T) {
 		{"parent segment", func(ctx context.Context) error {
 			_, err := c.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: "a/../../etc/passwd", Holder: "agent-1", Ttl: ttl})
 			return err
-		}, "resource", "no '..' segment"},
+		}, "resource", "'..'"},
 		{"absolute resource", func(ctx context.Context) error {
 			_, err := c.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: "/etc/passwd", Holder: "agent-1", Ttl: ttl})
 			return err
@@ -41,19 +41,19 @@ func TestBadInputIsInvalidArgument(t *testing.T) {
 		{"resource with an empty segment", func(ctx context.Context) error {
 			_, err := c.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: "server//a.go", Holder: "agent-1", Ttl: ttl})
 			return err
-		}, "resource", "must be clean: no empty segment"},
+		}, "resource", "no empty"},
 		{"resource with a dot segment", func(ctx context.Context) error {
 			_, err := c.RenewLock(ctx, &registryv1.RenewLockRequest{Resource: "./a.go", Holder: "agent-1", Token: 1, Ttl: ttl})
 			return err
-		}, "resource", `must be clean: no "." segment`},
+		}, "resource", "'.'"},
 		{"resource inside .git", func(ctx context.Context) error {
 			_, err := c.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: "sub/.GIT/config", Holder: "agent-1", Ttl: ttl})
 			return err
-		}, "resource", "must not be inside .git"},
+		}, "resource", "'.git'"},
 		{"resource with a control character", func(ctx context.Context) error {
 			_, err := c.GetLock(ctx, &registryv1.GetLockRequest{Resource: "a\x00b"})
 			return err
-		}, "resource", "control characters"},
+		}, "resource", "control character"},
 		{"empty holder", func(ctx context.Context) error {
 			_, err := c.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: "a.go", Holder: "", Ttl: ttl})
 			return err
@@ -97,15 +97,15 @@ func TestBadInputIsInvalidArgument(t *testing.T) {
 		{"unclosed class", func(ctx context.Context) error {
 			_, err := c.SetOwner(ctx, &registryv1.SetOwnerRequest{Pattern: "server/[a-z", Owner: "loop-1"})
 			return err
-		}, "pattern", "valid doublestar glob"},
+		}, "pattern", "classes closed"},
 		{"unclosed alternation", func(ctx context.Context) error {
 			_, err := c.ReleaseOwner(ctx, &registryv1.ReleaseOwnerRequest{Pattern: "{a,b/**", Owner: "loop-1"})
 			return err
-		}, "pattern", "valid doublestar glob"},
+		}, "pattern", "braces balanced"},
 		{"pattern with a trailing slash", func(ctx context.Context) error {
 			_, err := c.SetOwner(ctx, &registryv1.SetOwnerRequest{Pattern: "server/", Owner: "loop-1"})
 			return err
-		}, "pattern", "must be clean: no empty segment"},
+		}, "pattern", "trailing '/'"},
 		{"nested alternation", func(ctx context.Context) error {
 			_, err := c.SetOwner(ctx, &registryv1.SetOwnerRequest{Pattern: "{a,{b,c}}/**", Owner: "loop-1"})
 			return err
@@ -113,7 +113,7 @@ func TestBadInputIsInvalidArgument(t *testing.T) {
 		{"parent pattern", func(ctx context.Context) error {
 			_, err := c.SetOwner(ctx, &registryv1.SetOwnerRequest{Pattern: "../**", Owner: "loop-1"})
 			return err
-		}, "pattern", "no '..' segment"},
+		}, "pattern", "'..'"},
 		{"empty owner", func(ctx context.Context) error {
 			_, err := c.SetOwner(ctx, &registryv1.SetOwnerRequest{Pattern: "a/**"})
 			return err
