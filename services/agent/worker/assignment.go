@@ -41,7 +41,9 @@ type lease struct {
 
 // event queues an event for the next report.
 func (l *lease) event(t commonv1.EventType, msg string, ctx map[string]any) {
-	ev := &schedulerv1.AgentEvent{EventType: t, Message: truncate(msg, 65536)}
+	// Stamped now, when it happens (the agent's clock): it may reach the Scheduler one heartbeat
+	// interval later.
+	ev := &schedulerv1.AgentEvent{EventType: t, Message: truncate(msg, 65536), Time: now()}
 	if len(msg) == 0 {
 		ev.Message = t.String()
 	}
@@ -210,6 +212,10 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 			out = w.runTask(work, l)
 		}
 	}()
+	// Whether the work was interrupted (CANCEL directive, lost lease or lock, drain deadline,
+	// shutdown) is read before stop() below, which cancels work in every case: a task that failed
+	// on its own is FAILED with its reason, not CANCELLED (which would requeue it).
+	interrupted := work.Err() != nil
 	stop()
 	<-keeperDone
 
@@ -220,15 +226,15 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 		log.Warn("lease lost: the result is dropped (the task was requeued)", "err", lost)
 		return
 	}
-	if work.Err() != nil && out.result == schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED {
-		// Cancelled after the work succeeded: still report it.
-	} else if work.Err() != nil {
+	if out.result == schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED {
+		// Done, even if cancelled right after: still report it.
+	} else if interrupted || out.result == schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED {
 		why := cancelled
 		if why == "" {
 			why = "the worker stopped (drain deadline or shutdown)"
 		}
 		out = outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED, tries: out.tries,
-			err: &commonv1.ErrorContext{Code: "CANCELLED", Message: why, TaskId: a.GetTaskId()}}
+			err: &commonv1.ErrorContext{Code: "CANCELLED", Message: why, TaskId: a.GetTaskId(), Timestamp: now()}}
 	}
 	switch out.result {
 	case schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED:

@@ -163,8 +163,8 @@ func (c *Cache) removeLeftover(ctx context.Context, dir string) error {
 
 // Scratch makes an empty plain directory <root>/scratch/<sanitized name> for a task list without
 // a repository, deleting whatever a previous attempt left there. On the returned Worktree,
-// Checkpoint records file hashes with an empty Commit, Remove deletes the directory, and every
-// other git method returns ErrNoRepository.
+// Checkpoint records file hashes with an empty Commit, Restore empties the directory, Remove
+// deletes it, and every other git method returns ErrNoRepository.
 func Scratch(root, name string) (*Worktree, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
