@@ -168,24 +168,41 @@ type outcome struct {
 // runAssignment does one claimed assignment from lease to CompleteTask.
 func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssignment) {
 	a := ca.GetAssignment()
-	log := w.log.With("assignment", a.GetId(), "execution", a.GetExecutionId(), "task", a.GetTaskId(), "attempt", a.GetAttempt())
+	log := w.log.With("assignment", a.GetId(), "execution", a.GetExecutionId(), "attempt", a.GetAttempt())
+	if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION {
+		log = log.With("wave", a.GetWaveNumber())
+	} else {
+		log = log.With("task", a.GetTaskId())
+	}
 	l := &lease{w: w, ca: ca}
 	w.setState(func(s *Status) {
 		s.State = commonv1.AgentStatus_AGENT_STATUS_RUNNING
 		s.Assignment, s.Task = a, ca.GetTask()
 		s.Claimed++
 	})
-	defer w.setState(func(s *Status) {
-		s.State = commonv1.AgentStatus_AGENT_STATUS_IDLE
-		s.Assignment, s.Task, s.ProgressPercent, s.ProgressMessage = nil, nil, 0, ""
-	})
+	defer func() {
+		w.setState(func(s *Status) {
+			s.State = commonv1.AgentStatus_AGENT_STATUS_IDLE
+			s.Assignment, s.Task, s.ProgressPercent, s.ProgressMessage = nil, nil, 0, ""
+		})
+		w.kick() // the Registry learns at once that the agent is idle again
+	}()
+	// The Registry learns at once that this agent holds work, before the work starts: were the
+	// agent to die now, it is found stale after one stale window, whatever it reported before.
+	if err := w.heartbeat(ctx, commonv1.AgentStatus_AGENT_STATUS_RUNNING, a.GetTaskId()); err != nil && w.replacedErr() == nil {
+		log.Warn("heartbeat after the claim failed; the work goes on", "err", err)
+	}
 
 	// work is cancelled by a CANCEL directive, a lost lease, or a drain deadline.
 	work, stop := context.WithCancel(ctx)
 	defer stop()
 	w.mu.Lock()
 	w.hardStop = stop
+	replaced := w.replaced != nil
 	w.mu.Unlock()
+	if replaced {
+		stop()
+	}
 	defer func() {
 		w.mu.Lock()
 		w.hardStop = nil
@@ -224,6 +241,10 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 	l.mu.Unlock()
 	if lost != nil {
 		log.Warn("lease lost: the result is dropped (the task was requeued)", "err", lost)
+		return
+	}
+	if err := w.replacedErr(); err != nil {
+		log.Warn("session replaced: the result is dropped (the newer process's Registry record took the work back)", "result", out.result.String())
 		return
 	}
 	if out.result == schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED {

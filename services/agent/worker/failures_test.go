@@ -78,7 +78,9 @@ func TestCancelDirectiveReportsCancelled(t *testing.T) {
 	t.Parallel()
 	started := tmpFile(t, "started")
 	h := startWorker(t, nil)
+	h.sched.mu.Lock()
 	h.sched.directive = schedulerv1.Directive_DIRECTIVE_CANCEL
+	h.sched.mu.Unlock()
 	h.sched.push(claimed(t, &commonv1.Task{Id: "3", Title: "slow", Command: "touch " + shq(started) + "; sleep 60"}, ""))
 	c := h.complete()
 	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED, c.GetResult())

@@ -120,7 +120,11 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	}
 	locks, err := w.lockTargets(ctx, ca)
 	l.setLocks(locks, lockTTL(ca))
-	defer func() { w.unlock(ctx, l.heldLocks()) }()
+	defer func() {
+		if w.replacedErr() == nil { // a replaced session's locks were released by the Registry: not ours
+			w.unlock(ctx, l.heldLocks())
+		}
+	}()
 	if err != nil {
 		if ctx.Err() != nil {
 			return outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED}
