@@ -159,7 +159,9 @@ func TestRefusedDiscoveryIsAWarning(t *testing.T) {
 	require.Contains(t, warnings[0].GetMessage(), "knowledge is down")
 }
 
-type refusingKnowledge struct{ knowledgev1.KnowledgeServiceClient }
+type refusingKnowledge struct {
+	knowledgev1.KnowledgeServiceClient
+}
 
 func (refusingKnowledge) RecordItem(context.Context, *knowledgev1.RecordItemRequest, ...grpc.CallOption) (*knowledgev1.RecordItemResponse, error) {
 	return nil, status.Error(codes.Unavailable, "knowledge is down")
