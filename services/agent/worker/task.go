@@ -142,7 +142,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	keep := false
 	defer func() {
 		if !keep {
-			_ = wt.Remove(context.WithoutCancel(ctx))
+			w.removeWorktree(ctx, wt)
 		}
 	}()
 	cp, err := wt.Checkpoint(ctx, files(t))
@@ -150,7 +150,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		return fail("CHECKPOINT", err.Error(), 0)
 	}
 	l.event(commonv1.EventType_EVENT_TYPE_CHECKPOINT_CREATED, "checkpoint at "+short(cp.Commit), map[string]any{"commit": cp.Commit, "files": float64(len(cp.Files))})
-	ex, err := executor.New(ca.GetOptions().GetExecutor())
+	ex, err := executor.New(ca.GetOptions().GetExecutor(), executor.WithProcessGroups(w.sess.groups))
 	if err != nil {
 		return fail("EXECUTOR", err.Error(), 0)
 	}
@@ -187,7 +187,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 			output = res.Output
 			l.progress(int32(20+60*(try-1)/maxTries+30/maxTries), fmt.Sprintf("validate (try %d/%d)", try, maxTries))
 			if v := t.GetValidation(); strings.TrimSpace(v.GetCommand()) != "" {
-				vr := executor.Validate(ctx, wt.Dir, v, vtimeout, outputCap)
+				vr := executor.Validate(ctx, wt.Dir, v, vtimeout, outputCap, executor.WithProcessGroups(w.sess.groups))
 				l.event(commonv1.EventType_EVENT_TYPE_VALIDATION_RUN, fmt.Sprintf("validation %q: passed=%t exit=%d", v.GetCommand(), vr.Passed, vr.ExitCode),
 					map[string]any{"passed": vr.Passed, "exit_code": float64(vr.ExitCode), "try": float64(try)})
 				validationTail = vr.Output
@@ -462,6 +462,7 @@ func (w *Worker) gotchas(ctx context.Context, ca *schedulerv1.ClaimedAssignment)
 // worktree makes the assignment's workspace: a worktree of the repository at the wave's base, or
 // a scratch directory when the list has no repository.
 func (w *Worker) worktree(ctx context.Context, ca *schedulerv1.ClaimedAssignment, name string) (*workspace.Worktree, error) {
+	w.holdWorktree(name) // before it exists: another process's sweep never takes it
 	repo := ca.GetRepository()
 	if repo == nil {
 		return workspace.Scratch(w.cache.Root(), name)

@@ -84,6 +84,7 @@ type Worker struct {
 	cfg   Config
 	log   *slog.Logger
 	cache *workspace.Cache
+	sess  *session
 	start time.Time
 
 	drainOnce sync.Once
@@ -159,7 +160,11 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: cfg, log: log.With("instance", cfg.InstanceID), cache: cache, start: time.Now(),
+	sess, err := openSession(cache.Root(), cfg.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{cfg: cfg, log: log.With("instance", cfg.InstanceID), cache: cache, sess: sess, start: time.Now(),
 		drained: make(chan struct{}), beat: make(chan struct{}, 1), st: Status{State: commonv1.AgentStatus_AGENT_STATUS_INITIALIZING}}, nil
 }
 
@@ -222,6 +227,20 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	if w.cfg.Scheduler == nil || w.cfg.Registry == nil {
 		return nil
 	}
+	// What a killed earlier process on this data dir left is cleaned up before anything else.
+	if rec, err := w.recover(ctx); err != nil {
+		w.log.Warn("cleaning up after earlier processes on the data dir", "err", err)
+	} else if len(rec.deadSessions)+len(rec.swept) > 0 {
+		w.log.Info("cleaned up after earlier processes on the data dir", "dead_sessions", rec.deadSessions,
+			"process_groups_killed", len(rec.killed), "worktrees_removed", rec.swept)
+	}
+	// Nothing this process started outlives its Run: executor processes still running are
+	// killed, and the session's record goes.
+	defer func() {
+		if n := w.sess.close(); n > 0 {
+			w.log.Warn("killed process groups still running at stop", "groups", n)
+		}
+	}()
 	// idle is ctx, also cancelled by Drain and by a replaced session: registering and
 	// long-polling for work stop at once; an assignment in progress runs on ctx and finishes.
 	idle, stopIdle := context.WithCancel(ctx)

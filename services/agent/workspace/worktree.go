@@ -79,6 +79,9 @@ func (w *Worktree) git(ctx context.Context, args ...string) (string, error) {
 // maxNameLen bounds a sanitized worktree name.
 const maxNameLen = 80
 
+// WorktreeName is the directory name AddWorktree and Scratch give a worktree asked for by name.
+func WorktreeName(name string) string { return sanitizeName(name) }
+
 // sanitizeName maps name to one path element of [A-Za-z0-9._-], not starting with '.' or '-'.
 // A name that had to change gets a hash of the original appended, so distinct names stay
 // distinct ("ex/1" and "ex-1" do not collide).
