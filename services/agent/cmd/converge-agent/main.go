@@ -151,6 +151,7 @@ func command() *cobra.Command {
 	}
 	f.Bind(cmd, "127.0.0.1:7075", 0)
 	fl := cmd.Flags()
+	fl.Lookup("listen").Usage = "gRPC listen address; 127.0.0.1:0 picks a free port (the bound address is logged) [CONVERGE_LISTEN]"
 	fl.StringVar(&f.scheduler, "scheduler", envOr("CONVERGE_SCHEDULER_ADDR", ""), "Scheduler address host:port [CONVERGE_SCHEDULER_ADDR]")
 	fl.StringVar(&f.registry, "registry", envOr("CONVERGE_REGISTRY_ADDR", ""), "Registry address host:port [CONVERGE_REGISTRY_ADDR]")
 	fl.StringVar(&f.knowledge, "knowledge", envOr("CONVERGE_KNOWLEDGE_ADDR", ""), "Knowledge address host:port; empty = no gotchas [CONVERGE_KNOWLEDGE_ADDR]")
