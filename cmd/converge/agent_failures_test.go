@@ -219,8 +219,20 @@ func TestAgentOnATakenPortRegistersNothing(t *testing.T) {
 	require.NotZero(t, exit.ExitCode())
 	require.Contains(t, string(out), "listen on "+taken.Addr().String())
 	require.Contains(t, string(out), "nothing was registered")
-	_, err = registryv1.NewRegistryServiceClient(b.conn).GetAgent(t.Context(), &registryv1.GetAgentRequest{InstanceId: "agent-clash"})
+	reg := registryv1.NewRegistryServiceClient(b.conn)
+	_, err = reg.GetAgent(t.Context(), &registryv1.GetAgentRequest{InstanceId: "agent-clash"})
 	require.Equal(t, codes.NotFound, status.Code(err), "no agent record: %v", err)
+
+	// A server that fails once the worker may have registered (its metrics port is taken)
+	// leaves no live record either: none, or FAILED.
+	metrics := startAgent(t, append(agentArgs(b.addr, "127.0.0.1:0", "agent-metrics", t.TempDir()), "--metrics-listen", taken.Addr().String())...)
+	require.True(t, assertEventually(60*time.Second, metrics.hasExited), "the agent must fail:\n%s", metrics.output())
+	require.NotZero(t, metrics.code, "\n%s", metrics.output())
+	res, err := reg.GetAgent(t.Context(), &registryv1.GetAgentRequest{InstanceId: "agent-metrics"})
+	if status.Code(err) != codes.NotFound {
+		require.NoError(t, err)
+		require.Equal(t, commonv1.AgentStatus_AGENT_STATUS_FAILED, res.GetAgent().GetStatus(), "\n%s", metrics.output())
+	}
 }
 
 // --listen 127.0.0.1:0 picks a free port and logs it; a clean stop (SIGINT) leaves the agent's
