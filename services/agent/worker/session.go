@@ -21,7 +21,7 @@ import (
 //	groups/      one file per live executor process group (proc.GroupDir)
 //	worktrees/   one file per worktree or scratch directory in use, by directory name
 //
-// An agent starting on the data dir (recover) takes every other session's lock it can: those
+// An agent starting on the data dir (cleanUpDataDir) takes every other session's lock it can: those
 // sessions are dead, so it kills the process groups they recorded and deletes their records;
 // then it sweeps every worktree and scratch directory no live session holds, keeping those with
 // unpushed commits (workspace.Cache.Sweep). A stopping agent kills its live groups and removes
@@ -102,15 +102,15 @@ func (s *session) close() int {
 	return n
 }
 
-// recovered is what recover did.
+// recovered is what cleanUpDataDir did.
 type recovered struct {
 	deadSessions []string
 	killed       []int
 	swept        []string
 }
 
-// recover cleans up after the dead sessions of the data dir: see the top of this file.
-func (w *Worker) recover(ctx context.Context) (recovered, error) {
+// cleanUpDataDir cleans up after the dead sessions of the data dir: see the top of this file.
+func (w *Worker) cleanUpDataDir(ctx context.Context) (recovered, error) {
 	var out recovered
 	var errs []error
 	root := sessionDir(w.cache.Root())

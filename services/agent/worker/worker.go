@@ -99,6 +99,9 @@ type Worker struct {
 	replaced error
 	// beat asks the heartbeat loop for a heartbeat now (the state changed).
 	beat chan struct{}
+	// hbMu orders heartbeats: each reads the state and sends it before the next reads it, so a
+	// stale IDLE never lands after the RUNNING of a claim.
+	hbMu sync.Mutex
 }
 
 // Status is what GetStatus tells about the worker.
@@ -228,7 +231,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		return nil
 	}
 	// What a killed earlier process on this data dir left is cleaned up before anything else.
-	if rec, err := w.recover(ctx); err != nil {
+	if rec, err := w.cleanUpDataDir(ctx); err != nil {
 		w.log.Warn("cleaning up after earlier processes on the data dir", "err", err)
 	} else if len(rec.deadSessions)+len(rec.swept) > 0 {
 		w.log.Info("cleaned up after earlier processes on the data dir", "dead_sessions", rec.deadSessions,
@@ -403,6 +406,8 @@ func (w *Worker) register(ctx context.Context) error {
 // task (both as the snapshot says when unset). An Aborted answer (the session was replaced)
 // stops the worker: see Run.
 func (w *Worker) heartbeat(ctx context.Context, st commonv1.AgentStatus, task string) error {
+	w.hbMu.Lock()
+	defer w.hbMu.Unlock()
 	s := w.Snapshot()
 	if st == commonv1.AgentStatus_AGENT_STATUS_UNSPECIFIED {
 		st = s.State
