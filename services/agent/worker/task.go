@@ -29,7 +29,7 @@ const (
 	lockWait                 = 30 * time.Second
 	// defaultMaxRetries is the Scheduler's default max_retries, for options that set none.
 	defaultMaxRetries = 3
-	// maxTries bounds the tries of one assignment (CompleteTaskRequest.tries).
+	// maxTriesCap bounds the tries of one assignment (CompleteTaskRequest.tries).
 	maxTriesCap = 100
 )
 
