@@ -33,8 +33,8 @@ import (
 // agentShq quotes s for sh.
 func agentShq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// fileLines answers the lines of a file (none when it does not exist).
-func fileLines(t *testing.T, path string) []string {
+// agentFileLines answers the lines of a file (none when it does not exist).
+func agentFileLines(t *testing.T, path string) []string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -48,8 +48,8 @@ func fileLines(t *testing.T, path string) []string {
 	return strings.Split(s, "\n")
 }
 
-// pidAlive reports whether pid runs (a zombie waiting to be reaped does not).
-func pidAlive(pid int) bool {
+// agentPidAlive reports whether pid runs (a zombie waiting to be reaped does not).
+func agentPidAlive(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
 	}
@@ -87,14 +87,14 @@ func TestAgentFailingTaskRunsMaxRetriesPlusOneTimes(t *testing.T) {
 	require.Contains(t, task.Error, "exit status 1")
 	require.Contains(t, task.Error, "compile error: x undefined", "the command's own error")
 	require.NotContains(t, task.Error, "cancel")
-	require.Len(t, fileLines(t, count), 4, "max_retries 3: the command ran exactly 4 times")
-	if logFile := regexpLogFile(out.String() + errOut.String()); logFile != "" {
+	require.Len(t, agentFileLines(t, count), 4, "max_retries 3: the command ran exactly 4 times")
+	if logFile := agentSuiteLog(out.String() + errOut.String()); logFile != "" {
 		_ = os.Remove(logFile)
 	}
 }
 
-// regexpLogFile answers the suite log a run that did not converge names, if any.
-func regexpLogFile(s string) string {
+// agentSuiteLog answers the suite log a run that did not converge names, if any.
+func agentSuiteLog(s string) string {
 	const marker = "The suite's own log: "
 	i := strings.Index(s, marker)
 	if i < 0 {
@@ -141,7 +141,7 @@ fi
 	require.True(t, assertEventually(120*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(prompts, "2.md"))
 		return err == nil
-	}), "task 2 never ran: %v", executionOf(t, sched, id))
+	}), "task 2 never ran: %v", agentExecution(t, sched, id))
 	first, err := os.ReadFile(filepath.Join(prompts, "1.md"))
 	require.NoError(t, err)
 	require.NotContains(t, string(first), "must end with a newline", "task 1 knew nothing yet")
@@ -151,7 +151,7 @@ fi
 		"task 2's prompt carries task 1's gotcha:\n%s", second)
 }
 
-func executionOf(t *testing.T, sched schedulerv1.SchedulerServiceClient, id string) *schedulerv1.Execution {
+func agentExecution(t *testing.T, sched schedulerv1.SchedulerServiceClient, id string) *schedulerv1.Execution {
 	t.Helper()
 	res, err := sched.GetExecution(t.Context(), &schedulerv1.GetExecutionRequest{ExecutionId: id})
 	require.NoError(t, err)
@@ -165,8 +165,8 @@ type agentProc struct {
 	code   int
 }
 
-// startAgent runs the agent binary until it exits or the test ends (then SIGINT).
-func startAgent(t *testing.T, args ...string) *agentProc {
+// startAgentProc runs the agent binary until it exits or the test ends (then SIGINT).
+func startAgentProc(t *testing.T, args ...string) *agentProc {
 	t.Helper()
 	a := &agentProc{process: &process{cmd: exec.Command(binary(t, "converge-agent"), args...)}, exited: make(chan struct{})}
 	a.cmd.Stdout, a.cmd.Stderr = a.process, a.process
@@ -225,7 +225,7 @@ func TestAgentOnATakenPortRegistersNothing(t *testing.T) {
 
 	// A server that fails once the worker may have registered (its metrics port is taken)
 	// leaves no live record either: none, or FAILED.
-	metrics := startAgent(t, append(agentArgs(b.addr, "127.0.0.1:0", "agent-metrics", t.TempDir()), "--metrics-listen", taken.Addr().String())...)
+	metrics := startAgentProc(t, append(agentArgs(b.addr, "127.0.0.1:0", "agent-metrics", t.TempDir()), "--metrics-listen", taken.Addr().String())...)
 	require.True(t, assertEventually(60*time.Second, metrics.hasExited), "the agent must fail:\n%s", metrics.output())
 	require.NotZero(t, metrics.code, "\n%s", metrics.output())
 	res, err := reg.GetAgent(t.Context(), &registryv1.GetAgentRequest{InstanceId: "agent-metrics"})
@@ -240,7 +240,7 @@ func TestAgentOnATakenPortRegistersNothing(t *testing.T) {
 func TestAgentListensOnAFreePortAndCompletesOnStop(t *testing.T) {
 	t.Parallel()
 	b := setupDev(t, func(o *devOptions) { o.InMemory = true })
-	p := startAgent(t, agentArgs(b.addr, "127.0.0.1:0", "agent-free", t.TempDir())...)
+	p := startAgentProc(t, agentArgs(b.addr, "127.0.0.1:0", "agent-free", t.TempDir())...)
 	reg := registryv1.NewRegistryServiceClient(b.conn)
 	require.True(t, assertEventually(30*time.Second, func() bool {
 		res, err := reg.GetAgent(t.Context(), &registryv1.GetAgentRequest{InstanceId: "agent-free"})
@@ -276,7 +276,7 @@ func TestAgentRestartCleansUpAfterAKill(t *testing.T) {
 	require.NoError(t, err)
 	id := ex.GetExecution().GetId()
 
-	p := startAgent(t, agentArgs(b.addr, "127.0.0.1:0", "agent-killed", data)...)
+	p := startAgentProc(t, agentArgs(b.addr, "127.0.0.1:0", "agent-killed", data)...)
 	require.True(t, assertEventually(60*time.Second, func() bool { _, err := os.Stat(pidFile); return err == nil }),
 		"the task never started:\n%s", p.output())
 	var child int
@@ -293,14 +293,14 @@ func TestAgentRestartCleansUpAfterAKill(t *testing.T) {
 
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	require.True(t, assertEventually(10*time.Second, p.hasExited))
-	require.True(t, pidAlive(child), "the killed agent's child outlives it")
+	require.True(t, agentPidAlive(child), "the killed agent's child outlives it")
 	require.DirExists(t, worktree)
 	// Nothing more to claim for the next agent.
 	_, err = sched.CancelExecution(t.Context(), &schedulerv1.CancelExecutionRequest{ExecutionId: id, Reason: "test"})
 	require.NoError(t, err)
 
-	p2 := startAgent(t, agentArgs(b.addr, "127.0.0.1:0", "agent-killed", data)...)
-	require.True(t, assertEventually(60*time.Second, func() bool { return !pidAlive(child) }),
+	p2 := startAgentProc(t, agentArgs(b.addr, "127.0.0.1:0", "agent-killed", data)...)
+	require.True(t, assertEventually(60*time.Second, func() bool { return !agentPidAlive(child) }),
 		"the new agent did not kill the child:\n%s", p2.output())
 	require.True(t, assertEventually(60*time.Second, func() bool { _, err := os.Stat(worktree); return os.IsNotExist(err) }),
 		"the new agent did not remove the worktree:\n%s", p2.output())
@@ -313,7 +313,7 @@ func TestAgentReplacedByANewerProcessExits(t *testing.T) {
 	t.Parallel()
 	b := setupDev(t, func(o *devOptions) { o.InMemory = true })
 	reg := registryv1.NewRegistryServiceClient(b.conn)
-	p1 := startAgent(t, agentArgs(b.addr, "127.0.0.1:0", "agent-twice", t.TempDir())...)
+	p1 := startAgentProc(t, agentArgs(b.addr, "127.0.0.1:0", "agent-twice", t.TempDir())...)
 	var session string
 	require.True(t, assertEventually(30*time.Second, func() bool {
 		res, err := reg.GetAgent(t.Context(), &registryv1.GetAgentRequest{InstanceId: "agent-twice"})
@@ -324,7 +324,7 @@ func TestAgentReplacedByANewerProcessExits(t *testing.T) {
 		t.Skip("this Registry does not track agent sessions yet")
 	}
 	// The agent's own heartbeat interval is 10 s: the replaced process learns it on its next one.
-	p2 := startAgent(t, agentArgs(b.addr, "127.0.0.1:0", "agent-twice", t.TempDir())...)
+	p2 := startAgentProc(t, agentArgs(b.addr, "127.0.0.1:0", "agent-twice", t.TempDir())...)
 	require.True(t, assertEventually(60*time.Second, p1.hasExited),
 		"the replaced agent did not exit:\n%s\nnewer:\n%s", p1.output(), p2.output())
 	require.NotZero(t, p1.code, "\n%s", p1.output())
