@@ -304,7 +304,9 @@ func TestAgentRestartCleansUpAfterAKill(t *testing.T) {
 		"the new agent did not kill the child:\n%s", p2.output())
 	require.True(t, assertEventually(60*time.Second, func() bool { _, err := os.Stat(worktree); return os.IsNotExist(err) }),
 		"the new agent did not remove the worktree:\n%s", p2.output())
-	require.Contains(t, p2.output(), "cleaned up after earlier processes on the data dir")
+	require.True(t, assertEventually(30*time.Second, func() bool {
+		return strings.Contains(p2.output(), "cleaned up after earlier processes on the data dir")
+	}), "the new agent does not say what it cleaned up:\n%s", p2.output())
 }
 
 // Issue 12 defect 4: an agent process whose instance id a newer process registered (a new

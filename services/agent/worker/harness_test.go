@@ -149,15 +149,22 @@ type fakeRegistry struct {
 	replaced string
 	// onHeartbeat, when set, sees every heartbeat.
 	onHeartbeat func(*registryv1.HeartbeatRequest)
+	// hangRegister records registrations but answers none (until the caller gives up).
+	hangRegister bool
 }
 
-func (f *fakeRegistry) RegisterAgent(_ context.Context, req *registryv1.RegisterAgentRequest, _ ...grpc.CallOption) (*registryv1.RegisterAgentResponse, error) {
+func (f *fakeRegistry) RegisterAgent(ctx context.Context, req *registryv1.RegisterAgentRequest, _ ...grpc.CallOption) (*registryv1.RegisterAgentResponse, error) {
 	if err := validate(req); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.registers = append(f.registers, proto.Clone(req).(*registryv1.RegisterAgentRequest))
+	hang := f.hangRegister
+	f.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 	return &registryv1.RegisterAgentResponse{Agent: &registryv1.AgentInstance{InstanceId: req.GetInstanceId(), SessionId: req.GetSessionId(),
 		Status: commonv1.AgentStatus_AGENT_STATUS_INITIALIZING}}, nil
 }

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"context"
+	"errors"
 	"os"
 	"regexp"
 	"testing"
@@ -116,4 +118,33 @@ func TestReplacedSessionStopsTheWorker(t *testing.T) {
 	claims := len(h.sched.claims)
 	h.sched.mu.Unlock()
 	require.Equal(t, 1, claims, "nothing claimed after the replacement")
+}
+
+// Issue 12 defect 7: a worker stopped while its registration is unanswered (the Registry may
+// have recorded it) still gives the record a final status: FAILED when it stops on an error.
+func TestStopWhileRegisteringLeavesNoLiveRecord(t *testing.T) {
+	t.Parallel()
+	reg := &fakeRegistry{hangRegister: true}
+	w, err := New(Config{InstanceID: "agent-test", Scheduler: newFakeScheduler(), Registry: reg, DataDir: t.TempDir()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	eventually(t, 20*time.Second, func() bool {
+		reg.mu.Lock()
+		defer reg.mu.Unlock()
+		return len(reg.registers) == 1
+	}, "registering")
+	failure := errors.New("the agent's server failed")
+	cancel(failure)
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, failure)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	beats := reg.beats()
+	require.NotEmpty(t, beats)
+	require.Equal(t, commonv1.AgentStatus_AGENT_STATUS_FAILED, beats[len(beats)-1].GetStatus())
+	require.Contains(t, beats[len(beats)-1].GetErrorContext().GetMessage(), "the agent's server failed")
 }

@@ -263,7 +263,9 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 			return rerr
 		}
 		if idle.Err() != nil {
-			return nil
+			// Stopped while registering: a registration the Registry recorded but whose answer
+			// was cut off must not stay behind as a live agent.
+			return w.finish(ctx, nil, true)
 		}
 		return err
 	}
@@ -282,23 +284,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 			w.setState(func(s *Status) { s.State = commonv1.AgentStatus_AGENT_STATUS_FAILED })
 			return
 		}
-		final := commonv1.AgentStatus_AGENT_STATUS_COMPLETED
-		var ec *commonv1.ErrorContext
-		cause := context.Cause(ctx)
-		if err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
-			err = cause
-		}
-		if err != nil {
-			final = commonv1.AgentStatus_AGENT_STATUS_FAILED
-			ec = &commonv1.ErrorContext{Code: "AGENT_STOPPED", Message: truncate(err.Error(), 65536), Timestamp: now()}
-		}
-		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), registryCallTimeout)
-		defer cancel()
-		if _, herr := w.cfg.Registry.Heartbeat(hctx, &registryv1.HeartbeatRequest{InstanceId: w.cfg.InstanceID, Status: final,
-			ErrorContext: ec, SessionId: w.cfg.SessionID}); herr != nil {
-			w.log.Warn("final heartbeat not delivered: the Registry finds the agent stale", "status", final.String(), "err", herr)
-		}
-		w.setState(func(s *Status) { s.State = final; s.LastError = ec })
+		err = w.finish(ctx, err, false)
 	}()
 	w.setState(func(s *Status) { s.State = commonv1.AgentStatus_AGENT_STATUS_IDLE })
 	w.kick()
@@ -331,6 +317,45 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		}
 		w.runAssignment(ctx, res.GetAssignment())
 	}
+}
+
+// finish gives the agent's Registry record its final status and answers Run's error: COMPLETED
+// after a clean stop, FAILED when err is set or ctx was cancelled with another cause than
+// context.Canceled. unsure says the registration may not have been answered (the record, if
+// any, may still be INITIALIZING, from which COMPLETED is reached through RUNNING); a record
+// that does not exist is left so.
+func (w *Worker) finish(ctx context.Context, err error, unsure bool) error {
+	final := commonv1.AgentStatus_AGENT_STATUS_COMPLETED
+	var ec *commonv1.ErrorContext
+	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause
+	}
+	if err != nil {
+		final = commonv1.AgentStatus_AGENT_STATUS_FAILED
+		ec = &commonv1.ErrorContext{Code: "AGENT_STOPPED", Message: truncate(err.Error(), 65536), Timestamp: now()}
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), registryCallTimeout)
+	defer cancel()
+	send := func(st commonv1.AgentStatus) error {
+		_, herr := w.cfg.Registry.Heartbeat(hctx, &registryv1.HeartbeatRequest{InstanceId: w.cfg.InstanceID, Status: st,
+			ErrorContext: ec, SessionId: w.cfg.SessionID})
+		return herr
+	}
+	herr := send(final)
+	if unsure && final == commonv1.AgentStatus_AGENT_STATUS_COMPLETED && status.Code(herr) == codes.FailedPrecondition {
+		if herr = send(commonv1.AgentStatus_AGENT_STATUS_RUNNING); herr == nil {
+			herr = send(final)
+		}
+	}
+	switch {
+	case herr == nil:
+	case unsure && status.Code(herr) == codes.NotFound:
+		// Never registered: nothing to end.
+	default:
+		w.log.Warn("final heartbeat not delivered: the Registry finds the agent stale", "status", final.String(), "err", herr)
+	}
+	w.setState(func(s *Status) { s.State = final; s.LastError = ec })
+	return err
 }
 
 // Drain makes the worker finish its current assignment, claim nothing more and return from Run.
