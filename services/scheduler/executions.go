@@ -9,6 +9,7 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/ids"
 	"github.com/converge-dev/converge/services/scheduler/plan"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
@@ -83,7 +84,7 @@ func (s *Server) StartExecution(ctx context.Context, req *schedulerv1.StartExecu
 		}
 		return &schedulerv1.StartExecutionResponse{Execution: e, Waves: waves}, nil
 	}
-	e.Id = newID("ex", now)
+	e.Id = ids.New("ex", now)
 	if repo != nil {
 		e.RunBranch = "converge/" + e.Id
 	}
@@ -92,12 +93,12 @@ func (s *Server) StartExecution(ctx context.Context, req *schedulerv1.StartExecu
 		assignments []*store.Assignment
 	)
 	for _, pw := range planned.GetWaves() {
-		w := &schedulerv1.Wave{Id: newID("wv", now), ExecutionId: e.Id, WaveNumber: pw.GetWaveNumber(),
+		w := &schedulerv1.Wave{Id: ids.New("wv", now), ExecutionId: e.Id, WaveNumber: pw.GetWaveNumber(),
 			Status: schedulerv1.WaveStatus_WAVE_STATUS_PENDING, TaskCount: int32(len(pw.GetPlacements())), Placements: pw.GetPlacements()}
 		waves = append(waves, w)
 		for i, pl := range pw.GetPlacements() {
 			assignments = append(assignments, &store.Assignment{
-				Assignment: &schedulerv1.Assignment{Id: newID("as", now), Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK,
+				Assignment: &schedulerv1.Assignment{Id: ids.New("as", now), Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK,
 					ExecutionId: e.Id, WaveId: w.Id, WaveNumber: w.WaveNumber, TaskId: pl.GetTaskId(),
 					Status: schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_PENDING, Attempt: 1},
 				Position: int32(i),

@@ -17,6 +17,7 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/ids"
 	"github.com/converge-dev/converge/services/scheduler/store"
 	"github.com/converge-dev/converge/services/scheduler/tasklist"
 )
@@ -39,7 +40,7 @@ func (s *Server) CreateTaskList(ctx context.Context, req *schedulerv1.CreateTask
 	}
 	id := req.GetTaskListId()
 	if id == "" {
-		id = newID("tl", time.Now())
+		id = ids.New("tl", time.Now())
 	}
 	tl, err := s.store.CreateTaskList(ctx, id, spec, nil)
 	if err != nil {
@@ -114,7 +115,7 @@ func (s *Server) ImportTaskList(ctx context.Context, req *schedulerv1.ImportTask
 	}
 	id := req.GetTaskListId()
 	if id == "" {
-		id = newID("tl", time.Now())
+		id = ids.New("tl", time.Now())
 	}
 	tl, err := s.store.CreateTaskList(ctx, id, spec, source)
 	if err != nil {

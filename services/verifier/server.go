@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/ids"
 	"github.com/converge-dev/converge/services/verifier/criteria"
 	"github.com/converge-dev/converge/services/verifier/report"
 	"github.com/converge-dev/converge/services/verifier/store"
@@ -297,7 +298,7 @@ func (s *Server) RecordHumanVerdict(ctx context.Context, req *verifierv1.RecordH
 			req.GetCriterionId(), store.ShortName(found.GetTag()), reviewed.GetId()))
 	}
 	hv, err := s.store.InsertHumanVerdict(ctx, &verifierv1.HumanVerdict{
-		Id:          newID("hv", s.cfg.now()),
+		Id:          ids.New("hv", s.cfg.now()),
 		LoopKey:     loopKey,
 		CriterionId: req.GetCriterionId(),
 		Decision:    req.GetDecision(),
