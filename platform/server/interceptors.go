@@ -62,7 +62,11 @@ func RequestID(ctx context.Context) string {
 //  4. auth: bearer token, except for health and reflection (DESIGN §9).
 //  5. validation: protovalidate rules from the proto, and requests that did
 //     not decode (codec.go); InvalidArgument with field violations.
-//  6. recovery: a panic in a handler becomes Internal and is logged with its
+//  6. errors: every error a handler returns goes through grpcerr.Resolve, the
+//     one path for what the service did not map itself: a store that cannot
+//     answer is Unavailable, anything unexpected is logged with the request id
+//     and answered Internal without its text.
+//  7. recovery: a panic in a handler becomes Internal and is logged with its
 //     stack; the server keeps running.
 func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
@@ -99,11 +103,13 @@ func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.Unary
 	unary = append(unary,
 		unaryValidate(s.cfg.validator),
 		s.unaryReadyGate,
+		s.unaryResolve,
 		recovery.UnaryServerInterceptor(recoveryOpts...),
 	)
 	stream = append(stream,
 		streamValidate(s.cfg.validator),
 		s.streamReadyGate,
+		s.streamResolve,
 		recovery.StreamServerInterceptor(recoveryOpts...),
 	)
 	return unary, stream
@@ -313,6 +319,37 @@ func validate(v protovalidate.Validator, msg any) error {
 	return grpcerr.InvalidArgument(fmt.Sprintf("invalid %s: %s", name, strings.Join(parts, "; ")), violations...)
 }
 
+// --- errors ---
+
+func (s *Server) unaryResolve(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	if err != nil {
+		return resp, s.resolve(ctx, info.FullMethod, err)
+	}
+	return resp, nil
+}
+
+func (s *Server) streamResolve(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := handler(srv, ss); err != nil {
+		return s.resolve(ss.Context(), info.FullMethod, err)
+	}
+	return nil
+}
+
+// resolve answers the status of a handler's error (grpcerr.Resolve) and logs the ones the
+// client is not told: an outage at Warn, a bug at Error, both with the request id.
+func (s *Server) resolve(ctx context.Context, method string, err error) error {
+	id := RequestID(ctx)
+	out, outcome := grpcerr.Resolve(err, id)
+	switch outcome {
+	case grpcerr.StoreUnavailable:
+		s.logger.WarnContext(ctx, "store unavailable", "grpc.method", method, "request_id", id, "error", err.Error())
+	case grpcerr.Unexpected:
+		s.logger.ErrorContext(ctx, "unexpected error", "grpc.method", method, "request_id", id, "error", err.Error())
+	}
+	return out
+}
+
 // --- recovery ---
 
 // recoverPanic logs a handler panic with its stack and hides the details from
@@ -325,5 +362,5 @@ func (s *Server) recoverPanic(ctx context.Context, p any) error {
 		"panic", fmt.Sprint(p),
 		"stack", string(debug.Stack()),
 	)
-	return status.Error(codes.Internal, "internal error")
+	return grpcerr.InternalError(RequestID(ctx))
 }
