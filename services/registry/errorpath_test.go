@@ -1,0 +1,140 @@
+package registry_test
+
+import (
+	"context"
+	"database/sql"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/platform/database/dbtest"
+	"github.com/converge-dev/converge/services/registry/hot/inproc"
+	"github.com/converge-dev/converge/services/registry/hot/redishot"
+	"github.com/converge-dev/converge/services/registry/internal/redistest"
+	"github.com/converge-dev/converge/services/registry/store/postgres"
+	"github.com/converge-dev/converge/services/registry/store/sqlite"
+)
+
+// rawStore is a durable store opened on a database the test can also reach with plain SQL.
+type rawStore struct {
+	name string
+	open func(t *testing.T) (*env, *sql.DB)
+}
+
+var rawStores = []rawStore{
+	{"postgres", func(t *testing.T) (*env, *sql.DB) {
+		url := dbtest.Postgres(t)
+		st, err := postgres.New(t.Context(), url, database.WithMigrate())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = st.Close() })
+		db, err := sql.Open("pgx", url)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = db.Close() })
+		hb := inproc.New(st, "inproc")
+		t.Cleanup(func() { _ = hb.Close() })
+		return &env{store: st, hot: hb}, db
+	}},
+	{"sqlite", func(t *testing.T) (*env, *sql.DB) {
+		path := dbtest.SQLite(t)
+		st, err := sqlite.New(t.Context(), path, database.WithMigrate())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = st.Close() })
+		db, err := database.OpenSQLite(path)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = db.Close() })
+		hb := inproc.New(st, "inproc")
+		t.Cleanup(func() { _ = hb.Close() })
+		return &env{store: st, hot: hb}, db
+	}},
+}
+
+// requireInternalNoLeak checks that err is Internal, quotes a request id and nothing of the
+// error itself.
+func requireInternalNoLeak(t *testing.T, err error) {
+	t.Helper()
+	requireCode(t, codes.Internal, err)
+	msg := status.Convert(err).Message()
+	require.Regexp(t, regexp.MustCompile(`^internal error \(request id [0-9a-zA-Z_-]+\)$`), msg)
+	for _, leak := range []string{"relation", "table", "column", "SELECT", "SQLSTATE", "/", ".go"} {
+		require.False(t, strings.Contains(msg, leak), "message %q leaks %q", msg, leak)
+	}
+}
+
+// TestUnexpectedErrorIsInternal: a table dropped under the Registry is a bug, not bad input nor
+// an outage: Internal with the request id, no SQL text.
+func TestUnexpectedErrorIsInternal(t *testing.T) {
+	t.Parallel()
+	for _, rs := range rawStores {
+		t.Run(rs.name, func(t *testing.T) {
+			t.Parallel()
+			e, db := rs.open(t)
+			c := serve(t, e, e.hot).client
+			_, err := c.ListOwners(t.Context(), &registryv1.ListOwnersRequest{})
+			require.NoError(t, err)
+			_, err = db.ExecContext(t.Context(), "DROP TABLE file_ownership")
+			require.NoError(t, err)
+			_, err = c.ListOwners(t.Context(), &registryv1.ListOwnersRequest{})
+			requireInternalNoLeak(t, err)
+			_, err = c.SetOwner(t.Context(), &registryv1.SetOwnerRequest{Pattern: "src/**", Owner: "a"})
+			requireInternalNoLeak(t, err)
+		})
+	}
+}
+
+// TestStoreOutageIsUnavailable: a closed durable store (Postgres pool, SQLite database) and a
+// stopped Redis answer Unavailable, without the driver's text.
+func TestStoreOutageIsUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, rs := range rawStores {
+		t.Run(rs.name, func(t *testing.T) {
+			t.Parallel()
+			e, _ := rs.open(t)
+			c := serve(t, e, e.hot).client
+			_, err := c.ListOwners(t.Context(), &registryv1.ListOwnersRequest{})
+			require.NoError(t, err)
+			require.NoError(t, e.store.Close())
+			_, err = c.ListOwners(t.Context(), &registryv1.ListOwnersRequest{})
+			requireCode(t, codes.Unavailable, err)
+			require.NotContains(t, status.Convert(err).Message(), "closed")
+			_, err = c.SetOwner(t.Context(), &registryv1.SetOwnerRequest{Pattern: "src/**", Owner: "a"})
+			requireCode(t, codes.Unavailable, err)
+		})
+	}
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		st, err := sqlite.New(t.Context(), dbtest.SQLite(t), database.WithMigrate())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = st.Close() })
+		srv := redistest.StartServer(t)
+		hb := redishot.New(srv.Client(), "", st)
+		c := serve(t, &env{store: st, hot: hb}, hb).client
+		_, err = c.ListLocks(t.Context(), &registryv1.ListLocksRequest{})
+		require.NoError(t, err)
+		srv.Kill()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		_, err = c.ListLocks(ctx, &registryv1.ListLocksRequest{})
+		requireCode(t, codes.Unavailable, err)
+		require.NotContains(t, status.Convert(err).Message(), "127.0.0.1")
+		_, err = c.GetLock(ctx, &registryv1.GetLockRequest{Resource: "a.go"})
+		requireCode(t, codes.Unavailable, err)
+	})
+}
+
+// TestRedisErrorsAreUnavailable: go-redis' own errors for a closed client and an empty pool are
+// recognised by platform/database.
+func TestRedisErrorsAreUnavailable(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	require.NoError(t, rdb.Close())
+	err := rdb.Ping(t.Context()).Err()
+	require.Error(t, err)
+	require.True(t, database.IsUnavailable(err), "%v", err)
+}
