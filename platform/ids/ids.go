@@ -3,10 +3,11 @@
 // milliseconds then 80 random bits, written as 26 characters of Crockford's base 32 (no I, L, O,
 // U), so ids sort by creation time as strings.
 //
-// The generator is monotonic within a process: an id made in the same millisecond as the
-// previous one, or while the clock reads earlier than it did (an injected clock, a step back),
-// keeps the previous id's time and increments its random part, so the ids of one process sort in
-// the order they were made.
+// The generator is monotonic within a millisecond, as the spec's monotonic generator is: an id
+// made for the same millisecond as the previous one increments the previous id's random part, so
+// ids of one process made in one millisecond sort in the order they were made. An id for another
+// millisecond, later or earlier (an injected clock, a clock stepped back), gets fresh random bits
+// and always holds the time it was given.
 package ids
 
 import (
@@ -45,11 +46,9 @@ func ULID(now time.Time) string {
 	}
 	gen.mu.Lock()
 	defer gen.mu.Unlock()
-	if ms > gen.ms || !increment(&gen.entropy) {
-		// A new millisecond (or, once in 2^80, an exhausted one: move to the next): fresh entropy.
-		if ms <= gen.ms {
-			ms = gen.ms + 1
-		}
+	if ms != gen.ms || !increment(&gen.entropy) {
+		// Another millisecond (or, once in 2^80, an exhausted one: fresh bits then, which may
+		// sort before the previous id of that millisecond).
 		gen.ms = ms
 		_, _ = rand.Read(gen.entropy[:]) // crypto/rand.Read never fails on supported platforms
 	}
