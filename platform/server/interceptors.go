@@ -60,13 +60,14 @@ func RequestID(ctx context.Context) string {
 //  3. metrics: Prometheus counters and a handling-time histogram per method.
 //     It sits outside auth and validation so rejected calls are counted too.
 //  4. auth: bearer token, except for health and reflection (DESIGN §9).
-//  5. validation: protovalidate rules from the proto, and requests that did
+//  5. errors: every error of the steps below and of the handler goes through
+//     grpcerr.Resolve, the one path for what a service did not map itself: a
+//     store that cannot answer is Unavailable, anything unexpected is logged
+//     with the request id and answered Internal without its text.
+//  6. validation: protovalidate rules from the proto, and requests that did
 //     not decode (codec.go); InvalidArgument with field violations.
-//  6. errors: every error a handler returns goes through grpcerr.Resolve, the
-//     one path for what the service did not map itself: a store that cannot
-//     answer is Unavailable, anything unexpected is logged with the request id
-//     and answered Internal without its text.
-//  7. recovery: a panic in a handler becomes Internal and is logged with its
+//  7. readiness gate: Unavailable for a service that has never been ready.
+//  8. recovery: a panic in a handler becomes Internal and is logged with its
 //     stack; the server keeps running.
 func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
@@ -101,15 +102,15 @@ func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.Unary
 		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.authenticate), selector.MatchFunc(requiresAuth)))
 	}
 	unary = append(unary,
+		s.unaryResolve,
 		unaryValidate(s.cfg.validator),
 		s.unaryReadyGate,
-		s.unaryResolve,
 		recovery.UnaryServerInterceptor(recoveryOpts...),
 	)
 	stream = append(stream,
+		s.streamResolve,
 		streamValidate(s.cfg.validator),
 		s.streamReadyGate,
-		s.streamResolve,
 		recovery.StreamServerInterceptor(recoveryOpts...),
 	)
 	return unary, stream
@@ -280,7 +281,8 @@ func (s *validatingStream) RecvMsg(m any) error {
 }
 
 // validate checks msg against its protovalidate rules. A broken rule (e.g. a
-// CEL expression that does not compile) is a bug in the proto: Internal.
+// CEL expression that does not compile) is a bug in the proto: an error that
+// is not a status, which grpcerr.Resolve answers Internal (and logs).
 func validate(v protovalidate.Validator, msg any) error {
 	m, ok := msg.(proto.Message)
 	if !ok {
@@ -296,7 +298,7 @@ func validate(v protovalidate.Validator, msg any) error {
 	}
 	var verr *protovalidate.ValidationError
 	if !errors.As(err, &verr) {
-		return status.Errorf(codes.Internal, "validate %s: %v", name, err)
+		return fmt.Errorf("validate %s: %w", name, err)
 	}
 
 	violations := make([]grpcerr.FieldViolation, 0, len(verr.Violations))
