@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc/codes"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	"github.com/converge-dev/converge/platform/pagetoken/pagetokentest"
 )
 
 // TestPageTokensAreBoundToFilters: every paginated list walks each item exactly once with a
@@ -32,81 +32,55 @@ func TestPageTokensAreBoundToFilters(t *testing.T) {
 			require.NoError(t, err)
 		}
 
-		// ListAgents: walk exec-1, then replay its first token for exec-2 and for a status filter.
-		var agents []string
-		agentReq := &registryv1.ListAgentsRequest{ExecutionId: "exec-1", PageSize: 1}
-		var firstAgentToken string
-		for {
-			res, err := c.ListAgents(ctx, agentReq)
+		// ListAgents: another execution_id or status filter refuses the token; another page size
+		// does not.
+		agents, agentToken := pagetokentest.Walk(t, func(tok string) (ids []string, next string) {
+			res, err := c.ListAgents(ctx, &registryv1.ListAgentsRequest{ExecutionId: "exec-1", PageSize: 1, PageToken: tok})
 			require.NoError(t, err)
 			for _, a := range res.GetAgents() {
-				agents = append(agents, a.GetInstanceId())
+				ids = append(ids, a.GetInstanceId())
 			}
-			if res.GetNextPageToken() == "" {
-				break
-			}
-			if firstAgentToken == "" {
-				firstAgentToken = res.GetNextPageToken()
-			}
-			agentReq.PageToken = res.GetNextPageToken()
-		}
+			return ids, res.GetNextPageToken()
+		})
 		require.ElementsMatch(t, []string{"a0", "a1", "a2", "a3", "a4"}, agents)
-		_, err := c.ListAgents(ctx, &registryv1.ListAgentsRequest{ExecutionId: "exec-2", PageSize: 1, PageToken: firstAgentToken})
-		requireInvalid(t, err, "page_token")
-		_, err = c.ListAgents(ctx, &registryv1.ListAgentsRequest{ExecutionId: "exec-1", PageSize: 1, PageToken: firstAgentToken,
+		_, err := c.ListAgents(ctx, &registryv1.ListAgentsRequest{ExecutionId: "exec-2", PageSize: 1, PageToken: agentToken})
+		pagetokentest.RequireOtherFilters(t, err)
+		_, err = c.ListAgents(ctx, &registryv1.ListAgentsRequest{ExecutionId: "exec-1", PageSize: 1, PageToken: agentToken,
 			Statuses: []commonv1.AgentStatus{commonv1.AgentStatus_AGENT_STATUS_RUNNING}})
-		requireInvalid(t, err, "page_token")
-		// Another page size is the same query.
-		_, err = c.ListAgents(ctx, &registryv1.ListAgentsRequest{ExecutionId: "exec-1", PageSize: 3, PageToken: firstAgentToken})
+		pagetokentest.RequireOtherFilters(t, err)
+		_, err = c.ListAgents(ctx, &registryv1.ListAgentsRequest{ExecutionId: "exec-1", PageSize: 3, PageToken: agentToken})
 		require.NoError(t, err)
 
-		// ListLocks: walk agent-1's locks, replay for agent-2 and for another prefix.
-		var locks []string
-		lockReq := &registryv1.ListLocksRequest{Holder: "agent-1", PageSize: 1}
-		var firstLockToken string
-		for {
-			res, err := c.ListLocks(ctx, lockReq)
+		// ListLocks: another holder or prefix refuses the token.
+		locks, lockToken := pagetokentest.Walk(t, func(tok string) (ids []string, next string) {
+			res, err := c.ListLocks(ctx, &registryv1.ListLocksRequest{Holder: "agent-1", PageSize: 1, PageToken: tok})
 			require.NoError(t, err)
 			for _, l := range res.GetLocks() {
-				locks = append(locks, l.GetResource())
+				ids = append(ids, l.GetResource())
 			}
-			if res.GetNextPageToken() == "" {
-				break
-			}
-			if firstLockToken == "" {
-				firstLockToken = res.GetNextPageToken()
-			}
-			lockReq.PageToken = res.GetNextPageToken()
-		}
+			return ids, res.GetNextPageToken()
+		})
 		require.Equal(t, []string{"src/f0.go", "src/f1.go", "src/f2.go", "src/f3.go", "src/f4.go"}, locks)
-		_, err = c.ListLocks(ctx, &registryv1.ListLocksRequest{Holder: "agent-2", PageSize: 1, PageToken: firstLockToken})
-		requireInvalid(t, err, "page_token")
-		_, err = c.ListLocks(ctx, &registryv1.ListLocksRequest{Holder: "agent-1", Prefix: "src/", PageSize: 1, PageToken: firstLockToken})
-		requireInvalid(t, err, "page_token")
+		_, err = c.ListLocks(ctx, &registryv1.ListLocksRequest{Holder: "agent-2", PageSize: 1, PageToken: lockToken})
+		pagetokentest.RequireOtherFilters(t, err)
+		_, err = c.ListLocks(ctx, &registryv1.ListLocksRequest{Holder: "agent-1", Prefix: "src/", PageSize: 1, PageToken: lockToken})
+		pagetokentest.RequireOtherFilters(t, err)
 
-		// ListOwners: walk alice's patterns, replay for bob; a token of another list is refused.
-		var owns []string
-		ownReq := &registryv1.ListOwnersRequest{Owner: "alice", PageSize: 1}
-		var firstOwnerToken string
-		for {
-			res, err := c.ListOwners(ctx, ownReq)
+		// ListOwners: another owner, or a token of another list, is refused.
+		owns, ownerToken := pagetokentest.Walk(t, func(tok string) (ids []string, next string) {
+			res, err := c.ListOwners(ctx, &registryv1.ListOwnersRequest{Owner: "alice", PageSize: 1, PageToken: tok})
 			require.NoError(t, err)
 			for _, o := range res.GetOwnerships() {
-				owns = append(owns, o.GetPattern())
+				ids = append(ids, o.GetPattern())
 			}
-			if res.GetNextPageToken() == "" {
-				break
-			}
-			if firstOwnerToken == "" {
-				firstOwnerToken = res.GetNextPageToken()
-			}
-			ownReq.PageToken = res.GetNextPageToken()
-		}
+			return ids, res.GetNextPageToken()
+		})
 		require.Equal(t, []string{"src/p0/**", "src/p1/**", "src/p2/**", "src/p3/**", "src/p4/**"}, owns)
-		_, err = c.ListOwners(ctx, &registryv1.ListOwnersRequest{Owner: "bob", PageSize: 1, PageToken: firstOwnerToken})
-		requireInvalid(t, err, "page_token")
-		_, err = c.ListOwners(ctx, &registryv1.ListOwnersRequest{Owner: "alice", PageToken: firstLockToken})
-		requireInvalid(t, err, "page_token")
-		require.Equal(t, codes.InvalidArgument, statusCode(err))
+		_, err = c.ListOwners(ctx, &registryv1.ListOwnersRequest{Owner: "bob", PageSize: 1, PageToken: ownerToken})
+		pagetokentest.RequireOtherFilters(t, err)
+		_, err = c.ListOwners(ctx, &registryv1.ListOwnersRequest{Owner: "alice", PageToken: lockToken})
+		pagetokentest.RequireOtherFilters(t, err)
+		_, err = c.ListOwners(ctx, &registryv1.ListOwnersRequest{Owner: "alice", PageToken: ownerToken[:len(ownerToken)-2]})
+		pagetokentest.RequireMalformed(t, err)
 	})
 }

@@ -3,78 +3,54 @@ package scheduler
 import (
 	"database/sql"
 	"fmt"
-	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/database/dbtest"
-	"github.com/converge-dev/converge/platform/pagetoken"
+	"github.com/converge-dev/converge/platform/grpcerr/grpcerrtest"
+	"github.com/converge-dev/converge/platform/pagetoken/pagetokentest"
 	"github.com/converge-dev/converge/services/scheduler/store"
 	"github.com/converge-dev/converge/services/scheduler/store/postgres"
 	"github.com/converge-dev/converge/services/scheduler/store/sqlite"
 )
 
-// rawBackends open a store on a database the test can also reach with plain SQL, and name the
-// statement that drops the task_lists table under it.
-var rawBackends = []struct {
-	name, drop string
-	open       func(t *testing.T) (store.Store, *sql.DB)
-}{
-	{"postgres", "DROP TABLE task_lists CASCADE", func(t *testing.T) (store.Store, *sql.DB) {
+// openRaw opens a store of each dialect on a database the test can also reach with plain SQL.
+var openRaw = map[database.Dialect]func(t *testing.T) (store.Store, *sql.DB){
+	database.DialectPostgres: func(t *testing.T) (store.Store, *sql.DB) {
 		url := dbtest.Postgres(t)
 		st, err := postgres.New(t.Context(), url, database.WithMigrate())
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = st.Close() })
-		db, err := sql.Open("pgx", url)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = db.Close() })
-		return st, db
-	}},
-	{"sqlite", "DROP TABLE task_lists", func(t *testing.T) (store.Store, *sql.DB) {
+		return st, dbtest.SQL(t, database.DialectPostgres, url)
+	},
+	database.DialectSQLite: func(t *testing.T) (store.Store, *sql.DB) {
 		path := dbtest.SQLite(t)
 		st, err := sqlite.New(t.Context(), path, database.WithMigrate())
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = st.Close() })
-		db, err := database.OpenSQLite(path)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = db.Close() })
-		return st, db
-	}},
-}
-
-func requireInternalNoLeak(t *testing.T, err error) {
-	t.Helper()
-	requireCode(t, err, codes.Internal)
-	msg := status.Convert(err).Message()
-	require.Regexp(t, regexp.MustCompile(`^internal error \(request id [0-9a-zA-Z_-]+\)$`), msg)
-	for _, leak := range []string{"relation", "table", "column", "SELECT", "SQLSTATE", "/", ".go", "task_lists"} {
-		require.False(t, strings.Contains(msg, leak), "message %q leaks %q", msg, leak)
-	}
+		return st, dbtest.SQL(t, database.DialectSQLite, path)
+	},
 }
 
 // TestUnexpectedErrorIsInternal: a table dropped under the Scheduler is a bug: Internal with the
 // request id and no SQL text (the Scheduler used to send the raw error text to the client).
 func TestUnexpectedErrorIsInternal(t *testing.T) {
 	t.Parallel()
-	for _, rb := range rawBackends {
-		t.Run(rb.name, func(t *testing.T) {
+	for dialect, open := range openRaw {
+		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			st, db := rb.open(t)
+			st, db := open(t)
 			b := setup(t, st)
-			_, err := b.client.ListTaskLists(t.Context(), &schedulerv1.ListTaskListsRequest{})
-			require.NoError(t, err)
-			_, err = db.ExecContext(t.Context(), rb.drop)
+			drop := map[database.Dialect]string{database.DialectPostgres: "DROP TABLE task_lists CASCADE", database.DialectSQLite: "DROP TABLE task_lists"}
+			_, err := db.ExecContext(t.Context(), drop[dialect])
 			require.NoError(t, err)
 			_, err = b.client.ListTaskLists(t.Context(), &schedulerv1.ListTaskListsRequest{})
-			requireInternalNoLeak(t, err)
+			grpcerrtest.RequireInternal(t, err)
 			_, err = b.client.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{Spec: smallList()})
-			requireInternalNoLeak(t, err)
+			grpcerrtest.RequireInternal(t, err)
 		})
 	}
 }
@@ -82,19 +58,18 @@ func TestUnexpectedErrorIsInternal(t *testing.T) {
 // TestStoreOutageIsUnavailable: a closed store answers Unavailable, without the driver's text.
 func TestStoreOutageIsUnavailable(t *testing.T) {
 	t.Parallel()
-	for _, rb := range rawBackends {
-		t.Run(rb.name, func(t *testing.T) {
+	for dialect, open := range openRaw {
+		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			st, _ := rb.open(t)
+			st, _ := open(t)
 			b := setup(t, st)
-			_, err := b.client.ListTaskLists(t.Context(), &schedulerv1.ListTaskListsRequest{})
+			_, err := b.client.ListTaskLists(t.Context(), &schedulerv1.ListTaskListsRequest{}) // the service has been ready
 			require.NoError(t, err)
 			require.NoError(t, st.Close())
 			_, err = b.client.ListTaskLists(t.Context(), &schedulerv1.ListTaskListsRequest{})
-			requireCode(t, err, codes.Unavailable)
-			require.NotContains(t, status.Convert(err).Message(), "closed")
+			grpcerrtest.RequireUnavailable(t, err)
 			_, err = b.client.GetExecution(t.Context(), &schedulerv1.GetExecutionRequest{ExecutionId: "ex_01JH3V8Q2T5N3X7Y9Z1A2B3C4D"})
-			requireCode(t, err, codes.Unavailable)
+			grpcerrtest.RequireUnavailable(t, err)
 		})
 	}
 }
@@ -112,79 +87,48 @@ func TestPageTokensAreBoundToFilters(t *testing.T) {
 			executions = append(executions, b.start(t, lists[i], nil).GetId())
 		}
 		b.createList(t, diamond("beta"))
-		otherFilters := func(err error) {
-			t.Helper()
-			requireViolations(t, err, map[string]string{"page_token": pagetoken.ReasonOtherFilters})
-		}
 
-		var got []string
-		var first string
-		tl := &schedulerv1.ListTaskListsRequest{NameContains: "alpha", PageSize: 1}
-		for {
-			res, err := b.client.ListTaskLists(ctx, tl)
+		got, token := pagetokentest.Walk(t, func(tok string) (ids []string, next string) {
+			res, err := b.client.ListTaskLists(ctx, &schedulerv1.ListTaskListsRequest{NameContains: "alpha", PageSize: 1, PageToken: tok})
 			require.NoError(t, err)
 			for _, l := range res.GetTaskLists() {
-				got = append(got, l.GetId())
+				ids = append(ids, l.GetId())
 			}
-			if res.GetNextPageToken() == "" {
-				break
-			}
-			if first == "" {
-				first = res.GetNextPageToken()
-			}
-			tl.PageToken = res.GetNextPageToken()
-		}
+			return ids, res.GetNextPageToken()
+		})
 		require.ElementsMatch(t, lists, got)
-		require.Len(t, got, 3)
-		_, err := b.client.ListTaskLists(ctx, &schedulerv1.ListTaskListsRequest{NameContains: "beta", PageSize: 1, PageToken: first})
-		otherFilters(err)
+		_, err := b.client.ListTaskLists(ctx, &schedulerv1.ListTaskListsRequest{NameContains: "beta", PageSize: 1, PageToken: token})
+		pagetokentest.RequireOtherFilters(t, err)
 
-		got, first = nil, ""
-		ex := &schedulerv1.ListExecutionsRequest{PageSize: 1}
-		for {
-			res, err := b.client.ListExecutions(ctx, ex)
+		got, token = pagetokentest.Walk(t, func(tok string) (ids []string, next string) {
+			res, err := b.client.ListExecutions(ctx, &schedulerv1.ListExecutionsRequest{PageSize: 1, PageToken: tok})
 			require.NoError(t, err)
 			for _, e := range res.GetExecutions() {
-				got = append(got, e.GetId())
+				ids = append(ids, e.GetId())
 			}
-			if res.GetNextPageToken() == "" {
-				break
-			}
-			if first == "" {
-				first = res.GetNextPageToken()
-			}
-			ex.PageToken = res.GetNextPageToken()
-		}
+			return ids, res.GetNextPageToken()
+		})
 		require.ElementsMatch(t, executions, got)
-		require.Len(t, got, 3)
-		_, err = b.client.ListExecutions(ctx, &schedulerv1.ListExecutionsRequest{PageSize: 1, PageToken: first,
+		_, err = b.client.ListExecutions(ctx, &schedulerv1.ListExecutionsRequest{PageSize: 1, PageToken: token,
 			Statuses: []schedulerv1.ExecutionStatus{schedulerv1.ExecutionStatus_EXECUTION_STATUS_RUNNING}})
-		otherFilters(err)
-		_, err = b.client.ListExecutions(ctx, &schedulerv1.ListExecutionsRequest{PageSize: 1, PageToken: first, TaskListId: lists[0]})
-		otherFilters(err)
+		pagetokentest.RequireOtherFilters(t, err)
+		_, err = b.client.ListExecutions(ctx, &schedulerv1.ListExecutionsRequest{PageSize: 1, PageToken: token, TaskListId: lists[0]})
+		pagetokentest.RequireOtherFilters(t, err)
 
-		got, first = nil, ""
-		as := &schedulerv1.ListAssignmentsRequest{ExecutionId: executions[0], PageSize: 1}
-		for {
-			res, err := b.client.ListAssignments(ctx, as)
+		got, token = pagetokentest.Walk(t, func(tok string) (ids []string, next string) {
+			res, err := b.client.ListAssignments(ctx, &schedulerv1.ListAssignmentsRequest{ExecutionId: executions[0], PageSize: 1, PageToken: tok})
 			require.NoError(t, err)
 			for _, a := range res.GetAssignments() {
-				got = append(got, a.GetTaskId())
+				ids = append(ids, a.GetTaskId())
 			}
-			if res.GetNextPageToken() == "" {
-				break
-			}
-			if first == "" {
-				first = res.GetNextPageToken()
-			}
-			as.PageToken = res.GetNextPageToken()
-		}
+			return ids, res.GetNextPageToken()
+		})
 		require.ElementsMatch(t, []string{"A", "B", "C", "D"}, got)
-		_, err = b.client.ListAssignments(ctx, &schedulerv1.ListAssignmentsRequest{ExecutionId: executions[1], PageSize: 1, PageToken: first})
-		otherFilters(err)
-		_, err = b.client.ListAssignments(ctx, &schedulerv1.ListAssignmentsRequest{ExecutionId: executions[0], TaskId: "A", PageSize: 1, PageToken: first})
-		otherFilters(err)
-		_, err = b.client.ListAssignments(ctx, &schedulerv1.ListAssignmentsRequest{ExecutionId: executions[0], PageToken: "3"})
-		requireViolations(t, err, map[string]string{"page_token": pagetoken.ReasonMalformed})
+		_, err = b.client.ListAssignments(ctx, &schedulerv1.ListAssignmentsRequest{ExecutionId: executions[1], PageSize: 1, PageToken: token})
+		pagetokentest.RequireOtherFilters(t, err)
+		_, err = b.client.ListAssignments(ctx, &schedulerv1.ListAssignmentsRequest{ExecutionId: executions[0], TaskId: "A", PageSize: 1, PageToken: token})
+		pagetokentest.RequireOtherFilters(t, err)
+		_, err = b.client.ListAssignments(ctx, &schedulerv1.ListAssignmentsRequest{ExecutionId: executions[0], PageToken: "3"}) // the former bare offset
+		pagetokentest.RequireMalformed(t, err)
 	})
 }

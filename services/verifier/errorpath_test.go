@@ -3,58 +3,37 @@ package verifier_test
 import (
 	"database/sql"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/database/dbtest"
+	"github.com/converge-dev/converge/platform/grpcerr/grpcerrtest"
+	"github.com/converge-dev/converge/platform/pagetoken/pagetokentest"
 	"github.com/converge-dev/converge/services/verifier"
 	"github.com/converge-dev/converge/services/verifier/store"
 	"github.com/converge-dev/converge/services/verifier/store/postgres"
 	"github.com/converge-dev/converge/services/verifier/store/sqlite"
 )
 
-// rawBackends open a store on a database the test can also reach with plain SQL.
-var rawBackends = []struct {
-	name string
-	open func(t *testing.T) (store.Store, *sql.DB)
-}{
-	{"postgres", func(t *testing.T) (store.Store, *sql.DB) {
+// openRaw opens a store of each dialect on a database the test can also reach with plain SQL.
+var openRaw = map[database.Dialect]func(t *testing.T) (store.Store, *sql.DB){
+	database.DialectPostgres: func(t *testing.T) (store.Store, *sql.DB) {
 		url := dbtest.Postgres(t)
 		st, err := postgres.New(t.Context(), url, database.WithMigrate())
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = st.Close() })
-		db, err := sql.Open("pgx", url)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = db.Close() })
-		return st, db
-	}},
-	{"sqlite", func(t *testing.T) (store.Store, *sql.DB) {
+		return st, dbtest.SQL(t, database.DialectPostgres, url)
+	},
+	database.DialectSQLite: func(t *testing.T) (store.Store, *sql.DB) {
 		path := dbtest.SQLite(t)
 		st, err := sqlite.New(t.Context(), path, database.WithMigrate())
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = st.Close() })
-		db, err := database.OpenSQLite(path)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = db.Close() })
-		return st, db
-	}},
-}
-
-func requireInternalNoLeak(t *testing.T, err error) {
-	t.Helper()
-	requireCode(t, err, codes.Internal)
-	msg := status.Convert(err).Message()
-	require.Regexp(t, regexp.MustCompile(`^internal error \(request id [0-9a-zA-Z_-]+\)$`), msg)
-	for _, leak := range []string{"relation", "table", "column", "SELECT", "SQLSTATE", "/", ".go"} {
-		require.False(t, strings.Contains(msg, leak), "message %q leaks %q", msg, leak)
-	}
+		return st, dbtest.SQL(t, database.DialectSQLite, path)
+	},
 }
 
 // TestUnexpectedErrorIsInternal: a table dropped under the Verifier is a bug: Internal with the
@@ -62,17 +41,17 @@ func requireInternalNoLeak(t *testing.T, err error) {
 // pinging the store).
 func TestUnexpectedErrorIsInternal(t *testing.T) {
 	t.Parallel()
-	for _, rb := range rawBackends {
-		t.Run(rb.name, func(t *testing.T) {
+	for dialect, open := range openRaw {
+		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			st, db := rb.open(t)
+			st, db := open(t)
 			c := verifierv1.NewVerifierServiceClient(serveBuf(t, verifier.New(st, verifier.WithScratchDir(t.TempDir())), st))
 			_, err := c.ListReports(t.Context(), &verifierv1.ListReportsRequest{})
 			require.NoError(t, err)
 			_, err = db.ExecContext(t.Context(), "DROP TABLE human_verdicts")
 			require.NoError(t, err)
 			_, err = c.ListHumanVerdicts(t.Context(), &verifierv1.ListHumanVerdictsRequest{LoopKey: "x"})
-			requireInternalNoLeak(t, err)
+			grpcerrtest.RequireInternal(t, err)
 		})
 	}
 }
@@ -80,19 +59,18 @@ func TestUnexpectedErrorIsInternal(t *testing.T) {
 // TestStoreOutageIsUnavailable: a closed store answers Unavailable, without the driver's text.
 func TestStoreOutageIsUnavailable(t *testing.T) {
 	t.Parallel()
-	for _, rb := range rawBackends {
-		t.Run(rb.name, func(t *testing.T) {
+	for dialect, open := range openRaw {
+		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			st, _ := rb.open(t)
+			st, _ := open(t)
 			c := verifierv1.NewVerifierServiceClient(serveBuf(t, verifier.New(st, verifier.WithScratchDir(t.TempDir())), st))
 			_, err := c.ListReports(t.Context(), &verifierv1.ListReportsRequest{})
 			require.NoError(t, err)
 			require.NoError(t, st.Close())
 			_, err = c.ListReports(t.Context(), &verifierv1.ListReportsRequest{})
-			requireCode(t, err, codes.Unavailable)
-			require.NotContains(t, status.Convert(err).Message(), "closed")
+			grpcerrtest.RequireUnavailable(t, err)
 			_, err = c.GetReport(t.Context(), &verifierv1.GetReportRequest{Id: "vr_01JH3V8Q2T5N3X7Y9Z1A2B3C4D"})
-			requireCode(t, err, codes.Unavailable)
+			grpcerrtest.RequireUnavailable(t, err)
 		})
 	}
 }
@@ -126,47 +104,30 @@ func TestPageTokensAreBoundToFilters(t *testing.T) {
 		})
 		require.NoError(t, err)
 
-		var got []string
-		var firstToken string
-		req := &verifierv1.ListReportsRequest{LoopKey: "loop-a", PageSize: 1}
-		for {
-			page, err := b.client.ListReports(t.Context(), req)
+		got, token := pagetokentest.Walk(t, func(tok string) (ids []string, next string) {
+			page, err := b.client.ListReports(t.Context(), &verifierv1.ListReportsRequest{LoopKey: "loop-a", PageSize: 1, PageToken: tok})
 			require.NoError(t, err)
 			for _, r := range page.GetReports() {
-				got = append(got, r.GetId())
+				ids = append(ids, r.GetId())
 			}
-			if page.GetNextPageToken() == "" {
-				break
-			}
-			if firstToken == "" {
-				firstToken = page.GetNextPageToken()
-			}
-			req.PageToken = page.GetNextPageToken()
-		}
+			return ids, page.GetNextPageToken()
+		})
 		require.Equal(t, []string{reports[2], reports[1], reports[0]}, got)
-		_, err = b.client.ListReports(t.Context(), &verifierv1.ListReportsRequest{LoopKey: "loop-b", PageSize: 1, PageToken: firstToken})
-		requireViolation(t, err, "page_token", "other filters")
+		_, err = b.client.ListReports(t.Context(), &verifierv1.ListReportsRequest{LoopKey: "loop-b", PageSize: 1, PageToken: token})
+		pagetokentest.RequireOtherFilters(t, err)
 
-		got, firstToken = nil, ""
-		hreq := &verifierv1.ListHumanVerdictsRequest{LoopKey: "loop-a", CriterionId: "U1", PageSize: 1}
-		for {
-			page, err := b.client.ListHumanVerdicts(t.Context(), hreq)
+		got, token = pagetokentest.Walk(t, func(tok string) (ids []string, next string) {
+			page, err := b.client.ListHumanVerdicts(t.Context(), &verifierv1.ListHumanVerdictsRequest{LoopKey: "loop-a", CriterionId: "U1", PageSize: 1, PageToken: tok})
 			require.NoError(t, err)
 			for _, v := range page.GetHumanVerdicts() {
-				got = append(got, v.GetId())
+				ids = append(ids, v.GetId())
 			}
-			if page.GetNextPageToken() == "" {
-				break
-			}
-			if firstToken == "" {
-				firstToken = page.GetNextPageToken()
-			}
-			hreq.PageToken = page.GetNextPageToken()
-		}
+			return ids, page.GetNextPageToken()
+		})
 		require.Equal(t, []string{verdicts[2], verdicts[1], verdicts[0]}, got)
-		_, err = b.client.ListHumanVerdicts(t.Context(), &verifierv1.ListHumanVerdictsRequest{LoopKey: "loop-a", CriterionId: "U2", PageSize: 1, PageToken: firstToken})
-		requireViolation(t, err, "page_token", "other filters")
-		_, err = b.client.ListHumanVerdicts(t.Context(), &verifierv1.ListHumanVerdictsRequest{LoopKey: "loop-a", CriterionId: "U1", PageToken: firstToken + "x"})
-		requireViolation(t, err, "page_token", "malformed")
+		_, err = b.client.ListHumanVerdicts(t.Context(), &verifierv1.ListHumanVerdictsRequest{LoopKey: "loop-a", CriterionId: "U2", PageSize: 1, PageToken: token})
+		pagetokentest.RequireOtherFilters(t, err)
+		_, err = b.client.ListHumanVerdicts(t.Context(), &verifierv1.ListHumanVerdictsRequest{LoopKey: "loop-a", CriterionId: "U1", PageToken: token + "x"})
+		pagetokentest.RequireMalformed(t, err)
 	})
 }

@@ -8,6 +8,7 @@ package dbtest
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"net/url"
@@ -100,4 +101,28 @@ func randomHex(n int) string {
 		panic(fmt.Sprintf("dbtest: crypto/rand: %v", err))
 	}
 	return hex.EncodeToString(b)
+}
+
+// SQL opens a plain database/sql handle on a test database — a Postgres URL from [Postgres] or
+// a SQLite path from [SQLite] — for statements behind a store's back (a table dropped under it,
+// a row edited by hand). It is closed when t ends.
+func SQL(t testing.TB, dialect database.Dialect, dsn string) *sql.DB {
+	t.Helper()
+	var (
+		db  *sql.DB
+		err error
+	)
+	switch dialect {
+	case database.DialectPostgres:
+		db, err = sql.Open("pgx", dsn)
+	case database.DialectSQLite:
+		db, err = database.OpenSQLite(dsn)
+	default:
+		t.Fatalf("dbtest: no dialect %v", dialect)
+	}
+	if err != nil {
+		t.Fatalf("dbtest: open %s: %v", dsn, err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
