@@ -17,60 +17,34 @@ import (
 	"github.com/converge-dev/converge/services/knowledge/store/sqlite"
 )
 
-// openRaw opens a store of each dialect on a database the test can also reach with plain SQL.
-var openRaw = map[database.Dialect]func(t *testing.T) (store.Store, *sql.DB){
-	database.DialectPostgres: func(t *testing.T) (store.Store, *sql.DB) {
-		url := dbtest.Postgres(t)
-		st, err := postgres.New(t.Context(), url, database.WithMigrate())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = st.Close() })
-		return st, dbtest.SQL(t, database.DialectPostgres, url)
-	},
-	database.DialectSQLite: func(t *testing.T) (store.Store, *sql.DB) {
-		path := dbtest.SQLite(t)
-		st, err := sqlite.New(t.Context(), path, database.WithMigrate())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = st.Close() })
-		return st, dbtest.SQL(t, database.DialectSQLite, path)
-	},
-}
-
 // TestUnexpectedErrorIsInternal: a table dropped under the Knowledge service is a bug: Internal
 // with the request id and no SQL text (it used to reach the client as Unknown, with the text).
 func TestUnexpectedErrorIsInternal(t *testing.T) {
 	t.Parallel()
-	for dialect, open := range openRaw {
-		t.Run(string(dialect), func(t *testing.T) {
-			t.Parallel()
-			st, db := open(t)
-			b := setup(t, func(*testing.T) store.Store { return st })
-			_, err := db.ExecContext(t.Context(), "DROP TABLE knowledge_items")
-			require.NoError(t, err)
-			_, err = b.client.ListItems(b.ctx, &knowledgev1.ListItemsRequest{})
-			grpcerrtest.RequireInternal(t, err)
-			_, err = b.client.QueryItems(b.ctx, &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: "src/a.go"}})
-			grpcerrtest.RequireInternal(t, err)
-		})
-	}
+	dbtest.ForEachDialect(t, postgres.New, sqlite.New, func(t *testing.T, _ database.Dialect, st store.Store, db *sql.DB) {
+		b := setup(t, func(*testing.T) store.Store { return st })
+		_, err := db.ExecContext(t.Context(), "DROP TABLE knowledge_items")
+		require.NoError(t, err)
+		_, err = b.client.ListItems(b.ctx, &knowledgev1.ListItemsRequest{})
+		grpcerrtest.RequireInternal(t, err)
+		_, err = b.client.QueryItems(b.ctx, &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: "src/a.go"}})
+		grpcerrtest.RequireInternal(t, err)
+	})
 }
 
 // TestStoreOutageIsUnavailable: a closed store answers Unavailable, without the driver's text.
 func TestStoreOutageIsUnavailable(t *testing.T) {
 	t.Parallel()
-	for dialect, open := range openRaw {
-		t.Run(string(dialect), func(t *testing.T) {
-			t.Parallel()
-			st, _ := open(t)
-			b := setup(t, func(*testing.T) store.Store { return st })
-			_, err := b.client.ListItems(b.ctx, &knowledgev1.ListItemsRequest{}) // the service has been ready
-			require.NoError(t, err)
-			require.NoError(t, st.Close())
-			_, err = b.client.ListItems(b.ctx, &knowledgev1.ListItemsRequest{})
-			grpcerrtest.RequireUnavailable(t, err)
-			_, err = b.client.GetItem(b.ctx, &knowledgev1.GetItemRequest{Id: "kn_1"})
-			grpcerrtest.RequireUnavailable(t, err)
-		})
-	}
+	dbtest.ForEachDialect(t, postgres.New, sqlite.New, func(t *testing.T, _ database.Dialect, st store.Store, _ *sql.DB) {
+		b := setup(t, func(*testing.T) store.Store { return st })
+		_, err := b.client.ListItems(b.ctx, &knowledgev1.ListItemsRequest{}) // the service has been ready
+		require.NoError(t, err)
+		require.NoError(t, st.Close())
+		_, err = b.client.ListItems(b.ctx, &knowledgev1.ListItemsRequest{})
+		grpcerrtest.RequireUnavailable(t, err)
+		_, err = b.client.GetItem(b.ctx, &knowledgev1.GetItemRequest{Id: "kn_1"})
+		grpcerrtest.RequireUnavailable(t, err)
+	})
 }
 
 // TestPageTokensAreBoundToFilters: ListItems walks every item exactly once with a page size of

@@ -20,30 +20,8 @@ import (
 	"github.com/converge-dev/converge/services/registry/store/sqlite"
 )
 
-// rawStore is a durable store opened on a database the test can also reach with plain SQL.
-type rawStore struct {
-	name string
-	open func(t *testing.T) (*env, *sql.DB)
-}
-
-var rawStores = []rawStore{
-	{"postgres", func(t *testing.T) (*env, *sql.DB) {
-		url := dbtest.Postgres(t)
-		st, err := postgres.New(t.Context(), url, database.WithMigrate())
-		require.NoError(t, err)
-		return withInproc(t, st), dbtest.SQL(t, database.DialectPostgres, url)
-	}},
-	{"sqlite", func(t *testing.T) (*env, *sql.DB) {
-		path := dbtest.SQLite(t)
-		st, err := sqlite.New(t.Context(), path, database.WithMigrate())
-		require.NoError(t, err)
-		return withInproc(t, st), dbtest.SQL(t, database.DialectSQLite, path)
-	}},
-}
-
-// withInproc is st with in-process hot state, both closed when t ends.
+// withInproc is st with in-process hot state, closed when t ends.
 func withInproc(t *testing.T, st store.Store) *env {
-	t.Cleanup(func() { _ = st.Close() })
 	hb := inproc.New(st, "inproc")
 	t.Cleanup(func() { _ = hb.Close() })
 	return &env{store: st, hot: hb}
@@ -53,41 +31,35 @@ func withInproc(t *testing.T, st store.Store) *env {
 // an outage: Internal with the request id, no SQL text.
 func TestUnexpectedErrorIsInternal(t *testing.T) {
 	t.Parallel()
-	for _, rs := range rawStores {
-		t.Run(rs.name, func(t *testing.T) {
-			t.Parallel()
-			e, db := rs.open(t)
-			c := serve(t, e, e.hot).client
-			_, err := c.ListOwners(t.Context(), &registryv1.ListOwnersRequest{})
-			require.NoError(t, err)
-			_, err = db.ExecContext(t.Context(), "DROP TABLE file_ownership")
-			require.NoError(t, err)
-			_, err = c.ListOwners(t.Context(), &registryv1.ListOwnersRequest{})
-			grpcerrtest.RequireInternal(t, err)
-			_, err = c.SetOwner(t.Context(), &registryv1.SetOwnerRequest{Pattern: "src/**", Owner: "a"})
-			grpcerrtest.RequireInternal(t, err)
-		})
-	}
+	dbtest.ForEachDialect(t, postgres.New, sqlite.New, func(t *testing.T, _ database.Dialect, st store.Store, db *sql.DB) {
+		e := withInproc(t, st)
+		c := serve(t, e, e.hot).client
+		_, err := c.ListOwners(t.Context(), &registryv1.ListOwnersRequest{})
+		require.NoError(t, err)
+		_, err = db.ExecContext(t.Context(), "DROP TABLE file_ownership")
+		require.NoError(t, err)
+		_, err = c.ListOwners(t.Context(), &registryv1.ListOwnersRequest{})
+		grpcerrtest.RequireInternal(t, err)
+		_, err = c.SetOwner(t.Context(), &registryv1.SetOwnerRequest{Pattern: "src/**", Owner: "a"})
+		grpcerrtest.RequireInternal(t, err)
+	})
 }
 
 // TestStoreOutageIsUnavailable: a closed durable store (Postgres pool, SQLite database) and a
 // stopped Redis answer Unavailable, without the driver's text.
 func TestStoreOutageIsUnavailable(t *testing.T) {
 	t.Parallel()
-	for _, rs := range rawStores {
-		t.Run(rs.name, func(t *testing.T) {
-			t.Parallel()
-			e, _ := rs.open(t)
-			c := serve(t, e, e.hot).client
-			_, err := c.ListOwners(t.Context(), &registryv1.ListOwnersRequest{})
-			require.NoError(t, err)
-			require.NoError(t, e.store.Close())
-			_, err = c.ListOwners(t.Context(), &registryv1.ListOwnersRequest{})
-			grpcerrtest.RequireUnavailable(t, err)
-			_, err = c.SetOwner(t.Context(), &registryv1.SetOwnerRequest{Pattern: "src/**", Owner: "a"})
-			grpcerrtest.RequireUnavailable(t, err)
-		})
-	}
+	dbtest.ForEachDialect(t, postgres.New, sqlite.New, func(t *testing.T, _ database.Dialect, st store.Store, _ *sql.DB) {
+		e := withInproc(t, st)
+		c := serve(t, e, e.hot).client
+		_, err := c.ListOwners(t.Context(), &registryv1.ListOwnersRequest{})
+		require.NoError(t, err)
+		require.NoError(t, e.store.Close())
+		_, err = c.ListOwners(t.Context(), &registryv1.ListOwnersRequest{})
+		grpcerrtest.RequireUnavailable(t, err)
+		_, err = c.SetOwner(t.Context(), &registryv1.SetOwnerRequest{Pattern: "src/**", Owner: "a"})
+		grpcerrtest.RequireUnavailable(t, err)
+	})
 	t.Run("redis", func(t *testing.T) {
 		t.Parallel()
 		st, err := sqlite.New(t.Context(), dbtest.SQLite(t), database.WithMigrate())

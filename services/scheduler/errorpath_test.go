@@ -17,61 +17,35 @@ import (
 	"github.com/converge-dev/converge/services/scheduler/store/sqlite"
 )
 
-// openRaw opens a store of each dialect on a database the test can also reach with plain SQL.
-var openRaw = map[database.Dialect]func(t *testing.T) (store.Store, *sql.DB){
-	database.DialectPostgres: func(t *testing.T) (store.Store, *sql.DB) {
-		url := dbtest.Postgres(t)
-		st, err := postgres.New(t.Context(), url, database.WithMigrate())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = st.Close() })
-		return st, dbtest.SQL(t, database.DialectPostgres, url)
-	},
-	database.DialectSQLite: func(t *testing.T) (store.Store, *sql.DB) {
-		path := dbtest.SQLite(t)
-		st, err := sqlite.New(t.Context(), path, database.WithMigrate())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = st.Close() })
-		return st, dbtest.SQL(t, database.DialectSQLite, path)
-	},
-}
-
 // TestUnexpectedErrorIsInternal: a table dropped under the Scheduler is a bug: Internal with the
 // request id and no SQL text (the Scheduler used to send the raw error text to the client).
 func TestUnexpectedErrorIsInternal(t *testing.T) {
 	t.Parallel()
-	for dialect, open := range openRaw {
-		t.Run(string(dialect), func(t *testing.T) {
-			t.Parallel()
-			st, db := open(t)
-			b := setup(t, st)
-			drop := map[database.Dialect]string{database.DialectPostgres: "DROP TABLE task_lists CASCADE", database.DialectSQLite: "DROP TABLE task_lists"}
-			_, err := db.ExecContext(t.Context(), drop[dialect])
-			require.NoError(t, err)
-			_, err = b.client.ListTaskLists(t.Context(), &schedulerv1.ListTaskListsRequest{})
-			grpcerrtest.RequireInternal(t, err)
-			_, err = b.client.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{Spec: smallList()})
-			grpcerrtest.RequireInternal(t, err)
-		})
-	}
+	dbtest.ForEachDialect(t, postgres.New, sqlite.New, func(t *testing.T, dialect database.Dialect, st store.Store, db *sql.DB) {
+		b := setup(t, st)
+		drop := map[database.Dialect]string{database.DialectPostgres: "DROP TABLE task_lists CASCADE", database.DialectSQLite: "DROP TABLE task_lists"}
+		_, err := db.ExecContext(t.Context(), drop[dialect])
+		require.NoError(t, err)
+		_, err = b.client.ListTaskLists(t.Context(), &schedulerv1.ListTaskListsRequest{})
+		grpcerrtest.RequireInternal(t, err)
+		_, err = b.client.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{Spec: smallList()})
+		grpcerrtest.RequireInternal(t, err)
+	})
 }
 
 // TestStoreOutageIsUnavailable: a closed store answers Unavailable, without the driver's text.
 func TestStoreOutageIsUnavailable(t *testing.T) {
 	t.Parallel()
-	for dialect, open := range openRaw {
-		t.Run(string(dialect), func(t *testing.T) {
-			t.Parallel()
-			st, _ := open(t)
-			b := setup(t, st)
-			_, err := b.client.ListTaskLists(t.Context(), &schedulerv1.ListTaskListsRequest{}) // the service has been ready
-			require.NoError(t, err)
-			require.NoError(t, st.Close())
-			_, err = b.client.ListTaskLists(t.Context(), &schedulerv1.ListTaskListsRequest{})
-			grpcerrtest.RequireUnavailable(t, err)
-			_, err = b.client.GetExecution(t.Context(), &schedulerv1.GetExecutionRequest{ExecutionId: "ex_01JH3V8Q2T5N3X7Y9Z1A2B3C4D"})
-			grpcerrtest.RequireUnavailable(t, err)
-		})
-	}
+	dbtest.ForEachDialect(t, postgres.New, sqlite.New, func(t *testing.T, _ database.Dialect, st store.Store, _ *sql.DB) {
+		b := setup(t, st)
+		_, err := b.client.ListTaskLists(t.Context(), &schedulerv1.ListTaskListsRequest{}) // the service has been ready
+		require.NoError(t, err)
+		require.NoError(t, st.Close())
+		_, err = b.client.ListTaskLists(t.Context(), &schedulerv1.ListTaskListsRequest{})
+		grpcerrtest.RequireUnavailable(t, err)
+		_, err = b.client.GetExecution(t.Context(), &schedulerv1.GetExecutionRequest{ExecutionId: "ex_01JH3V8Q2T5N3X7Y9Z1A2B3C4D"})
+		grpcerrtest.RequireUnavailable(t, err)
+	})
 }
 
 // TestPageTokensAreBoundToFilters: ListTaskLists, ListExecutions and ListAssignments walk every

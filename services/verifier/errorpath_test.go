@@ -18,61 +18,35 @@ import (
 	"github.com/converge-dev/converge/services/verifier/store/sqlite"
 )
 
-// openRaw opens a store of each dialect on a database the test can also reach with plain SQL.
-var openRaw = map[database.Dialect]func(t *testing.T) (store.Store, *sql.DB){
-	database.DialectPostgres: func(t *testing.T) (store.Store, *sql.DB) {
-		url := dbtest.Postgres(t)
-		st, err := postgres.New(t.Context(), url, database.WithMigrate())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = st.Close() })
-		return st, dbtest.SQL(t, database.DialectPostgres, url)
-	},
-	database.DialectSQLite: func(t *testing.T) (store.Store, *sql.DB) {
-		path := dbtest.SQLite(t)
-		st, err := sqlite.New(t.Context(), path, database.WithMigrate())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = st.Close() })
-		return st, dbtest.SQL(t, database.DialectSQLite, path)
-	},
-}
-
 // TestUnexpectedErrorIsInternal: a table dropped under the Verifier is a bug: Internal with the
 // request id and no SQL text (the Verifier used to answer Unavailable or "internal error" after
 // pinging the store).
 func TestUnexpectedErrorIsInternal(t *testing.T) {
 	t.Parallel()
-	for dialect, open := range openRaw {
-		t.Run(string(dialect), func(t *testing.T) {
-			t.Parallel()
-			st, db := open(t)
-			c := verifierv1.NewVerifierServiceClient(serveBuf(t, verifier.New(st, verifier.WithScratchDir(t.TempDir())), st))
-			_, err := c.ListReports(t.Context(), &verifierv1.ListReportsRequest{})
-			require.NoError(t, err)
-			_, err = db.ExecContext(t.Context(), "DROP TABLE human_verdicts")
-			require.NoError(t, err)
-			_, err = c.ListHumanVerdicts(t.Context(), &verifierv1.ListHumanVerdictsRequest{LoopKey: "x"})
-			grpcerrtest.RequireInternal(t, err)
-		})
-	}
+	dbtest.ForEachDialect(t, postgres.New, sqlite.New, func(t *testing.T, _ database.Dialect, st store.Store, db *sql.DB) {
+		c := verifierv1.NewVerifierServiceClient(serveBuf(t, verifier.New(st, verifier.WithScratchDir(t.TempDir())), st))
+		_, err := c.ListReports(t.Context(), &verifierv1.ListReportsRequest{})
+		require.NoError(t, err)
+		_, err = db.ExecContext(t.Context(), "DROP TABLE human_verdicts")
+		require.NoError(t, err)
+		_, err = c.ListHumanVerdicts(t.Context(), &verifierv1.ListHumanVerdictsRequest{LoopKey: "x"})
+		grpcerrtest.RequireInternal(t, err)
+	})
 }
 
 // TestStoreOutageIsUnavailable: a closed store answers Unavailable, without the driver's text.
 func TestStoreOutageIsUnavailable(t *testing.T) {
 	t.Parallel()
-	for dialect, open := range openRaw {
-		t.Run(string(dialect), func(t *testing.T) {
-			t.Parallel()
-			st, _ := open(t)
-			c := verifierv1.NewVerifierServiceClient(serveBuf(t, verifier.New(st, verifier.WithScratchDir(t.TempDir())), st))
-			_, err := c.ListReports(t.Context(), &verifierv1.ListReportsRequest{})
-			require.NoError(t, err)
-			require.NoError(t, st.Close())
-			_, err = c.ListReports(t.Context(), &verifierv1.ListReportsRequest{})
-			grpcerrtest.RequireUnavailable(t, err)
-			_, err = c.GetReport(t.Context(), &verifierv1.GetReportRequest{Id: "vr_01JH3V8Q2T5N3X7Y9Z1A2B3C4D"})
-			grpcerrtest.RequireUnavailable(t, err)
-		})
-	}
+	dbtest.ForEachDialect(t, postgres.New, sqlite.New, func(t *testing.T, _ database.Dialect, st store.Store, _ *sql.DB) {
+		c := verifierv1.NewVerifierServiceClient(serveBuf(t, verifier.New(st, verifier.WithScratchDir(t.TempDir())), st))
+		_, err := c.ListReports(t.Context(), &verifierv1.ListReportsRequest{})
+		require.NoError(t, err)
+		require.NoError(t, st.Close())
+		_, err = c.ListReports(t.Context(), &verifierv1.ListReportsRequest{})
+		grpcerrtest.RequireUnavailable(t, err)
+		_, err = c.GetReport(t.Context(), &verifierv1.GetReportRequest{Id: "vr_01JH3V8Q2T5N3X7Y9Z1A2B3C4D"})
+		grpcerrtest.RequireUnavailable(t, err)
+	})
 }
 
 // TestPageTokensAreBoundToFilters: ListReports and ListHumanVerdicts walk every item exactly
