@@ -80,13 +80,20 @@ func TestStoreOutageIsUnavailable(t *testing.T) {
 	})
 }
 
-// TestRedisErrorsAreUnavailable: go-redis' own errors for a closed client and an empty pool are
-// recognised by platform/database.
+// TestRedisErrorsAreUnavailable: go-redis' errors for a Redis that cannot serve now (a LOADING
+// reply, a closed client) are recognised by platform/database; another error reply is not.
 func TestRedisErrorsAreUnavailable(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
+	err := rdb.Eval(t.Context(), "return redis.error_reply('LOADING Redis is loading the dataset in memory')", nil).Err()
+	require.Error(t, err)
+	require.True(t, database.IsUnavailable(err), "%v", err)
+	err = rdb.Eval(t.Context(), "return redis.error_reply('ERR something else')", nil).Err()
+	require.Error(t, err)
+	require.False(t, database.IsUnavailable(err), "%v", err)
+
 	require.NoError(t, rdb.Close())
-	err := rdb.Ping(t.Context()).Err()
+	err = rdb.Ping(t.Context()).Err()
 	require.Error(t, err)
 	require.True(t, database.IsUnavailable(err), "%v", err)
 }
