@@ -10,9 +10,10 @@
 //   - Unavailable: a dependency (store, peer service) cannot be reached
 //   - Unimplemented
 //
-// Internal is deliberately absent: it means a bug. A handler returns the errors
-// it does not recognise as they are, and the platform server passes every
-// handler error through [Resolve], the one path for what is left:
+// Internal is deliberately absent from these helpers: it means a bug, and no
+// handler builds it. A handler returns the errors it does not recognise as they
+// are, and the platform server passes every handler error through [Resolve],
+// the one path for what is left:
 //
 //   - a status error (a domain error already mapped) goes out unchanged;
 //   - the caller's cancelled or expired context is Canceled or DeadlineExceeded;
@@ -164,29 +165,29 @@ const (
 // that cannot answer.
 const UnavailableMessage = "the store cannot answer now: retry later"
 
-// Resolve answers the status a client gets for err, an error a handler returned (see the
-// package doc), and what it was. requestID is the call's request id, quoted in the Internal
-// message so an operator finds the log line.
-func Resolve(err error, requestID string) (error, Outcome) {
+// Resolve answers what err, an error a handler returned, was and the status a client gets for
+// it (see the package doc). requestID is the call's request id, quoted in the Internal message
+// so an operator finds the log line.
+func Resolve(err error, requestID string) (Outcome, error) {
 	if err == nil {
-		return nil, Passed
+		return Passed, nil
 	}
 	if st, ok := status.FromError(err); ok {
 		if st.Code() != codes.Unknown {
-			return err, Passed
+			return Passed, err
 		}
 		// grpc-go's Unknown is a status made from an error that was not one: unexpected.
 	}
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		if !database.IsUnavailable(err) {
-			return status.FromContextError(err).Err(), Passed
+			return Passed, status.FromContextError(err).Err()
 		}
 	}
 	if database.IsUnavailable(err) {
-		return status.Error(codes.Unavailable, UnavailableMessage), StoreUnavailable
+		return StoreUnavailable, status.Error(codes.Unavailable, UnavailableMessage)
 	}
-	return InternalError(requestID), Unexpected
+	return Unexpected, InternalError(requestID)
 }
 
 // InternalError is the Internal status of an unexpected error or a panic: the request id and

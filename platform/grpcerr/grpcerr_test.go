@@ -98,20 +98,20 @@ func TestConstructors(t *testing.T) {
 
 func TestResolve(t *testing.T) {
 	t.Parallel()
-	out, o := grpcerr.Resolve(nil, "r1")
+	o, out := grpcerr.Resolve(nil, "r1")
 	require.NoError(t, out)
 	require.Equal(t, grpcerr.Passed, o)
 
 	nf := grpcerr.NotFound("lock %q not found", "a")
-	out, o = grpcerr.Resolve(fmt.Errorf("get: %w", nf), "r1")
+	o, out = grpcerr.Resolve(fmt.Errorf("get: %w", nf), "r1")
 	require.Equal(t, codes.NotFound, status.Code(out))
 	require.Equal(t, grpcerr.Passed, o)
 
-	out, o = grpcerr.Resolve(fmt.Errorf("query: %w", context.Canceled), "r1")
+	o, out = grpcerr.Resolve(fmt.Errorf("query: %w", context.Canceled), "r1")
 	require.Equal(t, codes.Canceled, status.Code(out))
 	require.Equal(t, grpcerr.Passed, o)
 
-	out, o = grpcerr.Resolve(fmt.Errorf("query: %w", &database.UnavailableError{Err: errors.New("dial tcp 10.1.2.3:5432")}), "r1")
+	o, out = grpcerr.Resolve(fmt.Errorf("query: %w", &database.UnavailableError{Err: errors.New("dial tcp 10.1.2.3:5432")}), "r1")
 	require.Equal(t, codes.Unavailable, status.Code(out))
 	require.Equal(t, grpcerr.StoreUnavailable, o)
 	require.NotContains(t, status.Convert(out).Message(), "10.1.2.3")
@@ -120,7 +120,7 @@ func TestResolve(t *testing.T) {
 		errors.New(`ERROR: relation "x" does not exist (SQLSTATE 42P01)`),
 		status.Error(codes.Unknown, "open /var/lib/x: permission denied"),
 	} {
-		out, o = grpcerr.Resolve(bug, "r1")
+		o, out = grpcerr.Resolve(bug, "r1")
 		require.Equal(t, codes.Internal, status.Code(out))
 		require.Equal(t, "internal error (request id r1)", status.Convert(out).Message())
 		require.Equal(t, grpcerr.Unexpected, o)

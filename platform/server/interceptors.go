@@ -342,7 +342,7 @@ func (s *Server) streamResolve(srv any, ss grpc.ServerStream, info *grpc.StreamS
 // client is not told: an outage at Warn, a bug at Error, both with the request id.
 func (s *Server) resolve(ctx context.Context, method string, err error) error {
 	id := RequestID(ctx)
-	out, outcome := grpcerr.Resolve(err, id)
+	outcome, out := grpcerr.Resolve(err, id)
 	switch outcome {
 	case grpcerr.StoreUnavailable:
 		s.logger.WarnContext(ctx, "store unavailable", "grpc.method", method, "request_id", id, "error", err.Error())

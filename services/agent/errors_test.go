@@ -21,12 +21,12 @@ import (
 // the platform server's one error path; the context's end keeps its own code.
 func TestUnexpectedErrorIsInternal(t *testing.T) {
 	t.Parallel()
-	out, outcome := grpcerr.Resolve(toStatus(fmt.Errorf("worktree: %w", errors.New("open /var/lib/converge/x: permission denied"))), "req-9")
+	outcome, out := grpcerr.Resolve(toStatus(fmt.Errorf("worktree: %w", errors.New("open /var/lib/converge/x: permission denied"))), "req-9")
 	require.Equal(t, codes.Internal, status.Code(out))
 	require.Equal(t, "internal error (request id req-9)", status.Convert(out).Message())
 	require.Equal(t, grpcerr.Unexpected, outcome)
 
-	out, _ = grpcerr.Resolve(toStatus(context.Canceled), "req-9")
+	_, out = grpcerr.Resolve(toStatus(context.Canceled), "req-9")
 	require.Equal(t, codes.Canceled, status.Code(out))
 }
 

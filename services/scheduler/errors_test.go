@@ -31,10 +31,10 @@ func TestToStatusStoreUnavailable(t *testing.T) {
 		"too many clients":   &pgconn.PgError{Code: "53300", Message: "sorry, too many clients already"},
 		"conn closed":        errors.New("scheduler store: read log: conn closed"),
 	} {
-		out, _ := grpcerr.Resolve(toStatus(err), "req-1")
+		_, out := grpcerr.Resolve(toStatus(err), "req-1")
 		require.Equal(t, codes.Unavailable, status.Code(out), name)
 	}
-	out, _ := grpcerr.Resolve(toStatus(&pgconn.PgError{Code: "42P01", Message: "relation does not exist"}), "req-1")
+	_, out := grpcerr.Resolve(toStatus(&pgconn.PgError{Code: "42P01", Message: "relation does not exist"}), "req-1")
 	require.Equal(t, codes.Internal, status.Code(out), "a missing table is a bug")
 	require.Equal(t, "internal error (request id req-1)", status.Convert(out).Message(), "no raw error text")
 }
