@@ -3,9 +3,12 @@ package registry_test
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
@@ -95,5 +98,18 @@ func TestRedisErrorsAreUnavailable(t *testing.T) {
 	require.NoError(t, rdb.Close())
 	err = rdb.Ping(t.Context()).Err()
 	require.Error(t, err)
+	require.True(t, database.IsUnavailable(err), "%v", err)
+
+	// A pool whose one connection is busy (a blocking pop) times out.
+	opts, err := redis.ParseURL(redistest.URL())
+	require.NoError(t, err)
+	opts.PoolSize, opts.PoolTimeout, opts.MinIdleConns = 1, 20*time.Millisecond, 0
+	small := redis.NewClient(opts)
+	t.Cleanup(func() { _ = small.Close() })
+	go small.BLPop(context.WithoutCancel(t.Context()), 3*time.Second, fmt.Sprintf("converge-test-no-such-list-%d", time.Now().UnixNano()))
+	require.Eventually(t, func() bool {
+		err = small.Ping(t.Context()).Err()
+		return errors.Is(err, redis.ErrPoolTimeout)
+	}, 10*time.Second, 5*time.Millisecond)
 	require.True(t, database.IsUnavailable(err), "%v", err)
 }
