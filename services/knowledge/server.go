@@ -17,6 +17,7 @@ import (
 
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 
+	"github.com/converge-dev/converge/platform/pagetoken"
 	"github.com/converge-dev/converge/services/knowledge/confidence"
 	"github.com/converge-dev/converge/services/knowledge/store"
 )
@@ -162,7 +163,7 @@ func (s *Server) ListItems(ctx context.Context, req *knowledgev1.ListItemsReques
 	res := &knowledgev1.ListItemsResponse{}
 	if len(items) > l.pageSize {
 		items = items[:l.pageSize]
-		res.NextPageToken = pageToken(l.filter, items[len(items)-1].ID)
+		res.NextPageToken = pagetoken.Encode(req, items[len(items)-1].ID)
 	}
 	now := s.now()
 	res.Items = make([]*knowledgev1.Item, len(items))

@@ -89,11 +89,11 @@ func TestBadInputIsInvalidArgument(t *testing.T) {
 		{"garbage page token", func(ctx context.Context) error {
 			_, err := c.ListOwners(ctx, &registryv1.ListOwnersRequest{PageToken: "not a token"})
 			return err
-		}, "page_token", "is not a page token"},
+		}, "page_token", "malformed page token"},
 		{"page token of another list", func(ctx context.Context) error {
 			_, err := c.ListAgents(ctx, &registryv1.ListAgentsRequest{PageToken: "eyJsIjoibG9ja3MiLCJhIjoieCJ9"})
 			return err
-		}, "page_token", "is not a page token"},
+		}, "page_token", "malformed page token"},
 		{"unclosed class", func(ctx context.Context) error {
 			_, err := c.SetOwner(ctx, &registryv1.SetOwnerRequest{Pattern: "server/[a-z", Owner: "loop-1"})
 			return err

@@ -12,6 +12,7 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/pagetoken"
 	harness "github.com/converge-dev/converge/platform/storetest"
 )
 
@@ -246,7 +247,7 @@ func TestListTaskLists(t *testing.T) {
 		require.Len(t, full.GetTaskLists()[0].GetSpec().GetTasks(), 3)
 
 		_, err = b.client.ListTaskLists(t.Context(), &schedulerv1.ListTaskListsRequest{PageToken: "not-a-token"})
-		requireViolations(t, err, map[string]string{"page_token": "page token is not one this server made"})
+		requireViolations(t, err, map[string]string{"page_token": pagetoken.ReasonMalformed})
 	})
 }
 

@@ -451,10 +451,6 @@ func (e *SessionReplacedError) Error() string {
 }
 
 // UnavailableError: the store could not be reached or was too busy to answer. Backends wrap
-// connection failures, timeouts and lock waits in it; any other error is a bug.
-type UnavailableError struct {
-	Err error
-}
-
-func (e *UnavailableError) Error() string { return "store unavailable: " + e.Err.Error() }
-func (e *UnavailableError) Unwrap() error { return e.Err }
+// connection failures, timeouts and lock waits in it; any other error is a bug. It is
+// platform/database's, so the platform's one error path answers it Unavailable.
+type UnavailableError = database.UnavailableError

@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/repopath"
@@ -474,33 +472,13 @@ func (s *Store) DeleteHeartbeatsBefore(ctx context.Context, cutoff time.Time) (i
 	}
 }
 
-// wrap marks the errors that mean Postgres could not be reached or answer in time as
-// *store.UnavailableError; the others (the store's own, bugs) pass unchanged.
+// wrap marks the errors that mean Postgres could not be reached or answer in time
+// (database.IsUnavailable) as *store.UnavailableError; the others (the store's own, bugs) pass
+// unchanged.
 func wrap(err error) error {
-	var unavailable *store.UnavailableError
-	if err == nil || errors.As(err, &unavailable) {
+	var domainNotFound *store.NotFoundError
+	if errors.As(err, &domainNotFound) {
 		return err
 	}
-	var (
-		domainNotFound *store.NotFoundError
-		connectErr     *pgconn.ConnectError
-		netErr         net.Error
-		pgErr          *pgconn.PgError
-	)
-	switch {
-	case errors.As(err, &domainNotFound), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	case errors.As(err, &connectErr), errors.As(err, &netErr), pgconn.Timeout(err), errors.Is(err, pgx.ErrTxClosed):
-		return &store.UnavailableError{Err: err}
-	case errors.As(err, &pgErr):
-		// Class 08 (connection), 53 (insufficient resources), 57P (operator intervention:
-		// shutdown, cancel), 40 (serialisation failure, deadlock): the request may be retried.
-		if c := pgErr.Code; len(c) >= 2 && (c[:2] == "08" || c[:2] == "53" || c[:2] == "40" || (len(c) >= 3 && c[:3] == "57P")) {
-			return &store.UnavailableError{Err: err}
-		}
-	}
-	if err.Error() == "closed pool" {
-		return &store.UnavailableError{Err: err}
-	}
-	return err
+	return database.MarkUnavailable(err)
 }

@@ -9,9 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
-
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/repopath"
 	"github.com/converge-dev/converge/services/registry/store"
@@ -593,21 +590,8 @@ func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) 
 }
 
 // wrap marks the errors that mean SQLite could not serve the request now (busy or locked past
-// the busy timeout, a closed database) as *store.UnavailableError; the others pass unchanged.
+// the busy timeout, a closed database: database.IsUnavailable) as *store.UnavailableError; the
+// others pass unchanged.
 func wrap(err error) error {
-	var unavailable *store.UnavailableError
-	if err == nil || errors.As(err, &unavailable) {
-		return err
-	}
-	var sqliteErr *sqlite.Error
-	if errors.As(err, &sqliteErr) {
-		switch sqliteErr.Code() & 0xff {
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return &store.UnavailableError{Err: err}
-		}
-	}
-	if errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "sql: database is closed") {
-		return &store.UnavailableError{Err: err}
-	}
-	return err
+	return database.MarkUnavailable(err)
 }
