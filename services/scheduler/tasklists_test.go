@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/converge-dev/converge/services/scheduler/store"
+
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -37,7 +39,8 @@ func listCount(t *testing.T, b *testBundle) int {
 
 func TestCreateAndGetTaskList(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		spec := smallList()
 		created, err := b.client.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{Spec: spec, TaskListId: "habits-1"})
 		require.NoError(t, err)
@@ -104,7 +107,8 @@ func TestCreateTaskListRefusesBadLists(t *testing.T) {
 		{"backslash path", []*commonv1.Task{{Id: "1", Title: "x", File: `src\main.go`}},
 			map[string]string{"spec.tasks[0].file": `"src\\main.go" must use "/" separators, not "\"`}},
 	}
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		for _, c := range cases {
 			_, err := b.client.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{
 				Spec: &schedulerv1.TaskListSpec{Name: "bad", Tasks: c.tasks}, TaskListId: "bad",
@@ -117,7 +121,8 @@ func TestCreateTaskListRefusesBadLists(t *testing.T) {
 
 func TestImportTaskList(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		content := example(t, "habit-tracker.tasks.md")
 		res, err := b.client.ImportTaskList(t.Context(), &schedulerv1.ImportTaskListRequest{
 			Format:     schedulerv1.ImportFormat_IMPORT_FORMAT_TASKS_MD,
@@ -202,7 +207,8 @@ func TestImportTaskListRefusesBadDocuments(t *testing.T) {
 			WriteBack:  true,
 		}, "write_back", "status write-back is supported for tasks.md (IMPORT_FORMAT_TASKS_MD) only"},
 	}
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		for _, c := range cases {
 			_, err := b.client.ImportTaskList(t.Context(), c.req)
 			requireViolations(t, err, map[string]string{c.field: c.message})
@@ -213,7 +219,8 @@ func TestImportTaskListRefusesBadDocuments(t *testing.T) {
 
 func TestListTaskLists(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		for i := range 5 {
 			spec := smallList()
 			spec.Name = fmt.Sprintf("Backend %d", i)
@@ -252,7 +259,8 @@ func TestListTaskLists(t *testing.T) {
 
 func TestDeleteTaskList(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		_, err := b.client.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{Spec: smallList(), TaskListId: "doomed"})
 		require.NoError(t, err)
 		_, err = b.client.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{Spec: smallList(), TaskListId: "busy"})
