@@ -95,8 +95,10 @@ func WithVerifier(v verifierv1.VerifierServiceClient) Option {
 	return func(s *Server) { s.verifier = v }
 }
 
-// WithWorkDir sets the directory the Scheduler checks run branches out into for the Verifier
-// (default: the OS temp dir). The Verifier must allow it as a root.
+// WithWorkDir sets the directory the Scheduler checks run branches out into for the Verifier when
+// the Verifier cannot fetch them itself (a local repository path or a non-http(s) URL; see
+// verifyTarget), and makes empty directories in for runs without a repository (default: the OS
+// temp dir). The Verifier must allow it as a root.
 func WithWorkDir(dir string) Option { return func(s *Server) { s.workDir = dir } }
 
 // WithLogger sets the logger of the background driver.

@@ -35,7 +35,7 @@ func (s *Server) startVerify(ctx context.Context, e *schedulerv1.Execution) {
 	go func() {
 		defer s.verifying.Delete(e.GetId())
 		// Read again: a Verify Done that ended since this round read e has recorded its verdict.
-		now, _, err := s.store.GetExecution(ctx, e.GetId())
+		now, waves, err := s.store.GetExecution(ctx, e.GetId())
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("verify: read the execution", "execution", e.GetId(), "err", err)
@@ -45,7 +45,7 @@ func (s *Server) startVerify(ctx context.Context, e *schedulerv1.Execution) {
 		if ended(now) || now.GetVerification() == nil || now.GetVerification().GetVerdict() != commonv1.Verdict_VERDICT_UNSPECIFIED {
 			return
 		}
-		s.verify(ctx, now)
+		s.verify(ctx, now, runCommit(waves))
 	}()
 }
 
@@ -75,7 +75,7 @@ func retryableVerify(c codes.Code) bool {
 // verdict. A Verifier that refuses the request ends the run BLOCKED at once with the Verifier's
 // code and message; one that answers a retryable error is asked again with backoff, each try
 // logged, up to verifyTries times, then the run ends BLOCKED with the last error.
-func (s *Server) verify(ctx context.Context, e *schedulerv1.Execution) {
+func (s *Server) verify(ctx context.Context, e *schedulerv1.Execution, commit string) {
 	tl, _, err := s.taskList(ctx, e.GetTaskListId())
 	if err != nil {
 		s.log.Warn("verify: task list", "execution", e.GetId(), "err", err)
@@ -122,7 +122,7 @@ func (s *Server) verify(ctx context.Context, e *schedulerv1.Execution) {
 			BlockReason: "no Verifier configured for this Scheduler"}, "no Verifier configured: Verify Done could not run")
 		return
 	}
-	target, cleanup, err := s.verifyTarget(ctx, e)
+	target, cleanup, err := s.verifyTarget(ctx, e, commit)
 	if err != nil {
 		end(commonv1.Outcome_OUTCOME_BLOCKED, &schedulerv1.VerifySummary{Verdict: commonv1.Verdict_VERDICT_BLOCKED, VerifyTime: now,
 			BlockReason: err.Error()}, "the run branch could not be checked out for Verify Done: "+err.Error())
@@ -218,13 +218,41 @@ func (s *Server) callVerifier(ctx context.Context, execution string, req *verifi
 // errVerifyEnded: the execution ended (cancelled) while Verify Done waited to try again.
 var errVerifyEnded = errors.New("the execution ended while Verify Done waited for the Verifier")
 
-// verifyTarget is what the Verifier checks: the run branch of a URL repository as a git source;
-// for a local repository a checkout of the run branch in the work dir; without a repository an
-// empty scratch directory.
-func (s *Server) verifyTarget(ctx context.Context, e *schedulerv1.Execution) (*verifierv1.Target, func(), error) {
+// runCommit is the run branch's commit once every wave is integrated: the last wave's
+// integration commit ("" when unknown).
+func runCommit(waves []*schedulerv1.Wave) string {
+	if len(waves) == 0 {
+		return ""
+	}
+	return waves[len(waves)-1].GetIntegrationCommit()
+}
+
+// fetchable reports whether the Verifier can fetch repository URL u itself: its git sources
+// are http(s) URLs only (it refuses local paths, file://, ssh, git:// and scp-like URLs, so that
+// a request cannot make it read its own disk or run a transport).
+func fetchable(u string) bool {
+	l := strings.ToLower(u)
+	return strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://")
+}
+
+// verifyTarget is what the Verifier checks, at the run branch's commit (the run branch when the
+// commit is unknown):
+//
+//   - a repository the Verifier can fetch (an http(s) URL) is handed over as a git source: the
+//     Verifier fetches the commit itself and the two services share no file system;
+//   - any other repository (a local path, or a file, ssh, git or scp-like URL, which the
+//     Verifier's git sources refuse) is cloned into the work dir and handed over as a local
+//     directory, which the Verifier must allow as a root (one that does not refuses the request,
+//     and the run ends BLOCKED with its answer);
+//   - without a repository, an empty scratch directory there.
+func (s *Server) verifyTarget(ctx context.Context, e *schedulerv1.Execution, commit string) (*verifierv1.Target, func(), error) {
 	repo := e.GetRepository()
-	if u := repo.GetUrl(); u != "" && (strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")) {
-		return &verifierv1.Target{Directory: &verifierv1.Target_Git{Git: &verifierv1.GitSource{RepositoryUrl: u, Ref: e.GetRunBranch()}}}, func() {}, nil
+	if u := repo.GetUrl(); fetchable(u) {
+		ref := commit
+		if ref == "" {
+			ref = e.GetRunBranch()
+		}
+		return &verifierv1.Target{Directory: &verifierv1.Target_Git{Git: &verifierv1.GitSource{RepositoryUrl: u, Ref: ref}}}, func() {}, nil
 	}
 	root := s.workDir
 	if root == "" {
@@ -246,6 +274,12 @@ func (s *Server) verifyTarget(ctx context.Context, e *schedulerv1.Execution) (*v
 		if _, err := git(ctx, "", "clone", "--quiet", "--no-hardlinks", "--branch", e.GetRunBranch(), "--", repoSource(repo), dir); err != nil {
 			cleanup()
 			return nil, nil, err
+		}
+		if commit != "" {
+			if _, err := git(ctx, dir, "checkout", "--quiet", "--detach", commit); err != nil {
+				cleanup()
+				return nil, nil, err
+			}
 		}
 	}
 	return &verifierv1.Target{Directory: &verifierv1.Target_LocalDir{LocalDir: dir}}, cleanup, nil
