@@ -1,5 +1,11 @@
 // Package storetest is the conformance suite of the Scheduler store: every backend of
 // store.Store runs it (see ../conformance_test.go) and must pass it unchanged.
+//
+// One file per concern, each test a function of its own listed in its part's table: task lists
+// (tasklists.go); executions, their run numbers, request ids and listing (executions.go);
+// assignments, leases and sessions (assignments.go); UpdateExecution's transactions
+// (transactions.go); the execution log (log.go); leadership (lead.go); the schema, its indexes
+// (schema.go) and the rows it accepts and rejects (constraints.go); fixtures (helpers.go).
 package storetest
 
 import (
