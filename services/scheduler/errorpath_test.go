@@ -53,7 +53,8 @@ func TestStoreOutageIsUnavailable(t *testing.T) {
 // InvalidArgument on page_token.
 func TestPageTokensAreBoundToFilters(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		ctx := t.Context()
 		var lists, executions []string
 		for i := range 3 {

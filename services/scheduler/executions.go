@@ -14,6 +14,12 @@ import (
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
+const (
+	maxPreviousErrors      = 5
+	defaultExecutionsPage  = 100
+	defaultAssignmentsPage = 100
+)
+
 // StartExecution plans the list's remaining tasks into waves, stores the execution with its
 // waves and assignments, and opens the first wave.
 func (s *Server) StartExecution(ctx context.Context, req *schedulerv1.StartExecutionRequest) (*schedulerv1.StartExecutionResponse, error) {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/converge-dev/converge/services/scheduler/store"
+
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -38,7 +40,8 @@ func listCount(t *testing.T, b *testBundle) int {
 
 func TestCreateAndGetTaskList(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		spec := smallList()
 		created, err := b.client.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{Spec: spec, TaskListId: "habits-1"})
 		require.NoError(t, err)
@@ -105,7 +108,8 @@ func TestCreateTaskListRefusesBadLists(t *testing.T) {
 		{"backslash path", []*commonv1.Task{{Id: "1", Title: "x", File: `src\main.go`}},
 			map[string]string{"spec.tasks[0].file": "must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes"}},
 	}
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		for _, c := range cases {
 			_, err := b.client.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{
 				Spec: &schedulerv1.TaskListSpec{Name: "bad", Tasks: c.tasks}, TaskListId: "bad",
@@ -118,7 +122,8 @@ func TestCreateTaskListRefusesBadLists(t *testing.T) {
 
 func TestImportTaskList(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		content := example(t, "habit-tracker.tasks.md")
 		res, err := b.client.ImportTaskList(t.Context(), &schedulerv1.ImportTaskListRequest{
 			Format:     schedulerv1.ImportFormat_IMPORT_FORMAT_TASKS_MD,
@@ -203,7 +208,8 @@ func TestImportTaskListRefusesBadDocuments(t *testing.T) {
 			WriteBack:  true,
 		}, "write_back", "status write-back is supported for tasks.md (IMPORT_FORMAT_TASKS_MD) only"},
 	}
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		for _, c := range cases {
 			_, err := b.client.ImportTaskList(t.Context(), c.req)
 			requireViolations(t, err, map[string]string{c.field: c.message})
@@ -214,7 +220,8 @@ func TestImportTaskListRefusesBadDocuments(t *testing.T) {
 
 func TestListTaskLists(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		for i := range 5 {
 			spec := smallList()
 			spec.Name = fmt.Sprintf("Backend %d", i)
@@ -253,7 +260,8 @@ func TestListTaskLists(t *testing.T) {
 
 func TestDeleteTaskList(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		_, err := b.client.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{Spec: smallList(), TaskListId: "doomed"})
 		require.NoError(t, err)
 		_, err = b.client.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{Spec: smallList(), TaskListId: "busy"})
