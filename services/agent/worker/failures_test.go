@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
@@ -40,8 +39,8 @@ func TestFailingTaskIsReportedFailedAfterMaxRetriesPlusOneRuns(t *testing.T) {
 	require.Empty(t, c.GetCommitSha())
 }
 
-// The number of runs follows the claimed options' max_retries (and, without one, their agent
-// config's), not a constant.
+// The number of runs follows the claimed options' max_retries, not a constant; options the
+// Scheduler did not resolve are refused rather than guessed.
 func TestFailingTaskRunsFollowMaxRetries(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -49,10 +48,9 @@ func TestFailingTaskRunsFollowMaxRetries(t *testing.T) {
 		opts *schedulerv1.ExecutionOptions
 		runs int
 	}{
-		{"max_retries 0", &schedulerv1.ExecutionOptions{MaxRetries: proto.Int32(0)}, 1},
-		{"max_retries 1", &schedulerv1.ExecutionOptions{MaxRetries: proto.Int32(1)}, 2},
-		{"agent config", &schedulerv1.ExecutionOptions{AgentConfig: &commonv1.AgentConfig{MaxRetries: proto.Int32(2)}}, 3},
-		{"default", nil, 4},
+		{"max_retries 0", resolvedOptions(0), 1},
+		{"max_retries 1", resolvedOptions(1), 2},
+		{"max_retries 3", resolvedOptions(3), 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -197,4 +195,20 @@ func TestUndeclaredChangesAreNotCommitted(t *testing.T) {
 	warnings = warnings[len(warnings)-1:]
 	require.Contains(t, warnings[0].GetMessage(), "outside the task's declared files")
 	require.Contains(t, warnings[0].GetMessage(), "stray.txt")
+}
+
+// A claim whose options the Scheduler did not resolve is failed with what is missing, not run
+// with guessed defaults.
+func TestUnresolvedOptionsAreRefused(t *testing.T) {
+	t.Parallel()
+	count := tmpFile(t, "count")
+	h := startWorker(t, nil)
+	ca := claimed(t, &commonv1.Task{Id: "3", Title: "x", Command: "echo run >> " + shq(count)}, "")
+	ca.Options = &schedulerv1.ExecutionOptions{MaxRetries: ca.GetOptions().MaxRetries}
+	h.sched.push(ca)
+	c := h.complete()
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_FAILED, c.GetResult(), "%v", c.GetError())
+	require.Equal(t, "OPTIONS", c.GetError().GetCode())
+	require.Contains(t, c.GetError().GetMessage(), "options.task_timeout")
+	require.NoFileExists(t, count, "nothing ran")
 }

@@ -301,13 +301,22 @@ func (h *harness) wait() error {
 	}
 }
 
+// resolvedOptions are options as the Scheduler resolves them (every default filled), with
+// maxRetries.
+func resolvedOptions(maxRetries int32) *schedulerv1.ExecutionOptions {
+	return &schedulerv1.ExecutionOptions{MaxRetries: proto.Int32(maxRetries), TaskTimeout: durationpb.New(300 * time.Second),
+		KnowledgeMinConfidence: proto.Float64(0.6),
+		AgentConfig: &commonv1.AgentConfig{MaxRetries: proto.Int32(maxRetries), TaskTimeout: durationpb.New(300 * time.Second),
+			ValidationTimeout: durationpb.New(120 * time.Second), HeartbeatInterval: durationpb.New(30 * time.Second)}}
+}
+
 // claimed is a TASK assignment of task on repo ("" = no repository), max_retries 3.
 func claimed(t *testing.T, task *commonv1.Task, repo string) *schedulerv1.ClaimedAssignment {
 	t.Helper()
 	ca := &schedulerv1.ClaimedAssignment{
 		Assignment: &schedulerv1.Assignment{Id: "as_" + sanitizeTag(task.GetId()), Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK,
 			ExecutionId: "ex_1", TaskId: task.GetId(), Attempt: 1, FencingToken: 1, Status: schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_RUNNING},
-		Task: task, Options: &schedulerv1.ExecutionOptions{MaxRetries: proto.Int32(3)},
+		Task: task, Options: resolvedOptions(3),
 		LeaseDuration: durationpb.New(30 * time.Second), HeartbeatInterval: durationpb.New(time.Second),
 	}
 	if repo != "" {

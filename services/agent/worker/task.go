@@ -8,42 +8,43 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bmatcuk/doublestar/v4"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/repopath"
 	"github.com/converge-dev/converge/services/agent/executor"
 	"github.com/converge-dev/converge/services/agent/prompt"
 	"github.com/converge-dev/converge/services/agent/workspace"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// Defaults where the claimed options leave something unset.
+// The Scheduler resolves every execution option once (services/scheduler/options.go) and a claim
+// carries them resolved: the worker reads them as they are and fills in nothing. RunTask, which
+// has no Scheduler, resolves its own request (runTaskOptions).
 const (
-	defaultTaskTimeout       = 300 * time.Second
-	defaultValidationTimeout = 120 * time.Second
-	outputCap                = 64 << 10
-	maxGotchasPerFile        = 10
-	lockWait                 = 30 * time.Second
-	// defaultMaxRetries is the Scheduler's default max_retries, for options that set none.
-	defaultMaxRetries = 3
+	outputCap         = 64 << 10
+	maxGotchasPerFile = 10
+	lockWait          = 30 * time.Second
 	// maxTriesCap bounds the tries of one assignment (CompleteTaskRequest.tries).
 	maxTriesCap = 100
 )
 
-// maxTriesOf is how many times the executor runs for one assignment: max_retries + 1, with
-// max_retries from the execution options, else their agent config, else the default.
+// maxTriesOf is how many times the executor runs for one assignment: max_retries + 1.
 func maxTriesOf(opts *schedulerv1.ExecutionOptions) int {
-	n := defaultMaxRetries
-	switch ac := opts.GetAgentConfig(); {
-	case opts != nil && opts.MaxRetries != nil:
-		n = int(opts.GetMaxRetries())
-	case ac != nil && ac.MaxRetries != nil:
-		n = int(ac.GetMaxRetries())
+	return min(max(int(opts.GetMaxRetries()), 0)+1, maxTriesCap)
+}
+
+// unresolved names what a claim's options lack that the Scheduler always resolves.
+func unresolved(opts *schedulerv1.ExecutionOptions) string {
+	switch {
+	case opts.GetTaskTimeout().AsDuration() <= 0:
+		return "options.task_timeout"
+	case opts.GetAgentConfig().GetValidationTimeout().AsDuration() <= 0:
+		return "options.agent_config.validation_timeout"
 	}
-	return min(max(n, 0)+1, maxTriesCap)
+	return ""
 }
 
 // held is one fenced file lock.
@@ -71,7 +72,7 @@ func targets(t *commonv1.Task) []string {
 }
 
 // isGlob reports whether a target is a pattern.
-func isGlob(p string) bool { return strings.ContainsAny(p, "*?[{") }
+func isGlob(p string) bool { return repopath.IsGlob(p) }
 
 // owns reports whether a changed path belongs to the task's declared targets.
 func owns(t *commonv1.Task, changed string) bool {
@@ -88,7 +89,7 @@ func owns(t *commonv1.Task, changed string) bool {
 				return true
 			}
 		case isGlob(p):
-			if ok, _ := doublestar.Match(p, changed); ok {
+			if repopath.Match(p, changed) {
 				return true
 			}
 		}
@@ -155,9 +156,12 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		return fail("EXECUTOR", err.Error(), 0)
 	}
 	opts := ca.GetOptions()
+	if missing := unresolved(opts); missing != "" {
+		return fail("OPTIONS", "the claimed assignment's options are not resolved: "+missing+" is unset", 0)
+	}
 	maxTries := maxTriesOf(opts)
-	timeout := durationOr(opts.GetTaskTimeout(), defaultTaskTimeout)
-	vtimeout := durationOr(opts.GetAgentConfig().GetValidationTimeout(), defaultValidationTimeout)
+	timeout := opts.GetTaskTimeout().AsDuration()
+	vtimeout := opts.GetAgentConfig().GetValidationTimeout().AsDuration()
 	if v := t.GetValidation().GetTimeout(); v != nil {
 		vtimeout = v.AsDuration()
 	}
@@ -434,10 +438,7 @@ func (w *Worker) gotchas(ctx context.Context, ca *schedulerv1.ClaimedAssignment)
 	if w.cfg.Knowledge == nil {
 		return nil
 	}
-	minConf := 0.6
-	if o := ca.GetOptions(); o != nil && o.KnowledgeMinConfidence != nil {
-		minConf = o.GetKnowledgeMinConfidence()
-	}
+	minConf := ca.GetOptions().GetKnowledgeMinConfidence()
 	var out []prompt.Gotcha
 	seen := map[string]bool{}
 	for _, p := range concrete(targets(ca.GetTask())) {
@@ -519,13 +520,6 @@ func concrete(paths []string) []string {
 		}
 	}
 	return out
-}
-
-func durationOr(d *durationpb.Duration, def time.Duration) time.Duration {
-	if d == nil || d.AsDuration() <= 0 {
-		return def
-	}
-	return d.AsDuration()
 }
 
 func orDefault(s, d string) string {

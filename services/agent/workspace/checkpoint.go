@@ -9,10 +9,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/converge-dev/converge/platform/repopath"
 )
 
 // FileHash is the state of one file in a Checkpoint.
@@ -38,24 +39,9 @@ type Checkpoint struct {
 // cleanRel checks a caller's repository-relative path and returns its clean slash form. It
 // refuses empty, absolute and drive paths, any ".." element, any ".git" element and the root.
 func cleanRel(p string) (string, error) {
-	if p == "" || strings.ContainsRune(p, 0) {
-		return "", fmt.Errorf("workspace: path %q: %w", p, ErrUnsafePath)
-	}
-	if filepath.IsAbs(p) || strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`) || filepath.VolumeName(p) != "" {
-		return "", fmt.Errorf("workspace: path %q is absolute: %w", p, ErrUnsafePath)
-	}
-	s := filepath.ToSlash(p)
-	for _, part := range strings.Split(s, "/") {
-		if part == ".." {
-			return "", fmt.Errorf("workspace: path %q contains '..': %w", p, ErrUnsafePath)
-		}
-		if strings.EqualFold(part, ".git") {
-			return "", fmt.Errorf("workspace: path %q is inside .git: %w", p, ErrUnsafePath)
-		}
-	}
-	c := path.Clean(s)
-	if c == "." {
-		return "", fmt.Errorf("workspace: path %q names the worktree itself: %w", p, ErrUnsafePath)
+	c, err := repopath.Clean(p)
+	if err != nil {
+		return "", fmt.Errorf("workspace: %w: %w", err, ErrUnsafePath)
 	}
 	return c, nil
 }

@@ -183,7 +183,11 @@ func TestCheckpointRestore(t *testing.T) {
 	b := setup(t)
 	w := b.worktree(t, "cp")
 	writeFile(t, w.Dir, "build.cache", "ignored cache\n")
-	paths := []string{"src/a.go", "README.md", "src/new.go", "./docs//guide.md"}
+	paths := []string{"src/a.go", "README.md", "src/new.go", "docs/guide.md"}
+
+	// Paths are checked by platform/repopath: an unclean one is refused, never rewritten.
+	_, err := w.Checkpoint(b.ctx, []string{"./docs//guide.md"})
+	require.ErrorIs(t, err, ErrUnsafePath)
 
 	cp, err := w.Checkpoint(b.ctx, paths)
 	require.NoError(t, err)
