@@ -254,6 +254,19 @@ func runScenario(t *testing.T, cfg config, pg *pgServer, db string, sc scenario)
 	resetsDone := make(chan struct{})
 	go func() {
 		defer close(resetsDone)
+		// The first as soon as the reader has an entry (a short run resumes at least once too),
+		// then every 3 s.
+		eventually(30*time.Second, func() bool {
+			w.mu.Lock()
+			n := len(w.seqs)
+			w.mu.Unlock()
+			if n == 0 {
+				time.Sleep(20 * time.Millisecond)
+			}
+			return n > 0
+		})
+		c.watchProxy[0].Reset()
+		c.watchProxy[1].Reset()
 		tk := time.NewTicker(3 * time.Second)
 		defer tk.Stop()
 		for range 1000 {
