@@ -54,9 +54,9 @@ type runOptions struct {
 	// Heartbeat is how often the execution's agents heartbeat and extend their lease (a lease is
 	// three heartbeats); 0 = the agents' default, 30 s.
 	Heartbeat time.Duration
-	// MaxRetries is the retries of a failed task (it runs at most MaxRetries+1 times); -1 = the
+	// MaxRetries is the retries of a failed task (it runs at most MaxRetries+1 times); nil = the
 	// Scheduler's default, 3.
-	MaxRetries int
+	MaxRetries *int
 	// envErr is a CONVERGE_* variable of these flags that does not parse.
 	envErr error
 }
@@ -70,6 +70,7 @@ const (
 
 func runCommand() *cobra.Command {
 	var o runOptions
+	var retries int // --max-retries; -1 = not given
 	cmd := &cobra.Command{
 		Use:   "run <tasks.md|tasks.yaml|tasks.json>",
 		Short: "Build a task list with local agents (or on --server) and exit 0 only when Verify Done answers CONVERGED",
@@ -93,6 +94,9 @@ func runCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.TasksFile = args[0]
 			fs := cmd.Flags()
+			if retries != -1 {
+				o.MaxRetries = &retries
+			}
 			return runRun(cmd.Context(), o, runEnv{
 				stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), live: isTerminalWriter(cmd.OutOrStdout()) && !o.JSON,
 				rerun: rerunCommand(os.Args), agentsSet: fs.Changed("agents"), dataDirSet: fs.Changed("data-dir"),
@@ -111,10 +115,10 @@ func runCommand() *cobra.Command {
 	fs.BoolVar(&o.JSON, "json", false, "print the summary as JSON on stdout; progress goes to stderr")
 	fs.StringVar(&o.Format, "format", "", "task list format: tasks-md, plan (execution plan), json or yaml (default: from the extension)")
 	heartbeat, herr := envDuration("CONVERGE_HEARTBEAT")
-	retries, rerr := envInt("CONVERGE_MAX_RETRIES", -1)
+	envRetries, rerr := envInt("CONVERGE_MAX_RETRIES", -1)
 	o.envErr = errors.Join(herr, rerr)
 	fs.DurationVar(&o.Heartbeat, "heartbeat", heartbeat, "how often the execution's agents heartbeat and extend their lease (a lease is three), 100ms to 10m; 0 = the agents' default, 30s [CONVERGE_HEARTBEAT]")
-	fs.IntVar(&o.MaxRetries, "max-retries", retries, "retries of a failed task: it runs at most N+1 times, 0 to 20; -1 = the Scheduler's default, 3 [CONVERGE_MAX_RETRIES]")
+	fs.IntVar(&retries, "max-retries", envRetries, "retries of a failed task: it runs at most N+1 times, 0 to 20; -1 = the Scheduler's default, 3 [CONVERGE_MAX_RETRIES]")
 	return cmd
 }
 
@@ -152,8 +156,8 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 		return usageError{o.envErr}
 	case o.Heartbeat != 0 && (o.Heartbeat < minHeartbeat || o.Heartbeat > maxHeartbeat):
 		return usagef("--heartbeat %s: want 0 (the agents' default, 30s) or %s to %s", o.Heartbeat, minHeartbeat, maxHeartbeat)
-	case o.MaxRetries < -1 || o.MaxRetries > maxMaxRetries:
-		return usagef("--max-retries %d: want 0 to %d (or -1, the Scheduler's default, 3)", o.MaxRetries, maxMaxRetries)
+	case o.MaxRetries != nil && (*o.MaxRetries < 0 || *o.MaxRetries > maxMaxRetries):
+		return usagef("--max-retries %d: want 0 to %d (or -1, the Scheduler's default, 3)", *o.MaxRetries, maxMaxRetries)
 	}
 	format, err := importFormat(o.TasksFile, o.Format)
 	if err != nil {
@@ -326,8 +330,8 @@ func executionOptions(o runOptions) *schedulerv1.ExecutionOptions {
 	if o.Heartbeat > 0 {
 		opts.AgentConfig = &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(o.Heartbeat)}
 	}
-	if o.MaxRetries >= 0 {
-		opts.MaxRetries = proto.Int32(int32(o.MaxRetries))
+	if o.MaxRetries != nil {
+		opts.MaxRetries = proto.Int32(int32(*o.MaxRetries))
 	}
 	return opts
 }

@@ -463,3 +463,16 @@ func TestRunWarnsUncommittedAndSetsTiming(t *testing.T) {
 		_ = os.Remove(logFile[1])
 	}
 }
+
+// Without --heartbeat and --max-retries the execution keeps the defaults: nothing is sent.
+func TestRunExecutionOptionsDefaults(t *testing.T) {
+	t.Parallel()
+	opts := executionOptions(runOptions{MaxParallel: 2})
+	require.Nil(t, opts.MaxRetries, "an unset --max-retries is not 0 retries")
+	require.Nil(t, opts.GetAgentConfig())
+	zero := 0
+	opts = executionOptions(runOptions{Heartbeat: 5 * time.Second, MaxRetries: &zero})
+	require.Equal(t, int32(0), opts.GetMaxRetries())
+	require.NotNil(t, opts.MaxRetries)
+	require.Equal(t, 5*time.Second, opts.GetAgentConfig().GetHeartbeatInterval().AsDuration())
+}
