@@ -287,7 +287,7 @@ const (
 )
 
 func withFailingTask(r *run) *schedulerv1.TaskListSpec {
-	spec := layeredWidth(r.res.scenario, r.repo, r.tasks, 2, "0.2")
+	spec := layeredWidth(r.res.scenario, r.repo, r.tasks, 2, "1")
 	count := filepath.Join(r.dir, "count")
 	spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: failingTask, Title: "always fails", File: "out/fail.txt",
 		Action:  commonv1.TaskAction_TASK_ACTION_CREATE,

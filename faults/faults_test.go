@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -300,7 +301,9 @@ func runScenario(t *testing.T, cfg config, pg *pgServer, db string, sc scenario)
 
 	// Every task that is to complete exactly once on the run branch, no other commit.
 	var subjects []string
-	if out := gitOut(t, repo, "log", "--format=%s", "main.."+e.GetRunBranch()); out != "" {
+	if exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", e.GetRunBranch()).Run() != nil {
+		t.Errorf("the run branch %q does not exist (the run ended before any integration)", e.GetRunBranch())
+	} else if out := gitOut(t, repo, "log", "--format=%s", "main.."+e.GetRunBranch()); out != "" {
 		subjects = strings.Split(out, "\n")
 	}
 	count := map[string]int{}
