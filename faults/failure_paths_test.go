@@ -61,13 +61,16 @@ func failurePaths() []scenario {
 			o := productionTiming(cfg)
 			o.execOptions = func(eo *schedulerv1.ExecutionOptions) { eo.MaxRetries = proto.Int32(failingRetries) }
 			return o
-		}, tasks: pick(4, 8), spec: withFailingTask, outcome: commonv1.Outcome_OUTCOME_FAILED, notCommitted: []string{failingTask},
-			inject: func(*run) {}, check: checkFailingTask},
+			// FAILED by the stop rules, or ESCALATED: its agent failed more than three tries in a
+			// row, so it is STUCK (the seed's rule); either way after the other tasks integrated.
+		}, tasks: pick(4, 8), spec: withFailingTask, outcomes: []commonv1.Outcome{commonv1.Outcome_OUTCOME_FAILED, commonv1.Outcome_OUTCOME_ESCALATED},
+			notCommitted: []string{failingTask},
+			inject:       func(*run) {}, check: checkFailingTask},
 		{name: "verifier-refuses", cluster: func(cfg config) clusterOptions {
 			o := productionTiming(cfg)
 			o.refusingVerifier = true
 			return o
-		}, tasks: pick(4, 8), spec: narrow("0.2"), outcome: commonv1.Outcome_OUTCOME_BLOCKED, timeout: 2 * time.Minute,
+		}, tasks: pick(4, 8), spec: narrow("0.2"), outcomes: []commonv1.Outcome{commonv1.Outcome_OUTCOME_BLOCKED}, timeout: 2 * time.Minute,
 			inject: func(*run) {}, check: checkVerifierRefused},
 	}
 }
@@ -289,9 +292,13 @@ const (
 func withFailingTask(r *run) *schedulerv1.TaskListSpec {
 	spec := layeredWidth(r.res.scenario, r.repo, r.tasks, 2, "1")
 	count := filepath.Join(r.dir, "count")
+	// After the others (it depends on the last layer), so that they are integrated whatever the
+	// failure does to the run.
+	n := len(spec.Tasks)
 	spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: failingTask, Title: "always fails", File: "out/fail.txt",
-		Action:  commonv1.TaskAction_TASK_ACTION_CREATE,
-		Command: fmt.Sprintf("sh -c 'echo run >> %s; echo %q >&2; exit 1'", count, failingMarker)})
+		Action:    commonv1.TaskAction_TASK_ACTION_CREATE,
+		DependsOn: []string{taskID(n - 1), taskID(n - 2)},
+		Command:   fmt.Sprintf("sh -c 'echo run >> %s; echo %q >&2; exit 1'", count, failingMarker)})
 	return spec
 }
 
@@ -333,8 +340,9 @@ func checkFailingTask(r *run, e *schedulerv1.Execution, log []*commonv1.LogEntry
 	}
 	assert.True(r.t, seen, "the failing command's output (%q) is nowhere in its report", failingMarker)
 	assert.Zero(r.t, requeues, "the failed task was requeued %d times: a FAILED outcome is final", requeues)
-	r.res.notes = fmt.Sprintf("max_retries %d: the command ran %d times; reported %s: %s", failingRetries, runs,
-		a.GetError().GetCode(), firstLineOf(a.GetError().GetMessage()))
+	r.res.notes = fmt.Sprintf("max_retries %d: the command ran %d times; task reported %s %s: %s; run %s: %s", failingRetries, runs,
+		strings.TrimPrefix(a.GetStatus().String(), "ASSIGNMENT_STATUS_"), a.GetError().GetCode(), firstLineOf(a.GetError().GetMessage()),
+		strings.TrimPrefix(e.GetOutcome().String(), "OUTCOME_"), firstLineOf(e.GetStatusMessage()))
 }
 
 // d. a Verifier that refuses the request (no --allowed-root, handed a local directory): Verify
