@@ -221,7 +221,7 @@ func (c Config) complete() (*completedConfig, error) {
 
 	if !cc.authenticates() && !cc.AllowUnauthenticated && !isLoopbackAddr(cc.ListenAddr) {
 		return nil, fmt.Errorf("server: refusing to listen on non-loopback address %q without authentication: "+
-			"set AuthTokens, TLS.ClientCAFile, or AllowUnauthenticated", cc.ListenAddr)
+			unauthenticatedHint, cc.ListenAddr)
 	}
 
 	if err := validateServices(cc.Services); err != nil {
@@ -351,3 +351,9 @@ func isLoopbackAddr(addr string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// unauthenticatedHint names what an operator sets (flags and environment) to serve a non-loopback
+// address; programs embedding the server set the Config fields of the same names.
+const unauthenticatedHint = "give --auth-token (CONVERGE_AUTH_TOKENS) or --tls-client-ca (CONVERGE_TLS_CLIENT_CA), " +
+	"or accept unauthenticated calls with --allow-unauthenticated (CONVERGE_ALLOW_UNAUTHENTICATED=true); " +
+	"embedding programs set Config.AuthTokens, TLS.ClientCAFile or AllowUnauthenticated"

@@ -80,6 +80,9 @@ func (s *Server) setServing(service string, ready bool) {
 	}
 	if service != "" {
 		s.serving[service] = ready
+		if ready {
+			s.everReady[service] = true
+		}
 		s.health.SetServingStatus(service, servingStatus(ready))
 	}
 	all := true

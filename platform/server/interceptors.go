@@ -98,13 +98,76 @@ func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.Unary
 	}
 	unary = append(unary,
 		unaryValidate(s.cfg.validator),
+		s.unaryReadyGate,
 		recovery.UnaryServerInterceptor(recoveryOpts...),
 	)
 	stream = append(stream,
 		streamValidate(s.cfg.validator),
+		s.streamReadyGate,
 		recovery.StreamServerInterceptor(recoveryOpts...),
 	)
 	return unary, stream
+}
+
+// --- readiness gate ---
+
+// notReady answers Unavailable for a call to a service whose Ready probe has never succeeded (its
+// store unreachable, or its schema behind the binary): the handler would only fail on missing
+// tables. The probe is run once inline first, so a call that races the first background probe at
+// start-up is served. Once a service has been ready, calls go through; a later outage is the
+// handler's Unavailable.
+func (s *Server) notReady(ctx context.Context, fullMethod string) error {
+	name, _, ok := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
+	if !ok {
+		return nil
+	}
+	s.mu.Lock()
+	_, known := s.serving[name]
+	ever := s.everReady[name]
+	s.mu.Unlock()
+	if !known || ever {
+		return nil
+	}
+	var ready func(context.Context) error
+	for _, svc := range s.cfg.Services {
+		if svc.Desc.ServiceName == name {
+			ready = svc.Ready
+		}
+	}
+	if ready == nil {
+		return nil
+	}
+	err := probe(ctx, ready)
+	if err == nil {
+		s.setServing(name, true)
+		return nil
+	}
+	msg := fmt.Sprintf("%s is not ready yet: its store is unreachable or its schema is not current (the server's log says which); retry later", name)
+	var public PublicReason
+	if errors.As(err, &public) {
+		msg = fmt.Sprintf("%s is not ready yet: %s", name, public.PublicReason())
+	}
+	return status.Error(codes.Unavailable, msg)
+}
+
+// PublicReason is implemented by readiness errors whose text is fit for clients (it names no
+// address or credential), e.g. a schema behind the binary; other probe errors stay in the log.
+type PublicReason interface {
+	PublicReason() string
+}
+
+func (s *Server) unaryReadyGate(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := s.notReady(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (s *Server) streamReadyGate(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := s.notReady(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
 }
 
 // --- request id ---

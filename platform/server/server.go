@@ -68,9 +68,11 @@ type Server struct {
 
 	started atomic.Bool
 
-	mu       sync.Mutex
-	serving  map[string]bool // service name → ready
-	draining bool
+	mu      sync.Mutex
+	serving map[string]bool // service name → ready
+	// everReady holds the services whose Ready probe has succeeded once (see notReady).
+	everReady map[string]bool
+	draining  bool
 }
 
 func newServer(cc *completedConfig) (*Server, error) {
@@ -79,6 +81,8 @@ func newServer(cc *completedConfig) (*Server, error) {
 		logger:  cc.Logger,
 		health:  health.NewServer(),
 		serving: make(map[string]bool, len(cc.Services)),
+
+		everReady: make(map[string]bool, len(cc.Services)),
 	}
 	s.stopCtx, s.stopAll = context.WithCancel(context.Background())
 
@@ -286,7 +290,7 @@ func (s *Server) checkListener(lis net.Listener) error {
 	}
 	if addr, ok := lis.Addr().(*net.TCPAddr); ok && !addr.IP.IsLoopback() {
 		return fmt.Errorf("server: refusing to serve on non-loopback address %s without authentication: "+
-			"set AuthTokens, TLS.ClientCAFile, or AllowUnauthenticated", addr)
+			unauthenticatedHint, addr)
 	}
 	return nil
 }

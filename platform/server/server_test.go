@@ -546,3 +546,45 @@ func counterValue(t *testing.T, g prometheus.Gatherer, name string, want map[str
 	require.Failf(t, "no such series", "%s%v", name, want)
 	return 0
 }
+
+// schemaBehind is a readiness error whose text is fit for clients.
+type schemaBehind struct{}
+
+func (schemaBehind) Error() string        { return "schema is behind: run with --migrate" }
+func (schemaBehind) PublicReason() string { return "schema is behind: run with --migrate" }
+
+// A service that has never been ready answers Unavailable instead of running handlers against a
+// store that is not there; the probe runs inline first, so the first call after it turns ready is
+// served without waiting for the background probe.
+func TestCallsWaitForAServiceThatWasNeverReady(t *testing.T) {
+	t.Parallel()
+
+	var readyErr atomic.Pointer[error]
+	set := func(err error) { readyErr.Store(&err) }
+	set(fmt.Errorf("dial tcp 10.1.2.3:5432: connection refused"))
+	ts := startServer(t, server.Config{
+		ReadyProbeInterval: time.Hour,
+		Services: []server.Service{{
+			Desc: &registryv1.RegistryService_ServiceDesc,
+			Impl: &registryService{},
+			Ready: func(context.Context) error {
+				return *readyErr.Load()
+			},
+		}},
+	})
+	client := registryv1.NewRegistryServiceClient(ts.dial(t))
+
+	_, err := client.AcquireLock(t.Context(), validLock())
+	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	require.Contains(t, status.Convert(err).Message(), "is not ready yet")
+	require.NotContains(t, status.Convert(err).Message(), "10.1.2.3", "the store's address stays in the log")
+
+	set(schemaBehind{})
+	_, err = client.AcquireLock(t.Context(), validLock())
+	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	require.Contains(t, status.Convert(err).Message(), "schema is behind: run with --migrate")
+
+	set(nil)
+	_, err = client.AcquireLock(t.Context(), validLock())
+	require.NoError(t, err, "the inline probe found the service ready")
+}

@@ -14,11 +14,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/converge-dev/converge/gen"
+	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/server"
 )
 
@@ -132,25 +134,72 @@ func (f *Flags) Serve(ctx context.Context, name string, logger *slog.Logger, ser
 	return srv.ListenAndServe(ctx)
 }
 
-// Store is what ReadyProbe needs of a service's store.
+// Store is what ReadyProbe needs of a service's store (the embedded database.Postgres and
+// database.SQLite handles provide it).
 type Store interface {
 	// Migrate applies pending migrations.
 	Migrate(ctx context.Context) error
+	// MigrationStatus reports each of the binary's migrations and whether it is applied.
+	MigrationStatus(ctx context.Context) ([]database.MigrationStatus, error)
 	// Ping answers whether the store answers.
 	Ping(ctx context.Context) error
 }
 
-// ReadyProbe answers a server.Service Ready function for st: when migrate is set, the first
-// successful probe applies pending migrations (retried by the server's readiness loop until the
-// store answers), and every probe then pings.
-func ReadyProbe(st Store, migrate bool) func(context.Context) error {
-	var migrated atomic.Bool
+// SchemaBehindError is the readiness failure of a store whose schema lacks migrations this binary
+// has: the service stays NOT_SERVING (rather than answer raw SQL errors about missing tables)
+// until someone migrates it.
+type SchemaBehindError struct {
+	// Pending names the migrations not applied, in order.
+	Pending []string
+}
+
+// PublicReason lets the server tell clients why the service is not ready (server.PublicReason).
+func (e *SchemaBehindError) PublicReason() string { return e.Error() }
+
+func (e *SchemaBehindError) Error() string {
+	return fmt.Sprintf("schema is behind this binary: %d migration(s) not applied (%s); start with --migrate "+
+		"(CONVERGE_MIGRATE=true) or run `converge migrate --postgres-url ...` first",
+		len(e.Pending), strings.Join(e.Pending, ", "))
+}
+
+// ReadyProbe answers a server.Service Ready function for st. Until the schema is found current,
+// each probe (with migrate set) applies pending migrations and then checks that none is left:
+// a schema behind the binary fails readiness with a [SchemaBehindError] that names --migrate and
+// `converge migrate`, so the service stays NOT_SERVING instead of answering raw SQL errors. The
+// first time the schema is current, each of then runs once (in order, synchronously): that is
+// where a service's background loops start, so none runs against a schema that is not there.
+// Every probe then pings.
+func ReadyProbe(st Store, migrate bool, then ...func()) func(context.Context) error {
+	var (
+		mu      sync.Mutex
+		current bool
+	)
 	return func(ctx context.Context) error {
-		if migrate && !migrated.Load() {
-			if err := st.Migrate(ctx); err != nil {
-				return fmt.Errorf("migrate: %w", err)
+		mu.Lock()
+		defer mu.Unlock()
+		if !current {
+			if migrate {
+				if err := st.Migrate(ctx); err != nil {
+					return fmt.Errorf("migrate: %w", err)
+				}
 			}
-			migrated.Store(true)
+			status, err := st.MigrationStatus(ctx)
+			if err != nil {
+				return err
+			}
+			var pending []string
+			for _, m := range status {
+				if !m.Applied {
+					pending = append(pending, m.Name)
+				}
+			}
+			if len(pending) > 0 {
+				return &SchemaBehindError{Pending: pending}
+			}
+			current = true
+			for _, f := range then {
+				f()
+			}
 		}
 		return st.Ping(ctx)
 	}
@@ -167,6 +216,21 @@ func AllReady(probes ...func(context.Context) error) func(context.Context) error
 		}
 		return errors.Join(errs...)
 	}
+}
+
+// DurationFromEnv sets cmd's duration flag from the environment variable env when the command
+// line does not give it; a value that is not a Go duration ("45s", "1m") is an error naming both.
+// Call it first thing in RunE (flags parsed): registering the flag with the variable's value as
+// its default would fail at start-up without saying which variable was wrong.
+func DurationFromEnv(cmd *cobra.Command, flag, env string) error {
+	v, ok := os.LookupEnv(env)
+	if !ok || v == "" || cmd.Flags().Changed(flag) {
+		return nil
+	}
+	if _, err := time.ParseDuration(v); err != nil {
+		return fmt.Errorf("%s=%q (--%s): not a duration such as 30s or 1m: %w", env, v, flag, err)
+	}
+	return cmd.Flags().Set(flag, v)
 }
 
 // Execute runs cmd and answers the process exit code, printing the error (once) on failure.

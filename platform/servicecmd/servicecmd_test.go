@@ -5,38 +5,81 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"testing/fstest"
 
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
+	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/platform/database/dbtest"
 	"github.com/converge-dev/converge/platform/servicecmd"
 )
 
-// fakeStore is a store whose answers the test sets; it counts migrations.
-type fakeStore struct {
-	migrateErr, pingErr error
-	migrations          int
+// migrations are two versions of a tiny schema, as a service embeds them.
+var migrations = fstest.MapFS{
+	"0001_items.sql":   {Data: []byte("-- +goose Up\nCREATE TABLE items (id INTEGER PRIMARY KEY);\n")},
+	"0002_ordered.sql": {Data: []byte("-- +goose Up\nCREATE TABLE orders (id INTEGER PRIMARY KEY);\n")},
 }
 
-func (f *fakeStore) Migrate(context.Context) error { f.migrations++; return f.migrateErr }
-func (f *fakeStore) Ping(context.Context) error    { return f.pingErr }
+// stores opens the same service on a fresh Postgres database and a fresh SQLite file.
+func stores(t *testing.T) map[string]servicecmd.Store {
+	t.Helper()
+	pg, err := database.NewPostgres(t.Context(), dbtest.Postgres(t), "probe", migrations)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg.Close() })
+	lite, err := database.NewSQLite(t.Context(), dbtest.SQLite(t), "probe", migrations)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lite.Close() })
+	return map[string]servicecmd.Store{"postgres": pg, "sqlite": lite}
+}
 
-func TestReadyProbeMigratesOnceWhenAsked(t *testing.T) {
+// An unmigrated database keeps the service NOT_SERVING with an error that names the way out,
+// and its background loops (then) do not start; --migrate applies the schema first.
+func TestReadyProbeRefusesASchemaBehindTheBinary(t *testing.T) {
 	t.Parallel()
-	st := &fakeStore{migrateErr: errors.New("connection refused")}
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			started := 0
+			ready := servicecmd.ReadyProbe(st, false, func() { started++ })
+			err := ready(t.Context())
+			var behind *servicecmd.SchemaBehindError
+			require.ErrorAs(t, err, &behind)
+			require.Equal(t, []string{"0001_items.sql", "0002_ordered.sql"}, behind.Pending)
+			require.ErrorContains(t, err, "--migrate")
+			require.ErrorContains(t, err, "converge migrate")
+			require.Zero(t, started, "no background loop before the schema is there")
+
+			migrating := servicecmd.ReadyProbe(st, true, func() { started++ })
+			require.NoError(t, migrating(t.Context()))
+			require.NoError(t, migrating(t.Context()))
+			require.Equal(t, 1, started, "then runs once, after the schema is current")
+
+			// Another replica started without --migrate is now ready too.
+			require.NoError(t, ready(t.Context()))
+			require.Equal(t, 2, started)
+		})
+	}
+}
+
+// failingStore cannot be reached.
+type failingStore struct{ migrations int }
+
+func (f *failingStore) Migrate(context.Context) error {
+	f.migrations++
+	return errors.New("connection refused")
+}
+func (f *failingStore) MigrationStatus(context.Context) ([]database.MigrationStatus, error) {
+	return nil, errors.New("connection refused")
+}
+func (f *failingStore) Ping(context.Context) error { return errors.New("connection refused") }
+
+func TestReadyProbeRetriesAnUnreachableStore(t *testing.T) {
+	t.Parallel()
+	st := &failingStore{}
 	ready := servicecmd.ReadyProbe(st, true)
 	require.ErrorContains(t, ready(t.Context()), "migrate: connection refused")
-	st.migrateErr = nil
-	require.NoError(t, ready(t.Context()))
-	require.NoError(t, ready(t.Context()))
-	require.Equal(t, 2, st.migrations, "migrations retried until they succeed, then never again")
-
-	st.pingErr = errors.New("gone")
-	require.ErrorContains(t, ready(t.Context()), "gone")
-
-	plain := &fakeStore{}
-	require.NoError(t, servicecmd.ReadyProbe(plain, false)(t.Context()))
-	require.Zero(t, plain.migrations)
+	require.ErrorContains(t, ready(t.Context()), "migrate: connection refused")
+	require.Equal(t, 2, st.migrations, "migrations are retried until the store answers")
 }
 
 func TestAllReadyJoinsFailures(t *testing.T) {

@@ -167,8 +167,9 @@ func TestListAgents(t *testing.T) {
 	})
 }
 
-// A heartbeat that stops shows the agent in ListStaleAgents once the threshold has passed; one
-// that goes on does not; nor does an agent that is not running.
+// A heartbeat that stops shows the agent in ListStaleAgents once the threshold has passed,
+// whatever it last reported (an agent that registered and never beat included); one that goes
+// on does not; nor does an agent that finished.
 func TestListStaleAgents(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
@@ -199,29 +200,30 @@ func TestListStaleAgents(t *testing.T) {
 			for _, sa := range res.GetAgents() {
 				out = append(out, sa.GetAgent().GetInstanceId())
 				require.GreaterOrEqual(t, sa.GetSecondsSinceHeartbeat(), int64(1))
-				require.Equal(t, running, sa.GetAgent().GetStatus())
+				require.Contains(t, []commonv1.AgentStatus{running, initializing}, sa.GetAgent().GetStatus(), "silent for less than the stale window")
 			}
 			return out
 		}
 		oneSecond := durationpb.New(time.Second)
-		require.ElementsMatch(t, []string{"stops", "other-exec"}, staleIDs(c, &registryv1.ListStaleAgentsRequest{OlderThan: oneSecond}))
-		require.Equal(t, []string{"stops"}, staleIDs(c, &registryv1.ListStaleAgentsRequest{OlderThan: oneSecond, ExecutionId: "exec-1"}))
+		require.ElementsMatch(t, []string{"stops", "other-exec", "never-beats"}, staleIDs(c, &registryv1.ListStaleAgentsRequest{OlderThan: oneSecond}))
+		require.Equal(t, []string{"never-beats", "stops"}, staleIDs(c, &registryv1.ListStaleAgentsRequest{OlderThan: oneSecond, ExecutionId: "exec-1"}), "oldest first")
 		require.Len(t, staleIDs(c, &registryv1.ListStaleAgentsRequest{OlderThan: oneSecond, Limit: 1}), 1)
 		require.Empty(t, staleIDs(c, &registryv1.ListStaleAgentsRequest{}), "the default threshold is 60 s")
 
 		res, err := c.ListStaleAgents(ctx, &registryv1.ListStaleAgentsRequest{OlderThan: oneSecond, ExecutionId: "exec-1"})
 		require.NoError(t, err)
-		require.Equal(t, stopped, res.GetAgents()[0].GetAgent().GetLastHeartbeatTime().AsTime())
+		require.Equal(t, stopped, res.GetAgents()[1].GetAgent().GetLastHeartbeatTime().AsTime())
 
 		// The hot state is lost (Redis flushed, dev restarted): the index is rebuilt from the
 		// durable store and the stopped agent is still found.
 		after := serve(t, e, e.lose(t)).client
-		require.ElementsMatch(t, []string{"stops", "other-exec"}, staleIDs(after, &registryv1.ListStaleAgentsRequest{OlderThan: oneSecond}))
+		require.ElementsMatch(t, []string{"stops", "other-exec", "never-beats"}, staleIDs(after, &registryv1.ListStaleAgentsRequest{OlderThan: oneSecond}))
 
-		// It beats again: no longer stale. It completes: never stale again.
+		// It beats again: no longer stale. It completes (or fails): never stale again.
 		heartbeat(t, after, "stops", running)
-		require.Equal(t, []string{"other-exec"}, staleIDs(after, &registryv1.ListStaleAgentsRequest{OlderThan: oneSecond}))
+		require.ElementsMatch(t, []string{"other-exec", "never-beats"}, staleIDs(after, &registryv1.ListStaleAgentsRequest{OlderThan: oneSecond}))
 		heartbeat(t, after, "other-exec", completed)
+		heartbeat(t, after, "never-beats", failed)
 		require.Empty(t, staleIDs(after, &registryv1.ListStaleAgentsRequest{OlderThan: oneSecond}))
 	})
 }
@@ -270,7 +272,7 @@ func TestHeartbeatRetention(t *testing.T) {
 		samples, err = e.store.Heartbeats(t.Context(), "agent-1", 10)
 		require.NoError(t, err)
 		require.Empty(t, samples)
-		_, err = e.store.GetAgent(t.Context(), "agent-1")
+		_, err = e.store.GetAgent(t.Context(), "agent-1", store.AgentWindows{})
 		require.NoError(t, err, "the agent stays")
 
 		// The loop goes on every interval.

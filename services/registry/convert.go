@@ -48,6 +48,8 @@ var statusToProto = map[store.AgentStatus]commonv1.AgentStatus{
 	store.AgentCompleted:    commonv1.AgentStatus_AGENT_STATUS_COMPLETED,
 	store.AgentFailed:       commonv1.AgentStatus_AGENT_STATUS_FAILED,
 	store.AgentStuck:        commonv1.AgentStatus_AGENT_STATUS_STUCK,
+	store.AgentStale:        commonv1.AgentStatus_AGENT_STATUS_STALE,
+	store.AgentGone:         commonv1.AgentStatus_AGENT_STATUS_GONE,
 }
 
 var statusFromProto = func() map[commonv1.AgentStatus]store.AgentStatus {
@@ -105,6 +107,10 @@ func errorContextProto(e *store.ErrorContext) *commonv1.ErrorContext {
 }
 
 func agentProto(a store.Agent) *registryv1.AgentInstance {
+	var reported commonv1.AgentStatus
+	if a.Status != a.ReportedStatus {
+		reported = statusToProto[a.ReportedStatus] // derived STALE or GONE
+	}
 	return &registryv1.AgentInstance{
 		InstanceId:        a.InstanceID,
 		ExecutionId:       a.ExecutionID,
@@ -121,5 +127,7 @@ func agentProto(a store.Agent) *registryv1.AgentInstance {
 		MemoryUsageMb:     a.MemoryUsageMB,
 		CpuPercent:        a.CPUPercent,
 		Host:              a.Host,
+		SessionId:         a.SessionID,
+		ReportedStatus:    reported,
 	}
 }

@@ -25,6 +25,7 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 		exists      *store.AlreadyExistsError
 		wrongOwner  *store.WrongOwnerError
 		transition  *store.TransitionError
+		replaced    *store.SessionReplacedError
 		unavailable *store.UnavailableError
 		free        *hot.FreeError
 		notHeld     *hot.NotHeldError
@@ -51,6 +52,8 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 		return grpcerr.FailedPrecondition("%s", other.Error())
 	case errors.As(err, &wrongToken):
 		return grpcerr.FailedPrecondition("%s", wrongToken.Error())
+	case errors.As(err, &replaced):
+		return grpcerr.Aborted("%s", replaced.Error())
 	case errors.As(err, &stale):
 		return grpcerr.Aborted("%s", stale.Error())
 	case errors.As(err, &unavailable):

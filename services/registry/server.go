@@ -18,10 +18,29 @@
 // # Stale agents
 //
 // ListStaleAgents takes its candidates from the staleness index (agents by last heartbeat, oldest
-// first) and answers those the durable store confirms are running with a last heartbeat older
-// than the threshold: the seed's stale-heartbeat query, over the candidates only. An index that
+// first) and answers those the durable store confirms are not finished with a last sign of life
+// (last heartbeat, or registration before the first) older than the threshold, whatever status
+// they last reported: the seed's stale-heartbeat query, over the candidates only. An index that
 // may be incomplete (Redis flushed or restarted, a new dev process) is rebuilt from the durable
 // store first.
+//
+// # Stale and gone
+//
+// GetAgent, ListAgents and ListStaleAgents answer an agent as the Registry sees it: one that is
+// not finished and has been silent past the stale window (default 30 s) is STALE, past the gone
+// window (default 10 × the stale window) GONE, with the status it last reported in
+// reported_status (see WithAgentWindows). ListAgents leaves GONE agents out unless asked for
+// them. A heartbeat brings the agent back; STALE and GONE are never stored.
+//
+// # Sessions
+//
+// A registration may carry the agent process's session (boot id). The same instance registering
+// with another session is a restart: the durable record starts afresh (INITIALIZING, task and
+// error cleared) and every lock held by the instance id is released at once (see
+// hot.ReleaseHolder), so that the next grant of each has a greater fencing token and the old
+// process's renewals and releases are refused. The durable record keeps that the release is
+// pending until it is done, so a registration retried after a failed release (Redis down)
+// releases them then. A heartbeat naming a replaced session is refused with Aborted.
 package registry
 
 import (
@@ -50,8 +69,13 @@ const (
 	DefaultRetention = 24 * time.Hour
 	// DefaultCleanupEvery is how often samples past the retention are deleted.
 	DefaultCleanupEvery = 10 * time.Minute
-	// DefaultStaleAfter is ListStaleAgents' threshold when the request has none.
-	DefaultStaleAfter = 60 * time.Second
+	// DefaultOlderThan is ListStaleAgents' threshold when the request has none.
+	DefaultOlderThan = 60 * time.Second
+	// DefaultStaleWindow is how long an unfinished agent may be silent before it is answered
+	// STALE.
+	DefaultStaleWindow = 30 * time.Second
+	// GoneFactor is the default gone window in stale windows: past it a silent agent is GONE.
+	GoneFactor = 10
 	// livenessIntervals is the life of an agent's TTL key, in heartbeat intervals.
 	livenessIntervals = 3
 )
@@ -69,6 +93,9 @@ type Server struct {
 	retention    time.Duration
 	cleanupEvery time.Duration
 	cleanupHook  func(deleted int64, err error)
+	startGate    <-chan struct{}
+	// windows derive STALE and GONE.
+	windows store.AgentWindows
 
 	// reindexMu lets one request at a time rebuild the staleness index.
 	reindexMu sync.Mutex
@@ -95,6 +122,23 @@ func WithHeartbeatRetention(d time.Duration) Option { return func(s *Server) { s
 // WithCleanupInterval sets how often the retention loop runs (default 10 min).
 func WithCleanupInterval(d time.Duration) Option { return func(s *Server) { s.cleanupEvery = d } }
 
+// WithStartAfter holds the background work back until gate is closed: the standalone binary
+// closes it once the store's schema is current, so no loop runs against missing tables.
+func WithStartAfter(gate <-chan struct{}) Option { return func(s *Server) { s.startGate = gate } }
+
+// WithAgentWindows sets the windows of silence past which an unfinished agent is answered STALE
+// (stale, default 30 s) and GONE (gone, default 10 × stale). A stale window of 0 or less keeps
+// the default; a gone window of 0 or less is 10 × the stale window, and one shorter than the
+// stale window is the stale window.
+func WithAgentWindows(stale, gone time.Duration) Option {
+	return func(s *Server) {
+		if stale > 0 {
+			s.windows.Stale = stale
+		}
+		s.windows.Gone = gone
+	}
+}
+
 // New returns the Registry service on the durable store st and the hot state hb. Its
 // background work, deleting sampled heartbeats past the retention (once at once, then every
 // cleanup interval), runs until ctx ends. The caller closes st and hb after that.
@@ -107,10 +151,15 @@ func New(ctx context.Context, st store.Store, hb hot.Backend, opts ...Option) *S
 		sampleEvery:  DefaultSampleEvery,
 		retention:    DefaultRetention,
 		cleanupEvery: DefaultCleanupEvery,
+		windows:      store.AgentWindows{Stale: DefaultStaleWindow},
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	if s.windows.Gone <= 0 {
+		s.windows.Gone = GoneFactor * s.windows.Stale
+	}
+	s.windows.Gone = max(s.windows.Gone, s.windows.Stale)
 	go s.cleanupLoop(ctx)
 	return s
 }
@@ -123,6 +172,13 @@ func (s *Server) Ready(ctx context.Context) error {
 // cleanupLoop deletes old samples now and then every cleanup interval until ctx ends. A failed
 // pass (the store is down) is logged and the next one tries again.
 func (s *Server) cleanupLoop(ctx context.Context) {
+	if s.startGate != nil {
+		select {
+		case <-s.startGate:
+		case <-ctx.Done():
+			return
+		}
+	}
 	ticker := time.NewTicker(s.cleanupEvery)
 	defer ticker.Stop()
 	for {
@@ -317,18 +373,40 @@ func livenessTTL(a store.Agent) time.Duration {
 	return livenessIntervals * a.Config.HeartbeatInterval
 }
 
-// RegisterAgent records an agent instance and puts it in the liveness index.
+// RegisterAgent records an agent instance and puts it in the liveness index. A new session of
+// the instance releases the locks the instance holds.
 func (s *Server) RegisterAgent(ctx context.Context, req *registryv1.RegisterAgentRequest) (*registryv1.RegisterAgentResponse, error) {
-	a, _, err := s.store.RegisterAgent(ctx, store.NewAgent{
+	reg, err := s.store.RegisterAgent(ctx, store.NewAgent{
 		InstanceID:  req.GetInstanceId(),
 		ExecutionID: req.GetExecutionId(),
 		AgentType:   req.GetAgentType(),
 		WaveNumber:  req.GetWaveNumber(),
 		Config:      configFromProto(req.GetConfig()),
 		Host:        req.GetHost(),
+		SessionID:   req.GetSessionId(),
 	})
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
+	}
+	a := reg.Agent
+	res := &registryv1.RegisterAgentResponse{}
+	if reg.ReleaseLocks {
+		// The process restarted: what its predecessor held is free at once. The durable record
+		// says so until it is done, so a retry after a failure here releases them then.
+		released, err := hot.ReleaseHolder(ctx, s.hot, a.InstanceID)
+		for _, l := range released {
+			res.ReleasedLocks = append(res.ReleasedLocks, lockProto(l))
+		}
+		if err != nil {
+			return nil, s.toStatus(ctx, err)
+		}
+		if err := s.store.LocksReleased(ctx, a.InstanceID, a.SessionID); err != nil {
+			return nil, s.toStatus(ctx, err)
+		}
+		res.ReplacedSessionId = reg.ReplacedSession
+		s.logger.InfoContext(ctx, "registry: agent restarted with a new session; released its locks",
+			slog.String("instance_id", a.InstanceID), slog.String("session_id", a.SessionID),
+			slog.String("replaced_session_id", reg.ReplacedSession), slog.Int("released_locks", len(released)))
 	}
 	// In the index from the start, at its spawn time: an agent that stops before its first
 	// heartbeat lands in the durable store and the index together, so that the index holds
@@ -339,15 +417,16 @@ func (s *Server) RegisterAgent(ctx context.Context, req *registryv1.RegisterAgen
 			return nil, s.toStatus(ctx, err)
 		}
 	}
-	return &registryv1.RegisterAgentResponse{Agent: agentProto(a)}, nil
+	res.Agent = agentProto(a)
+	return res, nil
 }
 
-// Heartbeat records an agent's report: durable first (the state machine is checked there,
-// under the agent's row lock), then the TTL key and the staleness index.
+// Heartbeat records an agent's report: durable first (the session and the state machine are
+// checked there, under the agent's row lock), then the TTL key and the staleness index.
 func (s *Server) Heartbeat(ctx context.Context, req *registryv1.HeartbeatRequest) (*registryv1.HeartbeatResponse, error) {
 	status, ok := statusFromProto[req.GetStatus()]
-	if !ok {
-		return nil, invalid("HeartbeatRequest", "status", "value must be one of the defined AgentStatus values except UNSPECIFIED")
+	if !ok || !status.Reportable() {
+		return nil, invalid("HeartbeatRequest", "status", "value must be one of the defined AgentStatus values except UNSPECIFIED, STALE and GONE")
 	}
 	if req.GetErrorContext() != nil && status != store.AgentFailed && status != store.AgentStuck {
 		return nil, invalid("HeartbeatRequest", "error_context", "only with status AGENT_STATUS_FAILED or AGENT_STATUS_STUCK")
@@ -360,6 +439,7 @@ func (s *Server) Heartbeat(ctx context.Context, req *registryv1.HeartbeatRequest
 		MemoryUsageMB:   req.GetMemoryUsageMb(),
 		CPUPercent:      req.GetCpuPercent(),
 		ErrorContext:    errorContextFromProto(req.GetErrorContext()),
+		SessionID:       req.GetSessionId(),
 		SampleEvery:     s.sampleEvery,
 	})
 	if err != nil {
@@ -376,16 +456,23 @@ func (s *Server) Heartbeat(ctx context.Context, req *registryv1.HeartbeatRequest
 	return &registryv1.HeartbeatResponse{Agent: agentProto(a), NextHeartbeat: durationpb.New(a.Config.HeartbeatInterval)}, nil
 }
 
-// GetAgent answers one agent instance.
+// GetAgent answers one agent instance, STALE or GONE when silent past the windows.
 func (s *Server) GetAgent(ctx context.Context, req *registryv1.GetAgentRequest) (*registryv1.GetAgentResponse, error) {
-	a, err := s.store.GetAgent(ctx, req.GetInstanceId())
+	a, err := s.store.GetAgent(ctx, req.GetInstanceId(), s.windows)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	return &registryv1.GetAgentResponse{Agent: agentProto(a)}, nil
 }
 
-// ListAgents lists agent instances, newest first.
+// visibleByDefault are the statuses ListAgents answers without a filter: all but GONE.
+var visibleByDefault = []store.AgentStatus{
+	store.AgentInitializing, store.AgentRunning, store.AgentIdle, store.AgentCompleted,
+	store.AgentFailed, store.AgentStuck, store.AgentStale,
+}
+
+// ListAgents lists agent instances, newest first, filtered by their status as the Registry sees
+// it; GONE ones only when asked for.
 func (s *Server) ListAgents(ctx context.Context, req *registryv1.ListAgentsRequest) (*registryv1.ListAgentsResponse, error) {
 	var statuses []store.AgentStatus
 	for _, p := range req.GetStatuses() {
@@ -406,8 +493,11 @@ func (s *Server) ListAgents(ctx context.Context, req *registryv1.ListAgentsReque
 	if !ok {
 		return nil, invalidPageToken("ListAgentsRequest")
 	}
+	if len(statuses) == 0 {
+		statuses = visibleByDefault
+	}
 	size := pageSize(req.GetPageSize())
-	lq := store.ListAgentsQuery{ExecutionID: q.Execution, Statuses: statuses, Limit: size + 1}
+	lq := store.ListAgentsQuery{ExecutionID: q.Execution, Statuses: statuses, Windows: s.windows, Limit: size + 1}
 	if tok.After != "" {
 		lq.After = &store.AgentCursor{SpawnedAt: tok.AfterTime, InstanceID: tok.After}
 	}
@@ -428,10 +518,10 @@ func (s *Server) ListAgents(ctx context.Context, req *registryv1.ListAgentsReque
 	return res, nil
 }
 
-// ListStaleAgents lists running agents whose heartbeat stopped: candidates from the staleness
-// index, confirmed by the durable store.
+// ListStaleAgents lists unfinished agents whose heartbeat stopped, whatever status they last
+// reported: candidates from the staleness index, confirmed by the durable store.
 func (s *Server) ListStaleAgents(ctx context.Context, req *registryv1.ListStaleAgentsRequest) (*registryv1.ListStaleAgentsResponse, error) {
-	olderThan := DefaultStaleAfter
+	olderThan := DefaultOlderThan
 	if req.GetOlderThan() != nil {
 		olderThan = req.GetOlderThan().AsDuration()
 	}
@@ -479,7 +569,7 @@ func (s *Server) staleAgents(ctx context.Context, olderThan time.Duration, execu
 		for _, c := range candidates {
 			ids = append(ids, c.InstanceID)
 		}
-		confirmed, err := s.store.StaleAgents(ctx, store.StaleQuery{InstanceIDs: ids, OlderThan: olderThan, ExecutionID: execution})
+		confirmed, err := s.store.StaleAgents(ctx, store.StaleQuery{InstanceIDs: ids, OlderThan: olderThan, ExecutionID: execution, Windows: s.windows})
 		if err != nil {
 			return nil, err
 		}

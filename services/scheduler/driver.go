@@ -9,12 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/backoff"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -138,7 +141,7 @@ func (s *Server) driveOnce(ctx context.Context) error {
 		}
 		if v := e.GetVerification(); v != nil && v.GetVerdict() == commonv1.Verdict_VERDICT_UNSPECIFIED &&
 			e.GetStatus() == schedulerv1.ExecutionStatus_EXECUTION_STATUS_RUNNING {
-			s.verify(ctx, e)
+			s.startVerify(ctx, e)
 		}
 	}
 	return nil
@@ -226,8 +229,66 @@ func (s *Server) overtime(ctx context.Context, e *schedulerv1.Execution) error {
 	})
 }
 
+// startVerify runs Verify Done of e in the background, unless it is already running: a Verifier
+// may take minutes, and the reaper must not wait for it.
+func (s *Server) startVerify(ctx context.Context, e *schedulerv1.Execution) {
+	if _, busy := s.verifying.LoadOrStore(e.GetId(), struct{}{}); busy {
+		return
+	}
+	go func() {
+		defer s.verifying.Delete(e.GetId())
+		// Read again: a Verify Done that ended since this round read e has recorded its verdict.
+		now, _, err := s.store.GetExecution(ctx, e.GetId())
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("verify: read the execution", "execution", e.GetId(), "err", err)
+			}
+			return
+		}
+		if ended(now) || now.GetVerification() == nil || now.GetVerification().GetVerdict() != commonv1.Verdict_VERDICT_UNSPECIFIED {
+			return
+		}
+		s.verify(ctx, now)
+	}()
+}
+
+// Retries of a Verifier that answers a retryable error (see retryableVerify).
+const (
+	defaultVerifyTries     = 5
+	defaultVerifyFirstWait = time.Second
+	verifyMaxWait          = 30 * time.Second
+)
+
+// backoffPolicy is the first and the longest delay between two Verifier tries.
+type backoffPolicy struct{ first, max time.Duration }
+
+// WithVerifyRetries sets how many times Verify Done calls a Verifier that answers a retryable
+// error (Unavailable, DeadlineExceeded, Aborted, ResourceExhausted) before the run ends BLOCKED
+// with the last error (default 5), and the first delay between two tries, which doubles up to
+// 30 s (default 1 s). Any other error ends the run BLOCKED at once.
+func WithVerifyRetries(tries int, first time.Duration) Option {
+	return func(s *Server) {
+		s.verifyTries = tries
+		s.verifyBackoff = backoffPolicy{first: first, max: max(first, verifyMaxWait)}
+	}
+}
+
+// retryableVerify reports whether a Verifier error may pass on its own: the Verifier is down,
+// slow, busy or lost a race. Every other answer (InvalidArgument, FailedPrecondition, NotFound,
+// PermissionDenied, Unauthenticated, Unimplemented, OutOfRange, Internal, ...) is the Verifier
+// refusing this request, which asking again will not change.
+func retryableVerify(c codes.Code) bool {
+	switch c {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
 // verify asks the Verifier for Verify Done on the run branch and ends the execution with its
-// verdict. A Verifier that cannot be reached is retried on the next round.
+// verdict. A Verifier that refuses the request ends the run BLOCKED at once with the Verifier's
+// code and message; one that answers a retryable error is asked again with backoff, each try
+// logged, up to verifyTries times, then the run ends BLOCKED with the last error.
 func (s *Server) verify(ctx context.Context, e *schedulerv1.Execution) {
 	tl, _, err := s.taskList(ctx, e.GetTaskListId())
 	if err != nil {
@@ -283,13 +344,20 @@ func (s *Server) verify(ctx context.Context, e *schedulerv1.Execution) {
 	}
 	defer cleanup()
 	req.Target = target
-	vctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
-	defer cancel()
-	res, err := s.verifier.Verify(vctx, req)
+	res, err := s.callVerifier(ctx, e.GetId(), req)
 	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("verify: Verifier call failed; retrying next round", "execution", e.GetId(), "err", err)
+		if ctx.Err() != nil || errors.Is(err, errVerifyEnded) {
+			return
 		}
+		st := status.Convert(err)
+		detail := fmt.Sprintf("%s: %s", st.Code(), st.Message())
+		why := "the Verifier refused the request: " + detail
+		if retryableVerify(st.Code()) {
+			why = fmt.Sprintf("the Verifier failed %d times, last: %s", s.tries(), detail)
+		}
+		s.log.Warn("verify: Verify Done could not run; the run ends BLOCKED", "execution", e.GetId(), "code", st.Code().String(), "err", st.Message())
+		end(commonv1.Outcome_OUTCOME_BLOCKED, &schedulerv1.VerifySummary{Verdict: commonv1.Verdict_VERDICT_BLOCKED, VerifyTime: timestamppb.Now(),
+			BlockReason: why}, "Verify Done could not run: "+why)
 		return
 	}
 	rep := res.GetReport()
@@ -310,6 +378,59 @@ func (s *Server) verify(ctx context.Context, e *schedulerv1.Execution) {
 		end(commonv1.Outcome_OUTCOME_FAILED, sum, fmt.Sprintf("not converged: %d criteria failed (%s)", rep.GetFailCount(), strings.Join(rep.GetFailedIds(), ", ")))
 	}
 }
+
+// tries is how many times a Verifier that answers a retryable error is called.
+func (s *Server) tries() int {
+	if s.verifyTries <= 0 {
+		return defaultVerifyTries
+	}
+	return s.verifyTries
+}
+
+// callVerifier calls the Verifier, again after a retryable error (each try logged in the
+// execution's log) up to tries() times in all; it returns the last error.
+func (s *Server) callVerifier(ctx context.Context, execution string, req *verifierv1.VerifyRequest) (*verifierv1.VerifyResponse, error) {
+	p := s.verifyBackoff
+	if p.first <= 0 {
+		p = backoffPolicy{first: defaultVerifyFirstWait, max: verifyMaxWait}
+	}
+	b := &backoff.Backoff{Initial: p.first, Max: p.max}
+	for try := 1; ; try++ {
+		vctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+		res, err := s.verifier.Verify(vctx, req)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return res, err
+		}
+		st := status.Convert(err)
+		if !retryableVerify(st.Code()) || try >= s.tries() {
+			return nil, err
+		}
+		wait := b.Next()
+		msg := fmt.Sprintf("Verify Done: the Verifier answered %s: %s (try %d of %d); trying again in %s",
+			st.Code(), st.Message(), try, s.tries(), wait.Round(time.Millisecond))
+		s.log.Warn("verify: Verifier call failed; retrying", "execution", execution, "try", try, "tries", s.tries(),
+			"wait", wait, "code", st.Code().String(), "err", st.Message())
+		if err := s.update(ctx, execution, func(r *runner) error {
+			if ended(r.e) {
+				return errVerifyEnded
+			}
+			return r.log(entry(commonv1.EventType_EVENT_TYPE_WARNING, nil, msg,
+				map[string]any{"code": st.Code().String(), "try": float64(try), "tries": float64(s.tries())}))
+		}); err != nil {
+			if errors.Is(err, errVerifyEnded) {
+				return nil, err
+			}
+			s.log.Warn("verify: log a Verifier try", "execution", execution, "err", err)
+		}
+		if err := backoff.Wait(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// errVerifyEnded: the execution ended (cancelled) while Verify Done waited to try again.
+var errVerifyEnded = errors.New("the execution ended while Verify Done waited for the Verifier")
 
 // verifyTarget is what the Verifier checks: the run branch of a URL repository as a git source;
 // for a local repository a checkout of the run branch in the work dir; without a repository an

@@ -245,6 +245,13 @@ func entry(t commonv1.EventType, a *store.Assignment, msg string, ctx map[string
 	return e
 }
 
+// waveEntry builds a log entry of wave n (not of one assignment).
+func waveEntry(t commonv1.EventType, n int32, msg string, ctx map[string]any) *commonv1.LogEntry {
+	e := entry(t, nil, msg, ctx)
+	e.WaveNumber = n
+	return e
+}
+
 // ended reports whether the execution has ended.
 func ended(e *schedulerv1.Execution) bool {
 	switch e.GetStatus() {
@@ -437,7 +444,7 @@ func (r *runner) startWave(n int32) error {
 	w.StartTime = r.now()
 	r.e.CurrentWave = n
 	r.changed = true
-	if err := r.log(entry(commonv1.EventType_EVENT_TYPE_WAVE_STARTED, nil,
+	if err := r.log(waveEntry(commonv1.EventType_EVENT_TYPE_WAVE_STARTED, n,
 		fmt.Sprintf("wave %d/%d started: %d tasks", n, r.e.GetWaveCount(), w.GetTaskCount()),
 		map[string]any{"wave_number": float64(n), "task_count": float64(w.GetTaskCount()), "base_commit": w.GetBaseCommit()})); err != nil {
 		return err
@@ -528,7 +535,7 @@ func (r *runner) barrier(w *schedulerv1.Wave) error {
 		if err := r.tx.PutWave(w); err != nil {
 			return err
 		}
-		if err := r.log(entry(commonv1.EventType_EVENT_TYPE_WAVE_COMPLETED, nil,
+		if err := r.log(waveEntry(commonv1.EventType_EVENT_TYPE_WAVE_COMPLETED, w.GetWaveNumber(),
 			fmt.Sprintf("wave %d/%d completed: %d completed, %d failed, %d skipped; nothing to integrate", w.GetWaveNumber(), r.e.GetWaveCount(),
 				w.GetCompletedCount(), w.GetFailedCount(), w.GetSkippedCount()), map[string]any{"wave_number": float64(w.GetWaveNumber())})); err != nil {
 			return err

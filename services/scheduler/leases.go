@@ -23,6 +23,10 @@ var errNothing = errors.New("nothing to claim")
 func (s *Server) ClaimTask(ctx context.Context, req *schedulerv1.ClaimTaskRequest) (*schedulerv1.ClaimTaskResponse, error) {
 	wait := req.GetWait().AsDuration()
 	deadline := time.Now().Add(wait)
+	// A new session of the instance (its process restarted) takes back what the old one held.
+	if err := s.replaceSessions(ctx, req.GetInstanceId(), req.GetSessionId()); err != nil {
+		return nil, toStatus(err)
+	}
 	for {
 		woken := s.wake.wait()
 		claimed, err := s.claimOnce(ctx, req)
@@ -86,7 +90,7 @@ func (s *Server) claimOnce(ctx context.Context, req *schedulerv1.ClaimTaskReques
 		var claimed *schedulerv1.ClaimedAssignment
 		err := s.update(ctx, e.GetId(), func(r *runner) error {
 			var err error
-			claimed, err = r.lease(req.GetInstanceId(), kinds)
+			claimed, err = r.lease(req.GetInstanceId(), req.GetSessionId(), kinds)
 			return err
 		})
 		if errors.Is(err, errNothing) || errors.Is(err, store.ErrNotFound) {
@@ -100,8 +104,8 @@ func (s *Server) claimOnce(ctx context.Context, req *schedulerv1.ClaimTaskReques
 	return nil, nil
 }
 
-// lease hands the next pending assignment of the open wave to instance.
-func (r *runner) lease(instance string, kinds []schedulerv1.AssignmentKind) (*schedulerv1.ClaimedAssignment, error) {
+// lease hands the next pending assignment of the open wave to instance (its process's session).
+func (r *runner) lease(instance, session string, kinds []schedulerv1.AssignmentKind) (*schedulerv1.ClaimedAssignment, error) {
 	if r.e.GetStatus() != schedulerv1.ExecutionStatus_EXECUTION_STATUS_RUNNING || r.e.GetCurrentWave() == 0 {
 		return nil, errNothing
 	}
@@ -119,6 +123,7 @@ func (r *runner) lease(instance string, kinds []schedulerv1.AssignmentKind) (*sc
 	d := leaseDuration(r.e.GetOptions())
 	a.Status = schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_ASSIGNED
 	a.InstanceId = instance
+	a.SessionID = session
 	a.FencingToken++
 	a.LeaseExpireTime = timestamppb.New(r.tx.Now().Add(d))
 	a.AssignTime = r.now()
@@ -221,6 +226,9 @@ func agentEntries(a *store.Assignment, events []*schedulerv1.AgentEvent) []*comm
 	for _, ev := range events {
 		e := entry(ev.GetEventType(), a, ev.GetMessage(), nil)
 		e.Context = ev.GetContext()
+		if ev.GetTime().IsValid() {
+			e.SourceTime = ev.GetTime() // when it happened, by the agent's clock; e.Time is the store's
+		}
 		out = append(out, e)
 	}
 	return out
@@ -530,7 +538,7 @@ func (r *runner) integrated(a *store.Assignment, w *schedulerv1.Wave, req *sched
 	if err := r.log(
 		entry(commonv1.EventType_EVENT_TYPE_INTEGRATION_COMPLETED, a, fmt.Sprintf("wave %d integrated at %s (%d task commits)", w.GetWaveNumber(), short(w.GetIntegrationCommit()), len(a.Merges)),
 			map[string]any{"commit": w.GetIntegrationCommit()}),
-		entry(commonv1.EventType_EVENT_TYPE_WAVE_COMPLETED, nil, fmt.Sprintf("wave %d/%d completed: %d completed, %d failed, %d skipped", w.GetWaveNumber(), r.e.GetWaveCount(),
+		waveEntry(commonv1.EventType_EVENT_TYPE_WAVE_COMPLETED, w.GetWaveNumber(), fmt.Sprintf("wave %d/%d completed: %d completed, %d failed, %d skipped", w.GetWaveNumber(), r.e.GetWaveCount(),
 			w.GetCompletedCount(), w.GetFailedCount(), w.GetSkippedCount()), map[string]any{"wave_number": float64(w.GetWaveNumber())}),
 	); err != nil {
 		return err

@@ -4,6 +4,7 @@ package scheduler
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
@@ -23,9 +24,15 @@ type Server struct {
 	driverEvery time.Duration
 	lists       lists
 	wake        *signal
-	owners      owners // assignment → execution
+	owners      owners   // assignment → execution
+	sessions    sessions // instance → the last session it claimed with
 	registry    registryv1.RegistryServiceClient
 	staleAfter  time.Duration
+	// verifyTries and verifyBackoff bound the retries of a Verifier that answers a retryable
+	// error; verifying marks the executions whose Verify Done is in flight.
+	verifyTries   int
+	verifyBackoff backoffPolicy
+	verifying     sync.Map
 }
 
 // New returns the Scheduler service on st. Start runs its background driver.

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
-	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -18,12 +18,18 @@ import (
 // takes its assignments back: three of the worker's idle heartbeats (10 s).
 const defaultStaleAfter = 30 * time.Second
 
+// registryTimeout bounds each Registry call of the reaper and of a session replacement.
+const registryTimeout = 5 * time.Second
+
 // WithRegistry lets the reaper ask the Registry for stale agents (ListStaleAgents) and requeue
 // what they hold before their leases run out: a lease is three execution heartbeats (90 s by
-// default), a dead agent's Registry heartbeat stops after staleAfter (0: 30 s). An assignment is
-// only taken back when the Scheduler has not heard from its holder for as long either (no report
-// within max(staleAfter, 1.5 heartbeats)), so an agent cut off from the Registry alone keeps its
-// work. Without a Registry, expired leases alone free a dead agent's work.
+// default), a dead agent is stale after staleAfter (0: 30 s) without a Registry heartbeat. An
+// assignment is only taken back when the Scheduler has not heard from its holder for as long
+// either (no claim or report within staleAfter), so an agent cut off from the Registry alone
+// keeps its work while it reports. Before requeueing, the reaper releases the dead agent's file
+// locks in the Registry (the next grant of each has a higher fencing token, so a late write of the
+// dead holder is still refused). Without a Registry, expired leases alone free a dead agent's
+// work.
 func WithRegistry(c registryv1.RegistryServiceClient, staleAfter time.Duration) Option {
 	return func(s *Server) {
 		s.registry = c
@@ -34,14 +40,18 @@ func WithRegistry(c registryv1.RegistryServiceClient, staleAfter time.Duration) 
 	}
 }
 
-// reapStale requeues the assignments held by agents the Registry reports stale. A Registry that
-// cannot be reached is only logged: leases still bound how long a dead agent holds work.
+// reapStale requeues the assignments held by agents the Registry reports stale (whatever their
+// reported status) when the Scheduler has not heard from them for the stale window either. A
+// Registry that cannot be reached is only logged: leases still bound how long a dead agent holds
+// work.
 func (s *Server) reapStale(ctx context.Context) error {
 	if s.registry == nil {
 		return nil
 	}
-	res, err := s.registry.ListStaleAgents(ctx, &registryv1.ListStaleAgentsRequest{
+	rctx, cancel := context.WithTimeout(ctx, registryTimeout)
+	res, err := s.registry.ListStaleAgents(rctx, &registryv1.ListStaleAgentsRequest{
 		OlderThan: durationpb.New(s.staleAfter), Limit: 1000})
+	cancel()
 	if err != nil {
 		s.log.Warn("scheduler reaper: list stale agents", "err", err)
 		return nil
@@ -50,38 +60,47 @@ func (s *Server) reapStale(ctx context.Context) error {
 		return nil
 	}
 	stale := make(map[string]int64, len(res.GetAgents()))
+	instances := make([]string, 0, len(res.GetAgents()))
 	for _, a := range res.GetAgents() {
-		stale[a.GetAgent().GetInstanceId()] = a.GetSecondsSinceHeartbeat()
+		id := a.GetAgent().GetInstanceId()
+		stale[id] = a.GetSecondsSinceHeartbeat()
+		instances = append(instances, id)
 	}
-	open, err := s.store.ExecutionsInStatus(ctx, []schedulerv1.ExecutionStatus{
-		schedulerv1.ExecutionStatus_EXECUTION_STATUS_RUNNING, schedulerv1.ExecutionStatus_EXECUTION_STATUS_PAUSED}, 1000)
+	held, err := s.store.HeldAssignments(ctx, instances, reaperBatch)
 	if err != nil {
 		return err
 	}
-	for _, e := range open {
-		silentFor := max(s.staleAfter, 3*e.GetOptions().GetAgentConfig().GetHeartbeatInterval().AsDuration()/2)
-		// One read per execution: what is held, kept when its holder is stale.
-		held, _, err := s.store.ListAssignments(ctx, store.ListAssignmentsQuery{ExecutionID: e.GetId(),
-			Statuses: []schedulerv1.AssignmentStatus{schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_ASSIGNED, schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_RUNNING},
-			PageSize: 1000})
-		if err != nil {
-			return err
+	// silent: the Scheduler has not heard from a's holder (claim or report) for the stale window.
+	silent := func(a *store.Assignment, now time.Time) (time.Duration, bool) {
+		last := a.GetAssignTime().AsTime()
+		if t := a.GetLastReportTime(); t != nil && t.AsTime().After(last) {
+			last = t.AsTime()
 		}
-		for _, x := range held {
-			secs, ok := stale[x.GetInstanceId()]
-			if !ok {
-				continue
-			}
+		return now.Sub(last), now.Sub(last) >= s.staleAfter
+	}
+	byAgent := map[string][]*store.Assignment{}
+	var order []string
+	for _, x := range held {
+		if _, ok := silent(x, time.Now()); !ok {
+			continue // the Scheduler still hears from it (checked again in the transaction)
+		}
+		if _, ok := byAgent[x.GetInstanceId()]; !ok {
+			order = append(order, x.GetInstanceId())
+		}
+		byAgent[x.GetInstanceId()] = append(byAgent[x.GetInstanceId()], x)
+	}
+	for _, instance := range order {
+		secs := stale[instance]
+		// The locks first: the next holder of the task must not wait for the dead one's.
+		s.releaseLocks(ctx, instance, fmt.Sprintf("the Registry reports it stale (no heartbeat for %d s)", secs))
+		for _, x := range byAgent[instance] {
 			err := s.takeBack(ctx, x, "AGENT_STALE", commonv1.EventType_EVENT_TYPE_LEASE_EXPIRED, func(r *runner, a *store.Assignment) (string, bool) {
-				last := a.GetAssignTime().AsTime()
-				if t := a.GetLastReportTime(); t != nil && t.AsTime().After(last) {
-					last = t.AsTime()
-				}
-				if r.tx.Now().Sub(last) < silentFor {
-					return "", false // the Scheduler still hears from it
+				quiet, ok := silent(a, r.tx.Now())
+				if !ok {
+					return "", false // it reported since
 				}
 				return fmt.Sprintf("lease of %s (token %d) revoked: the Registry reports the agent stale (no heartbeat for %d s) and it has not reported for %s",
-					a.GetInstanceId(), a.GetFencingToken(), secs, r.tx.Now().Sub(last).Round(time.Millisecond)), true
+					a.GetInstanceId(), a.GetFencingToken(), secs, quiet.Round(time.Millisecond)), true
 			})
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
@@ -89,4 +108,105 @@ func (s *Server) reapStale(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// releaseLocks releases every lock instance holds in the Registry (ListLocks by holder, then
+// ReleaseLock with each lock's token), so the next agent does not wait a lock TTL for a dead
+// holder. Fencing stays: the next grant of a resource gets a higher token, so a late write of
+// the old holder is refused. A Registry that cannot be reached, or a lock that changed hands
+// meanwhile, is logged and skipped: the locks then end with their TTL.
+func (s *Server) releaseLocks(ctx context.Context, instance, why string) {
+	if s.registry == nil {
+		return
+	}
+	var token string
+	for range 100 { // at most 100 pages of 1000 locks
+		rctx, cancel := context.WithTimeout(ctx, registryTimeout)
+		res, err := s.registry.ListLocks(rctx, &registryv1.ListLocksRequest{Holder: instance, PageSize: 1000, PageToken: token})
+		cancel()
+		if err != nil {
+			s.log.Warn("scheduler: list the locks of an agent whose work is taken back; they end with their TTL",
+				"instance", instance, "why", why, "err", err)
+			return
+		}
+		for _, l := range res.GetLocks() {
+			if l.GetHolder() != instance || l.GetToken() <= 0 {
+				continue
+			}
+			rctx, cancel := context.WithTimeout(ctx, registryTimeout)
+			_, err := s.registry.ReleaseLock(rctx, &registryv1.ReleaseLockRequest{Resource: l.GetResource(), Holder: instance, Token: l.GetToken()})
+			cancel()
+			if err != nil {
+				s.log.Warn("scheduler: release a lock of an agent whose work is taken back",
+					"instance", instance, "resource", l.GetResource(), "token", l.GetToken(), "why", why, "err", err)
+				continue
+			}
+			s.log.Info("scheduler: released a lock of an agent whose work is taken back",
+				"instance", instance, "resource", l.GetResource(), "token", l.GetToken(), "why", why)
+		}
+		if token = res.GetNextPageToken(); token == "" {
+			return
+		}
+	}
+}
+
+// replaceSessions takes back at once what instance holds under a session other than session (a
+// claim from a new process of the same instance: the old one crashed or was restarted), after
+// releasing the instance's locks, with code AGENT_RESTARTED. Assignments leased without a session
+// are left alone. Each replica checks an instance once per session it sees.
+func (s *Server) replaceSessions(ctx context.Context, instance, session string) error {
+	if session == "" || s.sessions.seen(instance, session) {
+		return nil
+	}
+	held, err := s.store.HeldAssignments(ctx, []string{instance}, reaperBatch)
+	if err != nil {
+		return err
+	}
+	var old []*store.Assignment
+	for _, a := range held {
+		if a.SessionID != "" && a.SessionID != session {
+			old = append(old, a)
+		}
+	}
+	if len(old) > 0 {
+		s.releaseLocks(ctx, instance, fmt.Sprintf("the agent restarted (new session %s)", session))
+	}
+	for _, x := range old {
+		err := s.takeBack(ctx, x, "AGENT_RESTARTED", commonv1.EventType_EVENT_TYPE_LEASE_EXPIRED, func(r *runner, a *store.Assignment) (string, bool) {
+			if a.SessionID == "" || a.SessionID == session {
+				return "", false
+			}
+			return fmt.Sprintf("lease of %s (token %d) revoked: the agent restarted (session %s replaced %s)",
+				a.GetInstanceId(), a.GetFencingToken(), session, a.SessionID), true
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	s.sessions.remember(instance, session)
+	return nil
+}
+
+// sessions remembers the last session each instance claimed with on this replica, up to
+// maxSessions instances (then it starts over: a miss costs one store read).
+type sessions struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const maxSessions = 1 << 14
+
+func (ss *sessions) seen(instance, session string) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.m[instance] == session
+}
+
+func (ss *sessions) remember(instance, session string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.m == nil || len(ss.m) >= maxSessions {
+		ss.m = make(map[string]string)
+	}
+	ss.m[instance] = session
 }

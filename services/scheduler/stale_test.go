@@ -64,7 +64,7 @@ func TestStaleAgentsAssignmentsAreTakenBackBeforeTheLeaseEnds(t *testing.T) {
 				require.NoError(t, err)
 			}
 			// A 15 s lease (heartbeat 5 s): the taking back below cannot be an expiry. The
-			// Scheduler waits max(1 s, 1.5 heartbeats) = 7.5 s of silence.
+			// Scheduler waits for the stale window (1 s) of silence to it too.
 			opts := &schedulerv1.ExecutionOptions{MaxParallel: 2,
 				AgentConfig: &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(5 * time.Second)}}
 			list := b.createList(t, &schedulerv1.TaskListSpec{Name: "two", Tasks: []*commonv1.Task{

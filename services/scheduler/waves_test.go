@@ -100,3 +100,30 @@ func TestPlanWavesOfAnInlineList(t *testing.T) {
 	})
 	requireViolations(t, err, map[string]string{"task_list.tasks[0].depends_on[0]": "dependency cycle: 1.1 → 1.3 → 1.1"})
 }
+
+// Issue 12 defect 12: in a list with a repository, a task that declares no files is check-only:
+// PlanWaves puts it alone in its wave and says why; without a repository it shares a wave.
+func TestPlanWavesPutsACheckOnlyTaskAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, backends["sqlite"](t))
+	spec := func(repo *schedulerv1.Repository) *schedulerv1.TaskListSpec {
+		return &schedulerv1.TaskListSpec{Repository: repo, Tasks: []*commonv1.Task{
+			{Id: "1", Title: "write a", File: "a.go"},
+			{Id: "2", Title: "run the tests", Command: "go test ./...", Action: commonv1.TaskAction_TASK_ACTION_RUN},
+			{Id: "3", Title: "write b", File: "b.go"},
+		}}
+	}
+	res, err := b.client.PlanWaves(t.Context(), &schedulerv1.PlanWavesRequest{
+		Source: &schedulerv1.PlanWavesRequest_TaskList{TaskList: spec(&schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: "/srv/repo"}})}})
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"1", "3"}, {"2"}}, waveTasks(res))
+	pl := res.GetWaves()[1].GetPlacements()[0]
+	require.Equal(t, schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT, pl.GetReason())
+	require.Equal(t, []string{"1"}, pl.GetConflictingTaskIds())
+	require.Contains(t, pl.GetMessage(), "declares no files in a list with a repository: a check-only task conflicts with every other task, so it runs alone in its wave")
+
+	res, err = b.client.PlanWaves(t.Context(), &schedulerv1.PlanWavesRequest{
+		Source: &schedulerv1.PlanWavesRequest_TaskList{TaskList: spec(nil)}})
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"1", "2", "3"}}, waveTasks(res), "no repository: scratch dirs, no conflicts")
+}

@@ -2,7 +2,8 @@
 // server, or a SQLite file in the test's temporary directory.
 //
 // Tests that need Postgres fail (never skip) when it cannot be reached: a suite that silently
-// skips its Postgres half would pass while testing half of what it claims.
+// skips its Postgres half would pass while testing half of what it claims. Only -short (`make
+// unit`) skips them, on purpose.
 package dbtest
 
 import (
@@ -55,6 +56,7 @@ var admin = sync.OnceValues(func() (*pgxpool.Pool, error) {
 // tens of milliseconds. The test fails if Postgres cannot be reached.
 func Postgres(t testing.TB) string {
 	t.Helper()
+	SkipUnit(t, "Postgres")
 	serverURL := ServerURL()
 	pool, err := admin()
 	if err != nil {
@@ -85,6 +87,16 @@ func Postgres(t testing.TB) string {
 	u.Path = "/" + name
 	u.RawPath = ""
 	return u.String()
+}
+
+// SkipUnit skips t under `go test -short` (`make unit`: the tests that need neither Postgres nor
+// Redis), naming what it needs; `make test` runs it. Outside -short a test that needs a service
+// fails when it cannot reach it, never skips.
+func SkipUnit(t testing.TB, needs string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s: skipped by -short (make unit); make test runs it", needs)
+	}
 }
 
 // SQLite returns the path of a SQLite database file (not yet created) in t's temporary

@@ -15,6 +15,7 @@ import (
 
 func TestPostgres(t *testing.T) {
 	t.Parallel()
+	dbtest.SkipUnit(t, "Postgres")
 	var name string
 	t.Run("database of its own", func(t *testing.T) {
 		// Registered first, this cleanup runs last: the connection is still open when the

@@ -203,3 +203,43 @@ func CheckGrant(resource, holder string, token int64, current Lock) error {
 	}
 	return nil
 }
+
+// ReleaseHolder releases every lock holder holds in l and answers them: the locks of an agent
+// whose process restarted. Each release is the holder's own (with the current token), so waiters
+// are woken and the next grant of each resource has a greater token than the released one. A
+// lock that changes hands meanwhile (expired and granted again) is left alone. On an error the
+// locks released so far are answered with it; calling again releases the rest.
+func ReleaseHolder(ctx context.Context, l Locks, holder string) ([]Lock, error) {
+	const page = 256
+	var (
+		released []Lock
+		after    string
+	)
+	for {
+		locks, next, err := l.List(ctx, ListQuery{Holder: holder, After: after, Limit: page})
+		if err != nil {
+			return released, err
+		}
+		for _, lock := range locks {
+			err := l.Release(ctx, lock.Resource, holder, lock.Token)
+			var (
+				notHeld *NotHeldError
+				stale   *StaleTokenError
+				wrong   *WrongTokenError
+				other   *HeldByOtherError
+			)
+			switch {
+			case err == nil:
+				released = append(released, lock)
+			case errors.As(err, &notHeld), errors.As(err, &stale), errors.As(err, &wrong), errors.As(err, &other):
+				// Expired or granted again since the listing: no longer the holder's.
+			default:
+				return released, err
+			}
+		}
+		if next == "" {
+			return released, nil
+		}
+		after = next
+	}
+}

@@ -75,22 +75,36 @@ type Store interface {
 	// ListOwners lists ownership patterns in pattern order.
 	ListOwners(ctx context.Context, q ListOwnersQuery) ([]Ownership, error)
 
-	// RegisterAgent records a new agent instance in status initializing, or answers the
-	// existing one (created false) when the same instance registers again for the same
-	// execution; another execution is an *AlreadyExistsError.
-	RegisterAgent(ctx context.Context, a NewAgent) (agent Agent, created bool, err error)
+	// RegisterAgent records a new agent instance in status initializing (created), or answers
+	// the existing one when the same instance registers again for the same execution; another
+	// execution is an *AlreadyExistsError. A registration whose session is set and differs from
+	// the stored one (the agent process restarted) starts the instance afresh: status
+	// initializing whatever it was, task, error, progress and heartbeat cleared, spawn time now,
+	// the registration's type, wave, configuration and host; it records the replaced session and
+	// that the instance's locks are to be released (see LocksReleased). Without a session, or
+	// with the stored one, the existing record is answered unchanged.
+	RegisterAgent(ctx context.Context, a NewAgent) (Registration, error)
+	// LocksReleased records that the locks of instanceID's sessions before session were
+	// released, so that a later registration of session does not release them again. A newer
+	// session in the meantime keeps its own pending release.
+	LocksReleased(ctx context.Context, instanceID, session string) error
 	// Heartbeat records an agent's report at the store's time: its new status (a legal
-	// transition, see CanTransition; else a *TransitionError), task, progress and resource use.
-	// It keeps a sample in the heartbeat history when the status or the task changed or the
-	// last sample is at least b.SampleEvery old. An unknown agent is a *NotFoundError.
+	// transition, see CanTransition; else a *TransitionError; stale and gone are never
+	// reported), task, progress and resource use. It keeps a sample in the heartbeat history when
+	// the status or the task changed or the last sample is at least b.SampleEvery old. An unknown
+	// agent is a *NotFoundError; a beat whose session is set and is not the stored one a
+	// *SessionReplacedError.
 	Heartbeat(ctx context.Context, b Beat) (agent Agent, sampled bool, err error)
-	// GetAgent answers one agent, or a *NotFoundError.
-	GetAgent(ctx context.Context, instanceID string) (Agent, error)
-	// ListAgents lists agents newest first (spawn time, then instance id, descending).
+	// GetAgent answers one agent, its status derived with w (see AgentWindows), or a
+	// *NotFoundError.
+	GetAgent(ctx context.Context, instanceID string, w AgentWindows) (Agent, error)
+	// ListAgents lists agents newest first (spawn time, then instance id, descending), their
+	// statuses derived with q.Windows.
 	ListAgents(ctx context.Context, q ListAgentsQuery) ([]Agent, error)
-	// StaleAgents answers, among the agents named by q.InstanceIDs, the running ones whose last
-	// heartbeat is older than q.OlderThan by the store's clock, oldest heartbeat first: the
-	// seed's stale-heartbeat query restricted to candidates.
+	// StaleAgents answers, among the agents named by q.InstanceIDs, the ones that are not
+	// finished and whose last sign of life (last heartbeat, or registration before the first)
+	// is older than q.OlderThan by the store's clock, whatever status they last reported, oldest
+	// first: the seed's stale-heartbeat query restricted to candidates.
 	StaleAgents(ctx context.Context, q StaleQuery) ([]StaleAgent, error)
 	// LiveAgents lists the agents that are not finished (neither completed nor failed) with
 	// the time of their last heartbeat (their spawn time before the first), in instance id
@@ -129,6 +143,9 @@ type AgentStatus string
 // The agent statuses. Legal transitions (see CanTransition):
 // initializing → running | failed; running ↔ idle; running | idle → completed | failed | stuck;
 // stuck → running | failed. Completed and failed are final.
+//
+// Stale and gone are never stored nor reported: they are derived when an agent that is not
+// final has been silent past the Registry's windows (see AgentWindows).
 const (
 	AgentInitializing AgentStatus = "initializing"
 	AgentRunning      AgentStatus = "running"
@@ -136,6 +153,8 @@ const (
 	AgentCompleted    AgentStatus = "completed"
 	AgentFailed       AgentStatus = "failed"
 	AgentStuck        AgentStatus = "stuck"
+	AgentStale        AgentStatus = "stale"
+	AgentGone         AgentStatus = "gone"
 )
 
 // transitions are the legal status changes (the AgentStatus state machine of
@@ -150,8 +169,14 @@ var transitions = map[AgentStatus][]AgentStatus{
 // Final reports whether s is an end state: completed or failed.
 func (s AgentStatus) Final() bool { return s == AgentCompleted || s == AgentFailed }
 
-// Valid reports whether s is one of the statuses.
+// Valid reports whether s is one of the statuses, derived ones included.
 func (s AgentStatus) Valid() bool {
+	return s.Reportable() || s == AgentStale || s == AgentGone
+}
+
+// Reportable reports whether an agent may report (and the store keep) status s: every status
+// but the derived stale and gone.
+func (s AgentStatus) Reportable() bool {
 	switch s {
 	case AgentInitializing, AgentRunning, AgentIdle, AgentCompleted, AgentFailed, AgentStuck:
 		return true
@@ -160,12 +185,21 @@ func (s AgentStatus) Valid() bool {
 }
 
 // CanTransition reports whether an agent in status from may report status to. Staying in the
-// same status is legal unless the status is final: a finished agent reports nothing more.
+// same status is legal unless the status is final: a finished agent reports nothing more. No
+// status moves to the derived stale or gone.
 func CanTransition(from, to AgentStatus) bool {
-	if from.Final() {
+	if from.Final() || !to.Reportable() {
 		return false
 	}
 	return from == to || slices.Contains(transitions[from], to)
+}
+
+// AgentWindows are the Registry's windows of silence: an agent that is not final and whose
+// last sign of life (last heartbeat, or its registration before the first) is older than Stale
+// by the store's clock is answered stale, older than Gone gone, with the status it last reported
+// in Agent.ReportedStatus. A zero window derives nothing.
+type AgentWindows struct {
+	Stale, Gone time.Duration
 }
 
 // AgentConfig is an agent's tuning, defaults filled in.
@@ -225,6 +259,25 @@ type NewAgent struct {
 	Config AgentConfig
 	// Host names the agent's host and process, for operators.
 	Host string
+	// SessionID is the registering process's session (boot id); "" for none.
+	SessionID string
+}
+
+// Registration is the outcome of RegisterAgent.
+type Registration struct {
+	// Agent is the registered instance, as stored.
+	Agent Agent
+	// Created: the instance is new.
+	Created bool
+	// Replaced: the registration replaced the instance's session (its process restarted).
+	Replaced bool
+	// ReplacedSession is the session the registration replaced ("" when the replaced
+	// registration had none), also when answering again a registration whose locks are still to
+	// be released.
+	ReplacedSession string
+	// ReleaseLocks: the locks held by the instance's earlier sessions are still to be released;
+	// call LocksReleased once they are.
+	ReleaseLocks bool
 }
 
 // DefaultAgentType is the agent type of an agent registered without one.
@@ -237,9 +290,15 @@ type Agent struct {
 	AgentType     string
 	CurrentTaskID string
 	WaveNumber    int32
-	Status        AgentStatus
-	Host          string
-	Config        AgentConfig
+	// Status is the agent's status as the Registry sees it: ReportedStatus, or stale or gone
+	// when derived (see AgentWindows).
+	Status AgentStatus
+	// ReportedStatus is the status the agent last reported (the stored one).
+	ReportedStatus AgentStatus
+	// SessionID is the session of the process that registered last; "" for none.
+	SessionID string
+	Host      string
+	Config    AgentConfig
 	// ErrorContext is the last error reported with status failed or stuck; nil when none.
 	ErrorContext *ErrorContext
 	// Last reported progress (0-100), resident memory (MB) and CPU use (% of one core).
@@ -262,6 +321,8 @@ type Beat struct {
 	CPUPercent      float64
 	// ErrorContext replaces the stored one when set.
 	ErrorContext *ErrorContext
+	// SessionID, when set, must be the stored session (else a *SessionReplacedError).
+	SessionID string
 	// SampleEvery is the sampling period of the heartbeat history (see Store.Heartbeat).
 	SampleEvery time.Duration
 }
@@ -281,8 +342,10 @@ type HeartbeatSample struct {
 type ListAgentsQuery struct {
 	// ExecutionID keeps only the agents of this execution; "" keeps all.
 	ExecutionID string
-	// Statuses keeps only agents in these statuses; empty keeps all.
+	// Statuses keeps only agents in these statuses, as derived with Windows; empty keeps all.
 	Statuses []AgentStatus
+	// Windows derive the stale and gone statuses.
+	Windows AgentWindows
 	// After, when set, keeps only agents that sort after this cursor (newest first: spawned
 	// earlier, or at the same time with a smaller instance id).
 	After *AgentCursor
@@ -300,17 +363,19 @@ type AgentCursor struct {
 type StaleQuery struct {
 	// InstanceIDs are the candidates.
 	InstanceIDs []string
-	// OlderThan is the heartbeat age past which a running agent is stale.
+	// OlderThan is the age of the last sign of life past which an unfinished agent is stale.
 	OlderThan time.Duration
 	// ExecutionID keeps only the agents of this execution; "" keeps all.
 	ExecutionID string
+	// Windows derive the answered agents' statuses.
+	Windows AgentWindows
 }
 
-// StaleAgent is a running agent whose heartbeat stopped.
+// StaleAgent is an unfinished agent whose heartbeat stopped.
 type StaleAgent struct {
 	Agent Agent
-	// SecondsSinceHeartbeat is the age of its last heartbeat by the store's clock, in whole
-	// seconds.
+	// SecondsSinceHeartbeat is the age of its last heartbeat (its registration before the
+	// first) by the store's clock, in whole seconds.
 	SecondsSinceHeartbeat int64
 }
 
@@ -368,6 +433,21 @@ func (e *TransitionError) Error() string {
 		return fmt.Sprintf("agent %q is already %s: a finished agent reports nothing more", e.InstanceID, e.From)
 	}
 	return fmt.Sprintf("agent %q cannot go from %s to %s", e.InstanceID, e.From, e.To)
+}
+
+// SessionReplacedError: a heartbeat names a session that is not the agent's current one: a newer
+// registration replaced it, and the process that sent it must stop.
+type SessionReplacedError struct {
+	InstanceID string
+	// Session is the beat's session, Current the stored one.
+	Session, Current string
+}
+
+func (e *SessionReplacedError) Error() string {
+	if e.Current == "" {
+		return fmt.Sprintf("session %q of agent %q is not its current session (it registered without one): this process must stop", e.Session, e.InstanceID)
+	}
+	return fmt.Sprintf("session %q of agent %q was replaced by session %q: this process must stop", e.Session, e.InstanceID, e.Current)
 }
 
 // UnavailableError: the store could not be reached or was too busy to answer. Backends wrap

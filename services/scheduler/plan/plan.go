@@ -11,7 +11,9 @@
 //  3. Waves. Each level gets waves of its own, after the previous level's. A task goes to the
 //     first wave of its level that is not full and holds no task whose impacts overlap its own
 //     (first fit). Two impacts overlap when their paths can name the same file and at least one
-//     of them writes: two readers never conflict.
+//     of them writes: two readers never conflict. An exclusive task (a check-only task: one that
+//     declares no files in a list with a repository, see FromSpec) conflicts with every task: it
+//     gets a new wave of its own, which no later task joins.
 //
 // # Complexity
 //
@@ -60,6 +62,9 @@ type Task struct {
 	Deps []int32
 	// Impacts are the task's resolved file impacts.
 	Impacts []tasklist.Impact
+	// Exclusive: the task may touch anything (it declares no files), so it conflicts with every
+	// other task and runs alone in its wave.
+	Exclusive bool
 }
 
 // Placement is one task's place in a wave and why.
@@ -218,6 +223,8 @@ type waveState struct {
 	plain  []*impact // file and directory impacts in the wave (for globs to check)
 	owners []int32   // owner of each plain impact
 	gowner []int32   // owner of each glob impact
+	// exclusive: the wave holds an exclusive task, alone.
+	exclusive bool
 }
 
 // packer places the tasks of each level into waves.
@@ -423,8 +430,21 @@ func (p *packer) level(order []int32, lvl int, levels []int) {
 	}
 }
 
+// placeAlone puts exclusive task t in a new wave after the level's waves, and closes that wave.
+func (p *packer) placeAlone(t int32, lvl int) {
+	w := int32(p.first + len(p.waves))
+	p.waves = append(p.waves, &waveState{tasks: []int32{t}, exclusive: true})
+	p.result = append(p.result, nil)
+	p.open = append(p.open, w+1) // full: nothing joins it
+	p.result[w] = append(p.result[w], p.placement(t, lvl, len(p.waves)-1))
+}
+
 // place puts task t in the first wave of its level it fits in.
 func (p *packer) place(t int32, lvl int) {
+	if p.tasks[t].Exclusive {
+		p.placeAlone(t, lvl)
+		return
+	}
 	ims := p.impacts[t]
 	hasGlob := false
 	for i := range ims {
@@ -486,6 +506,9 @@ func (p *packer) place(t int32, lvl int) {
 	p.result[w] = append(p.result[w], p.placement(t, lvl, rel))
 }
 
+// checkOnly says why an exclusive task is alone in its wave.
+const checkOnly = "declares no files in a list with a repository: a check-only task conflicts with every other task, so it runs alone in its wave"
+
 // conflict is one overlap found between the task being placed and a task of a wave.
 type conflict struct {
 	with int32
@@ -533,10 +556,30 @@ func (p *packer) placement(t int32, lvl, rel int) Placement {
 	if rel == 0 {
 		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_DEPENDENCY_LEVEL
 		pl.Message = p.levelMessage(t, lvl)
+		if p.tasks[t].Exclusive {
+			pl.Message += "; " + checkOnly
+		}
 		return pl
 	}
 	prev := p.waves[rel-1]
 	prevNumber := p.first + rel // 1-based number of the wave before
+	switch {
+	case p.tasks[t].Exclusive:
+		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT
+		for _, c := range prev.tasks {
+			if len(pl.Conflicts) < maxReported {
+				pl.Conflicts = append(pl.Conflicts, int(c))
+			}
+		}
+		pl.Message = checkOnly + " (after wave " + strconv.Itoa(prevNumber) + ")"
+		return pl
+	case prev.exclusive:
+		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT
+		pl.Conflicts = []int{int(prev.tasks[0])}
+		pl.Message = "wave " + strconv.Itoa(prevNumber) + " holds " + p.tasks[prev.tasks[0]].ID +
+			", which declares no files: a check-only task conflicts with every other task and runs alone in its wave"
+		return pl
+	}
 	if len(prev.tasks) >= p.maxParallel && !p.conflictsWith(t, rel-1, nil) {
 		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_MAX_PARALLEL
 		pl.Message = "wave " + strconv.Itoa(prevNumber) + " already holds " + strconv.Itoa(len(prev.tasks)) +

@@ -417,3 +417,62 @@ func containsDep(deps []int32, d int32) bool {
 	}
 	return false
 }
+
+// Issue 12 defect 12: a check-only task (no declared files, in a list with a repository)
+// conflicts with every other task: it runs alone in its wave, which no later task joins, and the
+// placements say so.
+func TestCheckOnlyTaskRunsAloneInItsWave(t *testing.T) {
+	t.Parallel()
+	check := Task{ID: "check", Exclusive: true}
+	tasks := []Task{task("a", nil, w("a.go")), check, task("b", nil, w("b.go")), task("c", nil, w("c.go")),
+		{ID: "check2", Exclusive: true}, task("d", []int32{0}, w("a.go"))}
+	res, err := Plan(tasks, 4)
+	require.NoError(t, err)
+	require.Equal(t, []string{"1: a b c", "2: check", "3: check2", "4: d"}, waveIDs(tasks, res))
+
+	pl := placementOf(t, tasks, res, "check")
+	require.Equal(t, schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT, pl.Reason)
+	require.Equal(t, []int{0}, pl.Conflicts, "it conflicts with the wave before (a; b and c came later)")
+	require.Contains(t, pl.Message, "declares no files in a list with a repository: a check-only task conflicts with every other task")
+	pl = placementOf(t, tasks, res, "check2")
+	require.Equal(t, schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT, pl.Reason)
+	require.Equal(t, []int{1}, pl.Conflicts)
+
+	// Alone at the start of a level, and a task after it in the same level.
+	tasks = []Task{check, task("a", nil, w("a.go"))}
+	res, err = Plan(tasks, 4)
+	require.NoError(t, err)
+	require.Equal(t, []string{"1: check", "2: a"}, waveIDs(tasks, res))
+	pl = placementOf(t, tasks, res, "check")
+	require.Equal(t, schedulerv1.PlacementReason_PLACEMENT_REASON_DEPENDENCY_LEVEL, pl.Reason)
+	require.Contains(t, pl.Message, "runs alone in its wave")
+	pl = placementOf(t, tasks, res, "a")
+	require.Equal(t, schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT, pl.Reason)
+	require.Equal(t, []int{0}, pl.Conflicts)
+	require.Contains(t, pl.Message, "wave 1 holds check, which declares no files")
+}
+
+// Only a list with a repository makes a task without files check-only: without one every task
+// works in a scratch directory and nothing conflicts.
+func TestFromSpecMarksTasksWithoutFilesCheckOnlyWithARepository(t *testing.T) {
+	t.Parallel()
+	spec := &schedulerv1.TaskListSpec{Tasks: []*commonv1.Task{
+		{Id: "1", Title: "writes", File: "a.go"},
+		{Id: "2", Title: "checks", Command: "go test ./..."},
+		{Id: "3", Title: "lists", Files: []*commonv1.FileImpact{{Path: "b.go"}}},
+	}}
+	tasks, _ := FromSpec(spec, false)
+	for _, tk := range tasks {
+		require.False(t, tk.Exclusive, "no repository: %s", tk.ID)
+	}
+	res, err := Plan(tasks, 4)
+	require.NoError(t, err)
+	require.Equal(t, []string{"1: 1 2 3"}, waveIDs(tasks, res))
+
+	spec.Repository = &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: "/srv/repo"}}
+	tasks, _ = FromSpec(spec, false)
+	require.Equal(t, []bool{false, true, false}, []bool{tasks[0].Exclusive, tasks[1].Exclusive, tasks[2].Exclusive})
+	res, err = Plan(tasks, 4)
+	require.NoError(t, err)
+	require.Equal(t, []string{"1: 1 3", "2: 2"}, waveIDs(tasks, res))
+}

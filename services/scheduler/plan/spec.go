@@ -8,7 +8,10 @@ import (
 
 // FromSpec builds the planner's tasks from a task list that passed tasklist.Validate. Tasks
 // already COMPLETED are left out (their ids are returned, in list order) unless includeCompleted
-// is set; a dependency on a task left out counts as satisfied.
+// is set; a dependency on a task left out counts as satisfied. In a list with a repository, a
+// task that declares no files (no file, no files) is a check-only task: it commits nothing, but
+// it may read or run anything, so it is Exclusive (alone in its wave). Without a repository
+// every task works in a scratch directory of its own and nothing is exclusive.
 func FromSpec(spec *schedulerv1.TaskListSpec, includeCompleted bool) (tasks []Task, completed []string) {
 	index := make(map[string]int32, len(spec.GetTasks()))
 	for _, t := range spec.GetTasks() {
@@ -19,7 +22,9 @@ func FromSpec(spec *schedulerv1.TaskListSpec, includeCompleted bool) (tasks []Ta
 		if _, dup := index[t.GetId()]; !dup {
 			index[t.GetId()] = int32(len(tasks))
 		}
-		tasks = append(tasks, Task{ID: t.GetId(), Priority: t.GetPriority(), Impacts: tasklist.Impacts(t)})
+		impacts := tasklist.Impacts(t)
+		tasks = append(tasks, Task{ID: t.GetId(), Priority: t.GetPriority(), Impacts: impacts,
+			Exclusive: spec.GetRepository() != nil && len(impacts) == 0})
 	}
 	i := 0
 	for _, t := range spec.GetTasks() {

@@ -70,6 +70,7 @@ type AssignmentRow struct {
 	FinalIntegration            bool
 	PreviousErrors, Merges      string // JSON arrays
 	Detail                      string // JSON object
+	SessionID                   *string
 }
 
 // LogRow is the task_execution_log row of a log entry.
@@ -82,6 +83,7 @@ type LogRow struct {
 	Message             string
 	Context             *string // JSON object
 	Time                time.Time
+	SourceTime          *time.Time
 }
 
 // CheckpointRow is the checkpoints row of a checkpoint.
@@ -397,6 +399,7 @@ func EncodeAssignment(a *Assignment) (AssignmentRow, error) {
 		FencingToken: p.GetFencingToken(), LeaseExpireTime: timeOf(p.GetLeaseExpireTime()),
 		AssignTime: timeOf(p.GetAssignTime()), CompleteTime: timeOf(p.GetCompleteTime()),
 		LastReportSeq: a.LastReportSeq, Position: a.Position, FinalIntegration: a.FinalIntegration,
+		SessionID: nullable(a.SessionID),
 	}
 	var err error
 	if r.Kind, err = AssignmentKindName(p.GetKind()); err != nil {
@@ -441,7 +444,8 @@ func DecodeAssignment(r AssignmentRow) (*Assignment, error) {
 	p.TaskId, p.Status, p.InstanceId = deref(r.TaskKey), schedulerv1.AssignmentStatus(status), deref(r.InstanceID)
 	p.Attempt, p.FencingToken = r.Attempt, r.FencingToken
 	p.LeaseExpireTime, p.AssignTime, p.CompleteTime = stamp(r.LeaseExpireTime), stamp(r.AssignTime), stamp(r.CompleteTime)
-	a := &Assignment{Assignment: p, Position: r.Position, LastReportSeq: r.LastReportSeq, FinalIntegration: r.FinalIntegration}
+	a := &Assignment{Assignment: p, Position: r.Position, LastReportSeq: r.LastReportSeq, FinalIntegration: r.FinalIntegration,
+		SessionID: deref(r.SessionID)}
 	if a.PreviousErrors, err = listOf(r.PreviousErrors, func() *commonv1.ErrorContext { return &commonv1.ErrorContext{} }); err != nil {
 		return nil, fmt.Errorf("store: assignment %q: previous_errors: %w", r.ID, err)
 	}
@@ -461,6 +465,7 @@ func EncodeLogEntry(e *commonv1.LogEntry) (LogRow, error) {
 	if t := timeOf(e.GetTime()); t != nil {
 		r.Time = *t
 	}
+	r.SourceTime = timeOf(e.GetSourceTime())
 	if n := e.GetWaveNumber(); n != 0 {
 		r.WaveNumber = &n
 	}
@@ -491,6 +496,7 @@ func DecodeLogEntry(r LogRow) (*commonv1.LogEntry, error) {
 	e := &commonv1.LogEntry{
 		Seq: r.Seq, ExecutionId: r.ExecutionID, TaskId: deref(r.TaskKey), InstanceId: deref(r.InstanceID),
 		Time: timestamppb.New(r.Time), EventType: commonv1.EventType(et), Message: r.Message,
+		SourceTime: stamp(r.SourceTime),
 	}
 	if r.WaveNumber != nil {
 		e.WaveNumber = *r.WaveNumber

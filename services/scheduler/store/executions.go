@@ -84,6 +84,10 @@ type Executions interface {
 	// deadline is at or before the store's now (the clock of ExecTx.Now), at most limit, oldest
 	// deadline first (then by id).
 	ExpiredLeases(ctx context.Context, limit int) ([]*Assignment, error)
+	// HeldAssignments returns the assignments held (ASSIGNED or RUNNING) by one of the agent
+	// instances, of any execution, oldest lease first (assign time, then id), at most limit; none
+	// for no instance (the stale-agent reaper and a new agent session use it).
+	HeldAssignments(ctx context.Context, instances []string, limit int) ([]*Assignment, error)
 	// ExecutionsInStatus returns the executions in one of the statuses, oldest first (create
 	// time, then id), at most limit; none for no status (the leader's driver uses it to find runs
 	// left PENDING, runs waiting for verification and runs past their wall time).
@@ -169,6 +173,9 @@ type Assignment struct {
 	Merges []*schedulerv1.IntegrationInput
 	// FinalIntegration is true for the last wave's integration.
 	FinalIntegration bool
+	// SessionID is the session (boot id) of the agent process the assignment was leased to
+	// (ClaimTaskRequest.session_id); "" when it sent none.
+	SessionID string
 }
 
 // ListExecutionsQuery selects a page of executions.

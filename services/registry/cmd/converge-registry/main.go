@@ -4,8 +4,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -22,12 +24,23 @@ import (
 func main() { os.Exit(servicecmd.Execute(command())) }
 
 func command() *cobra.Command {
-	var flags servicecmd.Flags
+	var (
+		flags      servicecmd.Flags
+		staleAfter time.Duration
+		goneAfter  time.Duration
+	)
 	cmd := &cobra.Command{
 		Use:   "converge-registry",
 		Short: "converge Registry service: file locks, ownership and agent heartbeats",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := errors.Join(servicecmd.DurationFromEnv(cmd, "stale-after", "CONVERGE_STALE_AFTER"),
+				servicecmd.DurationFromEnv(cmd, "gone-after", "CONVERGE_GONE_AFTER")); err != nil {
+				return err
+			}
+			if err := windows(staleAfter, goneAfter); err != nil {
+				return err
+			}
 			ctx, stop := server.SignalContext(cmd.Context())
 			defer stop()
 			logger, err := flags.Logger(os.Stderr)
@@ -55,13 +68,34 @@ func command() *cobra.Command {
 				}
 				return nil
 			}
+			// The retention loop waits for a current schema (the readiness probe opens the gate).
+			schemaReady := make(chan struct{})
 			return flags.Serve(ctx, "registry", logger, server.Service{
-				Desc:  &registryv1.RegistryService_ServiceDesc,
-				Impl:  registry.New(ctx, st, hot, registry.WithLogger(logger)),
-				Ready: servicecmd.AllReady(servicecmd.ReadyProbe(st, flags.Migrate), pingRedis),
+				Desc: &registryv1.RegistryService_ServiceDesc,
+				Impl: registry.New(ctx, st, hot, registry.WithLogger(logger), registry.WithAgentWindows(staleAfter, goneAfter),
+					registry.WithStartAfter(schemaReady)),
+				Ready: servicecmd.AllReady(servicecmd.ReadyProbe(st, flags.Migrate, func() { close(schemaReady) }),
+					pingRedis),
 			})
 		},
 	}
 	flags.Bind(cmd, "127.0.0.1:7072", servicecmd.NeedsPostgres|servicecmd.NeedsRedis)
+	cmd.Flags().DurationVar(&staleAfter, "stale-after", registry.DefaultStaleWindow,
+		"an unfinished agent silent this long is answered STALE [CONVERGE_STALE_AFTER]")
+	cmd.Flags().DurationVar(&goneAfter, "gone-after", 0,
+		"an unfinished agent silent this long is answered GONE and left out of ListAgents; 0: 10 × --stale-after [CONVERGE_GONE_AFTER]")
 	return cmd
+}
+
+// windows checks the stale and gone windows.
+func windows(stale, gone time.Duration) error {
+	switch {
+	case stale <= 0:
+		return fmt.Errorf("--stale-after must be positive, not %s", stale)
+	case gone < 0:
+		return fmt.Errorf("--gone-after must be 0 (10 × --stale-after) or positive, not %s", gone)
+	case gone > 0 && gone < stale:
+		return fmt.Errorf("--gone-after (%s) must not be shorter than --stale-after (%s)", gone, stale)
+	}
+	return nil
 }

@@ -334,6 +334,42 @@ func Run(t *testing.T, h Harness) {
 		require.Equal(t, []hot.Seen{seen("e", at(3)), seen("d", at(5)), seen("c", at(20)), seen("short", at(30)), seen("b", at(50))}, stale,
 			"a rebuild keeps the later of two times")
 	})
+	t.Run("ReleaseHolderFreesEveryLockOfTheHolder", func(t *testing.T) {
+		t.Parallel()
+		b := h.New(t)
+		ctx := t.Context()
+		var mine []hot.Lock
+		for i := range 7 {
+			l, granted, err := b.Acquire(ctx, fmt.Sprintf("src/%02d.go", i), "agent-a", ttl, 0)
+			require.NoError(t, err)
+			require.True(t, granted)
+			mine = append(mine, l)
+		}
+		other, _, err := b.Acquire(ctx, "src/other.go", "agent-b", ttl, 0)
+		require.NoError(t, err)
+
+		released, err := hot.ReleaseHolder(ctx, b, "agent-a")
+		require.NoError(t, err)
+		require.ElementsMatch(t, mine, released, "every lock of the holder, with its token")
+		require.Equal(t, []string{"src/other.go"}, listAll(t, b, hot.ListQuery{}, 10), "another holder's lock is kept")
+		got, err := b.Get(ctx, "src/other.go")
+		require.NoError(t, err)
+		require.Equal(t, other, got)
+
+		// Fencing holds: the old tokens are refused, and the next grant has a greater token.
+		_, err = b.Renew(ctx, mine[0].Resource, "agent-a", mine[0].Token, ttl)
+		require.Equal(t, &hot.NotHeldError{Resource: mine[0].Resource}, err)
+		again, granted, err := b.Acquire(ctx, mine[0].Resource, "agent-a", ttl, 0)
+		require.NoError(t, err)
+		require.True(t, granted)
+		require.Greater(t, again.Token, mine[len(mine)-1].Token)
+		_, err = b.Renew(ctx, mine[0].Resource, "agent-a", mine[0].Token, ttl)
+		require.Equal(t, &hot.StaleTokenError{Resource: mine[0].Resource, Token: mine[0].Token, Holder: "agent-a"}, err)
+
+		released, err = hot.ReleaseHolder(ctx, b, "nobody")
+		require.NoError(t, err)
+		require.Empty(t, released)
+	})
 	t.Run("Ping", func(t *testing.T) {
 		t.Parallel()
 		require.NoError(t, h.New(t).Ping(t.Context()))

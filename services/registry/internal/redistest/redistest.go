@@ -18,6 +18,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/converge-dev/converge/platform/database/dbtest"
 )
 
 // EnvURL names the environment variable holding the URL of the shared test Redis.
@@ -38,6 +40,7 @@ func URL() string {
 // skips) when Redis does not answer.
 func Client(t testing.TB) *redis.Client {
 	t.Helper()
+	dbtest.SkipUnit(t, "Redis")
 	opts, err := redis.ParseURL(URL())
 	require.NoError(t, err, "%s", EnvURL)
 	rdb := redis.NewClient(opts)
@@ -94,6 +97,7 @@ type Server struct {
 // no AOF): a test persists with SAVE when it wants a snapshot to restart from.
 func StartServer(t testing.TB) *Server {
 	t.Helper()
+	dbtest.SkipUnit(t, "redis-server")
 	bin, err := exec.LookPath("redis-server")
 	require.NoError(t, err, "the test needs the redis-server binary")
 	s := &Server{t: t, dir: t.TempDir()}

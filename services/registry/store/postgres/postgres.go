@@ -159,25 +159,44 @@ func (s *Store) ListOwners(ctx context.Context, q store.ListOwnersQuery) ([]stor
 	return out, wrap(err)
 }
 
-// agentColumns are the columns scanAgent reads, in its order.
-const agentColumns = `instance_id, coalesce(execution_id, ''), agent_type, coalesce(current_task_id, ''),
+// agentColumns are the columns scanAgent reads, in its order, ending with the derived status
+// (see derived).
+func agentColumns(derivedStatus string) string {
+	return `instance_id, coalesce(execution_id, ''), agent_type, coalesce(current_task_id, ''),
 	coalesce(wave_number, 0), status, hostname, config, error_context, progress_percent, memory_usage_mb,
-	cpu_percent, spawned_at, last_heartbeat, completed_at`
+	cpu_percent, spawned_at, last_heartbeat, completed_at, session_id, ` + derivedStatus
+}
+
+// storedColumns are agentColumns without derivation: the status as stored.
+var storedColumns = agentColumns("status")
+
+// lastSeen is an agent's last sign of life: its last heartbeat, or its registration before the
+// first.
+const lastSeen = `coalesce(last_heartbeat, spawned_at)`
+
+// derived answers the SQL of an agent's status as the Registry sees it, with the stale and gone
+// windows in microseconds in parameters $stale and $gone (0: not derived).
+func derived(stale, gone int) string {
+	return fmt.Sprintf(`CASE WHEN status IN ('completed', 'failed') THEN status
+		WHEN $%[2]d::bigint > 0 AND `+lastSeen+` < now() - $%[2]d::bigint * interval '1 microsecond' THEN 'gone'
+		WHEN $%[1]d::bigint > 0 AND `+lastSeen+` < now() - $%[1]d::bigint * interval '1 microsecond' THEN 'stale'
+		ELSE status END`, stale, gone)
+}
 
 func scanAgent(row pgx.Row, extra ...any) (store.Agent, error) {
 	var (
 		a                        store.Agent
-		status                   string
+		reported, status         string
 		config, errCtx           []byte
 		lastHeartbeat, completed *time.Time
 	)
 	dest := append([]any{&a.InstanceID, &a.ExecutionID, &a.AgentType, &a.CurrentTaskID, &a.WaveNumber,
-		&status, &a.Host, &config, &errCtx, &a.ProgressPercent, &a.MemoryUsageMB, &a.CPUPercent,
-		&a.SpawnedAt, &lastHeartbeat, &completed}, extra...)
+		&reported, &a.Host, &config, &errCtx, &a.ProgressPercent, &a.MemoryUsageMB, &a.CPUPercent,
+		&a.SpawnedAt, &lastHeartbeat, &completed, &a.SessionID, &status}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return store.Agent{}, err
 	}
-	a.Status = store.AgentStatus(status)
+	a.Status, a.ReportedStatus = store.AgentStatus(status), store.AgentStatus(reported)
 	if lastHeartbeat != nil {
 		a.LastHeartbeat = *lastHeartbeat
 	}
@@ -194,46 +213,94 @@ func scanAgent(row pgx.Row, extra ...any) (store.Agent, error) {
 	return a, nil
 }
 
-// RegisterAgent inserts the agent unless it exists.
-func (s *Store) RegisterAgent(ctx context.Context, n store.NewAgent) (store.Agent, bool, error) {
+// RegisterAgent inserts the agent, or answers it again, or starts it afresh for a new session,
+// in one transaction that holds the agent's row.
+func (s *Store) RegisterAgent(ctx context.Context, n store.NewAgent) (reg store.Registration, err error) {
 	agentType := n.AgentType
 	if agentType == "" {
 		agentType = store.DefaultAgentType
 	}
-	a, err := scanAgent(s.Pool().QueryRow(ctx, `
-		INSERT INTO build_agent_instances (instance_id, execution_id, agent_type, wave_number, config, hostname)
-		VALUES ($1, nullif($2, ''), $3, nullif($4, 0), $5, $6)
-		ON CONFLICT (instance_id) DO NOTHING
-		RETURNING `+agentColumns,
-		n.InstanceID, n.ExecutionID, agentType, n.WaveNumber, store.MarshalConfig(n.Config.WithDefaults()), n.Host))
-	if err == nil {
-		return a, true, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return store.Agent{}, false, wrap(err)
-	}
-	// Registered before (the conflicting insert waited for that row to commit).
-	existing, err := s.GetAgent(ctx, n.InstanceID)
+	config := store.MarshalConfig(n.Config.WithDefaults())
+	err = pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+		a, err := scanAgent(tx.QueryRow(ctx, `
+			INSERT INTO build_agent_instances (instance_id, execution_id, agent_type, wave_number, config, hostname, session_id)
+			VALUES ($1, nullif($2, ''), $3, nullif($4, 0), $5, $6, $7)
+			ON CONFLICT (instance_id) DO NOTHING
+			RETURNING `+storedColumns,
+			n.InstanceID, n.ExecutionID, agentType, n.WaveNumber, config, n.Host, n.SessionID))
+		if err == nil {
+			reg = store.Registration{Agent: a, Created: true}
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		// Registered before (the conflicting insert waited for that row to commit).
+		var (
+			previous string
+			pending  bool
+		)
+		existing, err := scanAgent(tx.QueryRow(ctx, `SELECT `+storedColumns+`, previous_session_id, locks_release_pending
+			FROM build_agent_instances WHERE instance_id = $1 FOR UPDATE`, n.InstanceID), &previous, &pending)
+		if err != nil {
+			return err
+		}
+		if existing.ExecutionID != n.ExecutionID {
+			return &store.AlreadyExistsError{InstanceID: n.InstanceID, ExecutionID: existing.ExecutionID}
+		}
+		if n.SessionID == "" || n.SessionID == existing.SessionID {
+			reg = store.Registration{Agent: existing, ReleaseLocks: pending}
+			if pending {
+				reg.ReplacedSession = previous
+			}
+			return nil
+		}
+		// A new session: the process restarted. The instance starts afresh.
+		a, err = scanAgent(tx.QueryRow(ctx, `
+			UPDATE build_agent_instances SET
+				agent_type = $2, wave_number = nullif($3, 0), config = $4, hostname = $5, session_id = $6,
+				previous_session_id = session_id, locks_release_pending = true,
+				status = 'initializing', current_task_id = NULL, error_context = NULL, progress_percent = 0,
+				memory_usage_mb = 0, cpu_percent = 0, consecutive_failures = 0, spawned_at = now(),
+				last_heartbeat = NULL, completed_at = NULL, updated_at = now()
+			WHERE instance_id = $1
+			RETURNING `+storedColumns,
+			n.InstanceID, agentType, n.WaveNumber, config, n.Host, n.SessionID))
+		if err != nil {
+			return err
+		}
+		reg = store.Registration{Agent: a, Replaced: true, ReplacedSession: existing.SessionID, ReleaseLocks: true}
+		return nil
+	})
 	if err != nil {
-		return store.Agent{}, false, err
+		return store.Registration{}, wrap(err)
 	}
-	if existing.ExecutionID != n.ExecutionID {
-		return store.Agent{}, false, &store.AlreadyExistsError{InstanceID: n.InstanceID, ExecutionID: existing.ExecutionID}
-	}
-	return existing, false, nil
+	return reg, nil
 }
 
-// Heartbeat checks the transition and records the report in one transaction that holds the
-// agent's row, so that concurrent heartbeats of one agent apply one after the other.
+// LocksReleased clears the pending release of session's registration.
+func (s *Store) LocksReleased(ctx context.Context, instanceID, session string) error {
+	_, err := s.Pool().Exec(ctx, `
+		UPDATE build_agent_instances SET locks_release_pending = false
+		WHERE instance_id = $1 AND session_id = $2 AND locks_release_pending`, instanceID, session)
+	return wrap(err)
+}
+
+// Heartbeat checks the session and the transition and records the report in one transaction
+// that holds the agent's row, so that concurrent heartbeats of one agent apply one after the
+// other.
 func (s *Store) Heartbeat(ctx context.Context, b store.Beat) (agent store.Agent, sampled bool, err error) {
 	err = pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
-		var current string
-		err := tx.QueryRow(ctx, `SELECT status FROM build_agent_instances WHERE instance_id = $1 FOR UPDATE`, b.InstanceID).Scan(&current)
+		var current, session string
+		err := tx.QueryRow(ctx, `SELECT status, session_id FROM build_agent_instances WHERE instance_id = $1 FOR UPDATE`, b.InstanceID).Scan(&current, &session)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return &store.NotFoundError{Kind: "agent", ID: b.InstanceID}
 		}
 		if err != nil {
 			return err
+		}
+		if b.SessionID != "" && b.SessionID != session {
+			return &store.SessionReplacedError{InstanceID: b.InstanceID, Session: b.SessionID, Current: session}
 		}
 		if from := store.AgentStatus(current); !store.CanTransition(from, b.Status) {
 			return &store.TransitionError{InstanceID: b.InstanceID, From: from, To: b.Status}
@@ -264,7 +331,7 @@ func (s *Store) Heartbeat(ctx context.Context, b store.Beat) (agent store.Agent,
 				cpu_percent = $6, error_context = coalesce($7, error_context), last_heartbeat = now(),
 				updated_at = now(), completed_at = CASE WHEN $8 THEN now() ELSE completed_at END
 			WHERE instance_id = $1
-			RETURNING `+agentColumns,
+			RETURNING `+storedColumns,
 			b.InstanceID, string(b.Status), b.CurrentTaskID, b.ProgressPercent, b.MemoryUsageMB, b.CPUPercent,
 			store.MarshalErrorContext(b.ErrorContext), b.Status.Final()))
 		if err != nil {
@@ -285,15 +352,16 @@ func (s *Store) Heartbeat(ctx context.Context, b store.Beat) (agent store.Agent,
 }
 
 // GetAgent answers one agent.
-func (s *Store) GetAgent(ctx context.Context, id string) (store.Agent, error) {
-	a, err := scanAgent(s.Pool().QueryRow(ctx, `SELECT `+agentColumns+` FROM build_agent_instances WHERE instance_id = $1`, id))
+func (s *Store) GetAgent(ctx context.Context, id string, w store.AgentWindows) (store.Agent, error) {
+	a, err := scanAgent(s.Pool().QueryRow(ctx, `SELECT `+agentColumns(derived(2, 3))+` FROM build_agent_instances WHERE instance_id = $1`,
+		id, w.Stale.Microseconds(), w.Gone.Microseconds()))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Agent{}, &store.NotFoundError{Kind: "agent", ID: id}
 	}
 	return a, wrap(err)
 }
 
-// ListAgents lists agents newest first.
+// ListAgents lists agents newest first, filtered by their derived status.
 func (s *Store) ListAgents(ctx context.Context, q store.ListAgentsQuery) ([]store.Agent, error) {
 	statuses := make([]string, len(q.Statuses))
 	for i, st := range q.Statuses {
@@ -306,13 +374,14 @@ func (s *Store) ListAgents(ctx context.Context, q store.ListAgentsQuery) ([]stor
 	if q.After != nil {
 		afterTime, afterID = &q.After.SpawnedAt, q.After.InstanceID
 	}
+	status := derived(6, 7)
 	rows, err := s.Pool().Query(ctx, `
-		SELECT `+agentColumns+` FROM build_agent_instances
+		SELECT `+agentColumns(status)+` FROM build_agent_instances
 		WHERE ($1 = '' OR execution_id = $1)
-		  AND (cardinality($2::text[]) = 0 OR status = ANY($2))
+		  AND (cardinality($2::text[]) = 0 OR (`+status+`) = ANY($2))
 		  AND ($3::timestamptz IS NULL OR (spawned_at, instance_id COLLATE "C") < ($3, $4))
 		ORDER BY spawned_at DESC, instance_id COLLATE "C" DESC
-		LIMIT $5`, q.ExecutionID, statuses, afterTime, afterID, q.Limit)
+		LIMIT $5`, q.ExecutionID, statuses, afterTime, afterID, q.Limit, q.Windows.Stale.Microseconds(), q.Windows.Gone.Microseconds())
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -320,18 +389,20 @@ func (s *Store) ListAgents(ctx context.Context, q store.ListAgentsQuery) ([]stor
 	return out, wrap(err)
 }
 
-// StaleAgents is the seed's stale-heartbeat query over the candidates.
+// StaleAgents is the seed's stale-heartbeat query over the candidates, for every unfinished
+// agent.
 func (s *Store) StaleAgents(ctx context.Context, q store.StaleQuery) ([]store.StaleAgent, error) {
 	if len(q.InstanceIDs) == 0 {
 		return nil, nil
 	}
 	rows, err := s.Pool().Query(ctx, `
-		SELECT `+agentColumns+`, floor(extract(epoch FROM now() - last_heartbeat))::bigint
+		SELECT `+agentColumns(derived(4, 5))+`, floor(extract(epoch FROM now() - `+lastSeen+`))::bigint
 		FROM build_agent_instances
-		WHERE instance_id = ANY($1) AND status = 'running'
-		  AND last_heartbeat < now() - $2 * interval '1 microsecond'
+		WHERE instance_id = ANY($1) AND status NOT IN ('completed', 'failed')
+		  AND `+lastSeen+` < now() - $2 * interval '1 microsecond'
 		  AND ($3 = '' OR execution_id = $3)
-		ORDER BY last_heartbeat, instance_id COLLATE "C"`, q.InstanceIDs, q.OlderThan.Microseconds(), q.ExecutionID)
+		ORDER BY `+lastSeen+`, instance_id COLLATE "C"`, q.InstanceIDs, q.OlderThan.Microseconds(), q.ExecutionID,
+		q.Windows.Stale.Microseconds(), q.Windows.Gone.Microseconds())
 	if err != nil {
 		return nil, wrap(err)
 	}

@@ -186,25 +186,60 @@ func (s *Store) ListOwners(ctx context.Context, q store.ListOwnersQuery) ([]stor
 	return out, wrap(err)
 }
 
-// agentColumns are the columns scanAgent reads, in its order.
-const agentColumns = `instance_id, coalesce(execution_id, ''), agent_type, coalesce(current_task_id, ''),
+// agentColumns are the columns scanAgent reads, in its order, ending with the derived status
+// (see derived).
+func agentColumns(derivedStatus string) string {
+	return `instance_id, coalesce(execution_id, ''), agent_type, coalesce(current_task_id, ''),
 	coalesce(wave_number, 0), status, hostname, config, error_context, progress_percent, memory_usage_mb,
-	cpu_percent, spawned_at, last_heartbeat, completed_at`
+	cpu_percent, spawned_at, last_heartbeat, completed_at, session_id, ` + derivedStatus
+}
+
+// storedColumns are agentColumns without derivation: the status as stored.
+var storedColumns = agentColumns("status")
+
+// lastSeen is an agent's last sign of life: its last heartbeat, or its registration before the
+// first.
+const lastSeen = `coalesce(last_heartbeat, spawned_at)`
+
+// derived answers the SQL of an agent's status as the Registry sees it, with the stale and gone
+// cutoffs (see cutoffs; an empty one derives nothing) in parameters ?stale and ?gone.
+func derived(stale, gone int) string {
+	return fmt.Sprintf(`CASE WHEN status IN ('completed', 'failed') THEN status
+		WHEN ?%[2]d <> '' AND `+lastSeen+` < ?%[2]d THEN 'gone'
+		WHEN ?%[1]d <> '' AND `+lastSeen+` < ?%[1]d THEN 'stale'
+		ELSE status END`, stale, gone)
+}
+
+// cutoffs answers SQLite's clock and the stale and gone cutoffs of w before it, as stored text
+// ("" for a zero window).
+func cutoffs(ctx context.Context, q querier, w store.AgentWindows) (nowTime time.Time, stale, gone string, err error) {
+	_, nowTime, err = now(ctx, q)
+	if err != nil {
+		return time.Time{}, "", "", err
+	}
+	if w.Stale > 0 {
+		stale = format(nowTime.Add(-w.Stale))
+	}
+	if w.Gone > 0 {
+		gone = format(nowTime.Add(-w.Gone))
+	}
+	return nowTime, stale, gone, nil
+}
 
 func scanAgent(row scanner, extra ...any) (store.Agent, error) {
 	var (
-		a                        store.Agent
-		status, spawned, config  string
-		errCtx                   sql.NullString
-		lastHeartbeat, completed sql.NullString
+		a                                 store.Agent
+		reported, status, spawned, config string
+		errCtx                            sql.NullString
+		lastHeartbeat, completed          sql.NullString
 	)
 	dest := append([]any{&a.InstanceID, &a.ExecutionID, &a.AgentType, &a.CurrentTaskID, &a.WaveNumber,
-		&status, &a.Host, &config, &errCtx, &a.ProgressPercent, &a.MemoryUsageMB, &a.CPUPercent,
-		&spawned, &lastHeartbeat, &completed}, extra...)
+		&reported, &a.Host, &config, &errCtx, &a.ProgressPercent, &a.MemoryUsageMB, &a.CPUPercent,
+		&spawned, &lastHeartbeat, &completed, &a.SessionID, &status}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return store.Agent{}, err
 	}
-	a.Status = store.AgentStatus(status)
+	a.Status, a.ReportedStatus = store.AgentStatus(status), store.AgentStatus(reported)
 	var err error
 	if a.SpawnedAt, err = database.ParseSQLiteTime(spawned); err != nil {
 		return store.Agent{}, err
@@ -230,52 +265,92 @@ func scanAgent(row scanner, extra ...any) (store.Agent, error) {
 	return a, nil
 }
 
-// RegisterAgent inserts the agent unless it exists.
-func (s *Store) RegisterAgent(ctx context.Context, n store.NewAgent) (agent store.Agent, created bool, err error) {
+// RegisterAgent inserts the agent, or answers it again, or starts it afresh for a new session,
+// in one write transaction.
+func (s *Store) RegisterAgent(ctx context.Context, n store.NewAgent) (reg store.Registration, err error) {
 	agentType := n.AgentType
 	if agentType == "" {
 		agentType = store.DefaultAgentType
 	}
+	config := string(store.MarshalConfig(n.Config.WithDefaults()))
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		existing, err := scanAgent(tx.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM build_agent_instances WHERE instance_id = ?`, n.InstanceID))
-		if err == nil {
-			if existing.ExecutionID != n.ExecutionID {
-				return &store.AlreadyExistsError{InstanceID: n.InstanceID, ExecutionID: existing.ExecutionID}
-			}
-			agent = existing
-			return nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
+		var (
+			previous string
+			pending  bool
+		)
+		existing, err := scanAgent(tx.QueryRowContext(ctx, `SELECT `+storedColumns+`, previous_session_id, locks_release_pending
+			FROM build_agent_instances WHERE instance_id = ?`, n.InstanceID), &previous, &pending)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
+		}
+		found := err == nil
+		if found && existing.ExecutionID != n.ExecutionID {
+			return &store.AlreadyExistsError{InstanceID: n.InstanceID, ExecutionID: existing.ExecutionID}
+		}
+		if found && (n.SessionID == "" || n.SessionID == existing.SessionID) {
+			reg = store.Registration{Agent: existing, ReleaseLocks: pending}
+			if pending {
+				reg.ReplacedSession = previous
+			}
+			return nil
 		}
 		nowText, _, err := now(ctx, tx)
 		if err != nil {
 			return err
 		}
-		agent, err = scanAgent(tx.QueryRowContext(ctx, `
-			INSERT INTO build_agent_instances (instance_id, execution_id, agent_type, wave_number, config, hostname, spawned_at, updated_at)
-			VALUES (?1, nullif(?2, ''), ?3, nullif(?4, 0), ?5, ?6, ?7, ?7)
-			RETURNING `+agentColumns,
-			n.InstanceID, n.ExecutionID, agentType, n.WaveNumber, string(store.MarshalConfig(n.Config.WithDefaults())), n.Host, nowText))
-		created = err == nil
+		if !found {
+			a, err := scanAgent(tx.QueryRowContext(ctx, `
+				INSERT INTO build_agent_instances (instance_id, execution_id, agent_type, wave_number, config, hostname, session_id, spawned_at, updated_at)
+				VALUES (?1, nullif(?2, ''), ?3, nullif(?4, 0), ?5, ?6, ?7, ?8, ?8)
+				RETURNING `+storedColumns,
+				n.InstanceID, n.ExecutionID, agentType, n.WaveNumber, config, n.Host, n.SessionID, nowText))
+			reg = store.Registration{Agent: a, Created: true}
+			return err
+		}
+		// A new session: the process restarted. The instance starts afresh.
+		a, err := scanAgent(tx.QueryRowContext(ctx, `
+			UPDATE build_agent_instances SET
+				agent_type = ?2, wave_number = nullif(?3, 0), config = ?4, hostname = ?5, session_id = ?6,
+				previous_session_id = session_id, locks_release_pending = 1,
+				status = 'initializing', current_task_id = NULL, error_context = NULL, progress_percent = 0,
+				memory_usage_mb = 0, cpu_percent = 0, consecutive_failures = 0, spawned_at = ?7,
+				last_heartbeat = NULL, completed_at = NULL, updated_at = ?7
+			WHERE instance_id = ?1
+			RETURNING `+storedColumns,
+			n.InstanceID, agentType, n.WaveNumber, config, n.Host, n.SessionID, nowText))
+		reg = store.Registration{Agent: a, Replaced: true, ReplacedSession: existing.SessionID, ReleaseLocks: true}
 		return err
 	})
 	if err != nil {
-		return store.Agent{}, false, err
+		return store.Registration{}, err
 	}
-	return agent, created, nil
+	return reg, nil
 }
 
-// Heartbeat checks the transition and records the report in one write transaction.
+// LocksReleased clears the pending release of session's registration.
+func (s *Store) LocksReleased(ctx context.Context, instanceID, session string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `
+			UPDATE build_agent_instances SET locks_release_pending = 0
+			WHERE instance_id = ? AND session_id = ? AND locks_release_pending = 1`, instanceID, session)
+		return err
+	})
+}
+
+// Heartbeat checks the session and the transition and records the report in one write
+// transaction.
 func (s *Store) Heartbeat(ctx context.Context, b store.Beat) (agent store.Agent, sampled bool, err error) {
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var current string
-		err := tx.QueryRowContext(ctx, `SELECT status FROM build_agent_instances WHERE instance_id = ?`, b.InstanceID).Scan(&current)
+		var current, session string
+		err := tx.QueryRowContext(ctx, `SELECT status, session_id FROM build_agent_instances WHERE instance_id = ?`, b.InstanceID).Scan(&current, &session)
 		if errors.Is(err, sql.ErrNoRows) {
 			return &store.NotFoundError{Kind: "agent", ID: b.InstanceID}
 		}
 		if err != nil {
 			return err
+		}
+		if b.SessionID != "" && b.SessionID != session {
+			return &store.SessionReplacedError{InstanceID: b.InstanceID, Session: b.SessionID, Current: session}
 		}
 		if from := store.AgentStatus(current); !store.CanTransition(from, b.Status) {
 			return &store.TransitionError{InstanceID: b.InstanceID, From: from, To: b.Status}
@@ -311,7 +386,7 @@ func (s *Store) Heartbeat(ctx context.Context, b store.Beat) (agent store.Agent,
 				cpu_percent = ?6, error_context = coalesce(?7, error_context), last_heartbeat = ?8,
 				updated_at = ?8, completed_at = CASE WHEN ?9 THEN ?8 ELSE completed_at END
 			WHERE instance_id = ?1
-			RETURNING `+agentColumns,
+			RETURNING `+storedColumns,
 			b.InstanceID, string(b.Status), b.CurrentTaskID, b.ProgressPercent, b.MemoryUsageMB, b.CPUPercent,
 			errCtx, nowText, b.Status.Final()))
 		if err != nil {
@@ -332,18 +407,28 @@ func (s *Store) Heartbeat(ctx context.Context, b store.Beat) (agent store.Agent,
 }
 
 // GetAgent answers one agent.
-func (s *Store) GetAgent(ctx context.Context, id string) (store.Agent, error) {
-	a, err := scanAgent(s.DB().QueryRowContext(ctx, `SELECT `+agentColumns+` FROM build_agent_instances WHERE instance_id = ?`, id))
+func (s *Store) GetAgent(ctx context.Context, id string, w store.AgentWindows) (store.Agent, error) {
+	_, stale, gone, err := cutoffs(ctx, s.DB(), w)
+	if err != nil {
+		return store.Agent{}, wrap(err)
+	}
+	a, err := scanAgent(s.DB().QueryRowContext(ctx, `SELECT `+agentColumns(derived(2, 3))+` FROM build_agent_instances WHERE instance_id = ?1`,
+		id, stale, gone))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Agent{}, &store.NotFoundError{Kind: "agent", ID: id}
 	}
 	return a, wrap(err)
 }
 
-// ListAgents lists agents newest first.
+// ListAgents lists agents newest first, filtered by their derived status.
 func (s *Store) ListAgents(ctx context.Context, q store.ListAgentsQuery) ([]store.Agent, error) {
+	_, stale, gone, err := cutoffs(ctx, s.DB(), q.Windows)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	status := derived(3, 4)
 	where := []string{"(?1 = '' OR execution_id = ?1)"}
-	args := []any{q.ExecutionID, q.Limit}
+	args := []any{q.ExecutionID, q.Limit, stale, gone}
 	if q.After != nil {
 		where = append(where, fmt.Sprintf("(spawned_at, instance_id) < (?%d, ?%d)", len(args)+1, len(args)+2))
 		args = append(args, format(q.After.SpawnedAt), q.After.InstanceID)
@@ -354,10 +439,10 @@ func (s *Store) ListAgents(ctx context.Context, q store.ListAgentsQuery) ([]stor
 			args = append(args, string(st))
 			marks[i] = fmt.Sprintf("?%d", len(args))
 		}
-		where = append(where, "status IN ("+strings.Join(marks, ", ")+")")
+		where = append(where, "("+status+") IN ("+strings.Join(marks, ", ")+")")
 	}
 	rows, err := s.DB().QueryContext(ctx, `
-		SELECT `+agentColumns+` FROM build_agent_instances
+		SELECT `+agentColumns(status)+` FROM build_agent_instances
 		WHERE `+strings.Join(where, " AND ")+`
 		ORDER BY spawned_at DESC, instance_id DESC
 		LIMIT ?2`, args...)
@@ -368,30 +453,36 @@ func (s *Store) ListAgents(ctx context.Context, q store.ListAgentsQuery) ([]stor
 	return out, wrap(err)
 }
 
-// StaleAgents is the seed's stale-heartbeat query over the candidates.
+// StaleAgents is the seed's stale-heartbeat query over the candidates, for every unfinished
+// agent.
 func (s *Store) StaleAgents(ctx context.Context, q store.StaleQuery) ([]store.StaleAgent, error) {
 	if len(q.InstanceIDs) == 0 {
 		return nil, nil
 	}
-	_, nowTime, err := now(ctx, s.DB())
+	nowTime, stale, gone, err := cutoffs(ctx, s.DB(), q.Windows)
 	if err != nil {
 		return nil, wrap(err)
 	}
-	args := []any{format(nowTime.Add(-q.OlderThan)), q.ExecutionID}
+	args := []any{format(nowTime.Add(-q.OlderThan)), q.ExecutionID, stale, gone}
 	for _, id := range q.InstanceIDs {
 		args = append(args, id)
 	}
 	rows, err := s.DB().QueryContext(ctx, `
-		SELECT `+agentColumns+` FROM build_agent_instances
-		WHERE instance_id IN (`+numbered(3, len(q.InstanceIDs))+`) AND status = 'running'
-		  AND last_heartbeat < ?1 AND (?2 = '' OR execution_id = ?2)
-		ORDER BY last_heartbeat, instance_id`, args...)
+		SELECT `+agentColumns(derived(3, 4))+`, `+lastSeen+` FROM build_agent_instances
+		WHERE instance_id IN (`+numbered(5, len(q.InstanceIDs))+`) AND status NOT IN ('completed', 'failed')
+		  AND `+lastSeen+` < ?1 AND (?2 = '' OR execution_id = ?2)
+		ORDER BY `+lastSeen+`, instance_id`, args...)
 	if err != nil {
 		return nil, wrap(err)
 	}
 	out, err := collect(rows, func(r scanner) (store.StaleAgent, error) {
-		a, err := scanAgent(r)
-		return store.StaleAgent{Agent: a, SecondsSinceHeartbeat: int64(nowTime.Sub(a.LastHeartbeat) / time.Second)}, err
+		var seenText string
+		a, err := scanAgent(r, &seenText)
+		if err != nil {
+			return store.StaleAgent{}, err
+		}
+		seen, err := database.ParseSQLiteTime(seenText)
+		return store.StaleAgent{Agent: a, SecondsSinceHeartbeat: int64(nowTime.Sub(seen) / time.Second)}, err
 	})
 	return out, wrap(err)
 }

@@ -28,13 +28,16 @@ var pathTo = map[store.AgentStatus][]store.AgentStatus{
 	store.AgentStuck:        {store.AgentRunning, store.AgentStuck},
 }
 
+// windows are the Registry's default windows of silence.
+var windows = store.AgentWindows{Stale: 30 * time.Second, Gone: 5 * time.Minute}
+
 // register registers a new agent with defaults and fails the test if it cannot.
 func register(t *testing.T, s store.Store, id, execution string) store.Agent {
 	t.Helper()
-	a, created, err := s.RegisterAgent(t.Context(), store.NewAgent{InstanceID: id, ExecutionID: execution, Config: store.AgentConfig{MaxRetries: store.DefaultMaxRetries}})
+	reg, err := s.RegisterAgent(t.Context(), store.NewAgent{InstanceID: id, ExecutionID: execution, Config: store.AgentConfig{MaxRetries: store.DefaultMaxRetries}})
 	require.NoError(t, err)
-	require.True(t, created)
-	return a
+	require.True(t, reg.Created)
+	return reg.Agent
 }
 
 // beat reports status for id and fails the test if the store refuses it.
@@ -59,22 +62,39 @@ func setLastHeartbeat(t *testing.T, s store.Store, id string, ago time.Duration)
 	harness.Exec(t, sq, `UPDATE build_agent_instances SET last_heartbeat = ? WHERE instance_id = ?`, at, id)
 }
 
+// setSpawnedAt moves id's registration to ago before the store's clock, as if it had registered
+// then.
+func setSpawnedAt(t *testing.T, s store.Store, id string, ago time.Duration) {
+	t.Helper()
+	sq := harness.RequireSQL(t, s)
+	now, err := s.Now(t.Context())
+	require.NoError(t, err)
+	var at any = now.Add(-ago)
+	if sq.Dialect() == database.DialectSQLite {
+		at = database.FormatSQLiteTime(now.Add(-ago))
+	}
+	harness.Exec(t, sq, `UPDATE build_agent_instances SET spawned_at = ? WHERE instance_id = ?`, at, id)
+}
+
 // runAgents checks agent registration, heartbeats, listing and staleness.
 func runAgents(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("RegisterAgentFillsDefaults", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		a, created, err := s.RegisterAgent(t.Context(), store.NewAgent{
+		reg, err := s.RegisterAgent(t.Context(), store.NewAgent{
 			InstanceID: "agent-1", ExecutionID: "exec-1", WaveNumber: 2, Host: "host-1 pid 42",
-			Config: store.AgentConfig{MaxRetries: 0, TaskTimeout: 10 * time.Minute},
+			Config: store.AgentConfig{MaxRetries: 0, TaskTimeout: 10 * time.Minute}, SessionID: "boot-1",
 		})
 		require.NoError(t, err)
-		require.True(t, created)
+		require.Equal(t, store.Registration{Agent: reg.Agent, Created: true}, reg)
+		a := reg.Agent
 		require.Equal(t, "agent-1", a.InstanceID)
 		require.Equal(t, "exec-1", a.ExecutionID)
 		require.Equal(t, store.DefaultAgentType, a.AgentType)
 		require.Equal(t, int32(2), a.WaveNumber)
 		require.Equal(t, store.AgentInitializing, a.Status)
+		require.Equal(t, store.AgentInitializing, a.ReportedStatus)
+		require.Equal(t, "boot-1", a.SessionID)
 		require.Equal(t, "host-1 pid 42", a.Host)
 		require.Equal(t, store.AgentConfig{
 			MaxRetries:        0, // explicitly no retry
@@ -87,7 +107,7 @@ func runAgents(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.True(t, a.CompletedAt.IsZero())
 		require.Nil(t, a.ErrorContext)
 
-		got, err := s.GetAgent(t.Context(), "agent-1")
+		got, err := s.GetAgent(t.Context(), "agent-1", windows)
 		require.NoError(t, err)
 		require.Equal(t, a, got)
 	})
@@ -95,27 +115,28 @@ func runAgents(t *testing.T, newStore func(t *testing.T) store.Store) {
 		t.Parallel()
 		s := newStore(t)
 		first := register(t, s, "agent-1", "exec-1")
-		again, created, err := s.RegisterAgent(t.Context(), store.NewAgent{InstanceID: "agent-1", ExecutionID: "exec-1", WaveNumber: 7})
+		again, err := s.RegisterAgent(t.Context(), store.NewAgent{InstanceID: "agent-1", ExecutionID: "exec-1", WaveNumber: 7})
 		require.NoError(t, err)
-		require.False(t, created)
-		require.Equal(t, first, again, "the existing record, unchanged")
+		require.Equal(t, store.Registration{Agent: first}, again, "the existing record, unchanged")
 
-		_, _, err = s.RegisterAgent(t.Context(), store.NewAgent{InstanceID: "agent-1", ExecutionID: "exec-2"})
+		_, err = s.RegisterAgent(t.Context(), store.NewAgent{InstanceID: "agent-1", ExecutionID: "exec-2"})
 		var exists *store.AlreadyExistsError
 		require.ErrorAs(t, err, &exists)
 		require.Equal(t, "exec-1", exists.ExecutionID)
 
 		register(t, s, "pool-1", "")
-		_, _, err = s.RegisterAgent(t.Context(), store.NewAgent{InstanceID: "pool-1", ExecutionID: "exec-1"})
+		_, err = s.RegisterAgent(t.Context(), store.NewAgent{InstanceID: "pool-1", ExecutionID: "exec-1"})
 		require.ErrorAs(t, err, &exists)
-		_, created, err = s.RegisterAgent(t.Context(), store.NewAgent{InstanceID: "pool-1"})
+		_, err = s.RegisterAgent(t.Context(), store.NewAgent{InstanceID: "pool-1", ExecutionID: "exec-1", SessionID: "boot-2"})
+		require.ErrorAs(t, err, &exists, "a new session does not move an agent to another execution")
+		reg, err := s.RegisterAgent(t.Context(), store.NewAgent{InstanceID: "pool-1"})
 		require.NoError(t, err)
-		require.False(t, created)
+		require.False(t, reg.Created)
 	})
 	t.Run("GetAgentUnknown", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		_, err := s.GetAgent(t.Context(), "nobody")
+		_, err := s.GetAgent(t.Context(), "nobody", windows)
 		require.True(t, isNotFound(err), "%v", err)
 		_, _, err = s.Heartbeat(t.Context(), store.Beat{InstanceID: "nobody", Status: store.AgentRunning})
 		require.True(t, isNotFound(err), "%v", err)
@@ -130,7 +151,7 @@ func runAgents(t *testing.T, newStore func(t *testing.T) store.Store) {
 				for _, step := range pathTo[from] {
 					beat(t, s, id, step)
 				}
-				before, err := s.GetAgent(t.Context(), id)
+				before, err := s.GetAgent(t.Context(), id, windows)
 				require.NoError(t, err)
 				require.Equal(t, from, before.Status)
 
@@ -143,7 +164,7 @@ func runAgents(t *testing.T, newStore func(t *testing.T) store.Store) {
 				var te *store.TransitionError
 				require.ErrorAs(t, err, &te, "%s → %s must be refused", from, to)
 				require.Equal(t, store.TransitionError{InstanceID: id, From: from, To: to}, *te)
-				unchanged, err := s.GetAgent(t.Context(), id)
+				unchanged, err := s.GetAgent(t.Context(), id, windows)
 				require.NoError(t, err)
 				require.Equal(t, before, unchanged, "a refused heartbeat changes nothing")
 			}
@@ -176,7 +197,7 @@ func runAgents(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.False(t, failed.CompletedAt.IsZero(), "a final status sets the completion time")
 		require.False(t, failed.LastHeartbeat.Before(a.LastHeartbeat))
 
-		got, err := s.GetAgent(t.Context(), "agent-1")
+		got, err := s.GetAgent(t.Context(), "agent-1", windows)
 		require.NoError(t, err)
 		require.Equal(t, failed, got)
 	})
@@ -264,10 +285,12 @@ func runAgents(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Equal(t, []string{"agent-2", "agent-4"}, ids(listAll(t, s, store.ListAgentsQuery{ExecutionID: "exec-a", Statuses: []store.AgentStatus{store.AgentRunning, store.AgentFailed}}, 1)))
 		require.Empty(t, listAll(t, s, store.ListAgentsQuery{ExecutionID: "exec-z"}, 2))
 	})
-	t.Run("StaleAgentsIsTheSeedQuery", func(t *testing.T) {
+	t.Run("StaleAgentsWhateverTheStatus", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		for _, id := range []string{"old-running", "older-running", "fresh-running", "old-idle", "never-beat", "old-other-exec"} {
+		ids := []string{"old-running", "older-running", "fresh-running", "old-idle", "old-stuck", "never-beat",
+			"old-never-beat", "old-completed", "old-failed", "old-other-exec"}
+		for _, id := range ids {
 			exec := "exec-1"
 			if id == "old-other-exec" {
 				exec = "exec-2"
@@ -277,23 +300,34 @@ func runAgents(t *testing.T, newStore func(t *testing.T) store.Store) {
 		for _, id := range []string{"old-running", "older-running", "fresh-running", "old-other-exec"} {
 			beat(t, s, id, store.AgentRunning)
 		}
-		beat(t, s, "old-idle", store.AgentRunning)
-		beat(t, s, "old-idle", store.AgentIdle)
+		for id, steps := range map[string][]store.AgentStatus{
+			"old-idle":      {store.AgentRunning, store.AgentIdle},
+			"old-stuck":     {store.AgentRunning, store.AgentStuck},
+			"old-completed": {store.AgentRunning, store.AgentCompleted},
+			"old-failed":    {store.AgentFailed},
+		} {
+			for _, st := range steps {
+				beat(t, s, id, st)
+			}
+		}
 		setLastHeartbeat(t, s, "old-running", 2*time.Minute)
-		setLastHeartbeat(t, s, "older-running", 10*time.Minute)
-		setLastHeartbeat(t, s, "old-idle", 10*time.Minute)
-		setLastHeartbeat(t, s, "old-other-exec", 10*time.Minute)
+		for _, id := range []string{"older-running", "old-idle", "old-stuck", "old-completed", "old-failed", "old-other-exec"} {
+			setLastHeartbeat(t, s, id, 10*time.Minute)
+		}
+		setSpawnedAt(t, s, "old-never-beat", 10*time.Minute)
 
-		everyone := []string{"old-running", "older-running", "fresh-running", "old-idle", "never-beat", "old-other-exec", "unknown"}
+		everyone := append(slices.Clone(ids), "unknown")
 		stale, err := s.StaleAgents(t.Context(), store.StaleQuery{InstanceIDs: everyone, OlderThan: time.Minute})
 		require.NoError(t, err)
 		var got []string
 		for _, sa := range stale {
 			got = append(got, sa.Agent.InstanceID)
-			require.Equal(t, store.AgentRunning, sa.Agent.Status)
+			require.False(t, sa.Agent.ReportedStatus.Final())
+			require.Equal(t, sa.Agent.ReportedStatus, sa.Agent.Status, "no windows: nothing derived")
 		}
-		require.ElementsMatch(t, []string{"older-running", "old-other-exec", "old-running"}, got)
-		require.Equal(t, "old-running", got[2], "oldest heartbeat first")
+		require.ElementsMatch(t, []string{"older-running", "old-idle", "old-stuck", "old-never-beat", "old-other-exec", "old-running"}, got,
+			"every unfinished agent silent for long enough, whatever it reported; registering counts as a sign of life")
+		require.Equal(t, "old-running", got[len(got)-1], "oldest first")
 		for _, sa := range stale {
 			least := int64(600)
 			if sa.Agent.InstanceID == "old-running" {
@@ -302,17 +336,158 @@ func runAgents(t *testing.T, newStore func(t *testing.T) store.Store) {
 			require.GreaterOrEqual(t, sa.SecondsSinceHeartbeat, least, sa.Agent.InstanceID)
 		}
 
-		stale, err = s.StaleAgents(t.Context(), store.StaleQuery{InstanceIDs: everyone, OlderThan: 5 * time.Minute, ExecutionID: "exec-1"})
+		stale, err = s.StaleAgents(t.Context(), store.StaleQuery{InstanceIDs: everyone, OlderThan: 5 * time.Minute, ExecutionID: "exec-2", Windows: windows})
 		require.NoError(t, err)
 		require.Len(t, stale, 1)
-		require.Equal(t, "older-running", stale[0].Agent.InstanceID)
+		require.Equal(t, "old-other-exec", stale[0].Agent.InstanceID)
+		require.Equal(t, store.AgentGone, stale[0].Agent.Status, "derived with the windows given")
+		require.Equal(t, store.AgentRunning, stale[0].Agent.ReportedStatus)
 
-		stale, err = s.StaleAgents(t.Context(), store.StaleQuery{InstanceIDs: []string{"fresh-running"}, OlderThan: time.Minute})
+		stale, err = s.StaleAgents(t.Context(), store.StaleQuery{InstanceIDs: []string{"fresh-running", "never-beat"}, OlderThan: time.Minute})
 		require.NoError(t, err)
 		require.Empty(t, stale, "only the candidates named are considered")
 		stale, err = s.StaleAgents(t.Context(), store.StaleQuery{OlderThan: time.Minute})
 		require.NoError(t, err)
 		require.Empty(t, stale, "no candidates, no answer")
+	})
+	t.Run("SilentAgentsAreStaleThenGone", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		for _, id := range []string{"fresh", "stale-idle", "stale-init", "gone-running", "done"} {
+			register(t, s, id, "exec-1")
+		}
+		beat(t, s, "fresh", store.AgentRunning)
+		beat(t, s, "stale-idle", store.AgentRunning)
+		beat(t, s, "stale-idle", store.AgentIdle)
+		beat(t, s, "gone-running", store.AgentRunning)
+		beat(t, s, "done", store.AgentFailed)
+		setLastHeartbeat(t, s, "stale-idle", time.Minute)
+		setSpawnedAt(t, s, "stale-init", 2*time.Minute)
+		setLastHeartbeat(t, s, "gone-running", 6*time.Minute)
+		setLastHeartbeat(t, s, "done", time.Hour)
+
+		want := map[string][2]store.AgentStatus{ // as seen, as reported
+			"fresh":        {store.AgentRunning, store.AgentRunning},
+			"stale-idle":   {store.AgentStale, store.AgentIdle},
+			"stale-init":   {store.AgentStale, store.AgentInitializing},
+			"gone-running": {store.AgentGone, store.AgentRunning},
+			"done":         {store.AgentFailed, store.AgentFailed},
+		}
+		for id, w := range want {
+			a, err := s.GetAgent(t.Context(), id, windows)
+			require.NoError(t, err)
+			require.Equal(t, w, [2]store.AgentStatus{a.Status, a.ReportedStatus}, id)
+			raw, err := s.GetAgent(t.Context(), id, store.AgentWindows{})
+			require.NoError(t, err)
+			require.Equal(t, w[1], raw.Status, "%s without windows: as reported", id)
+		}
+		list := func(statuses ...store.AgentStatus) []string {
+			var out []string
+			for _, a := range listAll(t, s, store.ListAgentsQuery{Statuses: statuses, Windows: windows}, 1) {
+				require.Equal(t, want[a.InstanceID], [2]store.AgentStatus{a.Status, a.ReportedStatus}, a.InstanceID)
+				out = append(out, a.InstanceID)
+			}
+			slices.Sort(out)
+			return out
+		}
+		require.Equal(t, []string{"done", "fresh", "gone-running", "stale-idle", "stale-init"}, list())
+		require.Equal(t, []string{"stale-idle", "stale-init"}, list(store.AgentStale))
+		require.Equal(t, []string{"fresh", "gone-running"}, list(store.AgentGone, store.AgentRunning))
+		require.Empty(t, list(store.AgentIdle, store.AgentInitializing), "matched as derived, not as reported")
+
+		back := beat(t, s, "gone-running", store.AgentIdle)
+		require.Equal(t, store.AgentIdle, back.Status, "a heartbeat brings it back")
+		a, err := s.GetAgent(t.Context(), "gone-running", windows)
+		require.NoError(t, err)
+		require.Equal(t, store.AgentIdle, a.Status)
+
+		for _, st := range []store.AgentStatus{store.AgentStale, store.AgentGone} {
+			_, _, err := s.Heartbeat(t.Context(), store.Beat{InstanceID: "fresh", Status: st})
+			var te *store.TransitionError
+			require.ErrorAs(t, err, &te, "%s is never reported", st)
+		}
+	})
+	t.Run("ANewSessionStartsTheInstanceAfresh", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+		registerAs := func(session string, wave int32) store.Registration {
+			t.Helper()
+			reg, err := s.RegisterAgent(ctx, store.NewAgent{InstanceID: "agent-1", ExecutionID: "exec-1", WaveNumber: wave, SessionID: session, Host: "pid " + session})
+			require.NoError(t, err)
+			return reg
+		}
+		first := registerAs("boot-1", 1)
+		require.True(t, first.Created)
+		stamp := time.Date(2026, 1, 16, 10, 0, 0, 0, time.UTC)
+		_, _, err := s.Heartbeat(ctx, store.Beat{InstanceID: "agent-1", Status: store.AgentRunning, CurrentTaskID: "1.1", ProgressPercent: 50, SessionID: "boot-1"})
+		require.NoError(t, err)
+		stuck, _, err := s.Heartbeat(ctx, store.Beat{InstanceID: "agent-1", Status: store.AgentStuck, SessionID: "boot-1",
+			ErrorContext: &store.ErrorContext{Code: "E", Message: "m", Timestamp: stamp}})
+		require.NoError(t, err)
+
+		for _, session := range []string{"boot-1", ""} {
+			again := registerAs(session, 9)
+			require.Equal(t, store.Registration{Agent: stuck}, again, "the same session, or none: the record unchanged")
+		}
+
+		restarted := registerAs("boot-2", 2)
+		require.True(t, restarted.Replaced)
+		require.False(t, restarted.Created)
+		require.True(t, restarted.ReleaseLocks)
+		require.Equal(t, "boot-1", restarted.ReplacedSession)
+		a := restarted.Agent
+		require.Equal(t, store.AgentInitializing, a.Status)
+		require.Equal(t, "boot-2", a.SessionID)
+		require.Equal(t, int32(2), a.WaveNumber)
+		require.Equal(t, "pid boot-2", a.Host)
+		require.Empty(t, a.CurrentTaskID)
+		require.Zero(t, a.ProgressPercent)
+		require.Nil(t, a.ErrorContext)
+		require.True(t, a.LastHeartbeat.IsZero())
+		require.False(t, a.SpawnedAt.Before(stuck.LastHeartbeat), "spawned anew")
+		got, err := s.GetAgent(ctx, "agent-1", windows)
+		require.NoError(t, err)
+		require.Equal(t, a, got)
+
+		// Until the locks are released, registering again says so.
+		retry := registerAs("boot-2", 2)
+		require.Equal(t, store.Registration{Agent: a, ReplacedSession: "boot-1", ReleaseLocks: true}, retry)
+		require.NoError(t, s.LocksReleased(ctx, "agent-1", "boot-1"), "another session's release changes nothing")
+		require.True(t, registerAs("boot-2", 2).ReleaseLocks)
+		require.NoError(t, s.LocksReleased(ctx, "agent-1", "boot-2"))
+		require.Equal(t, store.Registration{Agent: a}, registerAs("boot-2", 2))
+
+		// The old process's heartbeats are refused; the new one's and unchecked ones are not.
+		_, _, err = s.Heartbeat(ctx, store.Beat{InstanceID: "agent-1", Status: store.AgentRunning, SessionID: "boot-1"})
+		var replaced *store.SessionReplacedError
+		require.ErrorAs(t, err, &replaced)
+		require.Equal(t, store.SessionReplacedError{InstanceID: "agent-1", Session: "boot-1", Current: "boot-2"}, *replaced)
+		unchanged, err := s.GetAgent(ctx, "agent-1", windows)
+		require.NoError(t, err)
+		require.Equal(t, a, unchanged, "a refused heartbeat changes nothing")
+		beat(t, s, "agent-1", store.AgentRunning)
+		_, _, err = s.Heartbeat(ctx, store.Beat{InstanceID: "agent-1", Status: store.AgentCompleted, SessionID: "boot-2"})
+		require.NoError(t, err)
+
+		// A finished instance restarted starts afresh too.
+		third := registerAs("boot-3", 3)
+		require.True(t, third.Replaced)
+		require.Equal(t, "boot-2", third.ReplacedSession)
+		require.Equal(t, store.AgentInitializing, third.Agent.Status)
+		require.True(t, third.Agent.CompletedAt.IsZero())
+		beat(t, s, "agent-1", store.AgentRunning)
+
+		// A registration without a session followed by one with: the first session is new.
+		register(t, s, "agent-2", "exec-1")
+		later := func() store.Registration {
+			reg, err := s.RegisterAgent(ctx, store.NewAgent{InstanceID: "agent-2", ExecutionID: "exec-1", SessionID: "boot-1"})
+			require.NoError(t, err)
+			return reg
+		}()
+		require.True(t, later.Replaced)
+		require.Empty(t, later.ReplacedSession)
+		require.Equal(t, "boot-1", later.Agent.SessionID)
 	})
 	t.Run("LiveAgents", func(t *testing.T) {
 		t.Parallel()

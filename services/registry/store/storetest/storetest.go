@@ -33,7 +33,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 var indexes = map[string]harness.Index{
 	"idx_build_agents_execution": {Table: "build_agent_instances", Partial: true},
 	"idx_build_agents_status":    {Table: "build_agent_instances"},
-	"idx_build_agents_heartbeat": {Table: "build_agent_instances", Partial: true},
+	"idx_build_agents_last_seen": {Table: "build_agent_instances", Partial: true},
 	"idx_heartbeats_instance":    {Table: "agent_heartbeats"},
 	"idx_heartbeats_created_at":  {Table: "agent_heartbeats"},
 	"file_ownership_owner_idx":   {Table: "file_ownership"},
@@ -46,6 +46,7 @@ var schema = harness.Schema{
 		"instance_id", "execution_id", "current_task_id", "wave_number", "agent_type", "status",
 		"hostname", "labels", "config", "error_context", "consecutive_failures", "spawned_at",
 		"last_heartbeat", "completed_at", "updated_at", "progress_percent", "memory_usage_mb", "cpu_percent",
+		"session_id", "previous_session_id", "locks_release_pending",
 	},
 	"agent_heartbeats": {
 		"id", "instance_id", "status", "current_task_id", "progress_percent", "memory_usage_mb",

@@ -35,6 +35,9 @@ func command() *cobra.Command {
 		Short: "converge Scheduler service: task lists, waves, executions, leases and the event stream",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := servicecmd.DurationFromEnv(cmd, "stale-after", staleAfterEnv); err != nil {
+				return err
+			}
 			ctx, stop := server.SignalContext(cmd.Context())
 			defer stop()
 			logger, err := flags.Logger(os.Stderr)
@@ -64,23 +67,26 @@ func command() *cobra.Command {
 				opts = append(opts, scheduler.WithRegistry(registryv1.NewRegistryServiceClient(conn), stale))
 			}
 			s := scheduler.New(st, opts...)
-			// The driver (lease reaper, Verify Done) runs on every replica; one leads at a time.
-			s.Start(ctx)
+			// The driver (lease reaper, Verify Done) runs on every replica; one leads at a time. It
+			// starts once the schema is current (the readiness probe's first success).
 			return flags.Serve(ctx, "scheduler", logger, server.Service{
 				Desc:  &schedulerv1.SchedulerService_ServiceDesc,
 				Impl:  s,
-				Ready: servicecmd.ReadyProbe(st, flags.Migrate),
+				Ready: servicecmd.ReadyProbe(st, flags.Migrate, func() { s.Start(ctx) }),
 			})
 		},
 	}
 	flags.Bind(cmd, "127.0.0.1:7071", servicecmd.NeedsPostgres)
 	cmd.Flags().StringVar(&verifier, "verifier", envOr("CONVERGE_VERIFIER_ADDR", ""), "Verifier address host:port for Verify Done; empty = runs with done-criteria end BLOCKED [CONVERGE_VERIFIER_ADDR]")
 	cmd.Flags().StringVar(&registry, "registry", envOr("CONVERGE_REGISTRY_ADDR", ""), "Registry address host:port: the reaper requeues what agents the Registry reports stale hold, before their leases run out; empty = leases alone [CONVERGE_REGISTRY_ADDR]")
-	cmd.Flags().DurationVar(&stale, "stale-after", 30*time.Second, "an agent silent this long to the Registry and to the Scheduler loses its assignments (with --registry)")
+	cmd.Flags().DurationVar(&stale, "stale-after", 30*time.Second, "an agent silent this long to the Registry and to the Scheduler loses its assignments, its Registry locks released first (with --registry) ["+staleAfterEnv+"]")
 	cmd.Flags().StringVar(&token, "token", envOr("CONVERGE_TOKEN", ""), "bearer token sent to the Verifier [CONVERGE_TOKEN]")
 	cmd.Flags().StringVar(&workDir, "work-dir", envOr("CONVERGE_SCHEDULER_WORK_DIR", os.TempDir()), "where run branches of local repositories are checked out for the Verifier (the Verifier must allow it) [CONVERGE_SCHEDULER_WORK_DIR]")
 	return cmd
 }
+
+// staleAfterEnv sets --stale-after when the flag is not given.
+const staleAfterEnv = "CONVERGE_STALE_AFTER"
 
 func envOr(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok {

@@ -33,9 +33,9 @@ const (
 	assignmentColumns = `a.assignment_id, a.execution_id, a.wave_id, a.wave_number, a.kind, a.task_key,
 	a.status, a.instance_id, a.attempt, a.fencing_token, a.lease_expires_at, a.assigned_at,
 	a.completed_at, a.last_report_seq, a.position, a.final_integration, a.previous_errors::text,
-	a.merges::text, a.detail::text`
+	a.merges::text, a.detail::text, a.session_id`
 	logColumns = `l.execution_id, l.seq, l.task_key, l.instance_id, l.wave_number, l.event_type,
-	l.message, l.context::text, l.created_at`
+	l.message, l.context::text, l.created_at, l.source_time`
 )
 
 // assignmentOrder is ListAssignments' order: wave, tasks before the integration, position.
@@ -78,7 +78,7 @@ func scanAssignment(row pgx.Row) (*store.Assignment, error) {
 	if err := row.Scan(&r.ID, &r.ExecutionID, &r.WaveID, &r.WaveNumber, &r.Kind, &r.TaskKey,
 		&r.Status, &r.InstanceID, &r.Attempt, &r.FencingToken, &r.LeaseExpireTime, &r.AssignTime,
 		&r.CompleteTime, &r.LastReportSeq, &r.Position, &r.FinalIntegration, &r.PreviousErrors,
-		&r.Merges, &r.Detail); err != nil {
+		&r.Merges, &r.Detail, &r.SessionID); err != nil {
 		return nil, err
 	}
 	utcp(r.LeaseExpireTime, r.AssignTime, r.CompleteTime)
@@ -164,22 +164,22 @@ func waveArgs(r store.WaveRow, now time.Time) []any {
 const insertAssignmentSQL = `INSERT INTO wave_task_assignments (assignment_id, execution_id, wave_id,
 	wave_number, kind, task_key, status, instance_id, attempt, fencing_token, lease_expires_at,
 	assigned_at, completed_at, last_report_seq, position, final_integration, previous_errors, merges,
-	detail, created_at, updated_at)
+	detail, created_at, updated_at, session_id)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18::jsonb,
-	$19::jsonb, $20, $20)`
+	$19::jsonb, $20, $20, $21)`
 
 func assignmentArgs(r store.AssignmentRow, now time.Time) []any {
 	return []any{r.ID, r.ExecutionID, r.WaveID, r.WaveNumber, r.Kind, r.TaskKey, r.Status, r.InstanceID,
 		r.Attempt, r.FencingToken, r.LeaseExpireTime, r.AssignTime, r.CompleteTime, r.LastReportSeq,
-		r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail, now}
+		r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail, now, r.SessionID}
 }
 
 const insertLogSQL = `INSERT INTO task_execution_log (execution_id, seq, task_key, instance_id,
-	wave_number, event_type, message, context, created_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9)`
+	wave_number, event_type, message, context, created_at, source_time)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10)`
 
 func logArgs(r store.LogRow) []any {
-	return []any{r.ExecutionID, r.Seq, r.TaskKey, r.InstanceID, r.WaveNumber, r.EventType, r.Message, r.Context, r.Time}
+	return []any{r.ExecutionID, r.Seq, r.TaskKey, r.InstanceID, r.WaveNumber, r.EventType, r.Message, r.Context, r.Time, r.SourceTime}
 }
 
 // logRows numbers entries after lastSeq, for execution id at now, and returns their rows. The
@@ -712,10 +712,10 @@ func (t *execTx) PutAssignment(a *store.Assignment) error {
 	tag, err := t.tx.Exec(t.ctx, `UPDATE wave_task_assignments SET status = $3, instance_id = $4,
 		attempt = $5, fencing_token = $6, lease_expires_at = $7, assigned_at = $8, completed_at = $9,
 		last_report_seq = $10, position = $11, final_integration = $12, previous_errors = $13::jsonb,
-		merges = $14::jsonb, detail = $15::jsonb, updated_at = $16
+		merges = $14::jsonb, detail = $15::jsonb, updated_at = $16, session_id = $17
 		WHERE assignment_id = $1 AND execution_id = $2`,
 		r.ID, t.id(), r.Status, r.InstanceID, r.Attempt, r.FencingToken, r.LeaseExpireTime, r.AssignTime,
-		r.CompleteTime, r.LastReportSeq, r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail, t.now)
+		r.CompleteTime, r.LastReportSeq, r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail, t.now, r.SessionID)
 	if err != nil {
 		return fmt.Errorf("scheduler store: put assignment %q: %w", r.ID, err)
 	}
@@ -822,6 +822,21 @@ func (s *Store) ExpiredLeases(ctx context.Context, limit int) ([]*store.Assignme
 	return list, nil
 }
 
+// HeldAssignments reads the assignments that the instances hold (ASSIGNED or RUNNING).
+func (s *Store) HeldAssignments(ctx context.Context, instances []string, limit int) ([]*store.Assignment, error) {
+	if len(instances) == 0 {
+		return nil, nil
+	}
+	rows, err := s.Pool().Query(ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
+		WHERE a.status IN ('assigned', 'running') AND a.instance_id = ANY($1)
+		ORDER BY a.assigned_at, a.assignment_id LIMIT $2`, instances, limit)
+	list, err := collect(rows, err, scanAssignment)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: held assignments: %w", err)
+	}
+	return list, nil
+}
+
 // ExecutionsInStatus reads the executions in some statuses, oldest first.
 func (s *Store) ExecutionsInStatus(ctx context.Context, statuses []schedulerv1.ExecutionStatus, limit int) ([]*schedulerv1.Execution, error) {
 	names, err := store.ExecutionStatusNames(statuses)
@@ -885,13 +900,14 @@ func (s *Store) ReadLog(ctx context.Context, q store.LogQuery) ([]*commonv1.LogE
 			created           *time.Time
 		)
 		if err := rows.Scan(&lastSeq, &execID, &seq, &r.TaskKey, &r.InstanceID, &r.WaveNumber, &eventType,
-			&message, &r.Context, &created); err != nil {
+			&message, &r.Context, &created, &r.SourceTime); err != nil {
 			return nil, false, 0, fmt.Errorf("scheduler store: read log of %q: %w", q.ExecutionID, err)
 		}
 		if seq == nil {
 			continue // the execution without a matching entry
 		}
 		r.ExecutionID, r.Seq, r.EventType, r.Message, r.Time = *execID, *seq, *eventType, *message, created.UTC()
+		utcp(r.SourceTime)
 		list = append(list, r)
 	}
 	if err := rows.Err(); err != nil {

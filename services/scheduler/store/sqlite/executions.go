@@ -31,9 +31,9 @@ const (
 	assignmentColumns = `a.assignment_id, a.execution_id, a.wave_id, a.wave_number, a.kind, a.task_key,
 	a.status, a.instance_id, a.attempt, a.fencing_token, a.lease_expires_at, a.assigned_at,
 	a.completed_at, a.last_report_seq, a.position, a.final_integration, a.previous_errors,
-	a.merges, a.detail`
+	a.merges, a.detail, a.session_id`
 	logColumns = `l.execution_id, l.seq, l.task_key, l.instance_id, l.wave_number, l.event_type,
-	l.message, l.context, l.created_at`
+	l.message, l.context, l.created_at, l.source_time`
 )
 
 // assignmentOrder is ListAssignments' order: wave, tasks before the integration, position.
@@ -119,7 +119,7 @@ func scanAssignment(row scanner) (*store.Assignment, error) {
 	if err := row.Scan(&r.ID, &r.ExecutionID, &r.WaveID, &r.WaveNumber, &r.Kind, &r.TaskKey,
 		&r.Status, &r.InstanceID, &r.Attempt, &r.FencingToken, nullTimeCol{&r.LeaseExpireTime},
 		nullTimeCol{&r.AssignTime}, nullTimeCol{&r.CompleteTime}, &r.LastReportSeq, &r.Position,
-		&r.FinalIntegration, &r.PreviousErrors, &r.Merges, &r.Detail); err != nil {
+		&r.FinalIntegration, &r.PreviousErrors, &r.Merges, &r.Detail, &r.SessionID); err != nil {
 		return nil, err
 	}
 	return store.DecodeAssignment(r)
@@ -172,18 +172,18 @@ func waveArgs(r store.WaveRow, now time.Time) []any {
 const insertAssignmentSQL = `INSERT INTO wave_task_assignments (assignment_id, execution_id, wave_id,
 	wave_number, kind, task_key, status, instance_id, attempt, fencing_token, lease_expires_at,
 	assigned_at, completed_at, last_report_seq, position, final_integration, previous_errors, merges,
-	detail, created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	detail, created_at, updated_at, session_id)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func assignmentArgs(r store.AssignmentRow, now time.Time) []any {
 	return []any{r.ID, r.ExecutionID, r.WaveID, r.WaveNumber, r.Kind, r.TaskKey, r.Status, r.InstanceID,
 		r.Attempt, r.FencingToken, nts(r.LeaseExpireTime), nts(r.AssignTime), nts(r.CompleteTime), r.LastReportSeq,
-		r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail, ts(now), ts(now)}
+		r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail, ts(now), ts(now), r.SessionID}
 }
 
 const insertLogSQL = `INSERT INTO task_execution_log (execution_id, seq, task_key, instance_id,
-	wave_number, event_type, message, context, created_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	wave_number, event_type, message, context, created_at, source_time)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // insertLog numbers entries after lastSeq, for execution id at now, stores them and returns
 // their rows. The entries themselves are not changed (see setEntries).
@@ -207,7 +207,7 @@ func insertLog(ctx context.Context, tx *sql.Tx, id string, lastSeq int64, now ti
 	defer func() { _ = ins.Close() }()
 	for _, r := range rows {
 		if _, err := ins.ExecContext(ctx, r.ExecutionID, r.Seq, r.TaskKey, r.InstanceID, r.WaveNumber, r.EventType,
-			r.Message, r.Context, ts(r.Time)); err != nil {
+			r.Message, r.Context, ts(r.Time), nts(r.SourceTime)); err != nil {
 			return nil, fmt.Errorf("insert log entry %d: %w", r.Seq, err)
 		}
 	}
@@ -669,11 +669,11 @@ func (t *execTx) PutAssignment(a *store.Assignment) error {
 	res, err := t.tx.ExecContext(t.ctx, `UPDATE wave_task_assignments SET status = ?, instance_id = ?,
 		attempt = ?, fencing_token = ?, lease_expires_at = ?, assigned_at = ?, completed_at = ?,
 		last_report_seq = ?, position = ?, final_integration = ?, previous_errors = ?,
-		merges = ?, detail = ?, updated_at = ?
+		merges = ?, detail = ?, updated_at = ?, session_id = ?
 		WHERE assignment_id = ? AND execution_id = ?`,
 		r.Status, r.InstanceID, r.Attempt, r.FencingToken, nts(r.LeaseExpireTime), nts(r.AssignTime),
 		nts(r.CompleteTime), r.LastReportSeq, r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail,
-		ts(t.now), r.ID, t.id())
+		ts(t.now), r.SessionID, r.ID, t.id())
 	if err != nil {
 		return fmt.Errorf("scheduler store: put assignment %q: %w", r.ID, err)
 	}
@@ -783,6 +783,24 @@ func (s *Store) ExpiredLeases(ctx context.Context, limit int) ([]*store.Assignme
 	return list, nil
 }
 
+// HeldAssignments reads the assignments that the instances hold (ASSIGNED or RUNNING).
+func (s *Store) HeldAssignments(ctx context.Context, instances []string, limit int) ([]*store.Assignment, error) {
+	if len(instances) == 0 {
+		return nil, nil
+	}
+	args := []any{}
+	where := in(instances, &args)
+	args = append(args, limit)
+	rows, err := s.DB().QueryContext(ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
+		WHERE a.status IN ('assigned', 'running') AND a.instance_id IN `+where+`
+		ORDER BY a.assigned_at, a.assignment_id LIMIT ?`, args...)
+	list, err := collect(rows, err, scanAssignment)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: held assignments: %w", err)
+	}
+	return list, nil
+}
+
 // ExecutionsInStatus reads the executions in some statuses, oldest first.
 func (s *Store) ExecutionsInStatus(ctx context.Context, statuses []schedulerv1.ExecutionStatus, limit int) ([]*schedulerv1.Execution, error) {
 	if len(statuses) == 0 {
@@ -850,7 +868,7 @@ func (s *Store) ReadLog(ctx context.Context, q store.LogQuery) ([]*commonv1.LogE
 			created           *time.Time
 		)
 		if err := rows.Scan(&lastSeq, &execID, &seq, &r.TaskKey, &r.InstanceID, &r.WaveNumber, &eventType,
-			&message, &r.Context, nullTimeCol{&created}); err != nil {
+			&message, &r.Context, nullTimeCol{&created}, nullTimeCol{&r.SourceTime}); err != nil {
 			return nil, false, 0, fmt.Errorf("scheduler store: read log of %q: %w", q.ExecutionID, err)
 		}
 		if seq == nil {

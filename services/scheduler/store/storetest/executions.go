@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -743,6 +744,81 @@ func runExecutions(t *testing.T, newStore func(t *testing.T) store.Store) {
 		list, err = s.ExpiredLeases(ctx, 1)
 		require.NoError(t, err)
 		require.Equal(t, []string{"ex/t1"}, ids(assignmentProtos(list)))
+	})
+
+	// Issue 12: the session an assignment was leased to, the held assignments of agents, and an
+	// entry's source time are stored and read back.
+	t.Run("SessionsHeldAndSourceTime", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+		newList(t, s, "tl", 4)
+		newRun("ex", "tl", []string{"t0", "t1", "t2", "t3"}).create(t, s)
+		newRun("ex2", "tl", []string{"t0"}).create(t, s)
+		src := time.Date(2026, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
+		for _, ex := range []string{"ex", "ex2"} {
+			update(t, s, ex, func(tx store.ExecTx) error {
+				now := tx.Now()
+				holders := map[string]struct {
+					status          schedulerv1.AssignmentStatus
+					instance, sess  string
+					assignedSeconds int
+				}{
+					"t0": {asAssigned, "agent-1", "boot-1", 2},
+					"t1": {asRunning, "agent-2", "", 1},
+					"t2": {asCompleted, "agent-1", "boot-1", 0}, // not held
+					"t3": {asRunning, "agent-3", "boot-9", 3},
+				}
+				for task, h := range holders {
+					a, err := tx.Assignment(ex + "/" + task)
+					if errors.Is(err, store.ErrNotFound) {
+						continue
+					}
+					require.NoError(t, err)
+					a.Status, a.InstanceId, a.SessionID = h.status, h.instance, h.sess
+					a.LeaseExpireTime = timestamppb.New(now.Add(time.Hour))
+					a.AssignTime = timestamppb.New(now.Add(time.Duration(h.assignedSeconds) * time.Second))
+					if ex == "ex2" {
+						a.AssignTime = timestamppb.New(now.Add(time.Minute))
+					}
+					require.NoError(t, tx.PutAssignment(a))
+				}
+				return tx.Append(&commonv1.LogEntry{EventType: evTaskStarted, TaskId: "t0", InstanceId: "agent-1", WaveNumber: 1,
+					Message: "started at the source", SourceTime: timestamppb.New(src)})
+			})
+		}
+		list, err := s.HeldAssignments(ctx, []string{"agent-1", "agent-2"}, 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{"ex/t1", "ex/t0", "ex2/t0"}, ids(assignmentProtos(list)), "held only, oldest lease first")
+		require.Equal(t, "", list[0].SessionID)
+		require.Equal(t, "boot-1", list[1].SessionID)
+		list, err = s.HeldAssignments(ctx, []string{"agent-1", "agent-2"}, 1)
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		list, err = s.HeldAssignments(ctx, nil, 10)
+		require.NoError(t, err)
+		require.Empty(t, list)
+
+		update(t, s, "ex", func(tx store.ExecTx) error {
+			a, err := tx.Assignment("ex/t3")
+			require.NoError(t, err)
+			require.Equal(t, "boot-9", a.SessionID)
+			a.SessionID = ""
+			return tx.PutAssignment(a)
+		})
+		all, err := s.HeldAssignments(ctx, []string{"agent-3"}, 10)
+		require.NoError(t, err)
+		require.Len(t, all, 1)
+		require.Empty(t, all[0].SessionID, "a session is cleared")
+
+		entries, _, _, err := s.ReadLog(ctx, store.LogQuery{ExecutionID: "ex", EventTypes: []commonv1.EventType{evTaskStarted}, Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, entries, 1)
+		require.True(t, entries[0].GetSourceTime().AsTime().Equal(src), "source time %v", entries[0].GetSourceTime().AsTime())
+		require.False(t, entries[0].GetTime().AsTime().Equal(src), "the entry's time is the store's")
+		first, _, _, err := s.ReadLog(ctx, store.LogQuery{ExecutionID: "ex", Limit: 1})
+		require.NoError(t, err)
+		require.Nil(t, first[0].GetSourceTime(), "no source time: unset")
 	})
 
 	t.Run("ReadLog", func(t *testing.T) {

@@ -48,6 +48,7 @@ var indexes = map[string]harness.Index{
 	"idx_wave_tasks":                          {Table: "wave_task_assignments"},
 	"idx_wave_tasks_instance":                 {Table: "wave_task_assignments", Partial: true},
 	"wave_task_assignments_claimable_idx":     {Table: "wave_task_assignments", Partial: true},
+	"wave_task_assignments_held_idx":          {Table: "wave_task_assignments", Partial: true},
 	"wave_task_assignments_lease_idx":         {Table: "wave_task_assignments", Partial: true},
 	"idx_exec_log_task":                       {Table: "task_execution_log", Partial: true},
 	"idx_exec_log_created_at":                 {Table: "task_execution_log"},
@@ -93,11 +94,11 @@ var schema = harness.Schema{
 		"assignment_id", "execution_id", "wave_id", "wave_number", "kind", "task_key", "status",
 		"instance_id", "attempt", "fencing_token", "lease_expires_at", "last_report_seq", "position",
 		"final_integration", "previous_errors", "merges", "detail", "created_at", "assigned_at",
-		"completed_at", "updated_at",
+		"completed_at", "updated_at", "session_id",
 	},
 	"task_execution_log": {
 		"execution_id", "seq", "task_key", "wave_number", "instance_id", "event_type", "message",
-		"context", "created_at",
+		"context", "created_at", "source_time",
 	},
 	"checkpoints": {
 		"checkpoint_id", "execution_id", "task_key", "assignment_id", "attempt", "instance_id",
