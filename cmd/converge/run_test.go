@@ -476,3 +476,31 @@ func TestRunExecutionOptionsDefaults(t *testing.T) {
 	require.NotNil(t, opts.MaxRetries)
 	require.Equal(t, 5*time.Second, opts.GetAgentConfig().GetHeartbeatInterval().AsDuration())
 }
+
+// The issue's case (issue 12, defect 1, seen from converge run): a task whose command always
+// fails runs exactly --max-retries + 1 times and is reported failed with its command's error, not
+// as an agent that stopped.
+func TestRunFailingTaskRunsMaxRetriesPlusOne(t *testing.T) {
+	t.Parallel()
+	repo := filepath.Join(t.TempDir(), "repo")
+	require.NoError(t, os.MkdirAll(repo, 0o755))
+	gitIn(t, repo, "init", "-q", "-b", "main")
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "README.md"), []byte("# repo\n"), 0o644))
+	gitIn(t, repo, "add", "-A")
+	gitIn(t, repo, "-c", "user.name=test", "-c", "user.email=test@example.invalid", "commit", "-q", "-m", "initial")
+	count := filepath.Join(t.TempDir(), "count")
+	tasks := filepath.Join(t.TempDir(), "tasks.md")
+	require.NoError(t, os.WriteFile(tasks, []byte("# Tasks: fails\n\n### Task 1.1: Always fails\n\n**File:** `out.txt`\n"+
+		"**Command:** `sh -c 'echo run >> "+count+"; echo the widget is missing >&2; exit 1'`\n"), 0o644))
+	code, out, errOut := cli(t, "run", tasks, "--repo", repo, "--agents", "1", "--max-retries", "2", "--heartbeat", "1s")
+	require.Equal(t, exitFailure, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	b, err := os.ReadFile(count)
+	require.NoError(t, err)
+	require.Equal(t, 3, strings.Count(string(b), "run\n"), "--max-retries 2: the command runs 3 times\n%s", out)
+	require.Contains(t, out, "❌ Task 1.1: Always fails (failed after 3 tries: ")
+	require.Contains(t, out, "exit status 1")
+	require.NotContains(t, out, "stopped before finishing")
+	if logFile := regexp.MustCompile(`The suite's own log: (\S+)`).FindStringSubmatch(out); logFile != nil {
+		_ = os.Remove(logFile[1])
+	}
+}
