@@ -11,8 +11,10 @@ BUF_VERSION                := v1.75.0
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GRPCURL_VERSION            := v1.9.4
+GOLANGCI_LINT_VERSION      := v2.15.0
 TOOL_STAMPS := $(TOOLS_DIR)/stamps/buf@$(BUF_VERSION) $(TOOLS_DIR)/stamps/protoc-gen-go@$(PROTOC_GEN_GO_VERSION) \
-               $(TOOLS_DIR)/stamps/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION) $(TOOLS_DIR)/stamps/grpcurl@$(GRPCURL_VERSION)
+               $(TOOLS_DIR)/stamps/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION) $(TOOLS_DIR)/stamps/grpcurl@$(GRPCURL_VERSION) \
+               $(TOOLS_DIR)/stamps/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 GO_TEST_FLAGS ?= -race -count=1
 LISTEN        ?= 127.0.0.1:7070
@@ -38,6 +40,9 @@ $(TOOLS_DIR)/stamps/protoc-gen-go-grpc@%:
 	@mkdir -p $(@D) && touch $@
 $(TOOLS_DIR)/stamps/grpcurl@%:
 	GOBIN=$(TOOLS_BIN) go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$*
+	@mkdir -p $(@D) && touch $@
+$(TOOLS_DIR)/stamps/golangci-lint@%:
+	GOBIN=$(TOOLS_BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$*
 	@mkdir -p $(@D) && touch $@
 
 .PHONY: validate-proto

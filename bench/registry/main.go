@@ -147,7 +147,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(srvCtx, lis) }()
-	defer func() { stopServer(); <-served }()
+	defer func() {
+		stopServer()
+		if err := <-served; err != nil {
+			fmt.Fprintln(os.Stderr, "registry server:", err)
+		}
+	}()
 
 	clients := make([]registryv1.RegistryServiceClient, o.clients)
 	for i := range clients {

@@ -1,7 +1,6 @@
 package verifier
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/gitexec"
 	"github.com/converge-dev/converge/platform/grpcerr"
 	"github.com/converge-dev/converge/services/verifier/check"
 )
@@ -195,27 +195,15 @@ func (s *Server) checkout(ctx context.Context, g *verifierv1.GitSource, o *check
 	return scratch, strings.TrimSpace(out), cleanup, nil
 }
 
-// git runs git in dir and answers its standard output; the error carries the last line of its
-// standard error. It never prompts for credentials.
+// git runs git (platform/gitexec: fixed config and environment, no prompt, capped output) in dir
+// with a timeout and answers its standard output; the error is git's own last line of explanation.
 func git(ctx context.Context, dir string, args ...string) (string, error) {
-	gctx, cancel := context.WithTimeout(ctx, gitTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(gctx, "git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=", "SSH_ASKPASS=")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-			msg = msg[i+1:]
-		}
-		if msg == "" {
-			msg = err.Error()
-		}
-		return "", errors.New(msg)
+	out, err := gitexec.Cmd{Dir: dir, Args: args, Timeout: gitTimeout}.Run(ctx)
+	var ge *gitexec.Error
+	if errors.As(err, &ge) {
+		return "", errors.New(ge.Reason())
 	}
-	return stdout.String(), nil
+	return out, err
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

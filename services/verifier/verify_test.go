@@ -356,14 +356,13 @@ func TestCancel(t *testing.T) {
 	requireCode(t, err, codes.Canceled)
 
 	// The slot comes back once the cancelled run has stopped its checks; nothing was stored.
-	for {
+	require.Eventually(t, func() bool {
 		_, err = b.client.Verify(t.Context(), structured(commandCriteria("a.ok"), dir, "other"))
-		if err == nil {
-			break
+		if err != nil {
+			requireCode(t, err, codes.ResourceExhausted)
 		}
-		requireCode(t, err, codes.ResourceExhausted)
-		time.Sleep(10 * time.Millisecond) // polling, not a timing assertion
-	}
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond)
 	list, err := b.client.ListReports(t.Context(), &verifierv1.ListReportsRequest{LoopKey: "cancel"})
 	require.NoError(t, err)
 	require.Empty(t, list.GetReports())
