@@ -105,7 +105,6 @@ func (c *cluster) nextClaim(id string, since time.Time, timeout time.Duration) (
 				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
 		return false
 	})
 	return victim, got
@@ -127,11 +126,7 @@ func (c *cluster) waitLock(resource, holder string, timeout time.Duration) *regi
 	var lk *registryv1.Lock
 	eventually(timeout, func() bool {
 		lk = c.lockOn(resource)
-		if lk != nil && lk.GetHolder() == holder {
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
-		return false
+		return lk != nil && lk.GetHolder() == holder
 	})
 	if lk != nil && lk.GetHolder() == holder {
 		return lk
@@ -162,7 +157,6 @@ func (c *cluster) waitRerun(id string, d death, resource string, lockToken int64
 				return true
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
 		return false
 	})
 	return at

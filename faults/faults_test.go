@@ -260,12 +260,8 @@ func runScenario(t *testing.T, cfg config, pg *pgServer, db string, sc scenario)
 		// then every 3 s.
 		eventually(30*time.Second, func() bool {
 			w.mu.Lock()
-			n := len(w.seqs)
-			w.mu.Unlock()
-			if n == 0 {
-				time.Sleep(20 * time.Millisecond)
-			}
-			return n > 0
+			defer w.mu.Unlock()
+			return len(w.seqs) > 0
 		})
 		c.watchProxy[0].Reset()
 		c.watchProxy[1].Reset()

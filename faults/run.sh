@@ -42,7 +42,7 @@ if [ -f "$work/results.md" ]; then
 			echo "no lock is left held; the event stream read with a cursor across forced disconnects and the paged log"
 			echo "hold every seq once; death→requeue is from the agent's kill -9 (or SIGSTOP, or cut) to its task's TASK_REQUEUED event;"
 			echo "death→running again is from the kill to the task leased again and its file lock held by the new holder, as the suite saw them"
-			echo "(polling every 100 ms). Timing \"suite\" is the suite's short heartbeat (1 s full, 0.5 s ci); the failure-path scenarios"
+			echo "(polled every 50 ms). Timing \"suite\" is the suite's short heartbeat (1 s full, 0.5 s ci); the failure-path scenarios"
 			echo "run with production-like timing, and a task that fails or a Verifier that refuses where their names say so."
 			echo
 			cat "$work/results.md"
