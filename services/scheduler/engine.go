@@ -17,6 +17,7 @@ import (
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/ids"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -548,7 +549,7 @@ func (r *runner) barrier(w *schedulerv1.Wave) error {
 	}
 	a := &store.Assignment{
 		Assignment: &schedulerv1.Assignment{
-			Id: newID("as", r.tx.Now()), Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION,
+			Id: ids.New("as", r.tx.Now()), Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION,
 			ExecutionId: r.e.GetId(), WaveId: w.GetId(), WaveNumber: w.GetWaveNumber(),
 			Status: schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_PENDING, Attempt: 1,
 		},

@@ -13,6 +13,7 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/ids"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -282,7 +283,7 @@ func (s *Server) ReportProgress(ctx context.Context, req *schedulerv1.ReportProg
 
 // checkpoint stores an agent's checkpoint of assignment a.
 func (r *runner) checkpoint(a *store.Assignment, cp *commonv1.Checkpoint) (string, error) {
-	c := &commonv1.Checkpoint{Id: newID("ck", r.tx.Now()), ExecutionId: r.e.GetId(), TaskId: a.GetTaskId(),
+	c := &commonv1.Checkpoint{Id: ids.New("ck", r.tx.Now()), ExecutionId: r.e.GetId(), TaskId: a.GetTaskId(),
 		InstanceId: a.GetInstanceId(), GitRef: cp.GetGitRef(), Files: cp.GetFiles(), Metadata: cp.GetMetadata()}
 	if err := r.tx.PutCheckpoint(c, a.GetId(), a.GetAttempt()); err != nil {
 		return "", err

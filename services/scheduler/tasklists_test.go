@@ -12,6 +12,7 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/pagetoken"
 	harness "github.com/converge-dev/converge/platform/storetest"
 )
 
@@ -98,11 +99,11 @@ func TestCreateTaskListRefusesBadLists(t *testing.T) {
 		{"duplicate ids", []*commonv1.Task{task("1.1"), task("1.1")},
 			map[string]string{"spec.tasks[1].id": `duplicate task id "1.1" (first used by tasks[0])`}},
 		{"dot-dot path", []*commonv1.Task{{Id: "1", Title: "x", Files: []*commonv1.FileImpact{{Path: "src/../../etc/passwd"}}}},
-			map[string]string{"spec.tasks[0].files[0].path": "must be a repository-relative path: no leading '/', no '..' segment"}},
+			map[string]string{"spec.tasks[0].files[0].path": "must be a clean repository-relative path, a directory may end with '/': no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes"}},
 		{"absolute path", []*commonv1.Task{{Id: "1", Title: "x", File: "/etc/passwd"}},
-			map[string]string{"spec.tasks[0].file": "must be a repository-relative path: no leading '/', no '..' segment"}},
+			map[string]string{"spec.tasks[0].file": "must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes"}},
 		{"backslash path", []*commonv1.Task{{Id: "1", Title: "x", File: `src\main.go`}},
-			map[string]string{"spec.tasks[0].file": `"src\\main.go" must use "/" separators, not "\"`}},
+			map[string]string{"spec.tasks[0].file": "must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes"}},
 	}
 	forEachStore(t, func(t *testing.T, b *testBundle) {
 		for _, c := range cases {
@@ -186,7 +187,7 @@ func TestImportTaskListRefusesBadDocuments(t *testing.T) {
 		{"unsafe path", &schedulerv1.ImportTaskListRequest{
 			Format:  schedulerv1.ImportFormat_IMPORT_FORMAT_TASKS_MD,
 			Content: md("# L", "### Task 1: a", "**Files:** `../outside.go`"),
-		}, "content", "line 2: tasks[0].files[0].path: must be a repository-relative path: no leading '/', no '..' segment"},
+		}, "content", "line 2: tasks[0].files[0].path: must be a clean repository-relative path, a directory may end with '/': no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes"},
 		{"yaml unknown dependency", &schedulerv1.ImportTaskListRequest{
 			Format:  schedulerv1.ImportFormat_IMPORT_FORMAT_YAML,
 			Content: []byte("name: l\ntasks:\n  - id: a\n    title: x\n  - id: b\n    title: y\n    depends_on: [zz]\n"),
@@ -246,7 +247,7 @@ func TestListTaskLists(t *testing.T) {
 		require.Len(t, full.GetTaskLists()[0].GetSpec().GetTasks(), 3)
 
 		_, err = b.client.ListTaskLists(t.Context(), &schedulerv1.ListTaskListsRequest{PageToken: "not-a-token"})
-		requireViolations(t, err, map[string]string{"page_token": "page token is not one this server made"})
+		requireViolations(t, err, map[string]string{"page_token": pagetoken.ReasonMalformed})
 	})
 }
 

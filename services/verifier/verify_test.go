@@ -249,7 +249,7 @@ func TestListReports(t *testing.T) {
 	first, err := b.client.ListReports(t.Context(), &verifierv1.ListReportsRequest{LoopKey: "even", PageSize: 1})
 	require.NoError(t, err)
 	_, err = b.client.ListReports(t.Context(), &verifierv1.ListReportsRequest{LoopKey: "odd", PageSize: 1, PageToken: first.GetNextPageToken()})
-	requireViolation(t, err, "page_token", "different filters")
+	requireViolation(t, err, "page_token", "other filters")
 	_, err = b.client.ListReports(t.Context(), &verifierv1.ListReportsRequest{PageToken: "garbage!"})
 	requireViolation(t, err, "page_token", "malformed")
 

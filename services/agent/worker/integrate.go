@@ -33,7 +33,7 @@ func (w *Worker) integrate(ctx context.Context, l *lease) outcome {
 	if err != nil {
 		return fail("WORKSPACE", err.Error())
 	}
-	defer func() { _ = wt.Remove(context.WithoutCancel(ctx)) }()
+	defer w.removeWorktree(ctx, wt)
 	head := ca.GetBaseCommit()
 	if wt.HasRepository() && len(ca.GetMerges()) > 0 {
 		shas := make([]string, len(ca.GetMerges()))
@@ -92,7 +92,7 @@ func (w *Worker) levels(ctx context.Context, ca *schedulerv1.ClaimedAssignment, 
 			if tv.GetTimeout() != nil {
 				timeout = tv.GetTimeout().AsDuration()
 			}
-			res := executor.Validate(ctx, wt.Dir, tv, timeout, outputCap)
+			res := executor.Validate(ctx, wt.Dir, tv, timeout, outputCap, executor.WithProcessGroups(w.sess.groups))
 			r.Ran, r.Passed, r.ExitCode = true, res.Passed, int32(max(min(res.ExitCode, 255), -1))
 			r.Duration, r.OutputTail, r.Message = durationpb.New(res.Duration), tail(res.Output, 65536), truncate(res.Message, 4096)
 		}

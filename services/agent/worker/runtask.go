@@ -75,8 +75,12 @@ func (w *Worker) RunTask(ctx context.Context, req *agentv1.RunTaskRequest, send 
 	l := &lease{w: w, ca: ca}
 	l.local = func(events []*schedulerv1.AgentEvent, percent int32, message string) {
 		for _, ev := range events {
+			at := ev.GetTime()
+			if at == nil {
+				at = timestamppb.Now()
+			}
 			emit(&agentv1.RunTaskResponse{Event: &agentv1.RunTaskResponse_Log{Log: &commonv1.LogEntry{TaskId: t.GetId(),
-				InstanceId: w.cfg.InstanceID, Time: timestamppb.Now(), EventType: ev.GetEventType(), Message: ev.GetMessage(), Context: ev.GetContext()}}})
+				InstanceId: w.cfg.InstanceID, Time: at, SourceTime: at, EventType: ev.GetEventType(), Message: ev.GetMessage(), Context: ev.GetContext()}}})
 		}
 		emit(&agentv1.RunTaskResponse{Event: &agentv1.RunTaskResponse_Progress{Progress: &agentv1.Progress{Percent: percent, Message: message}}})
 	}

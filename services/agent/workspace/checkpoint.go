@@ -192,21 +192,32 @@ func (w *Worktree) Checkpoint(ctx context.Context, paths []string) (Checkpoint, 
 // (untracked files and directories go, nested repositories included; ignored files such as
 // build caches stay). Only this worktree is touched. It then re-hashes cp.Files and returns an
 // error wrapping ErrCheckpointMismatch naming any file that differs, which happens only when the
-// checkpoint was taken with uncommitted changes to it. On a scratch directory it returns
-// ErrNoRepository.
+// checkpoint was taken with uncommitted changes to it. A scratch directory starts empty, and
+// is emptied again: everything in it is deleted, and a file cp records as existing is then a
+// mismatch.
 func (w *Worktree) Restore(ctx context.Context, cp Checkpoint) error {
+	sha := "an empty directory"
 	if w.repo == nil {
-		return ErrNoRepository
-	}
-	sha, err := revParseCommit(ctx, w.cmd(), cp.Commit)
-	if err != nil {
-		return fmt.Errorf("workspace: restore: %w", err)
-	}
-	if _, err := w.git(ctx, "reset", "--quiet", "--hard", sha, "--"); err != nil {
-		return fmt.Errorf("workspace: restore: %w", err)
-	}
-	if _, err := w.git(ctx, "clean", "-ffdq"); err != nil {
-		return fmt.Errorf("workspace: restore: %w", err)
+		entries, err := os.ReadDir(w.Dir)
+		if err != nil {
+			return fmt.Errorf("workspace: restore: %w", err)
+		}
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(w.Dir, e.Name())); err != nil {
+				return fmt.Errorf("workspace: restore: %w", err)
+			}
+		}
+	} else {
+		var err error
+		if sha, err = revParseCommit(ctx, w.cmd(), cp.Commit); err != nil {
+			return fmt.Errorf("workspace: restore: %w", err)
+		}
+		if _, err := w.git(ctx, "reset", "--quiet", "--hard", sha, "--"); err != nil {
+			return fmt.Errorf("workspace: restore: %w", err)
+		}
+		if _, err := w.git(ctx, "clean", "-ffdq"); err != nil {
+			return fmt.Errorf("workspace: restore: %w", err)
+		}
 	}
 	var differ []string
 	for _, want := range cp.Files {

@@ -248,9 +248,7 @@ func runTaskLists(t *testing.T, newStore func(t *testing.T) store.Store) {
 				break
 			}
 			require.Len(t, lists, 3)
-			// The token survives being encoded and decoded.
-			after, err = store.DecodeCursor(store.EncodeCursor(next))
-			require.NoError(t, err)
+			after = next
 		}
 		require.Len(t, seen, 7)
 		// Newest first: create time, then id, both descending; every list once.
