@@ -426,7 +426,8 @@ func TestRunWarnsUncommittedAndSetsTiming(t *testing.T) {
 	require.NoError(t, os.WriteFile(tasks, []byte("# Tasks: dirty\n\n### Task 1.1: Write\n\n**File:** `out.txt`\n**Command:** `echo done > out.txt`\n"), 0o644))
 
 	// No done-criteria and no validation command: CONVERGED_PENDING_HUMAN, so exit 1.
-	code, out, errOut := cli(t, "run", tasks, "--repo", repo, "--agents", "1", "--heartbeat", "2s", "--max-retries", "1", "--json")
+	// (--data-dir: the suite log it keeps goes away with the test.)
+	code, out, errOut := cli(t, "run", tasks, "--repo", repo, "--agents", "1", "--heartbeat", "2s", "--max-retries", "1", "--json", "--data-dir", t.TempDir())
 	require.Equal(t, exitFailure, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 	require.Contains(t, errOut, "warning: "+repo+" has 25 uncommitted changes: the run builds from its last commit (HEAD, ")
 	require.Contains(t, errOut, "\n   M README.md\n", "git status --porcelain lines, as git prints them")
