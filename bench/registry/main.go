@@ -129,7 +129,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	srvCtx, stopServer := context.WithCancel(ctx)
 	defer stopServer()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := registry.New(srvCtx, st, hb, registry.WithLogger(logger))
+	svc := registry.New(st, hb, registry.WithLogger(logger))
+	svc.Start(srvCtx)
 	files, err := gen.Files()
 	if err != nil {
 		return err

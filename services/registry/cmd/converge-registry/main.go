@@ -68,13 +68,11 @@ func command() *cobra.Command {
 				}
 				return nil
 			}
-			// The retention loop waits for a current schema (the readiness probe opens the gate).
-			schemaReady := make(chan struct{})
+			reg := registry.New(st, hot, registry.WithLogger(logger), registry.WithAgentWindows(staleAfter, goneAfter))
 			return flags.Serve(ctx, "registry", logger, server.Service{
 				Desc: &registryv1.RegistryService_ServiceDesc,
-				Impl: registry.New(ctx, st, hot, registry.WithLogger(logger), registry.WithAgentWindows(staleAfter, goneAfter),
-					registry.WithStartAfter(schemaReady)),
-				Ready: servicecmd.AllReady(servicecmd.ReadyProbe(st, flags.Migrate, func() { close(schemaReady) }),
+				Impl: reg,
+				Ready: servicecmd.AllReady(servicecmd.ReadyProbe(st, flags.Migrate, func() { reg.Start(ctx) }),
 					pingRedis),
 			})
 		},
