@@ -282,6 +282,9 @@ func TestAgentRestartCleansUpAfterAKill(t *testing.T) {
 	var child int
 	require.True(t, assertEventually(10*time.Second, func() bool {
 		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false
+		}
 		child, err = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil
 	}))

@@ -221,7 +221,7 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 			stopBG()
 			cancelStart()
 			if started != nil {
-				<-started
+				_ = <-started // the server's error is the one to report
 			}
 			pool.stop(0)
 			return err
@@ -232,7 +232,7 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 			}
 		case <-ctx.Done():
 			if started != nil {
-				<-started // the agents are started or were never going to be
+				_ = <-started // the agents are started or were never going to be
 			}
 			return stopAll()
 		}

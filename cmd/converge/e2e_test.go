@@ -147,14 +147,19 @@ func waitHealth(t *testing.T, p *process, addr, service string, want healthpb.He
 }
 
 func assertEventually(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	deadline := time.After(timeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
 		if cond() {
 			return true
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-deadline:
+			return cond()
+		case <-tick.C:
+		}
 	}
-	return false
 }
 
 // proxy forwards a loopback port to target once opened; until then nothing listens on its port,

@@ -3,6 +3,7 @@ package proc_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -254,20 +255,11 @@ func readPid(t *testing.T, dir string) int {
 // removes it once its parent (init, for an orphan) reaps it.
 func requireGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := syscall.Kill(pid, 0)
-		if err != nil {
-			require.ErrorIs(t, err, syscall.ESRCH)
-			return
+	require.Eventually(t, func() bool {
+		if err := syscall.Kill(pid, 0); err != nil {
+			return errors.Is(err, syscall.ESRCH)
 		}
-		stat, rerr := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if rerr == nil && strings.Contains(string(stat), ") Z ") {
-			return // killed, waiting to be reaped
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still runs", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		return err == nil && strings.Contains(string(stat), ") Z ") // killed, waiting to be reaped
+	}, 10*time.Second, 10*time.Millisecond, "process %d still runs", pid)
 }

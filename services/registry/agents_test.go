@@ -189,7 +189,7 @@ func TestListStaleAgents(t *testing.T) {
 		heartbeat(t, c, "idles", idle)
 
 		// The threshold is 1 s, the smallest the contract allows: let a little more pass.
-		time.Sleep(1200 * time.Millisecond)
+		time.Sleep(1200 * time.Millisecond) //nolint:forbidigo // the smallest threshold the contract allows is 1 s of store time
 		heartbeat(t, c, "goes-on", running)
 		heartbeat(t, c, "idles", idle)
 

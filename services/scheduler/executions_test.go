@@ -250,7 +250,7 @@ func TestExpiredLeaseIsRequeuedAndTheOldHolderFenced(t *testing.T) {
 				Events: []*schedulerv1.AgentEvent{{EventType: commonv1.EventType_EVENT_TYPE_INFO, Message: fmt.Sprintf("step %d", i)}}})
 			require.NoError(t, err)
 			require.Equal(t, schedulerv1.Directive_DIRECTIVE_CONTINUE, res.GetDirective())
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) //nolint:forbidigo // reports spread over several lease lengths are the behaviour
 		}
 		res, err := b.complete(t.Context(), next, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
 		require.NoError(t, err)

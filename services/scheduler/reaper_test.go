@@ -32,7 +32,8 @@ func registryClient(t *testing.T) registryv1.RegistryServiceClient {
 	t.Cleanup(func() { _ = st.Close() })
 	hot := inproc.New(st, "inproc")
 	t.Cleanup(func() { _ = hot.Close() })
-	reg := registry.New(ctx, st, hot)
+	reg := registry.New(st, hot)
+	reg.Start(ctx)
 	conn := servertest.Serve(t, server.Config{Name: "registry-test",
 		Services: []server.Service{{Desc: &registryv1.RegistryService_ServiceDesc, Impl: reg, Ready: reg.Ready}}})
 	return registryv1.NewRegistryServiceClient(conn)

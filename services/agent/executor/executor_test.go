@@ -94,8 +94,14 @@ func (b *bundle) read(t *testing.T, rel string) string {
 	return string(data)
 }
 
-// requireCode asserts err is an *executor.Error with code and answers it.
-func requireCode(t *testing.T, code string, err error) *executor.Error {
+// requireCode asserts err is an *executor.Error with code.
+func requireCode(t *testing.T, code string, err error) {
+	t.Helper()
+	_ = requireCodeErr(t, code, err)
+}
+
+// requireCodeErr is requireCode answering the *executor.Error, for more checks.
+func requireCodeErr(t *testing.T, code string, err error) *executor.Error {
 	t.Helper()
 	var e *executor.Error
 	require.ErrorAs(t, err, &e)
@@ -140,7 +146,7 @@ func TestCommandFails(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	res, err := b.executor(t, nil).Run(t.Context(), executor.Request{Dir: b.dir, Task: commandTask(`echo working; echo broken >&2; exit 4`)})
-	e := requireCode(t, executor.CodeExecutorFailed, err)
+	e := requireCodeErr(t, executor.CodeExecutorFailed, err)
 	require.Contains(t, e.Message, "exit status 4")
 	require.Equal(t, "working\nbroken\n", e.Output)
 	require.Equal(t, 4, res.ExitCode)
@@ -164,7 +170,7 @@ func TestRelativeDirRefused(t *testing.T) {
 	} {
 		for _, dir := range []string{"", "worktree"} {
 			_, err := b.executor(t, spec).Run(t.Context(), executor.Request{Dir: dir, Task: commandTask("touch made-here")})
-			e := requireCode(t, executor.CodeExecutorFailed, err)
+			e := requireCodeErr(t, executor.CodeExecutorFailed, err)
 			require.Contains(t, e.Message, "not an absolute path")
 		}
 	}
@@ -181,7 +187,7 @@ func TestCommandTimeoutKillsTheGroup(t *testing.T) {
 		Timeout: 300 * time.Millisecond,
 	})
 	require.Less(t, time.Since(start), 10*time.Second)
-	e := requireCode(t, executor.CodeTimeout, err)
+	e := requireCodeErr(t, executor.CodeTimeout, err)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Contains(t, e.Message, "300ms timeout")
 	require.Equal(t, "started\n", e.Output)
@@ -297,14 +303,14 @@ func TestAgentCLIFails(t *testing.T) {
 		Argv: []string{fakeCLI, "no-such-dir/out.txt"},
 	}}})
 	_, err := e.Run(t.Context(), executor.Request{Dir: b.dir, Task: &commonv1.Task{Id: "1", Title: "t"}, Prompt: "p"})
-	ee := requireCode(t, executor.CodeExecutorFailed, err)
+	ee := requireCodeErr(t, executor.CodeExecutorFailed, err)
 	require.Contains(t, ee.Message, "agent CLI fake-cli failed")
 
 	e = b.executor(t, &commonv1.ExecutorSpec{Kind: &commonv1.ExecutorSpec_AgentCli{AgentCli: &commonv1.AgentCliExecutor{
 		Argv: []string{"converge-no-such-cli"},
 	}}})
 	_, err = e.Run(t.Context(), executor.Request{Dir: b.dir, Task: &commonv1.Task{Id: "1", Title: "t"}, Prompt: "p"})
-	ee = requireCode(t, executor.CodeExecutorFailed, err)
+	ee = requireCodeErr(t, executor.CodeExecutorFailed, err)
 	require.Contains(t, ee.Message, "could not start")
 }
 
@@ -460,7 +466,7 @@ func TestOpenAIServerError(t *testing.T) {
 		fmt.Fprintf(w, `{"error": {"message": "model crashed", "auth": %q}}%s`, r.Header.Get("Authorization"), strings.Repeat(" pad", 1000))
 	}
 	res, err := b.executor(t, openAISpec(f.URL)).Run(t.Context(), executor.Request{Dir: b.dir, Task: fileTask("x.go")})
-	e := requireCode(t, executor.CodeExecutorFailed, err)
+	e := requireCodeErr(t, executor.CodeExecutorFailed, err)
 	require.Contains(t, e.Message, "500 Internal Server Error")
 	require.Contains(t, e.Message, "model crashed")
 	require.Less(t, len(e.Message), 1200, "the body excerpt is capped")
@@ -551,7 +557,7 @@ func TestOpenAINoFileNoKeyDelete(t *testing.T) {
 
 	delete(b.env, "FAKE_KEY")
 	_, err = e.Run(t.Context(), executor.Request{Dir: b.dir, Task: fileTask("x.go")})
-	ee := requireCode(t, executor.CodeExecutorFailed, err)
+	ee := requireCodeErr(t, executor.CodeExecutorFailed, err)
 	require.Contains(t, ee.Message, "FAKE_KEY is not set")
 
 	require.NoError(t, os.WriteFile(filepath.Join(b.dir, "old.go"), []byte("package old\n"), 0o644))
@@ -700,19 +706,11 @@ func TestErrorUnwraps(t *testing.T) {
 // requireGone waits until process pid no longer runs (or is a zombie waiting to be reaped).
 func requireGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	require.Eventually(t, func() bool {
 		if err := syscall.Kill(pid, 0); err != nil {
-			require.ErrorIs(t, err, syscall.ESRCH)
-			return
+			return errors.Is(err, syscall.ESRCH)
 		}
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err == nil && strings.Contains(string(stat), ") Z ") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still runs", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && strings.Contains(string(stat), ") Z ") // killed, waiting to be reaped
+	}, 10*time.Second, 10*time.Millisecond, "process %d still runs", pid)
 }

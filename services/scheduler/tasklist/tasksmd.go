@@ -367,9 +367,7 @@ func (p *tasksMDParser) field(l mdLine, kind, value string) error {
 		}
 	case "requirements":
 		t.block = blockRequirements
-		for _, item := range splitList(value) {
-			task.Requirements = append(task.Requirements, item)
-		}
+		task.Requirements = append(task.Requirements, splitList(value)...)
 	case "template":
 		t.block = blockTemplate
 	}

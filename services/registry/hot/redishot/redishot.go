@@ -135,7 +135,7 @@ func (b *Backend) installEpoch(ctx context.Context) error {
 // lost; the expiry timer then bounds the delay.
 func (b *Backend) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (hot.Lock, bool, error) {
 	deadline := time.Now().Add(wait)
-	lock, granted, untilExpiry, err := b.try(ctx, resource, holder, ttl)
+	lock, granted, _, err := b.try(ctx, resource, holder, ttl)
 	if err != nil || granted || wait <= 0 {
 		return lock, granted, err
 	}
@@ -145,6 +145,7 @@ func (b *Backend) Acquire(ctx context.Context, resource, holder string, ttl, wai
 	}
 	defer b.waiters.remove(resource, wake)
 	for {
+		var untilExpiry time.Duration
 		lock, granted, untilExpiry, err = b.try(ctx, resource, holder, ttl)
 		if err != nil || granted {
 			return lock, granted, err
