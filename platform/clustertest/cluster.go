@@ -42,8 +42,12 @@ type Options struct {
 
 	LogLevel      string   // CONVERGE_LOG_LEVEL of every process ("": info)
 	Env           []string // added to every process's environment
+	RegistryArgs  []string // added to the Registry's arguments
 	SchedulerArgs []string // added to every Scheduler's arguments
 	AgentArgs     []string // added to every agent's arguments
+	// VerifierNoAllowedRoot starts the Verifier without --allowed-root WorkDir: it refuses the
+	// local directories the Schedulers hand it.
+	VerifierNoAllowedRoot bool
 
 	// LogDir holds one log file per process (<name>.log; "": a temporary directory); WorkDir the
 	// Schedulers' work folder, the Verifier's allowed root and the agents' data ("": temporary).
@@ -81,7 +85,8 @@ type Cluster struct {
 	procs    []*Process // every process started, in order
 	services map[string]*Process
 	agents   map[string]*Process
-	agentOf  map[string]int // agent → Scheduler index
+	agentOf  map[string]int    // agent → Scheduler index
+	agentAt  map[string]string // agent → its own API's address
 	isAgent  map[*Process]bool
 	nextID   int
 	conns    map[string]*grpc.ClientConn
@@ -99,7 +104,7 @@ func Start(tb TB, opts Options) *Cluster {
 		opts.LogLevel = "info"
 	}
 	c := &Cluster{tb: tb, opts: opts, Postgres: opts.Postgres, Redis: opts.Redis,
-		services: map[string]*Process{}, agents: map[string]*Process{}, agentOf: map[string]int{}, isAgent: map[*Process]bool{}, conns: map[string]*grpc.ClientConn{}}
+		services: map[string]*Process{}, agents: map[string]*Process{}, agentOf: map[string]int{}, agentAt: map[string]string{}, isAgent: map[*Process]bool{}, conns: map[string]*grpc.ClientConn{}}
 	if c.Postgres == nil {
 		c.Postgres = UsePostgres(tb, PostgresURL())
 	}
@@ -127,12 +132,16 @@ func Start(tb TB, opts Options) *Cluster {
 		c.schedEnv = append([]string{"CONVERGE_POSTGRES_URL=" + c.Postgres.URL(c.Database, c.PostgresProxy.Addr)}, base...)
 	}
 
-	c.RegistryAddr = c.service("registry", "registry")
+	c.RegistryAddr = c.service("registry", "registry", opts.RegistryArgs...)
 	if !slices.Contains(opts.Without, "knowledge") {
 		c.KnowledgeAddr = c.service("knowledge", "knowledge")
 	}
 	if !slices.Contains(opts.Without, "verifier") {
-		c.VerifierAddr = c.service("verifier", "verifier", "--allowed-root", c.WorkDir)
+		var args []string
+		if !opts.VerifierNoAllowedRoot {
+			args = []string{"--allowed-root", c.WorkDir}
+		}
+		c.VerifierAddr = c.service("verifier", "verifier", args...)
 	}
 	for i := range opts.Schedulers {
 		addr := FreeAddr(tb)
@@ -263,7 +272,7 @@ func (c *Cluster) AddAgent(id string, i int) *Process {
 	}
 	p := c.start(id, "converge-agent", c.env, append(args, c.opts.AgentArgs...))
 	c.mu.Lock()
-	c.agents[id], c.agentOf[id], c.isAgent[p] = p, i, true
+	c.agents[id], c.agentOf[id], c.agentAt[id], c.isAgent[p] = p, i, addr, true
 	c.mu.Unlock()
 	if c.opts.WaitAgents {
 		c.waitServing(p, addr)
@@ -276,6 +285,13 @@ func (c *Cluster) Agent(id string) *Process {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.agents[id]
+}
+
+// AgentAddr answers the address of agent id's own API (AgentService).
+func (c *Cluster) AgentAddr(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.agentAt[id]
 }
 
 // AgentScheduler answers the Scheduler replica agent id talks to.
