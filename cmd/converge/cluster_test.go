@@ -146,7 +146,7 @@ func TestClusterPauseAndCancel(t *testing.T) {
 	_, err := c.sched.PauseExecution(t.Context(), &schedulerv1.PauseExecutionRequest{ExecutionId: e.GetId(), Reason: "test"})
 	require.NoError(t, err)
 	granted := len(c.log(e.GetId(), commonv1.EventType_EVENT_TYPE_LEASE_GRANTED))
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) //nolint:forbidigo // the behaviour under test: a paused run claims nothing while time passes
 	require.Equal(t, granted, len(c.log(e.GetId(), commonv1.EventType_EVENT_TYPE_LEASE_GRANTED)), "a paused run claims nothing")
 	_, err = c.sched.ResumeExecution(t.Context(), &schedulerv1.ResumeExecutionRequest{ExecutionId: e.GetId()})
 	require.NoError(t, err)

@@ -56,6 +56,11 @@ func LayeredCommit(i int) string {
 // Layered is a list of n tasks on repo in layers of ten: task i sleeps, writes out/i.txt and
 // depends on task i-10; Done is every file there (AUTO_VERIFY).
 func Layered(name, repo string, n int, sleep string) *schedulerv1.TaskListSpec {
+	return LayeredWidth(name, repo, n, 10, sleep)
+}
+
+// LayeredWidth is Layered in layers of width: task i depends on task i-width.
+func LayeredWidth(name, repo string, n, width int, sleep string) *schedulerv1.TaskListSpec {
 	spec := &schedulerv1.TaskListSpec{Name: name, Repository: &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: repo}, BaseRef: "main"},
 		DoneCriteria: fmt.Sprintf("## F1: every file is there\nTag: AUTO_VERIFY\n```check\ncommand:\n  shell: test \"$(ls out | wc -l)\" -eq %d\n```\n", n)}
 	for i := range n {
@@ -63,8 +68,8 @@ func Layered(name, repo string, n int, sleep string) *schedulerv1.TaskListSpec {
 			Action:     commonv1.TaskAction_TASK_ACTION_CREATE,
 			Command:    fmt.Sprintf("mkdir -p out && sleep %s && echo %d > out/%03d.txt", sleep, i, i),
 			Validation: &commonv1.TaskValidation{Command: fmt.Sprintf("test -s out/%03d.txt", i)}}
-		if i >= 10 {
-			t.DependsOn = []string{LayeredTaskID(i - 10)}
+		if i >= width {
+			t.DependsOn = []string{LayeredTaskID(i - width)}
 		}
 		spec.Tasks = append(spec.Tasks, t)
 	}
