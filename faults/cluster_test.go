@@ -114,10 +114,28 @@ func (p *proc) output() string {
 	return string(b)
 }
 
+// clusterOptions shape a scenario's deployment; the zero value is the suite's usual one.
+type clusterOptions struct {
+	// heartbeat is the execution's agent heartbeat (a lease is three); 0 = the agents' default
+	// (30 s).
+	heartbeat time.Duration
+	// stale is the stale window given to the Registry and the Scheduler (--stale-after); 0 = their
+	// defaults.
+	stale time.Duration
+	// agents overrides cfg.agents when > 0.
+	agents int
+	// refusingVerifier starts the Verifier with no --allowed-root: it refuses the local
+	// directory the Scheduler hands it.
+	refusingVerifier bool
+	// execOptions adjusts the execution's options.
+	execOptions func(*schedulerv1.ExecutionOptions)
+}
+
 // cluster is the running deployment of one scenario.
 type cluster struct {
 	t        *testing.T
 	cfg      config
+	opts     clusterOptions
 	logDir   string
 	workDir  string
 	pg       *pgServer
@@ -182,10 +200,27 @@ func newProxy(t *testing.T, target string) *Proxy {
 	return p
 }
 
+// registryHelp is converge-registry --help, read once (which flags this build has).
+var (
+	registryHelpOnce sync.Once
+	registryHelp     string
+)
+
+func registryHas(t *testing.T, flag string) bool {
+	registryHelpOnce.Do(func() {
+		out, _ := exec.Command(binary(t, "registry"), "--help").CombinedOutput()
+		registryHelp = string(out)
+	})
+	return strings.Contains(registryHelp, flag+" ")
+}
+
 // newCluster starts the deployment on pg (a database of its own) and a fresh Redis.
-func newCluster(t *testing.T, cfg config, pg *pgServer, db string) *cluster {
+func newCluster(t *testing.T, cfg config, pg *pgServer, db string, opts clusterOptions) *cluster {
 	t.Helper()
-	c := &cluster{t: t, cfg: cfg, pg: pg, agents: map[string]*proc{}, agentOf: map[string]int{}}
+	if opts.agents > 0 {
+		cfg.agents = opts.agents
+	}
+	c := &cluster{t: t, cfg: cfg, opts: opts, pg: pg, agents: map[string]*proc{}, agentOf: map[string]int{}}
 	// At the end every process still running is stopped, all at once (each drains for a while).
 	t.Cleanup(c.stopAll)
 	c.logDir = filepath.Join(resultsDir(t), db)
@@ -202,11 +237,28 @@ func newCluster(t *testing.T, cfg config, pg *pgServer, db string) *cluster {
 		c.waitHealthy(p, addr)
 		return addr
 	}
-	c.registry = up("registry", "registry")
+	var regArgs []string
+	if opts.stale > 0 {
+		// The Registry's stale window (STALE status; GONE after a multiple of it), where this
+		// build has the flag.
+		if registryHas(t, "--stale-after") {
+			regArgs = append(regArgs, "--stale-after", opts.stale.String())
+		} else {
+			t.Logf("converge-registry has no --stale-after: the Registry keeps its default stale window")
+		}
+	}
+	c.registry = up("registry", "registry", regArgs...)
 	c.know = up("knowledge", "knowledge")
-	c.verifier = up("verifier", "verifier", "--allowed-root", c.workDir)
+	if opts.refusingVerifier {
+		c.verifier = up("verifier", "verifier")
+	} else {
+		c.verifier = up("verifier", "verifier", "--allowed-root", c.workDir)
+	}
 	c.schedEnv = append([]string{"CONVERGE_POSTGRES_URL=" + pg.url(db, c.pgProxy.Addr)}, base...)
 	c.schedArgs = []string{"--verifier", c.verifier, "--registry", c.registry, "--work-dir", c.workDir}
+	if opts.stale > 0 {
+		c.schedArgs = append(c.schedArgs, "--stale-after", opts.stale.String())
+	}
 	for i := range 2 {
 		c.schedAddr[i] = freeAddr(t)
 		c.startScheduler(i)
@@ -266,13 +318,34 @@ func (c *cluster) addAgent(i int) string {
 		i = c.nextID % 2
 	}
 	c.mu.Unlock()
+	c.startAgent(id, id, i)
+	return id
+}
+
+// startAgent starts an agent process named name (its log file) as instance id on replica i.
+func (c *cluster) startAgent(name, id string, i int) *proc {
+	c.t.Helper()
 	args := []string{"--listen", freeAddr(c.t), "--scheduler", c.agentProxy[i].Addr, "--instance-id", id,
 		"--data-dir", filepath.Join(c.workDir, "agents", id), "--registry", c.registry, "--knowledge", c.know}
-	p := c.startProc(id, "agent", c.env, args...)
+	p := c.startProc(name, "agent", c.env, args...)
 	c.mu.Lock()
 	c.agents[id], c.agentOf[id] = p, i
 	c.mu.Unlock()
-	return id
+	return p
+}
+
+// restartAgent kill -9s an agent and at once starts it again under the same instance id (a new
+// process, so a new session), with the same data dir, on the same replica; it answers when the
+// kill happened.
+func (c *cluster) restartAgent(id string, n int) time.Time {
+	c.mu.Lock()
+	p, i := c.agents[id], c.agentOf[id]
+	c.retired = append(c.retired, p)
+	c.mu.Unlock()
+	at := time.Now()
+	p.kill9()
+	c.startAgent(fmt.Sprintf("%s.restart-%d", id, n), id, i)
+	return at
 }
 
 // killAgent kill -9s an agent and starts a replacement on the same Scheduler replica.
@@ -376,12 +449,27 @@ func (c *cluster) start(spec *schedulerv1.TaskListSpec) *schedulerv1.Execution {
 	})
 	var e *schedulerv1.Execution
 	c.call(func(ctx context.Context, s schedulerv1.SchedulerServiceClient) error {
-		res, err := s.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetId(),
-			Options: &schedulerv1.ExecutionOptions{MaxParallel: 10, AgentConfig: &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(c.cfg.heartbeat)}}})
+		opts := &schedulerv1.ExecutionOptions{MaxParallel: 10}
+		if hb := c.heartbeat(); hb > 0 {
+			opts.AgentConfig = &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(hb)}
+		}
+		if c.opts.execOptions != nil {
+			c.opts.execOptions(opts)
+		}
+		res, err := s.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetId(), Options: opts})
 		e = res.GetExecution()
 		return err
 	})
 	return e
+}
+
+// heartbeat is the execution's agent heartbeat: the scenario's production-like one, else the
+// suite's short one; 0 = the agents' default.
+func (c *cluster) heartbeat() time.Duration {
+	if c.opts.heartbeat > 0 || c.opts.stale > 0 {
+		return c.opts.heartbeat
+	}
+	return c.cfg.heartbeat
 }
 
 func isEnded(e *schedulerv1.Execution) bool {
@@ -570,6 +658,11 @@ func taskID(i int) string { return fmt.Sprintf("t%03d", i) }
 
 // layered is n tasks in layers of ten: task i writes out/i.txt and depends on i-10.
 func layered(name, repo string, n int, sleep string) *schedulerv1.TaskListSpec {
+	return layeredWidth(name, repo, n, 10, sleep)
+}
+
+// layeredWidth is n tasks in layers of width: task i writes out/i.txt and depends on i-width.
+func layeredWidth(name, repo string, n, width int, sleep string) *schedulerv1.TaskListSpec {
 	spec := &schedulerv1.TaskListSpec{Name: name, Repository: &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: repo}, BaseRef: "main"},
 		DoneCriteria: fmt.Sprintf("## F1: every file is there\nTag: AUTO_VERIFY\n```check\ncommand:\n  shell: test \"$(ls out | wc -l)\" -eq %d\n```\n", n)}
 	for i := range n {
@@ -577,8 +670,8 @@ func layered(name, repo string, n int, sleep string) *schedulerv1.TaskListSpec {
 			Action:     commonv1.TaskAction_TASK_ACTION_CREATE,
 			Command:    fmt.Sprintf("mkdir -p out && sleep %s && echo %d > out/%03d.txt", sleep, i, i),
 			Validation: &commonv1.TaskValidation{Command: fmt.Sprintf("test -s out/%03d.txt", i)}}
-		if i >= 10 {
-			t.DependsOn = []string{taskID(i - 10)}
+		if i >= width {
+			t.DependsOn = []string{taskID(i - width)}
 		}
 		spec.Tasks = append(spec.Tasks, t)
 	}

@@ -2,6 +2,9 @@
 # The fault suite (faults/): real binaries, a private Postgres and Redis, one fault at a time.
 #   sh faults/run.sh full   # 200 tasks per scenario; rewrites faults/RESULTS.md
 #   sh faults/run.sh ci     # every scenario on 30 tasks (make faults-ci)
+# The failure-path scenarios (agent-kill-after-claim, agent-restart-same-id, task-always-fails,
+# verifier-refuses) run on smaller lists with production-like timing: full mode the defaults (30 s
+# heartbeat, 30 s stale window), ci mode a 5 s heartbeat and a 12 s stale window.
 # CONVERGE_FAULTS_ONLY=agent-kill,postgres-restart runs only those scenarios; CONVERGE_FAULTS_BIN=dir uses
 # prebuilt converge-<service> binaries instead of building them.
 set -eu
@@ -37,7 +40,10 @@ if [ -f "$work/results.md" ]; then
 			echo "\`make faults\` ($mode mode: 200 tasks per scenario, 5 agents, two Scheduler replicas, a private Postgres and Redis), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, ${wall}s in all."
 			echo "Each scenario checks: the run converges; every task is committed exactly once on the run branch;"
 			echo "no lock is left held; the event stream read with a cursor across forced disconnects and the paged log"
-			echo "hold every seq once; death→requeue is from the agent's kill -9 (or SIGSTOP, or cut) to its task's TASK_REQUEUED event."
+			echo "hold every seq once; death→requeue is from the agent's kill -9 (or SIGSTOP, or cut) to its task's TASK_REQUEUED event;"
+			echo "death→running again is from the kill to the task leased again and its file lock held by the new holder, as the suite saw them"
+			echo "(polled every 50 ms). Timing \"suite\" is the suite's short heartbeat (1 s full, 0.5 s ci); the failure-path scenarios"
+			echo "run with production-like timing, and a task that fails or a Verifier that refuses where their names say so."
 			echo
 			cat "$work/results.md"
 		} > RESULTS.md

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/converge-dev/converge/services/knowledge/globpath"
+	"github.com/converge-dev/converge/platform/repopath"
 	"github.com/converge-dev/converge/services/knowledge/store"
 )
 
@@ -119,7 +119,7 @@ func (r *repo) pattern(rng *rand.Rand) string {
 
 // item returns the n-th item of the knowledge base at now.
 func (r *repo) item(rng *rand.Rand, n int, now time.Time) store.Row {
-	pattern, err := globpath.NormalizePattern(r.pattern(rng))
+	pattern, err := repopath.CleanGlob(r.pattern(rng))
 	if err != nil {
 		panic(fmt.Sprintf("bench: generated pattern %q: %v", pattern, err))
 	}

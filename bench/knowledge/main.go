@@ -262,7 +262,9 @@ func serve(ctx context.Context, st store.Store) (knowledgev1.KnowledgeServiceCli
 	return knowledgev1.NewKnowledgeServiceClient(conn), func() {
 		_ = conn.Close()
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "knowledge server:", err)
+		}
 	}, nil
 }
 

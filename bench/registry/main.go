@@ -149,7 +149,12 @@ func measure(ctx context.Context, tb clustertest.TB, o options, out io.Writer) e
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(srvCtx, lis) }()
-	defer func() { stopServer(); <-served }()
+	defer func() {
+		stopServer()
+		if err := <-served; err != nil {
+			fmt.Fprintln(os.Stderr, "registry server:", err)
+		}
+	}()
 
 	clients := make([]registryv1.RegistryServiceClient, o.clients)
 	for i := range clients {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,7 +19,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/platform/grpcerr"
@@ -47,10 +51,26 @@ type runOptions struct {
 	InMemory bool
 	// JSON prints the summary as JSON on stdout (progress goes to stderr).
 	JSON bool
+	// Heartbeat is how often the execution's agents heartbeat and extend their lease (a lease is
+	// three heartbeats); 0 = the agents' default, 30 s.
+	Heartbeat time.Duration
+	// MaxRetries is the retries of a failed task (it runs at most MaxRetries+1 times); nil = the
+	// Scheduler's default, 3.
+	MaxRetries *int
+	// envErr is a CONVERGE_* variable of these flags that does not parse.
+	envErr error
 }
+
+// Bounds of --heartbeat and --max-retries (those of AgentConfig and ExecutionOptions).
+const (
+	minHeartbeat  = 100 * time.Millisecond
+	maxHeartbeat  = 10 * time.Minute
+	maxMaxRetries = 20
+)
 
 func runCommand() *cobra.Command {
 	var o runOptions
+	var retries int // --max-retries; -1 = not given
 	cmd := &cobra.Command{
 		Use:   "run <tasks.md|tasks.yaml|tasks.json>",
 		Short: "Build a task list with local agents (or on --server) and exit 0 only when Verify Done answers CONVERGED",
@@ -59,15 +79,24 @@ func runCommand() *cobra.Command {
 			"memory unless --data-dir) with --agents local agents; with --server it submits to that deployment " +
 			"and watches. The format comes from the file's extension (.md: tasks.md, .yaml/.yml, .json) or " +
 			"--format. --repo names the git repository to build in (overriding the list's), --criteria the " +
-			"done-criteria.md Verify Done checks (overriding the list's).\n\n" +
+			"done-criteria.md Verify Done checks (overriding the list's). A repository with uncommitted " +
+			"changes is built from its last commit, without them: run warns and lists them.\n\n" +
+			"--heartbeat sets how often the execution's agents heartbeat and extend their lease (a lease " +
+			"is three heartbeats; default 30 s): an agent that dies holding a task loses it after at most " +
+			"a lease, or sooner when the Registry reports it stale. --max-retries sets how often a failed " +
+			"task is retried (it runs at most max-retries + 1 times; default 3).\n\n" +
 			"Exit status: 0 when the execution CONVERGED, 1 when it did not (or an error), 2 for a usage " +
 			"error (nothing started), 130 when interrupted (the execution is cancelled first).",
 		Example: "  converge run examples/greeter/tasks.md --repo /tmp/greeter --criteria examples/greeter/done-criteria.md\n" +
+			"  converge run tasks.md --heartbeat 5s --max-retries 1\n" +
 			"  converge run tasks.yaml --server scheduler.internal:7070 --token \"$CONVERGE_TOKEN\"",
 		Args: exactArgs(1, "one task list file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.TasksFile = args[0]
 			fs := cmd.Flags()
+			if retries != -1 {
+				o.MaxRetries = &retries
+			}
 			return runRun(cmd.Context(), o, runEnv{
 				stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), live: isTerminalWriter(cmd.OutOrStdout()) && !o.JSON,
 				rerun: rerunCommand(os.Args), agentsSet: fs.Changed("agents"), dataDirSet: fs.Changed("data-dir"),
@@ -85,6 +114,11 @@ func runCommand() *cobra.Command {
 	fs.BoolVar(&o.InMemory, "in-memory", false, "keep nothing (the default without --data-dir)")
 	fs.BoolVar(&o.JSON, "json", false, "print the summary as JSON on stdout; progress goes to stderr")
 	fs.StringVar(&o.Format, "format", "", "task list format: tasks-md, plan (execution plan), json or yaml (default: from the extension)")
+	heartbeat, herr := envDuration("CONVERGE_HEARTBEAT")
+	envRetries, rerr := envInt("CONVERGE_MAX_RETRIES", -1)
+	o.envErr = errors.Join(herr, rerr)
+	fs.DurationVar(&o.Heartbeat, "heartbeat", heartbeat, "how often the execution's agents heartbeat and extend their lease (a lease is three), 100ms to 10m; 0 = the agents' default, 30s [CONVERGE_HEARTBEAT]")
+	fs.IntVar(&retries, "max-retries", envRetries, "retries of a failed task: it runs at most N+1 times, 0 to 20; -1 = the Scheduler's default, 3 [CONVERGE_MAX_RETRIES]")
 	return cmd
 }
 
@@ -118,6 +152,12 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 		return usagef("--agents %d: at most 64 local agents", o.Agents)
 	case o.MaxParallel < 0 || o.MaxParallel > 1024:
 		return usagef("--max-parallel %d: want 0 (the default) to 1024", o.MaxParallel)
+	case o.envErr != nil:
+		return usageError{o.envErr}
+	case o.Heartbeat != 0 && (o.Heartbeat < minHeartbeat || o.Heartbeat > maxHeartbeat):
+		return usagef("--heartbeat %s: want 0 (the agents' default, 30s) or %s to %s", o.Heartbeat, minHeartbeat, maxHeartbeat)
+	case o.MaxRetries != nil && (*o.MaxRetries < 0 || *o.MaxRetries > maxMaxRetries):
+		return usagef("--max-retries %d: want 0 to %d (or -1, the Scheduler's default, 3)", *o.MaxRetries, maxMaxRetries)
 	}
 	format, err := importFormat(o.TasksFile, o.Format)
 	if err != nil {
@@ -177,6 +217,11 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 		base.Repository = &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: dir}, BaseRef: doc.Spec.GetRepository().GetBaseRef()}
 	}
 
+	// A local repository is built from a commit: say what that leaves out.
+	if dir := base.GetRepository().GetPath(); dir != "" {
+		warnUncommitted(env.stderr, dir, base.GetRepository().GetBaseRef())
+	}
+
 	// Ctrl-C (or SIGTERM) cancels the execution, then ends with 130.
 	sigCtx := env.signals
 	if sigCtx == nil {
@@ -230,7 +275,7 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 	if !inProcess {
 		warnWithoutAgents(sigCtx, conn, env.stderr, o.client.Server)
 	}
-	opts := &schedulerv1.ExecutionOptions{MaxParallel: int32(o.MaxParallel)}
+	opts := executionOptions(o)
 	startRes, err := client.StartExecution(sigCtx, &schedulerv1.StartExecutionRequest{
 		TaskListId: imported.GetTaskList().GetId(), Options: opts, TriggeredBy: schedulerv1.ExecutionTrigger_EXECUTION_TRIGGER_USER,
 		RequestId: "run-" + randomHex(8),
@@ -277,6 +322,85 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 		return exitError{code: exitFailure}
 	}
 	return nil
+}
+
+// executionOptions are the options `converge run` starts its execution with.
+func executionOptions(o runOptions) *schedulerv1.ExecutionOptions {
+	opts := &schedulerv1.ExecutionOptions{MaxParallel: int32(o.MaxParallel)}
+	if o.Heartbeat > 0 {
+		opts.AgentConfig = &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(o.Heartbeat)}
+	}
+	if o.MaxRetries != nil {
+		opts.MaxRetries = proto.Int32(int32(*o.MaxRetries))
+	}
+	return opts
+}
+
+// maxUncommittedListed is how many uncommitted paths the warning of `converge run` lists.
+const maxUncommittedListed = 20
+
+// warnUncommitted warns on w when the repository at dir has uncommitted changes (tracked or
+// untracked files): the run builds from a commit (ref, or HEAD), without them. It lists the first
+// paths as git status --porcelain shows them.
+func warnUncommitted(w io.Writer, dir, ref string) {
+	cmd := exec.Command("git", "-C", dir, "status", "--porcelain=v1", "--untracked-files=all")
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	out, err := cmd.Output()
+	if err != nil {
+		fmt.Fprintf(w, "warning: cannot tell whether %s has uncommitted changes (git status: %v)\n", dir, err)
+		return
+	}
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.TrimSpace(l) != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	if ref == "" {
+		ref = "HEAD"
+	}
+	commit := ref
+	if sha, err := git(dir, "rev-parse", "--short=12", "--verify", "--quiet", ref+"^{commit}"); err == nil && sha != "" {
+		commit = fmt.Sprintf("%s, %s", ref, sha)
+	}
+	fmt.Fprintf(w, "warning: %s has %s: the run builds from its last commit (%s) without them; commit them first to build them:\n",
+		dir, plural(len(lines), "uncommitted change"), commit)
+	for i, l := range lines {
+		if i == maxUncommittedListed {
+			fmt.Fprintf(w, "  … and %d more (git -C %s status)\n", len(lines)-maxUncommittedListed, shellQuote(dir))
+			break
+		}
+		fmt.Fprintf(w, "  %s\n", l)
+	}
+}
+
+// envDuration reads a duration from the environment variable name (0 when unset).
+func envDuration(name string) (time.Duration, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok || v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: not a duration (like 5s or 1m)", name, v)
+	}
+	return d, nil
+}
+
+// envInt reads an integer from the environment variable name (def when unset).
+func envInt(name string, def int) (int, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok || v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return def, fmt.Errorf("%s=%q: not an integer", name, v)
+	}
+	return n, nil
 }
 
 // gatherSummary reads an execution's summary.

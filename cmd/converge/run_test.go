@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,6 +97,10 @@ func TestCLIUsageErrors(t *testing.T) {
 		{"agents with server", []string{"run", greeterTasks, "--server", "127.0.0.1:1", "--agents", "2"}, []string{"not with --server"}},
 		{"data dir and in-memory", []string{"run", greeterTasks, "--data-dir", tmp, "--in-memory"}, []string{"--data-dir and --in-memory: give one"}},
 		{"max parallel", []string{"run", greeterTasks, "--max-parallel", "-1"}, []string{"--max-parallel -1"}},
+		{"heartbeat too short", []string{"run", greeterTasks, "--heartbeat", "50ms"}, []string{"--heartbeat 50ms: want 0 (the agents' default, 30s) or 100ms to 10m0s"}},
+		{"heartbeat too long", []string{"run", greeterTasks, "--heartbeat", "1h"}, []string{"--heartbeat 1h0m0s"}},
+		{"max retries", []string{"run", greeterTasks, "--max-retries", "21"}, []string{"--max-retries 21: want 0 to 20"}},
+		{"max retries negative", []string{"run", greeterTasks, "--max-retries", "-2"}, []string{"--max-retries -2"}},
 		{"task list does not parse", []string{"run", badTasks}, []string{"bad.md:4: task 1.1: timeout"}},
 		{"criteria do not parse", []string{"run", greeterTasks, "--criteria", badCriteria}, []string{"--criteria does not parse", "bad-criteria.md:2:"}},
 		{"repo not git", []string{"run", greeterTasks, "--repo", notGit}, []string{"is not a git repository", "git -C " + notGit + " init && git -C " + notGit + " add -A && git -C " + notGit + " commit"}},
@@ -253,6 +258,7 @@ func TestRunInProcessConverges(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out.Bytes(), &sum), out.String())
 	require.True(t, sum.Converged)
 	require.Contains(t, errOut.String(), "[6/6] ✅", "progress goes to stderr with --json")
+	require.NotContains(t, errOut.String(), "uncommitted", "a clean repository gets no warning")
 
 	// Four waves; 2.2 waits a wave for 2.1 because both write README.md.
 	require.Len(t, sum.Waves, 4)
@@ -381,4 +387,121 @@ func TestRunNotConvergedExitsOne(t *testing.T) {
 	require.NotNil(t, logFile, out)
 	require.FileExists(t, logFile[1])
 	_ = os.Remove(logFile[1])
+}
+
+// The CONVERGE_* variables of --heartbeat and --max-retries: a value that does not parse is a
+// usage error that names the variable. (Not parallel: it sets the environment.)
+func TestRunFlagEnvironment(t *testing.T) {
+	t.Setenv("CONVERGE_HEARTBEAT", "soon")
+	t.Setenv("CONVERGE_MAX_RETRIES", "three")
+	code, out, errOut := cli(t, "run", greeterTasks)
+	require.Equal(t, exitUsage, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	require.Contains(t, errOut, `CONVERGE_HEARTBEAT="soon": not a duration`)
+	require.Contains(t, errOut, `CONVERGE_MAX_RETRIES="three": not an integer`)
+
+	t.Setenv("CONVERGE_HEARTBEAT", "7s")
+	t.Setenv("CONVERGE_MAX_RETRIES", "2")
+	cmd := runCommand()
+	require.Equal(t, "7s", cmd.Flags().Lookup("heartbeat").DefValue)
+	require.Equal(t, "2", cmd.Flags().Lookup("max-retries").DefValue)
+}
+
+// converge run on a repository with uncommitted changes (issue 12, defect 13) warns on stderr
+// and lists them (at most 20, then how many more), then builds from the last commit; --heartbeat
+// and --max-retries reach the execution's options.
+func TestRunWarnsUncommittedAndSetsTiming(t *testing.T) {
+	t.Parallel()
+	repo := filepath.Join(t.TempDir(), "repo")
+	require.NoError(t, os.MkdirAll(repo, 0o755))
+	gitIn(t, repo, "init", "-q", "-b", "main")
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "README.md"), []byte("# committed\n"), 0o644))
+	gitIn(t, repo, "add", "-A")
+	gitIn(t, repo, "-c", "user.name=test", "-c", "user.email=test@example.invalid", "commit", "-q", "-m", "initial")
+	// One tracked file changed, 24 new ones.
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "README.md"), []byte("# not committed\n"), 0o644))
+	for i := range 24 {
+		require.NoError(t, os.WriteFile(filepath.Join(repo, fmt.Sprintf("draft-%02d.txt", i)), []byte("draft\n"), 0o644))
+	}
+	tasks := filepath.Join(t.TempDir(), "tasks.md")
+	require.NoError(t, os.WriteFile(tasks, []byte("# Tasks: dirty\n\n### Task 1.1: Write\n\n**File:** `out.txt`\n**Command:** `echo done > out.txt`\n"), 0o644))
+
+	// No done-criteria and no validation command: CONVERGED_PENDING_HUMAN, so exit 1.
+	// (--data-dir: the suite log it keeps goes away with the test.)
+	code, out, errOut := cli(t, "run", tasks, "--repo", repo, "--agents", "1", "--heartbeat", "2s", "--max-retries", "1", "--json", "--data-dir", t.TempDir())
+	require.Equal(t, exitFailure, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	require.Contains(t, errOut, "warning: "+repo+" has 25 uncommitted changes: the run builds from its last commit (HEAD, ")
+	require.Contains(t, errOut, "\n   M README.md\n", "git status --porcelain lines, as git prints them")
+	require.Contains(t, errOut, "\n  ?? draft-00.txt\n")
+	require.Contains(t, errOut, "\n  ?? draft-18.txt\n")
+	require.NotContains(t, errOut, "draft-19.txt", "at most 20 paths are listed")
+	require.Contains(t, errOut, "  … and 5 more (git -C "+repo+" status)\n")
+
+	var sum struct {
+		RunBranch string `json:"run_branch"`
+		Execution struct {
+			Options struct {
+				MaxRetries  int `json:"max_retries"`
+				AgentConfig struct {
+					HeartbeatInterval string `json:"heartbeat_interval"`
+				} `json:"agent_config"`
+			} `json:"options"`
+		} `json:"execution"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &sum), out)
+	require.Equal(t, 1, sum.Execution.Options.MaxRetries)
+	require.Equal(t, "2s", sum.Execution.Options.AgentConfig.HeartbeatInterval)
+	// Built from the commit: the run branch has the committed README, not the change.
+	require.Equal(t, "# committed", gitIn(t, repo, "show", sum.RunBranch+":README.md"))
+	require.Equal(t, "done", gitIn(t, repo, "show", sum.RunBranch+":out.txt"))
+
+	// Verify Done had nothing to check, so there is no report: the next steps name none.
+	code, out, errOut = cli(t, "run", tasks, "--repo", repo, "--agents", "1")
+	require.Equal(t, exitFailure, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	require.Contains(t, out, "Outcome: CONVERGED_PENDING_HUMAN")
+	require.NotContains(t, out, "for report")
+	require.Contains(t, out, "  - Confirm the result yourself: nothing was checked for you")
+	if logFile := regexp.MustCompile(`The suite's own log: (\S+)`).FindStringSubmatch(out); logFile != nil {
+		_ = os.Remove(logFile[1])
+	}
+}
+
+// Without --heartbeat and --max-retries the execution keeps the defaults: nothing is sent.
+func TestRunExecutionOptionsDefaults(t *testing.T) {
+	t.Parallel()
+	opts := executionOptions(runOptions{MaxParallel: 2})
+	require.Nil(t, opts.MaxRetries, "an unset --max-retries is not 0 retries")
+	require.Nil(t, opts.GetAgentConfig())
+	zero := 0
+	opts = executionOptions(runOptions{Heartbeat: 5 * time.Second, MaxRetries: &zero})
+	require.Equal(t, int32(0), opts.GetMaxRetries())
+	require.NotNil(t, opts.MaxRetries)
+	require.Equal(t, 5*time.Second, opts.GetAgentConfig().GetHeartbeatInterval().AsDuration())
+}
+
+// The issue's case (issue 12, defect 1, seen from converge run): a task whose command always
+// fails runs exactly --max-retries + 1 times and is reported failed with its command's error, not
+// as an agent that stopped.
+func TestRunFailingTaskRunsMaxRetriesPlusOne(t *testing.T) {
+	t.Parallel()
+	repo := filepath.Join(t.TempDir(), "repo")
+	require.NoError(t, os.MkdirAll(repo, 0o755))
+	gitIn(t, repo, "init", "-q", "-b", "main")
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "README.md"), []byte("# repo\n"), 0o644))
+	gitIn(t, repo, "add", "-A")
+	gitIn(t, repo, "-c", "user.name=test", "-c", "user.email=test@example.invalid", "commit", "-q", "-m", "initial")
+	count := filepath.Join(t.TempDir(), "count")
+	tasks := filepath.Join(t.TempDir(), "tasks.md")
+	require.NoError(t, os.WriteFile(tasks, []byte("# Tasks: fails\n\n### Task 1.1: Always fails\n\n**File:** `out.txt`\n"+
+		"**Command:** `sh -c 'echo run >> "+count+"; echo the widget is missing >&2; exit 1'`\n"), 0o644))
+	code, out, errOut := cli(t, "run", tasks, "--repo", repo, "--agents", "1", "--max-retries", "2", "--heartbeat", "1s")
+	require.Equal(t, exitFailure, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	b, err := os.ReadFile(count)
+	require.NoError(t, err)
+	require.Equal(t, 3, strings.Count(string(b), "run\n"), "--max-retries 2: the command runs 3 times\n%s", out)
+	require.Contains(t, out, "❌ Task 1.1: Always fails (failed after 3 tries: ")
+	require.Contains(t, out, "exit status 1")
+	require.NotContains(t, out, "stopped before finishing")
+	if logFile := regexp.MustCompile(`The suite's own log: (\S+)`).FindStringSubmatch(out); logFile != nil {
+		_ = os.Remove(logFile[1])
+	}
 }

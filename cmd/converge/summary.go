@@ -174,6 +174,14 @@ func (s *runSummary) verdict() string {
 	return "none — the run ended before Verify Done"
 }
 
+// orIfEmpty answers s when list is empty, else "".
+func orIfEmpty(list []string, s string) string {
+	if len(list) == 0 {
+		return s
+	}
+	return ""
+}
+
 func closeIf(s string) string {
 	if s == "" {
 		return ""
@@ -197,6 +205,7 @@ func (s *runSummary) nextSteps() []string {
 	var steps []string
 	repo := ex.GetRepository().GetPath()
 	branch := ex.GetRunBranch()
+	again := prefixed(": ", s.followUp.rerun) // the command that runs it again, when known
 	inspect := ""
 	switch {
 	case s.followUp.server != "":
@@ -212,24 +221,30 @@ func (s *runSummary) nextSteps() []string {
 				fmt.Sprintf("Take them: git -C %s merge %s", shellQuote(repo), branch))
 		}
 		if ex.GetOutcome() == commonv1.Outcome_OUTCOME_CONVERGED_PENDING_HUMAN {
-			steps = append(steps, "Sign off the HUMAN_VERIFY criteria (VerifierService/RecordHumanVerdict) for report "+ex.GetVerification().GetReportId())
+			// Only with the report to sign: a step names no id it does not have.
+			if report := ex.GetVerification().GetReportId(); report != "" {
+				steps = append(steps, "Sign off the HUMAN_VERIFY criteria (VerifierService/RecordHumanVerdict) for report "+report)
+			} else {
+				// No report: Verify Done had nothing to check (no done-criteria, no validation).
+				steps = append(steps, "Confirm the result yourself: nothing was checked for you (give done-criteria with --criteria, or tasks a validation command, to have Verify Done check it)")
+			}
 		}
 		if len(steps) == 0 {
 			steps = append(steps, "Nothing: every task is done and Verify Done agreed")
 		}
 	case commonv1.Outcome_OUTCOME_CANCELLED:
-		steps = append(steps, "Run it again when ready: "+s.followUp.rerun)
+		steps = append(steps, "Run it again when ready"+again)
 	default:
 		if inspect != "" {
 			steps = append(steps, "Read what went wrong: "+inspect+" --type task_failed,integration_failed,verdict")
 		}
 		if ex.GetFailedTasks() > 0 {
-			steps = append(steps, "Fix the failed tasks (their command, validation or the repository) and run again: "+s.followUp.rerun)
+			steps = append(steps, "Fix the failed tasks (their command, validation or the repository) and run again"+again)
 		} else if v := ex.GetVerification(); v.GetVerdict() == commonv1.Verdict_VERDICT_FAILED {
-			steps = append(steps, "The tasks ran but the result misses done-criteria "+strings.Join(v.GetFailedCriteria(), ", ")+
-				": add or fix tasks that meet them and run again: "+s.followUp.rerun)
+			steps = append(steps, "The tasks ran but the result misses "+prefixed("done-criteria ", strings.Join(v.GetFailedCriteria(), ", "))+
+				orIfEmpty(v.GetFailedCriteria(), "done-criteria")+": add or fix tasks that meet them and run again"+again)
 		} else {
-			steps = append(steps, "Remove the cause above and run again: "+s.followUp.rerun)
+			steps = append(steps, "Remove the cause above and run again"+again)
 		}
 		if repo != "" && branch != "" && s.integrated() {
 			steps = append(steps, fmt.Sprintf("What did get built is on the run branch: git -C %s log --oneline %s", shellQuote(repo), branch))

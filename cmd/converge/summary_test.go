@@ -166,3 +166,46 @@ func TestShellQuote(t *testing.T) {
 	require.Equal(t, `'it'\''s'`, shellQuote("it's"))
 	require.Equal(t, "''", shellQuote(""))
 }
+
+// The next steps name only what exists (issue 12, defect 13): a run that ended before Verify Done
+// (no report), a verdict without failed criteria, a follow-up without a rerun command: no step
+// ends on an empty id ("for report ", "criteria : ").
+func TestSummaryNextStepsNameOnlyWhatExists(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		outcome commonv1.Outcome
+		status  schedulerv1.ExecutionStatus
+		verify  *schedulerv1.VerifySummary
+		failed  int32
+		f       followUp
+	}{
+		{"pending human without a report", commonv1.Outcome_OUTCOME_CONVERGED_PENDING_HUMAN, schedulerv1.ExecutionStatus_EXECUTION_STATUS_COMPLETED, nil, 0, followUp{rerun: "converge run t.md"}},
+		{"pending human, report not set", commonv1.Outcome_OUTCOME_CONVERGED_PENDING_HUMAN, schedulerv1.ExecutionStatus_EXECUTION_STATUS_COMPLETED,
+			&schedulerv1.VerifySummary{Verdict: commonv1.Verdict_VERDICT_CONVERGED, PendingHumanCount: 1}, 0, followUp{server: "127.0.0.1:7070", rerun: "converge run t.md"}},
+		{"blocked before Verify Done", commonv1.Outcome_OUTCOME_BLOCKED, schedulerv1.ExecutionStatus_EXECUTION_STATUS_FAILED, nil, 0, followUp{}},
+		{"failed verdict without criteria", commonv1.Outcome_OUTCOME_FAILED, schedulerv1.ExecutionStatus_EXECUTION_STATUS_FAILED,
+			&schedulerv1.VerifySummary{Verdict: commonv1.Verdict_VERDICT_FAILED, FailCount: 1}, 0, followUp{dataDir: "/tmp/d"}},
+		{"failed tasks, no rerun", commonv1.Outcome_OUTCOME_FAILED, schedulerv1.ExecutionStatus_EXECUTION_STATUS_FAILED, nil, 1, followUp{}},
+		{"cancelled, no rerun", commonv1.Outcome_OUTCOME_CANCELLED, schedulerv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED, nil, 0, followUp{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ex, waves := greeterExecution()
+			ex.Status, ex.Outcome, ex.Verification, ex.FailedTasks = tc.status, tc.outcome, tc.verify, tc.failed
+			s := newSummary(ex, waves, greeterList(), nil, time.Minute, tc.f)
+			steps := s.nextSteps()
+			require.NotEmpty(t, steps)
+			for _, step := range steps {
+				require.NotRegexp(t, `[\s:]$`, step, "a step ends on something missing")
+				require.NotContains(t, step, "  ")
+				require.NotContains(t, step, " :")
+				require.NotRegexp(t, `\b(report|criteria|for)$`, step)
+			}
+			var out bytes.Buffer
+			s.render(&out)
+			require.NotContains(t, out.String(), "for report \n")
+			require.NotContains(t, out.String(), "(report )")
+		})
+	}
+}

@@ -10,8 +10,17 @@
 //   - Unavailable: a dependency (store, peer service) cannot be reached
 //   - Unimplemented
 //
-// Internal is deliberately absent: it means a bug, and the server turns
-// unexpected errors and panics into it.
+// Internal is deliberately absent from these helpers: it means a bug, and no
+// handler builds it. A handler returns the errors it does not recognise as they
+// are, and the platform server passes every handler error through [Resolve],
+// the one path for what is left:
+//
+//   - a status error (a domain error already mapped) goes out unchanged;
+//   - the caller's cancelled or expired context is Canceled or DeadlineExceeded;
+//   - a store that cannot answer ([database.IsUnavailable]: Postgres, SQLite or
+//     Redis) is Unavailable, "retry later", without the driver's text;
+//   - anything else is Internal, "internal error (request id X)", without the
+//     error's text, which the server logs with the request id.
 //
 // A service keeps one function that maps its domain errors with these helpers,
 // in the style of spicedb's internal/services/shared/errors.go:
@@ -29,11 +38,15 @@
 package grpcerr
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/converge-dev/converge/platform/database"
 )
 
 // FieldViolation names one invalid request field and why it is invalid.
@@ -134,4 +147,54 @@ func newf(code codes.Code, format string, args ...any) error {
 		return status.Error(code, format)
 	}
 	return status.Error(code, fmt.Sprintf(format, args...))
+}
+
+// Outcome says what [Resolve] made of an error, so the caller can log it.
+type Outcome int
+
+const (
+	// Passed: a status error or the caller's context; nothing to log.
+	Passed Outcome = iota
+	// StoreUnavailable: the store could not answer; the client was told Unavailable.
+	StoreUnavailable
+	// Unexpected: a bug; the client was told Internal with the request id only.
+	Unexpected
+)
+
+// UnavailableMessage is the message of the Unavailable status [Resolve] answers for a store
+// that cannot answer.
+const UnavailableMessage = "the store cannot answer now: retry later"
+
+// Resolve answers what err, an error a handler returned, was and the status a client gets for
+// it (see the package doc). requestID is the call's request id, quoted in the Internal message
+// so an operator finds the log line.
+func Resolve(err error, requestID string) (Outcome, error) {
+	if err == nil {
+		return Passed, nil
+	}
+	if st, ok := status.FromError(err); ok {
+		if st.Code() != codes.Unknown {
+			return Passed, err
+		}
+		// grpc-go's Unknown is a status made from an error that was not one: unexpected.
+	}
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		if !database.IsUnavailable(err) {
+			return Passed, status.FromContextError(err).Err()
+		}
+	}
+	if database.IsUnavailable(err) {
+		return StoreUnavailable, status.Error(codes.Unavailable, UnavailableMessage)
+	}
+	return Unexpected, InternalError(requestID)
+}
+
+// InternalError is the Internal status of an unexpected error or a panic: the request id and
+// nothing of the error itself.
+func InternalError(requestID string) error {
+	if requestID == "" {
+		return status.Error(codes.Internal, "internal error")
+	}
+	return status.Errorf(codes.Internal, "internal error (request id %s)", requestID)
 }

@@ -1,6 +1,7 @@
 package grpcerr_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/grpcerr"
 )
 
@@ -91,5 +93,36 @@ func TestConstructors(t *testing.T) {
 			// Without arguments the message is taken literally.
 			require.Equal(t, "100% done", status.Convert(tt.fn("100% done")).Message())
 		})
+	}
+}
+
+func TestResolve(t *testing.T) {
+	t.Parallel()
+	o, out := grpcerr.Resolve(nil, "r1")
+	require.NoError(t, out)
+	require.Equal(t, grpcerr.Passed, o)
+
+	nf := grpcerr.NotFound("lock %q not found", "a")
+	o, out = grpcerr.Resolve(fmt.Errorf("get: %w", nf), "r1")
+	require.Equal(t, codes.NotFound, status.Code(out))
+	require.Equal(t, grpcerr.Passed, o)
+
+	o, out = grpcerr.Resolve(fmt.Errorf("query: %w", context.Canceled), "r1")
+	require.Equal(t, codes.Canceled, status.Code(out))
+	require.Equal(t, grpcerr.Passed, o)
+
+	o, out = grpcerr.Resolve(fmt.Errorf("query: %w", &database.UnavailableError{Err: errors.New("dial tcp 10.1.2.3:5432")}), "r1")
+	require.Equal(t, codes.Unavailable, status.Code(out))
+	require.Equal(t, grpcerr.StoreUnavailable, o)
+	require.NotContains(t, status.Convert(out).Message(), "10.1.2.3")
+
+	for _, bug := range []error{
+		errors.New(`ERROR: relation "x" does not exist (SQLSTATE 42P01)`),
+		status.Error(codes.Unknown, "open /var/lib/x: permission denied"),
+	} {
+		o, out = grpcerr.Resolve(bug, "r1")
+		require.Equal(t, codes.Internal, status.Code(out))
+		require.Equal(t, "internal error (request id r1)", status.Convert(out).Message())
+		require.Equal(t, grpcerr.Unexpected, o)
 	}
 }

@@ -4,7 +4,9 @@
 // A process runs with an exact environment (see Env), in its own process group, under a
 // timeout. When the timeout fires or the context ends, the whole group is killed (SIGKILL to
 // -pgid), so a `sleep 60 &` the command left behind goes too; the group is also killed once the
-// leader exits, so nothing it started outlives it. Output is kept up to a cap: the last bytes,
+// leader exits, so nothing it started outlives it. On Linux the leader also gets SIGKILL when the
+// calling process dies; Spec.Groups records live groups (GroupDir) so that a caller killed with
+// SIGKILL has what it left killed by the next one (KillRecorded). Output is kept up to a cap: the last bytes,
 // where test runners and compilers put their verdict, with a count of what was dropped. A
 // process that escaped the group (setsid) and still holds the output pipe does not hang Run: it
 // stops reading after WaitDelay.
@@ -76,6 +78,10 @@ type Spec struct {
 	// exited or was killed, for a process outside the group that holds the pipes
 	// (default DefaultWaitDelay).
 	WaitDelay time.Duration
+	// Groups, when set, is told when the process group starts and once it was killed: a
+	// GroupDir lets the caller kill it when it stops, and the next process kill what a caller
+	// killed with SIGKILL left running.
+	Groups Recorder
 }
 
 // Result is what happened to a run.
@@ -140,7 +146,10 @@ func Run(ctx context.Context, spec Spec) Result {
 	}
 	cmd.Stdin = spec.Stdin
 	// The process leads a group of its own, so that killing the group kills what it started.
+	// On Linux it is also killed when the calling process dies (even by SIGKILL); what it
+	// started is then left to Spec.Groups' records.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setDeathSignal(cmd.SysProcAttr)
 	var killed atomic.Bool
 	cmd.Cancel = func() error {
 		killed.Store(true)
@@ -161,12 +170,18 @@ func Run(ctx context.Context, spec Spec) Result {
 		return Result{ExitCode: -1, Err: err, Duration: time.Since(start)}
 	}
 	pipes.started()
+	if spec.Groups != nil {
+		spec.Groups.Started(cmd.Process.Pid)
+	}
 
 	_ = cmd.Wait() // ProcessState says how it ended
 	duration := time.Since(start)
 	// Whatever the process left running in its group goes with it; this also closes the
 	// output pipes those processes held.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if spec.Groups != nil {
+		spec.Groups.Ended(cmd.Process.Pid)
+	}
 	pipes.drain(waitDelay)
 
 	res := Result{

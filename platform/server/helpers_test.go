@@ -3,6 +3,8 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +20,8 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/platform/grpcerr"
 	"github.com/converge-dev/converge/platform/server"
 )
 
@@ -124,8 +128,15 @@ func (r *registryService) AcquireLock(ctx context.Context, req *registryv1.Acqui
 	r.mu.Lock()
 	r.requestIDs = append(r.requestIDs, server.RequestID(ctx))
 	r.mu.Unlock()
-	if req.GetHolder() == "panic" {
+	switch req.GetHolder() {
+	case "panic":
 		panic("boom: holder asked for it")
+	case "bug":
+		return nil, fmt.Errorf(`query locks: ERROR: relation "locks" does not exist (SQLSTATE 42P01) at /srv/db.go`)
+	case "outage":
+		return nil, fmt.Errorf("acquire: %w", &database.UnavailableError{Err: errors.New("dial tcp 10.0.0.7:5432: connection refused")})
+	case "domain":
+		return nil, grpcerr.NotFound("lock %q not found", req.GetResource())
 	}
 	return &registryv1.AcquireLockResponse{Granted: true}, nil
 }

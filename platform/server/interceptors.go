@@ -60,9 +60,14 @@ func RequestID(ctx context.Context) string {
 //  3. metrics: Prometheus counters and a handling-time histogram per method.
 //     It sits outside auth and validation so rejected calls are counted too.
 //  4. auth: bearer token, except for health and reflection (DESIGN §9).
-//  5. validation: protovalidate rules from the proto, and requests that did
+//  5. errors: every error of the steps below and of the handler goes through
+//     grpcerr.Resolve, the one path for what a service did not map itself: a
+//     store that cannot answer is Unavailable, anything unexpected is logged
+//     with the request id and answered Internal without its text.
+//  6. validation: protovalidate rules from the proto, and requests that did
 //     not decode (codec.go); InvalidArgument with field violations.
-//  6. recovery: a panic in a handler becomes Internal and is logged with its
+//  7. readiness gate: Unavailable for a service that has never been ready.
+//  8. recovery: a panic in a handler becomes Internal and is logged with its
 //     stack; the server keeps running.
 func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
@@ -97,11 +102,13 @@ func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.Unary
 		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.authenticate), selector.MatchFunc(requiresAuth)))
 	}
 	unary = append(unary,
+		s.unaryResolve,
 		unaryValidate(s.cfg.validator),
 		s.unaryReadyGate,
 		recovery.UnaryServerInterceptor(recoveryOpts...),
 	)
 	stream = append(stream,
+		s.streamResolve,
 		streamValidate(s.cfg.validator),
 		s.streamReadyGate,
 		recovery.StreamServerInterceptor(recoveryOpts...),
@@ -274,7 +281,8 @@ func (s *validatingStream) RecvMsg(m any) error {
 }
 
 // validate checks msg against its protovalidate rules. A broken rule (e.g. a
-// CEL expression that does not compile) is a bug in the proto: Internal.
+// CEL expression that does not compile) is a bug in the proto: an error that
+// is not a status, which grpcerr.Resolve answers Internal (and logs).
 func validate(v protovalidate.Validator, msg any) error {
 	m, ok := msg.(proto.Message)
 	if !ok {
@@ -290,7 +298,7 @@ func validate(v protovalidate.Validator, msg any) error {
 	}
 	var verr *protovalidate.ValidationError
 	if !errors.As(err, &verr) {
-		return status.Errorf(codes.Internal, "validate %s: %v", name, err)
+		return fmt.Errorf("validate %s: %w", name, err)
 	}
 
 	violations := make([]grpcerr.FieldViolation, 0, len(verr.Violations))
@@ -313,6 +321,37 @@ func validate(v protovalidate.Validator, msg any) error {
 	return grpcerr.InvalidArgument(fmt.Sprintf("invalid %s: %s", name, strings.Join(parts, "; ")), violations...)
 }
 
+// --- errors ---
+
+func (s *Server) unaryResolve(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	if err != nil {
+		return resp, s.resolve(ctx, info.FullMethod, err)
+	}
+	return resp, nil
+}
+
+func (s *Server) streamResolve(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := handler(srv, ss); err != nil {
+		return s.resolve(ss.Context(), info.FullMethod, err)
+	}
+	return nil
+}
+
+// resolve answers the status of a handler's error (grpcerr.Resolve) and logs the ones the
+// client is not told: an outage at Warn, a bug at Error, both with the request id.
+func (s *Server) resolve(ctx context.Context, method string, err error) error {
+	id := RequestID(ctx)
+	outcome, out := grpcerr.Resolve(err, id)
+	switch outcome {
+	case grpcerr.StoreUnavailable:
+		s.logger.WarnContext(ctx, "store unavailable", "grpc.method", method, "request_id", id, "error", err.Error())
+	case grpcerr.Unexpected:
+		s.logger.ErrorContext(ctx, "unexpected error", "grpc.method", method, "request_id", id, "error", err.Error())
+	}
+	return out
+}
+
 // --- recovery ---
 
 // recoverPanic logs a handler panic with its stack and hides the details from
@@ -325,5 +364,5 @@ func (s *Server) recoverPanic(ctx context.Context, p any) error {
 		"panic", fmt.Sprint(p),
 		"stack", string(debug.Stack()),
 	)
-	return status.Error(codes.Internal, "internal error")
+	return grpcerr.InternalError(RequestID(ctx))
 }

@@ -173,7 +173,7 @@ func TestValidation(t *testing.T) {
 		require.Contains(t, fields, "holder")
 		require.Contains(t, fields, "ttl")
 		require.Contains(t, fields, "wait")
-		require.Equal(t, "must be a repository-relative path: no leading '/', no '..' segment", fields["resource"])
+		require.Equal(t, "must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes", fields["resource"])
 
 		msg := status.Convert(err).Message()
 		require.True(t, strings.HasPrefix(msg, "invalid AcquireLockRequest: "), msg)
@@ -219,7 +219,7 @@ func TestPanicRecovery(t *testing.T) {
 	req.Holder = "panic"
 	_, err := client.AcquireLock(t.Context(), req)
 	require.Equal(t, codes.Internal, status.Code(err))
-	require.Equal(t, "internal error", status.Convert(err).Message()) // no panic details leak
+	require.Regexp(t, `^internal error \(request id [^ ]+\)$`, status.Convert(err).Message()) // no panic details leak
 
 	logs := ts.logs.String()
 	require.Contains(t, logs, "level=ERROR")
@@ -321,4 +321,33 @@ func TestHealthChecksNotLogged(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, ts.stop())
 	require.NotContains(t, ts.logs.String(), "grpc.health.v1.Health")
+}
+
+// TestHandlerErrorsResolved: the one error path. A handler's unexpected error is Internal with
+// the request id and none of its text (logged with the request id), a store outage is
+// Unavailable without the driver's text, a mapped domain error passes unchanged.
+func TestHandlerErrorsResolved(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, server.Config{Services: []server.Service{registry(&registryService{})}})
+	client := registryv1.NewRegistryServiceClient(ts.dial(t))
+
+	req := validLock()
+	req.Holder = "bug"
+	var hdr metadata.MD
+	_, err := client.AcquireLock(t.Context(), req, grpc.Header(&hdr))
+	require.Equal(t, codes.Internal, status.Code(err))
+	id := hdr.Get(server.RequestIDMetadataKey)
+	require.Len(t, id, 1)
+	require.Equal(t, "internal error (request id "+id[0]+")", status.Convert(err).Message())
+	require.Contains(t, ts.logs.String(), "relation")
+	require.Contains(t, ts.logs.String(), id[0])
+
+	req.Holder = "outage"
+	_, err = client.AcquireLock(t.Context(), req)
+	require.Equal(t, codes.Unavailable, status.Code(err))
+	require.NotContains(t, status.Convert(err).Message(), "10.0.0.7")
+
+	req.Holder = "domain"
+	_, err = client.AcquireLock(t.Context(), req)
+	require.Equal(t, codes.NotFound, status.Code(err))
 }

@@ -1,12 +1,6 @@
 package agent
 
 import (
-	"context"
-	"errors"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/converge-dev/converge/platform/grpcerr"
 )
 
@@ -22,16 +16,10 @@ func draining() error {
 	return grpcerr.FailedPrecondition("the worker is draining: it takes no new work")
 }
 
-// toStatus maps a worker error to a status.
+// toStatus maps a worker error to a status: the worker's domain errors have none today, so every
+// error is returned as it is, for the platform server's one error path (grpcerr.Resolve): the
+// context's end is Canceled or DeadlineExceeded, anything else a bug, logged with the request id
+// and answered Internal without its text (it used to be sent as Internal with the text).
 func toStatus(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	return status.Error(codes.Internal, err.Error())
+	return err
 }

@@ -1,21 +1,19 @@
 package knowledge
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
-
-	"google.golang.org/grpc/status"
 
 	"github.com/converge-dev/converge/platform/grpcerr"
 	"github.com/converge-dev/converge/services/knowledge/store"
 )
 
-// This file is the one place the Knowledge service turns its errors into gRPC status. Handlers
-// return toStatus(err) for every error; anything not recognised here is a bug and reaches the
-// client as Internal.
+// This file is the one place the Knowledge service turns its domain errors into gRPC status.
+// Handlers return toStatus(err) for every error; anything not recognised here is returned as it
+// is, for the platform server's one error path (grpcerr.Resolve): a store that cannot answer is
+// Unavailable, anything else a bug, logged with the request id and answered Internal without its
+// text (it used to reach the client as Unknown, with its text).
 
 // badRequest is a request that breaks the service's own rules (those protovalidate cannot check,
 // such as a glob that does not parse), one fieldError per broken rule.
@@ -72,8 +70,7 @@ func notFoundAs(id string, err error) error {
 }
 
 // toStatus maps err to the status the client gets: InvalidArgument with one field violation per
-// broken rule, NotFound, the context's own status when the call was cancelled or timed out,
-// Unavailable when the store cannot be reached; anything else is returned as is (Internal).
+// broken rule, NotFound; anything else is returned as is, for grpcerr.Resolve.
 func toStatus(err error) error {
 	if err == nil {
 		return nil
@@ -81,7 +78,6 @@ func toStatus(err error) error {
 	var (
 		bad      *badRequest
 		notFound *itemNotFound
-		netErr   net.Error
 	)
 	switch {
 	case errors.As(err, &bad):
@@ -92,10 +88,6 @@ func toStatus(err error) error {
 		return grpcerr.InvalidArgument(bad.Error(), violations...)
 	case errors.As(err, &notFound):
 		return grpcerr.NotFound("%s", notFound.Error())
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
-	case errors.As(err, &netErr):
-		return grpcerr.Unavailable("knowledge store unreachable: %v", err)
 	}
 	return err
 }

@@ -1,9 +1,6 @@
 package knowledge
 
 import (
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"regexp"
@@ -13,9 +10,10 @@ import (
 	"unicode/utf8"
 
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
+	"github.com/converge-dev/converge/platform/pagetoken"
 
+	"github.com/converge-dev/converge/platform/repopath"
 	"github.com/converge-dev/converge/services/knowledge/confidence"
-	"github.com/converge-dev/converge/services/knowledge/globpath"
 	"github.com/converge-dev/converge/services/knowledge/store"
 )
 
@@ -78,7 +76,7 @@ func newItem(req *knowledgev1.RecordItemRequest) (store.NewItem, error) {
 	case store.NormalizeContent(it.Content) == "":
 		bad.addf("content", "must not be empty or only white space")
 	}
-	pattern, err := globpath.NormalizePattern(req.GetFilePattern())
+	pattern, err := repopath.CleanGlob(req.GetFilePattern())
 	if err != nil {
 		bad.add("file_pattern", err)
 	}
@@ -118,11 +116,11 @@ func newQuery(req *knowledgev1.QueryItemsRequest) (query, error) {
 	var err error
 	switch t := req.GetTarget().(type) {
 	case *knowledgev1.QueryItemsRequest_FilePath:
-		if q.target.path, err = globpath.NormalizePath(t.FilePath); err != nil {
+		if q.target.path, err = repopath.Clean(t.FilePath); err != nil {
 			bad.add("file_path", err)
 		}
 	case *knowledgev1.QueryItemsRequest_FilePattern:
-		if q.target.pattern, err = globpath.NormalizePattern(t.FilePattern); err != nil {
+		if q.target.pattern, err = repopath.CleanGlob(t.FilePattern); err != nil {
 			bad.add("file_pattern", err)
 		}
 	case *knowledgev1.QueryItemsRequest_All:
@@ -198,7 +196,7 @@ func newListing(req *knowledgev1.ListItemsRequest) (listing, error) {
 		l.filter.Type = st
 	}
 	if p := req.GetFilePattern(); p != "" {
-		pattern, err := globpath.NormalizePattern(p)
+		pattern, err := repopath.CleanGlob(p)
 		if err != nil {
 			bad.add("file_pattern", err)
 		}
@@ -211,42 +209,21 @@ func newListing(req *knowledgev1.ListItemsRequest) (listing, error) {
 	case l.pageSize == 0:
 		l.pageSize = defaultPageSize
 	}
-	if tok := req.GetPageToken(); tok != "" && len(bad.fields) == 0 {
-		before, err := parsePageToken(tok, l.filter)
-		if err != nil {
+	if len(bad.fields) == 0 {
+		var before int64
+		ok, err := pagetoken.Decode(req.GetPageToken(), req, &before)
+		switch {
+		case err != nil:
 			bad.add("page_token", err)
+		case ok && before <= 0:
+			bad.add("page_token", &pagetoken.Error{Reason: pagetoken.ReasonMalformed})
+		case ok:
+			l.filter.BeforeID = before
 		}
-		l.filter.BeforeID = before
 	}
 	// One more than a page tells whether there is a next one.
 	l.filter.Limit = l.pageSize + 1
 	return l, bad.orNil()
-}
-
-// A page token is base64url of the listing's filter fingerprint (8 bytes) and the id the next
-// page starts below (8 bytes). The fingerprint keeps a token from being used with other filters.
-
-// pageToken returns the token of the page after the item with id lastID.
-func pageToken(f store.ListFilter, lastID int64) string {
-	b := binary.BigEndian.AppendUint64(fingerprint(f), uint64(lastID))
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// parsePageToken returns the id a token's page starts below.
-func parsePageToken(tok string, f store.ListFilter) (int64, error) {
-	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil || len(b) != 16 || int64(binary.BigEndian.Uint64(b[8:])) <= 0 {
-		return 0, errors.New("is not a page token of ListItems")
-	}
-	if string(b[:8]) != string(fingerprint(f)) {
-		return 0, errors.New("belongs to a listing with other filters: keep type and file_pattern as they were")
-	}
-	return int64(binary.BigEndian.Uint64(b[8:])), nil
-}
-
-func fingerprint(f store.ListFilter) []byte {
-	sum := sha256.Sum256([]byte(string(f.Type) + "\x00" + f.FilePattern))
-	return sum[:8]
 }
 
 // idPrefix starts every item id: "kn_42" is row 42.

@@ -5,7 +5,7 @@
 //
 // The handlers check requests (request.go), call the store, and map every error to a status in
 // one place (errors.go). Matching a file path is two steps: the store returns candidates from the
-// few index buckets that can hold a matching pattern (package globpath), best first, and the
+// few index buckets that can hold a matching pattern (store.PathBuckets), best first, and the
 // handler confirms each with a glob match and the exact effective confidence.
 package knowledge
 
@@ -17,8 +17,8 @@ import (
 
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 
+	"github.com/converge-dev/converge/platform/pagetoken"
 	"github.com/converge-dev/converge/services/knowledge/confidence"
-	"github.com/converge-dev/converge/services/knowledge/globpath"
 	"github.com/converge-dev/converge/services/knowledge/store"
 )
 
@@ -94,7 +94,7 @@ func (s *Server) QueryItems(ctx context.Context, req *knowledgev1.QueryItemsRequ
 			return nil, toStatus(err)
 		}
 		for _, c := range page {
-			if q.target.path != "" && !globpath.Match(c.FilePattern, q.target.path) {
+			if q.target.path != "" && !store.MatchPattern(c.FilePattern, q.target.path) {
 				continue
 			}
 			if confidence.Effective(c.Confidence, c.LastConfirmedAt, now) < q.minConfidence {
@@ -163,7 +163,7 @@ func (s *Server) ListItems(ctx context.Context, req *knowledgev1.ListItemsReques
 	res := &knowledgev1.ListItemsResponse{}
 	if len(items) > l.pageSize {
 		items = items[:l.pageSize]
-		res.NextPageToken = pageToken(l.filter, items[len(items)-1].ID)
+		res.NextPageToken = pagetoken.Encode(req, items[len(items)-1].ID)
 	}
 	now := s.now()
 	res.Items = make([]*knowledgev1.Item, len(items))

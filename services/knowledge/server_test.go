@@ -39,7 +39,7 @@ func TestRecordItem(t *testing.T) {
 		res, err := b.client.RecordItem(b.ctx, &knowledgev1.RecordItemRequest{
 			Type:        gotcha,
 			Content:     "Use TEXT for SQLite timestamps, not DATETIME",
-			FilePattern: "./database//migrations/*.sql",
+			FilePattern: "database/migrations/*.sql",
 			Tags:        []string{"sqlite", "migrations"},
 			Source:      &knowledgev1.Source{ExecutionId: "ex-1", TaskId: "1.2", AgentId: "agent-1"},
 			Evidence:    "task 1.2 failed: no such function: datetime",
@@ -53,7 +53,7 @@ func TestRecordItem(t *testing.T) {
 			Id:                  item.GetId(),
 			Type:                gotcha,
 			Content:             "Use TEXT for SQLite timestamps, not DATETIME",
-			FilePattern:         "database/migrations/*.sql", // normalised
+			FilePattern:         "database/migrations/*.sql",
 			Tags:                []string{"sqlite", "migrations"},
 			Confidence:          0.7, // the default
 			EffectiveConfidence: 0.7,
@@ -154,7 +154,7 @@ func TestQueryItemsByPath(t *testing.T) {
 		}, b.query(t, path))
 		require.Equal(t, []string{
 			"Routes: validate the body with zod", "habits.ts: keep handlers thin", "TypeScript: strict mode",
-		}, b.query(t, &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: "./server/routes/habits.ts"}}))
+		}, b.query(t, &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: "server/routes/habits.ts"}}))
 		require.Equal(t, []string{"Routes: validate the body with zod", "TypeScript: strict mode"},
 			b.query(t, &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: "server/routes/users.ts"}}))
 		require.Empty(t, b.query(t, &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: "README.md"}}))
@@ -233,7 +233,7 @@ func TestQueryItemsFilters(t *testing.T) {
 
 		// By pattern: the items stored under exactly that pattern.
 		require.ElementsMatch(t, []string{"Migrations must be idempotent", "Wrap each migration in a transaction"},
-			b.query(t, &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePattern{FilePattern: "./*.sql"}}))
+			b.query(t, &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePattern{FilePattern: "*.sql"}}))
 		require.Empty(t, b.query(t, &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePattern{FilePattern: "database/*"}}))
 		// All, with a text search over content and tags.
 		all := &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_All{All: true}}
@@ -431,6 +431,9 @@ func TestInvalidArgument(t *testing.T) {
 			{"absolute path", &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: "/etc/passwd"}}, []string{"file_path"}},
 			{"backslash path", &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: `a\b.go`}}, []string{"file_path"}},
 			{"empty path", &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: "./"}}, []string{"file_path"}},
+			{"dot segment", &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: "./server/routes/habits.ts"}}, []string{"file_path"}},
+			{"inside .git", &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: "sub/.git/config"}}, []string{"file_path"}},
+			{"directory pattern", &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePattern{FilePattern: "docs/"}}, []string{"file_pattern"}},
 			{"bad pattern", &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePattern{FilePattern: "[z-"}}, []string{"file_pattern"}},
 			{"all false", &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_All{}}, []string{"all"}},
 			{"min confidence", &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_All{All: true}, MinConfidence: 2}, []string{"min_confidence"}},
@@ -458,7 +461,7 @@ func TestInvalidArgument(t *testing.T) {
 
 		// The messages say what to fix.
 		err = record(func(r *knowledgev1.RecordItemRequest) { r.FilePattern = "src/[a-" })
-		require.Equal(t, "invalid RecordItemRequest: file_pattern: must be a valid doublestar glob: unbalanced '[' or '{', or an empty character class",
+		require.Equal(t, "invalid RecordItemRequest: file_pattern: must be a clean repository-relative doublestar glob: no leading or trailing '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment or alternative, classes closed and not empty, braces balanced and not nested, at most 1024 bytes",
 			status.Convert(err).Message())
 	})
 }

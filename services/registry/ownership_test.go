@@ -15,9 +15,9 @@ func TestOwnership(t *testing.T) {
 		c := setup(t, b).client
 		ctx := t.Context()
 
-		set, err := c.SetOwner(ctx, &registryv1.SetOwnerRequest{Pattern: "./server//**", Owner: "loop-server"})
+		set, err := c.SetOwner(ctx, &registryv1.SetOwnerRequest{Pattern: "server/**/**", Owner: "loop-server"})
 		require.NoError(t, err)
-		require.Equal(t, "server/**", set.GetOwnership().GetPattern(), "the pattern is normalised")
+		require.Equal(t, "server/**", set.GetOwnership().GetPattern(), "the pattern is canonical: repeated ** are one")
 		require.Empty(t, set.GetPreviousOwner())
 		for pattern, owner := range map[string]string{
 			"server/routes/*.ts":      "loop-routes",
@@ -50,8 +50,10 @@ func TestOwnership(t *testing.T) {
 		require.ErrorContains(t, err, `owned by "loop-api"`)
 		_, err = c.ReleaseOwner(ctx, &registryv1.ReleaseOwnerRequest{Pattern: "docs/**", Owner: "loop-api"})
 		requireCode(t, codes.NotFound, err)
-		_, err = c.ReleaseOwner(ctx, &registryv1.ReleaseOwnerRequest{Pattern: "server//**", Owner: "loop-api"})
-		require.NoError(t, err, "released by its pattern, as normalised")
+		_, err = c.ReleaseOwner(ctx, &registryv1.ReleaseOwnerRequest{Pattern: "**/**/../**", Owner: "loop-api"})
+		requireCode(t, codes.InvalidArgument, err)
+		_, err = c.ReleaseOwner(ctx, &registryv1.ReleaseOwnerRequest{Pattern: "server/**/**/**", Owner: "loop-api"})
+		require.NoError(t, err, "released by its pattern, in canonical form")
 
 		var got []string
 		req := &registryv1.ListOwnersRequest{PageSize: 2}

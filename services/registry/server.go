@@ -56,8 +56,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	"github.com/converge-dev/converge/platform/repopath"
 	"github.com/converge-dev/converge/services/registry/hot"
-	"github.com/converge-dev/converge/services/registry/paths"
 	"github.com/converge-dev/converge/services/registry/store"
 )
 
@@ -213,7 +213,7 @@ func (s *Server) CleanupHeartbeats(ctx context.Context) (int64, error) {
 // AcquireLock grants a lock or names its holder, waiting up to req.wait.
 func (s *Server) AcquireLock(ctx context.Context, req *registryv1.AcquireLockRequest) (*registryv1.AcquireLockResponse, error) {
 	const msg = "AcquireLockRequest"
-	resource, err := paths.Clean(req.GetResource())
+	resource, err := repopath.Clean(req.GetResource())
 	if err != nil {
 		return nil, invalidPath(msg, "resource", err)
 	}
@@ -231,7 +231,7 @@ func (s *Server) AcquireLock(ctx context.Context, req *registryv1.AcquireLockReq
 // RenewLock extends a held lock.
 func (s *Server) RenewLock(ctx context.Context, req *registryv1.RenewLockRequest) (*registryv1.RenewLockResponse, error) {
 	const msg = "RenewLockRequest"
-	resource, err := paths.Clean(req.GetResource())
+	resource, err := repopath.Clean(req.GetResource())
 	if err != nil {
 		return nil, invalidPath(msg, "resource", err)
 	}
@@ -248,7 +248,7 @@ func (s *Server) RenewLock(ctx context.Context, req *registryv1.RenewLockRequest
 
 // ReleaseLock frees a held lock.
 func (s *Server) ReleaseLock(ctx context.Context, req *registryv1.ReleaseLockRequest) (*registryv1.ReleaseLockResponse, error) {
-	resource, err := paths.Clean(req.GetResource())
+	resource, err := repopath.Clean(req.GetResource())
 	if err != nil {
 		return nil, invalidPath("ReleaseLockRequest", "resource", err)
 	}
@@ -260,7 +260,7 @@ func (s *Server) ReleaseLock(ctx context.Context, req *registryv1.ReleaseLockReq
 
 // GetLock answers the current lock of a resource.
 func (s *Server) GetLock(ctx context.Context, req *registryv1.GetLockRequest) (*registryv1.GetLockResponse, error) {
-	resource, err := paths.Clean(req.GetResource())
+	resource, err := repopath.Clean(req.GetResource())
 	if err != nil {
 		return nil, invalidPath("GetLockRequest", "resource", err)
 	}
@@ -277,12 +277,11 @@ func (s *Server) ListLocks(ctx context.Context, req *registryv1.ListLocksRequest
 	if strings.HasPrefix(req.GetPrefix(), "/") {
 		return nil, invalid(msg, "prefix", "must be a repository-relative path prefix: no leading '/'")
 	}
-	q := pageToken{List: "locks", Prefix: req.GetPrefix(), Holder: req.GetHolder()}
-	tok, ok := decodePageToken(req.GetPageToken(), q)
-	if !ok {
-		return nil, invalidPageToken(msg)
+	tok, err := decodePageToken(req)
+	if err != nil {
+		return nil, err
 	}
-	locks, next, err := s.hot.List(ctx, hot.ListQuery{Prefix: q.Prefix, Holder: q.Holder, After: tok.After, Limit: pageSize(req.GetPageSize())})
+	locks, next, err := s.hot.List(ctx, hot.ListQuery{Prefix: req.GetPrefix(), Holder: req.GetHolder(), After: tok.After, Limit: pageSize(req.GetPageSize())})
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -291,8 +290,7 @@ func (s *Server) ListLocks(ctx context.Context, req *registryv1.ListLocksRequest
 		res.Locks[i] = lockProto(l)
 	}
 	if next != "" {
-		q.After = next
-		res.NextPageToken = encodePageToken(q)
+		res.NextPageToken = encodePageToken(req, pageCursor{After: next})
 	}
 	return res, nil
 }
@@ -301,7 +299,7 @@ func (s *Server) ListLocks(ctx context.Context, req *registryv1.ListLocksRequest
 
 // SetOwner records an ownership pattern.
 func (s *Server) SetOwner(ctx context.Context, req *registryv1.SetOwnerRequest) (*registryv1.SetOwnerResponse, error) {
-	pattern, err := paths.CleanPattern(req.GetPattern())
+	pattern, err := repopath.CleanGlob(req.GetPattern())
 	if err != nil {
 		return nil, invalidPath("SetOwnerRequest", "pattern", err)
 	}
@@ -314,7 +312,7 @@ func (s *Server) SetOwner(ctx context.Context, req *registryv1.SetOwnerRequest) 
 
 // GetOwner answers the most specific ownership of a path; none is not an error.
 func (s *Server) GetOwner(ctx context.Context, req *registryv1.GetOwnerRequest) (*registryv1.GetOwnerResponse, error) {
-	p, err := paths.Clean(req.GetPath())
+	p, err := repopath.Clean(req.GetPath())
 	if err != nil {
 		return nil, invalidPath("GetOwnerRequest", "path", err)
 	}
@@ -331,7 +329,7 @@ func (s *Server) GetOwner(ctx context.Context, req *registryv1.GetOwnerRequest) 
 
 // ReleaseOwner removes an ownership pattern of its owner.
 func (s *Server) ReleaseOwner(ctx context.Context, req *registryv1.ReleaseOwnerRequest) (*registryv1.ReleaseOwnerResponse, error) {
-	pattern, err := paths.CleanPattern(req.GetPattern())
+	pattern, err := repopath.CleanGlob(req.GetPattern())
 	if err != nil {
 		return nil, invalidPath("ReleaseOwnerRequest", "pattern", err)
 	}
@@ -343,22 +341,20 @@ func (s *Server) ReleaseOwner(ctx context.Context, req *registryv1.ReleaseOwnerR
 
 // ListOwners lists ownership patterns by pattern.
 func (s *Server) ListOwners(ctx context.Context, req *registryv1.ListOwnersRequest) (*registryv1.ListOwnersResponse, error) {
-	q := pageToken{List: "owners", Owner: req.GetOwner()}
-	tok, ok := decodePageToken(req.GetPageToken(), q)
-	if !ok {
-		return nil, invalidPageToken("ListOwnersRequest")
+	tok, err := decodePageToken(req)
+	if err != nil {
+		return nil, err
 	}
 	size := pageSize(req.GetPageSize())
 	// One more than the page tells whether there is a next page.
-	owns, err := s.store.ListOwners(ctx, store.ListOwnersQuery{Owner: q.Owner, After: tok.After, Limit: size + 1})
+	owns, err := s.store.ListOwners(ctx, store.ListOwnersQuery{Owner: req.GetOwner(), After: tok.After, Limit: size + 1})
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	res := &registryv1.ListOwnersResponse{}
 	if len(owns) > size {
 		owns = owns[:size]
-		q.After = owns[size-1].Pattern
-		res.NextPageToken = encodePageToken(q)
+		res.NextPageToken = encodePageToken(req, pageCursor{After: owns[size-1].Pattern})
 	}
 	for _, o := range owns {
 		res.Ownerships = append(res.Ownerships, ownershipProto(o))
@@ -485,19 +481,15 @@ func (s *Server) ListAgents(ctx context.Context, req *registryv1.ListAgentsReque
 		}
 	}
 	slices.Sort(statuses)
-	q := pageToken{List: "agents", Execution: req.GetExecutionId()}
-	for _, st := range statuses {
-		q.Statuses = append(q.Statuses, string(st))
-	}
-	tok, ok := decodePageToken(req.GetPageToken(), q)
-	if !ok {
-		return nil, invalidPageToken("ListAgentsRequest")
+	tok, err := decodePageToken(req)
+	if err != nil {
+		return nil, err
 	}
 	if len(statuses) == 0 {
 		statuses = visibleByDefault
 	}
 	size := pageSize(req.GetPageSize())
-	lq := store.ListAgentsQuery{ExecutionID: q.Execution, Statuses: statuses, Windows: s.windows, Limit: size + 1}
+	lq := store.ListAgentsQuery{ExecutionID: req.GetExecutionId(), Statuses: statuses, Windows: s.windows, Limit: size + 1}
 	if tok.After != "" {
 		lq.After = &store.AgentCursor{SpawnedAt: tok.AfterTime, InstanceID: tok.After}
 	}
@@ -509,8 +501,7 @@ func (s *Server) ListAgents(ctx context.Context, req *registryv1.ListAgentsReque
 	if len(agents) > size {
 		agents = agents[:size]
 		last := agents[size-1]
-		q.After, q.AfterTime = last.InstanceID, last.SpawnedAt
-		res.NextPageToken = encodePageToken(q)
+		res.NextPageToken = encodePageToken(req, pageCursor{After: last.InstanceID, AfterTime: last.SpawnedAt})
 	}
 	for _, a := range agents {
 		res.Agents = append(res.Agents, agentProto(a))

@@ -14,7 +14,7 @@ import (
 )
 
 // Bad input answers InvalidArgument naming the field and the rule, from the contract's rules
-// (the validation interceptor) or the service's own (normalisation, globs, page tokens); never
+// (the validation interceptor) or the service's own (package repopath's path and glob rules, page tokens); never
 // Internal.
 func TestBadInputIsInvalidArgument(t *testing.T) {
 	t.Parallel()
@@ -29,7 +29,7 @@ func TestBadInputIsInvalidArgument(t *testing.T) {
 		{"parent segment", func(ctx context.Context) error {
 			_, err := c.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: "a/../../etc/passwd", Holder: "agent-1", Ttl: ttl})
 			return err
-		}, "resource", "no '..' segment"},
+		}, "resource", "'..'"},
 		{"absolute resource", func(ctx context.Context) error {
 			_, err := c.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: "/etc/passwd", Holder: "agent-1", Ttl: ttl})
 			return err
@@ -38,14 +38,22 @@ func TestBadInputIsInvalidArgument(t *testing.T) {
 			_, err := c.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: "", Holder: "agent-1", Ttl: ttl})
 			return err
 		}, "resource", ""},
-		{"resource that normalises to nothing", func(ctx context.Context) error {
-			_, err := c.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: ".//./", Holder: "agent-1", Ttl: ttl})
+		{"resource with an empty segment", func(ctx context.Context) error {
+			_, err := c.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: "server//a.go", Holder: "agent-1", Ttl: ttl})
 			return err
-		}, "resource", "normalises to nothing"},
+		}, "resource", "no empty"},
+		{"resource with a dot segment", func(ctx context.Context) error {
+			_, err := c.RenewLock(ctx, &registryv1.RenewLockRequest{Resource: "./a.go", Holder: "agent-1", Token: 1, Ttl: ttl})
+			return err
+		}, "resource", "'.'"},
+		{"resource inside .git", func(ctx context.Context) error {
+			_, err := c.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: "sub/.GIT/config", Holder: "agent-1", Ttl: ttl})
+			return err
+		}, "resource", "'.git'"},
 		{"resource with a control character", func(ctx context.Context) error {
 			_, err := c.GetLock(ctx, &registryv1.GetLockRequest{Resource: "a\x00b"})
 			return err
-		}, "resource", "without control characters"},
+		}, "resource", "control character"},
 		{"empty holder", func(ctx context.Context) error {
 			_, err := c.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: "a.go", Holder: "", Ttl: ttl})
 			return err
@@ -81,23 +89,31 @@ func TestBadInputIsInvalidArgument(t *testing.T) {
 		{"garbage page token", func(ctx context.Context) error {
 			_, err := c.ListOwners(ctx, &registryv1.ListOwnersRequest{PageToken: "not a token"})
 			return err
-		}, "page_token", "is not a page token"},
+		}, "page_token", "malformed page token"},
 		{"page token of another list", func(ctx context.Context) error {
 			_, err := c.ListAgents(ctx, &registryv1.ListAgentsRequest{PageToken: "eyJsIjoibG9ja3MiLCJhIjoieCJ9"})
 			return err
-		}, "page_token", "is not a page token"},
+		}, "page_token", "malformed page token"},
 		{"unclosed class", func(ctx context.Context) error {
 			_, err := c.SetOwner(ctx, &registryv1.SetOwnerRequest{Pattern: "server/[a-z", Owner: "loop-1"})
 			return err
-		}, "pattern", "valid doublestar glob"},
+		}, "pattern", "classes closed"},
 		{"unclosed alternation", func(ctx context.Context) error {
 			_, err := c.ReleaseOwner(ctx, &registryv1.ReleaseOwnerRequest{Pattern: "{a,b/**", Owner: "loop-1"})
 			return err
-		}, "pattern", "valid doublestar glob"},
+		}, "pattern", "braces balanced"},
+		{"pattern with a trailing slash", func(ctx context.Context) error {
+			_, err := c.SetOwner(ctx, &registryv1.SetOwnerRequest{Pattern: "server/", Owner: "loop-1"})
+			return err
+		}, "pattern", "trailing '/'"},
+		{"nested alternation", func(ctx context.Context) error {
+			_, err := c.SetOwner(ctx, &registryv1.SetOwnerRequest{Pattern: "{a,{b,c}}/**", Owner: "loop-1"})
+			return err
+		}, "pattern", "not nested"},
 		{"parent pattern", func(ctx context.Context) error {
 			_, err := c.SetOwner(ctx, &registryv1.SetOwnerRequest{Pattern: "../**", Owner: "loop-1"})
 			return err
-		}, "pattern", "no '..' segment"},
+		}, "pattern", "'..'"},
 		{"empty owner", func(ctx context.Context) error {
 			_, err := c.SetOwner(ctx, &registryv1.SetOwnerRequest{Pattern: "a/**"})
 			return err

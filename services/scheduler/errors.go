@@ -1,31 +1,27 @@
 package scheduler
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/platform/grpcerr"
-	"github.com/converge-dev/converge/services/scheduler/plan"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
-// This file is the one place the Scheduler service turns its errors into gRPC status. Handlers
-// return toStatus(err) for every error; anything not recognised here is a bug and reaches the
-// client as Internal.
+// This file is the one place the Scheduler service turns its domain errors into gRPC status.
+// Handlers return toStatus(err) for every error; anything not recognised here is returned as it
+// is, for the platform server's one error path (grpcerr.Resolve): a store that cannot answer is
+// Unavailable, anything else a bug, logged with the request id and answered Internal without its
+// text.
 
-// unimplemented answers an RPC whose behaviour a later issue builds, naming what is missing.
+// unimplemented answers an RPC whose behaviour is not built yet, naming what is missing.
 func unimplemented(method, what string) error {
-	return grpcerr.Unimplemented("%s/%s is not implemented yet: %s (the Scheduler issue, #5)",
+	return grpcerr.Unimplemented("%s/%s is not implemented yet: %s",
 		schedulerv1.SchedulerService_ServiceDesc.ServiceName, method, what)
 }
 
@@ -80,62 +76,28 @@ func aborted(format string, args ...any) error {
 }
 
 // toStatus maps err to the status the client gets: InvalidArgument with one field violation per
-// broken rule; NotFound, AlreadyExists and FailedPrecondition for the store's answers; the
-// context's own status when the call was cancelled or timed out; Unavailable when the store
-// cannot be reached; Internal for anything else (a bug).
+// broken rule; NotFound, AlreadyExists and FailedPrecondition for the store's answers. Anything
+// else (the context's end, a store outage, a bug such as a cycle reaching the planner, which
+// tasklist.Validate refuses first) is returned unchanged for grpcerr.Resolve.
 func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
 	var (
-		bad    *badRequest
-		netErr net.Error
-		state  *stateError
+		bad   *badRequest
+		state *stateError
 	)
 	switch {
 	case errors.As(err, &state):
 		return status.Error(state.code, state.msg)
 	case errors.As(err, &bad):
 		return grpcerr.InvalidArgument(bad.Error(), bad.violations...)
-	case errors.Is(err, store.ErrBadPageToken):
-		return grpcerr.InvalidArgument("invalid page_token: "+err.Error(),
-			grpcerr.FieldViolation{Field: "page_token", Description: err.Error()})
 	case errors.Is(err, store.ErrNotFound):
 		return grpcerr.NotFound("%s", err.Error())
 	case errors.Is(err, store.ErrAlreadyExists):
 		return grpcerr.AlreadyExists("%s", err.Error())
 	case errors.Is(err, store.ErrActive):
 		return grpcerr.FailedPrecondition("%s", err.Error())
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
-	case errors.As(err, &netErr), storeUnavailable(err):
-		return grpcerr.Unavailable("scheduler store unreachable: %v", err)
-	case errors.Is(err, plan.ErrCycle):
-		// tasklist.Validate refuses cycles before planning: reaching the planner with one is a bug.
-		return status.Errorf(codes.Internal, "plan: %v", err)
 	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	return status.Errorf(codes.Internal, "%v", err)
-}
-
-// storeUnavailable reports whether err says the store could not be reached or answer now: a
-// refused or failed connection, a connection cut mid-request, Postgres shutting down or starting
-// up (class 57P), out of connections or resources (class 53), a connection exception (class 08),
-// a serialisation failure or deadlock (class 40). The caller may retry; it is not a bug.
-func storeUnavailable(err error) bool {
-	var (
-		connectErr *pgconn.ConnectError
-		pgErr      *pgconn.PgError
-	)
-	switch {
-	case errors.As(err, &connectErr), pgconn.Timeout(err), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, pgx.ErrTxClosed):
-		return true
-	case errors.As(err, &pgErr):
-		c := pgErr.Code
-		return len(c) >= 2 && (c[:2] == "08" || c[:2] == "53" || c[:2] == "40" || (len(c) >= 3 && c[:3] == "57P"))
-	}
-	msg := err.Error()
-	return strings.HasSuffix(msg, "conn closed") || strings.HasSuffix(msg, "closed pool")
+	return err
 }

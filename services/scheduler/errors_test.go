@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/converge-dev/converge/platform/grpcerr"
 )
 
 // A store that cannot be reached or answer now (Postgres down, restarting, a connection cut
@@ -29,7 +31,10 @@ func TestToStatusStoreUnavailable(t *testing.T) {
 		"too many clients":   &pgconn.PgError{Code: "53300", Message: "sorry, too many clients already"},
 		"conn closed":        errors.New("scheduler store: read log: conn closed"),
 	} {
-		require.Equal(t, codes.Unavailable, status.Code(toStatus(err)), name)
+		_, out := grpcerr.Resolve(toStatus(err), "req-1")
+		require.Equal(t, codes.Unavailable, status.Code(out), name)
 	}
-	require.Equal(t, codes.Internal, status.Code(toStatus(&pgconn.PgError{Code: "42P01", Message: "relation does not exist"})), "a missing table is a bug")
+	_, out := grpcerr.Resolve(toStatus(&pgconn.PgError{Code: "42P01", Message: "relation does not exist"}), "req-1")
+	require.Equal(t, codes.Internal, status.Code(out), "a missing table is a bug")
+	require.Equal(t, "internal error (request id req-1)", status.Convert(out).Message(), "no raw error text")
 }

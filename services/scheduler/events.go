@@ -13,6 +13,15 @@ import (
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
+const (
+	handoffTailEntries     = 100
+	defaultHandoffEntries  = 500
+	defaultLogLimit        = 100
+	watchPollInterval      = 100 * time.Millisecond
+	watchKeepAliveInterval = 15 * time.Second
+	watchBatch             = 500
+)
+
 // The execution log is the record of everything that happened in a run. Its seq is dense per
 // execution and assigned in commit order (store.ExecTx.Append), so a stream that sends entries by
 // seq from a cursor never skips one that commits later, and a client that reconnects with the last

@@ -4,13 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/ids"
+	"github.com/converge-dev/converge/platform/pagetoken"
 	"github.com/converge-dev/converge/services/scheduler/plan"
 	"github.com/converge-dev/converge/services/scheduler/store"
+)
+
+const (
+	maxPreviousErrors      = 5
+	defaultExecutionsPage  = 100
+	defaultAssignmentsPage = 100
 )
 
 // StartExecution plans the list's remaining tasks into waves, stores the execution with its
@@ -83,7 +90,7 @@ func (s *Server) StartExecution(ctx context.Context, req *schedulerv1.StartExecu
 		}
 		return &schedulerv1.StartExecutionResponse{Execution: e, Waves: waves}, nil
 	}
-	e.Id = newID("ex", now)
+	e.Id = ids.New("ex", now)
 	if repo != nil {
 		e.RunBranch = "converge/" + e.Id
 	}
@@ -92,12 +99,12 @@ func (s *Server) StartExecution(ctx context.Context, req *schedulerv1.StartExecu
 		assignments []*store.Assignment
 	)
 	for _, pw := range planned.GetWaves() {
-		w := &schedulerv1.Wave{Id: newID("wv", now), ExecutionId: e.Id, WaveNumber: pw.GetWaveNumber(),
+		w := &schedulerv1.Wave{Id: ids.New("wv", now), ExecutionId: e.Id, WaveNumber: pw.GetWaveNumber(),
 			Status: schedulerv1.WaveStatus_WAVE_STATUS_PENDING, TaskCount: int32(len(pw.GetPlacements())), Placements: pw.GetPlacements()}
 		waves = append(waves, w)
 		for i, pl := range pw.GetPlacements() {
 			assignments = append(assignments, &store.Assignment{
-				Assignment: &schedulerv1.Assignment{Id: newID("as", now), Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK,
+				Assignment: &schedulerv1.Assignment{Id: ids.New("as", now), Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK,
 					ExecutionId: e.Id, WaveId: w.Id, WaveNumber: w.WaveNumber, TaskId: pl.GetTaskId(),
 					Status: schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_PENDING, Attempt: 1},
 				Position: int32(i),
@@ -162,16 +169,23 @@ func (s *Server) ListExecutions(ctx context.Context, req *schedulerv1.ListExecut
 	if size == 0 {
 		size = defaultExecutionsPage
 	}
-	after, err := store.DecodeCursor(req.GetPageToken())
+	q := store.ListExecutionsQuery{PageSize: size,
+		TaskListID: req.GetTaskListId(), Statuses: req.GetStatuses(), FeatureBuildID: req.GetFeatureBuildId()}
+	var after store.Cursor
+	if ok, err := pagetoken.Decode(req.GetPageToken(), req, &after); err != nil {
+		return nil, err
+	} else if ok {
+		q.After = &after
+	}
+	es, next, err := s.store.ListExecutions(ctx, q)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	es, next, err := s.store.ListExecutions(ctx, store.ListExecutionsQuery{PageSize: size, After: after,
-		TaskListID: req.GetTaskListId(), Statuses: req.GetStatuses(), FeatureBuildID: req.GetFeatureBuildId()})
-	if err != nil {
-		return nil, toStatus(err)
+	res := &schedulerv1.ListExecutionsResponse{Executions: es}
+	if next != nil {
+		res.NextPageToken = pagetoken.Encode(req, next)
 	}
-	return &schedulerv1.ListExecutionsResponse{Executions: es, NextPageToken: store.EncodeCursor(next)}, nil
+	return res, nil
 }
 
 // ListAssignments pages through an execution's assignments.
@@ -181,14 +195,11 @@ func (s *Server) ListAssignments(ctx context.Context, req *schedulerv1.ListAssig
 		size = defaultAssignmentsPage
 	}
 	offset := 0
-	if tok := req.GetPageToken(); tok != "" {
-		n, err := strconv.Atoi(tok)
-		if err != nil || n < 0 {
-			bad := &badRequest{request: "ListAssignmentsRequest"}
-			bad.add("page_token", "not a token of ListAssignments")
-			return nil, toStatus(bad)
-		}
-		offset = n
+	if _, err := pagetoken.Decode(req.GetPageToken(), req, &offset); err != nil {
+		return nil, err
+	}
+	if offset < 0 {
+		return nil, &pagetoken.Error{Reason: pagetoken.ReasonMalformed}
 	}
 	if _, _, err := s.store.GetExecution(ctx, req.GetExecutionId()); err != nil {
 		return nil, toStatus(err)
@@ -204,7 +215,7 @@ func (s *Server) ListAssignments(ctx context.Context, req *schedulerv1.ListAssig
 		res.Assignments = append(res.Assignments, a.Assignment)
 	}
 	if next > 0 {
-		res.NextPageToken = strconv.Itoa(next)
+		res.NextPageToken = pagetoken.Encode(req, next)
 	}
 	return res, nil
 }

@@ -33,17 +33,6 @@ func runBundle(t *testing.T, st store.Store) *testBundle {
 	return &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: st}
 }
 
-// forEachRunStore is forEachStore with the driver running.
-func forEachRunStore(t *testing.T, test func(t *testing.T, b *testBundle)) {
-	t.Helper()
-	for name, newStore := range backends {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			test(t, runBundle(t, newStore(t)))
-		})
-	}
-}
-
 // diamond is A → (B, C) → D: three waves, no repository, no done-criteria.
 func diamond(name string) *schedulerv1.TaskListSpec {
 	task := func(id string, deps ...string) *commonv1.Task {
@@ -133,7 +122,8 @@ func succeed(*schedulerv1.ClaimedAssignment) schedulerv1.CompletionResult {
 
 func TestExecutionRunsWavesInOrder(t *testing.T) {
 	t.Parallel()
-	forEachRunStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := runBundle(t, st)
 		list := b.createList(t, diamond("diamond"))
 		e := b.start(t, list, nil)
 		require.Equal(t, int32(1), e.GetRunNumber())
@@ -185,7 +175,8 @@ func TestExecutionRunsWavesInOrder(t *testing.T) {
 
 func TestStartExecutionRequests(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		list := b.createList(t, diamond("starts"))
 		_, err := b.client.StartExecution(t.Context(), &schedulerv1.StartExecutionRequest{TaskListId: "tl_missing"})
 		requireCode(t, err, codes.NotFound)
@@ -223,7 +214,8 @@ func TestStartExecutionRequests(t *testing.T) {
 
 func TestExpiredLeaseIsRequeuedAndTheOldHolderFenced(t *testing.T) {
 	t.Parallel()
-	forEachRunStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := runBundle(t, st)
 		list := b.createList(t, &schedulerv1.TaskListSpec{Name: "one", Tasks: []*commonv1.Task{{Id: "A", Title: "a", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN}}})
 		// A 1.2 s lease (three heartbeats of 400 ms): long enough that a loaded machine's stalls
 		// do not expire the live holder below, short enough to watch the silent one expire.
@@ -278,7 +270,8 @@ func TestExpiredLeaseIsRequeuedAndTheOldHolderFenced(t *testing.T) {
 
 func TestLeaseExpiriesUseUpRetries(t *testing.T) {
 	t.Parallel()
-	forEachRunStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := runBundle(t, st)
 		list := b.createList(t, &schedulerv1.TaskListSpec{Name: "one", Tasks: []*commonv1.Task{{Id: "A", Title: "a", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN}}})
 		opts := fastOptions()
 		opts.MaxRetries = new(int32) // no retry: the first expiry fails the task
@@ -292,7 +285,8 @@ func TestLeaseExpiriesUseUpRetries(t *testing.T) {
 
 func TestPauseResumeCancel(t *testing.T) {
 	t.Parallel()
-	forEachRunStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := runBundle(t, st)
 		list := b.createList(t, diamond("control"))
 		e := b.start(t, list, nil)
 		_, err := b.client.PauseExecution(t.Context(), &schedulerv1.PauseExecutionRequest{ExecutionId: e.GetId(), Reason: "lunch"})
@@ -331,7 +325,8 @@ func TestPauseResumeCancel(t *testing.T) {
 
 func TestStopRules(t *testing.T) {
 	t.Parallel()
-	forEachRunStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := runBundle(t, st)
 		// More than max_failed_tasks failures stop the run.
 		spec := &schedulerv1.TaskListSpec{Name: "flaky"}
 		for i := range 4 {
@@ -384,7 +379,8 @@ func TestStopRules(t *testing.T) {
 
 func TestFailedDependencySkipsDependents(t *testing.T) {
 	t.Parallel()
-	forEachRunStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := runBundle(t, st)
 		e := b.start(t, b.createList(t, diamond("skips")), nil)
 		b.work(t, "agent-1", e.GetId(), func(c *schedulerv1.ClaimedAssignment) schedulerv1.CompletionResult {
 			if c.GetTask().GetId() == "B" {
@@ -406,7 +402,8 @@ func TestFailedDependencySkipsDependents(t *testing.T) {
 
 func TestRetryAndSkipTask(t *testing.T) {
 	t.Parallel()
-	forEachRunStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := runBundle(t, st)
 		spec := diamond("retry")
 		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: "E", Title: "e", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "e"})
 		e := b.start(t, b.createList(t, spec), nil)
@@ -448,7 +445,8 @@ func TestRetryAndSkipTask(t *testing.T) {
 
 func TestWatchExecutionResumesWithoutGapsOrDuplicates(t *testing.T) {
 	t.Parallel()
-	forEachRunStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := runBundle(t, st)
 		e := b.start(t, b.createList(t, diamond("watch")), nil)
 		var (
 			wg       sync.WaitGroup
@@ -494,7 +492,8 @@ func TestWatchExecutionResumesWithoutGapsOrDuplicates(t *testing.T) {
 
 func TestLeaseRPCsRefuseStrangers(t *testing.T) {
 	t.Parallel()
-	forEachRunStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := runBundle(t, st)
 		e := b.start(t, b.createList(t, diamond("strangers")), nil)
 		_, err := b.client.CompleteTask(t.Context(), &schedulerv1.CompleteTaskRequest{AssignmentId: "as_missing", InstanceId: "x", FencingToken: 1,
 			Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED})
@@ -518,7 +517,8 @@ func TestLeaseRPCsRefuseStrangers(t *testing.T) {
 
 func TestDoneCriteriaWithoutVerifierBlocks(t *testing.T) {
 	t.Parallel()
-	forEachRunStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := runBundle(t, st)
 		spec := diamond("criteria")
 		spec.DoneCriteria = "## F1: builds\nTag: AUTO_VERIFY\n```check\ncommand:\n  shell: true\n```\n"
 		e := b.start(t, b.createList(t, spec), nil)

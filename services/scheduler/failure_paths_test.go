@@ -81,43 +81,40 @@ func lockFor(t *testing.T, reg registryv1.RegistryServiceClient, resource, holde
 // agent gets it at once with a higher fencing token, and its late calls are refused.
 func TestDeadAgentIsReapedAfterTheStaleWindowAndItsLocksReleased(t *testing.T) {
 	t.Parallel()
-	for name, newStore := range backends {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			reg := registryClient(t)
-			b := bundleWith(t, newStore(t), WithRegistry(reg, time.Second))
-			liveInRegistry(t, reg, "agent-dead")
-			e := b.start(t, b.createList(t, oneTask("reap")), nil) // default heartbeat
-			dead := b.claim(t, "agent-dead", 5*time.Second)
-			require.NotNil(t, dead)
-			require.Equal(t, 90*time.Second, dead.GetLeaseDuration().AsDuration())
-			old := lockFor(t, reg, "a.txt", "agent-dead")
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		reg := registryClient(t)
+		b := bundleWith(t, st, WithRegistry(reg, time.Second))
+		liveInRegistry(t, reg, "agent-dead")
+		e := b.start(t, b.createList(t, oneTask("reap")), nil) // default heartbeat
+		dead := b.claim(t, "agent-dead", 5*time.Second)
+		require.NotNil(t, dead)
+		require.Equal(t, 90*time.Second, dead.GetLeaseDuration().AsDuration())
+		old := lockFor(t, reg, "a.txt", "agent-dead")
 
-			// Far less than 45 s: the old rule could not have handed it out yet.
-			next := b.claimWithin(t, "agent-next", "", 15*time.Second)
-			require.NotNil(t, next, "the dead agent's task is handed out again after the stale window")
-			require.Equal(t, dead.GetAssignment().GetId(), next.GetAssignment().GetId())
-			require.Equal(t, int32(2), next.GetAssignment().GetAttempt())
-			require.Equal(t, "AGENT_STALE", next.GetPreviousErrors()[0].GetCode())
+		// Far less than 45 s: the old rule could not have handed it out yet.
+		next := b.claimWithin(t, "agent-next", "", 15*time.Second)
+		require.NotNil(t, next, "the dead agent's task is handed out again after the stale window")
+		require.Equal(t, dead.GetAssignment().GetId(), next.GetAssignment().GetId())
+		require.Equal(t, int32(2), next.GetAssignment().GetAttempt())
+		require.Equal(t, "AGENT_STALE", next.GetPreviousErrors()[0].GetCode())
 
-			// The lock was released before the requeue: the next agent gets it without waiting,
-			// with a higher token; the dead holder can no longer renew or release it.
-			_, err := reg.GetLock(t.Context(), &registryv1.GetLockRequest{Resource: "a.txt"})
-			requireCode(t, err, codes.NotFound)
-			fresh := lockFor(t, reg, "a.txt", "agent-next")
-			require.Greater(t, fresh.GetToken(), old.GetToken())
-			_, err = reg.RenewLock(t.Context(), &registryv1.RenewLockRequest{Resource: "a.txt", Holder: "agent-dead", Token: old.GetToken(), Ttl: durationpb.New(time.Minute)})
-			require.Error(t, err, "the dead holder's renewal is refused")
+		// The lock was released before the requeue: the next agent gets it without waiting,
+		// with a higher token; the dead holder can no longer renew or release it.
+		_, err := reg.GetLock(t.Context(), &registryv1.GetLockRequest{Resource: "a.txt"})
+		requireCode(t, err, codes.NotFound)
+		fresh := lockFor(t, reg, "a.txt", "agent-next")
+		require.Greater(t, fresh.GetToken(), old.GetToken())
+		_, err = reg.RenewLock(t.Context(), &registryv1.RenewLockRequest{Resource: "a.txt", Holder: "agent-dead", Token: old.GetToken(), Ttl: durationpb.New(time.Minute)})
+		require.Error(t, err, "the dead holder's renewal is refused")
 
-			// The dead agent's late reports are refused by its fencing token.
-			_, err = b.client.ReportProgress(t.Context(), &schedulerv1.ReportProgressRequest{AssignmentId: dead.GetAssignment().GetId(),
-				InstanceId: "agent-dead", FencingToken: dead.GetAssignment().GetFencingToken(), ReportSeq: 1})
-			requireCode(t, err, codes.Aborted)
-			_, err = b.complete(t.Context(), dead, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
-			requireCode(t, err, codes.Aborted)
-			_ = e
-		})
-	}
+		// The dead agent's late reports are refused by its fencing token.
+		_, err = b.client.ReportProgress(t.Context(), &schedulerv1.ReportProgressRequest{AssignmentId: dead.GetAssignment().GetId(),
+			InstanceId: "agent-dead", FencingToken: dead.GetAssignment().GetFencingToken(), ReportSeq: 1})
+		requireCode(t, err, codes.Aborted)
+		_, err = b.complete(t.Context(), dead, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
+		requireCode(t, err, codes.Aborted)
+		_ = e
+	})
 }
 
 // locksDown is the real Registry with its lock calls failing as if the Registry went away
@@ -134,24 +131,21 @@ func (locksDown) ListLocks(context.Context, *registryv1.ListLocksRequest, ...grp
 // being requeued (the locks then end with their TTL).
 func TestDeadAgentIsRequeuedWhenItsLocksCannotBeReleased(t *testing.T) {
 	t.Parallel()
-	for name, newStore := range backends {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			reg := registryClient(t)
-			b := bundleWith(t, newStore(t), WithRegistry(locksDown{reg}, time.Second))
-			liveInRegistry(t, reg, "agent-dead")
-			b.start(t, b.createList(t, oneTask("reap-no-locks")), nil)
-			dead := b.claim(t, "agent-dead", 5*time.Second)
-			require.NotNil(t, dead)
-			lockFor(t, reg, "a.txt", "agent-dead")
-			next := b.claimWithin(t, "agent-next", "", 15*time.Second)
-			require.NotNil(t, next)
-			require.Equal(t, dead.GetAssignment().GetId(), next.GetAssignment().GetId())
-			got, err := reg.GetLock(t.Context(), &registryv1.GetLockRequest{Resource: "a.txt"})
-			require.NoError(t, err)
-			require.Equal(t, "agent-dead", got.GetLock().GetHolder(), "the lock lives on to its TTL")
-		})
-	}
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		reg := registryClient(t)
+		b := bundleWith(t, st, WithRegistry(locksDown{reg}, time.Second))
+		liveInRegistry(t, reg, "agent-dead")
+		b.start(t, b.createList(t, oneTask("reap-no-locks")), nil)
+		dead := b.claim(t, "agent-dead", 5*time.Second)
+		require.NotNil(t, dead)
+		lockFor(t, reg, "a.txt", "agent-dead")
+		next := b.claimWithin(t, "agent-next", "", 15*time.Second)
+		require.NotNil(t, next)
+		require.Equal(t, dead.GetAssignment().GetId(), next.GetAssignment().GetId())
+		got, err := reg.GetLock(t.Context(), &registryv1.GetLockRequest{Resource: "a.txt"})
+		require.NoError(t, err)
+		require.Equal(t, "agent-dead", got.GetLock().GetHolder(), "the lock lives on to its TTL")
+	})
 }
 
 // Defect 4: a claim from a new session of an instance takes back at once what the old session
@@ -159,55 +153,52 @@ func TestDeadAgentIsRequeuedWhenItsLocksCannotBeReleased(t *testing.T) {
 // Claims without a session, or from the same session, take nothing back.
 func TestNewSessionTakesBackWhatTheOldSessionHeld(t *testing.T) {
 	t.Parallel()
-	for name, newStore := range backends {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			reg := registryClient(t)
-			b := bundleWith(t, newStore(t), WithRegistry(reg, time.Hour))
-			list := b.createList(t, &schedulerv1.TaskListSpec{Name: "sessions", Tasks: []*commonv1.Task{
-				{Id: "A", Title: "a", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "a.txt"},
-				{Id: "B", Title: "b", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "b.txt"}}})
-			e := b.start(t, list, &schedulerv1.ExecutionOptions{MaxParallel: 2})
-			a1 := b.claimWithin(t, "agent-r", "boot-1", 5*time.Second)
-			require.NotNil(t, a1)
-			lock := lockFor(t, reg, a1.GetTask().GetFile(), "agent-r")
-			b1 := b.claimWithin(t, "agent-r", "boot-1", 5*time.Second)
-			require.NotNil(t, b1, "the same session claims again without losing anything")
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		reg := registryClient(t)
+		b := bundleWith(t, st, WithRegistry(reg, time.Hour))
+		list := b.createList(t, &schedulerv1.TaskListSpec{Name: "sessions", Tasks: []*commonv1.Task{
+			{Id: "A", Title: "a", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "a.txt"},
+			{Id: "B", Title: "b", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "b.txt"}}})
+		e := b.start(t, list, &schedulerv1.ExecutionOptions{MaxParallel: 2})
+		a1 := b.claimWithin(t, "agent-r", "boot-1", 5*time.Second)
+		require.NotNil(t, a1)
+		lock := lockFor(t, reg, a1.GetTask().GetFile(), "agent-r")
+		b1 := b.claimWithin(t, "agent-r", "boot-1", 5*time.Second)
+		require.NotNil(t, b1, "the same session claims again without losing anything")
 
-			held := func() int {
-				got, _, err := b.store.ListAssignments(t.Context(), store.ListAssignmentsQuery{ExecutionID: e.GetId(),
-					Statuses: []schedulerv1.AssignmentStatus{schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_ASSIGNED}, PageSize: 10})
-				require.NoError(t, err)
-				return len(got)
-			}
-			res, err := b.client.ClaimTask(t.Context(), &schedulerv1.ClaimTaskRequest{InstanceId: "agent-r", Capabilities: agentCaps})
+		held := func() int {
+			got, _, err := b.store.ListAssignments(t.Context(), store.ListAssignmentsQuery{ExecutionID: e.GetId(),
+				Statuses: []schedulerv1.AssignmentStatus{schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_ASSIGNED}, PageSize: 10})
 			require.NoError(t, err)
-			require.Nil(t, res.GetAssignment(), "a claim without a session takes nothing back")
-			require.Equal(t, 2, held())
+			return len(got)
+		}
+		res, err := b.client.ClaimTask(t.Context(), &schedulerv1.ClaimTaskRequest{InstanceId: "agent-r", Capabilities: agentCaps})
+		require.NoError(t, err)
+		require.Nil(t, res.GetAssignment(), "a claim without a session takes nothing back")
+		require.Equal(t, 2, held())
 
-			// The process restarts under the same instance id: the first claim of boot-2 gets
-			// the old session's work back at once, long before any lease or stale window.
-			again := b.claimWithin(t, "agent-r", "boot-2", 5*time.Second)
-			require.NotNil(t, again)
-			require.Equal(t, int32(2), again.GetAssignment().GetAttempt())
-			require.Equal(t, "AGENT_RESTARTED", again.GetPreviousErrors()[0].GetCode())
-			require.Contains(t, again.GetPreviousErrors()[0].GetMessage(), "session boot-2 replaced boot-1")
-			_, err = reg.GetLock(t.Context(), &registryv1.GetLockRequest{Resource: lock.GetResource()})
-			requireCode(t, err, codes.NotFound)
+		// The process restarts under the same instance id: the first claim of boot-2 gets
+		// the old session's work back at once, long before any lease or stale window.
+		again := b.claimWithin(t, "agent-r", "boot-2", 5*time.Second)
+		require.NotNil(t, again)
+		require.Equal(t, int32(2), again.GetAssignment().GetAttempt())
+		require.Equal(t, "AGENT_RESTARTED", again.GetPreviousErrors()[0].GetCode())
+		require.Contains(t, again.GetPreviousErrors()[0].GetMessage(), "session boot-2 replaced boot-1")
+		_, err = reg.GetLock(t.Context(), &registryv1.GetLockRequest{Resource: lock.GetResource()})
+		requireCode(t, err, codes.NotFound)
 
-			// The old session's late calls are refused.
-			_, err = b.client.ReportProgress(t.Context(), &schedulerv1.ReportProgressRequest{AssignmentId: a1.GetAssignment().GetId(),
-				InstanceId: "agent-r", FencingToken: a1.GetAssignment().GetFencingToken(), ReportSeq: 1})
-			requireCode(t, err, codes.Aborted)
-			_, err = b.complete(t.Context(), b1, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
-			requireCode(t, err, codes.Aborted)
+		// The old session's late calls are refused.
+		_, err = b.client.ReportProgress(t.Context(), &schedulerv1.ReportProgressRequest{AssignmentId: a1.GetAssignment().GetId(),
+			InstanceId: "agent-r", FencingToken: a1.GetAssignment().GetFencingToken(), ReportSeq: 1})
+		requireCode(t, err, codes.Aborted)
+		_, err = b.complete(t.Context(), b1, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
+		requireCode(t, err, codes.Aborted)
 
-			log, err := b.client.GetExecutionLog(t.Context(), &schedulerv1.GetExecutionLogRequest{ExecutionId: e.GetId(), Limit: 100,
-				EventTypes: []commonv1.EventType{commonv1.EventType_EVENT_TYPE_TASK_REQUEUED}})
-			require.NoError(t, err)
-			require.Len(t, log.GetEntries(), 2, "both of boot-1's assignments were requeued")
-		})
-	}
+		log, err := b.client.GetExecutionLog(t.Context(), &schedulerv1.GetExecutionLogRequest{ExecutionId: e.GetId(), Limit: 100,
+			EventTypes: []commonv1.EventType{commonv1.EventType_EVENT_TYPE_TASK_REQUEUED}})
+		require.NoError(t, err)
+		require.Len(t, log.GetEntries(), 2, "both of boot-1's assignments were requeued")
+	})
 }
 
 // answeringVerifier is a Verifier server whose n-th Verify answers answer(n).
@@ -221,7 +212,7 @@ func (v *answeringVerifier) Verify(context.Context, *verifierv1.VerifyRequest) (
 	return v.answer(v.calls.Add(1))
 }
 
-func serveVerifier(t *testing.T, v *answeringVerifier) verifierv1.VerifierServiceClient {
+func serveVerifier(t *testing.T, v verifierv1.VerifierServiceServer) verifierv1.VerifierServiceClient {
 	t.Helper()
 	conn := servertest.Serve(t, server.Config{Name: "verifier-test",
 		Services: []server.Service{{Desc: &verifierv1.VerifierService_ServiceDesc, Impl: v}}})
@@ -245,28 +236,25 @@ func logOf(t *testing.T, b *testBundle, id string, types ...commonv1.EventType) 
 // BLOCKED with the Verifier's code and message in the verdict entry, the summary and the status.
 func TestRefusingVerifierEndsTheRunBlockedAtOnce(t *testing.T) {
 	t.Parallel()
-	for name, newStore := range backends {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			v := &answeringVerifier{answer: func(int32) (*verifierv1.VerifyResponse, error) {
-				return nil, status.Error(codes.InvalidArgument, "this verifier allows no local directories")
-			}}
-			b := bundleWith(t, newStore(t), WithVerifier(serveVerifier(t, v)), WithVerifyRetries(5, 10*time.Millisecond))
-			e := b.start(t, b.createList(t, withCriteria("refused")), nil)
-			b.work(t, "agent-1", e.GetId(), succeed)
-			e = b.waitEnded(t, e.GetId())
-			require.Equal(t, commonv1.Outcome_OUTCOME_BLOCKED, e.GetOutcome())
-			require.Equal(t, commonv1.Verdict_VERDICT_BLOCKED, e.GetVerification().GetVerdict())
-			const want = "InvalidArgument: this verifier allows no local directories"
-			require.Contains(t, e.GetVerification().GetBlockReason(), want)
-			require.Contains(t, e.GetStatusMessage(), want)
-			verdicts := logOf(t, b, e.GetId(), commonv1.EventType_EVENT_TYPE_VERDICT)
-			require.Len(t, verdicts, 1)
-			require.Contains(t, verdicts[0].GetMessage(), want)
-			require.Equal(t, int32(1), v.calls.Load(), "a refusal is not retried")
-			require.Empty(t, logOf(t, b, e.GetId(), commonv1.EventType_EVENT_TYPE_WARNING))
-		})
-	}
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		v := &answeringVerifier{answer: func(int32) (*verifierv1.VerifyResponse, error) {
+			return nil, status.Error(codes.InvalidArgument, "this verifier allows no local directories")
+		}}
+		b := bundleWith(t, st, WithVerifier(serveVerifier(t, v)), WithVerifyRetries(5, 10*time.Millisecond))
+		e := b.start(t, b.createList(t, withCriteria("refused")), nil)
+		b.work(t, "agent-1", e.GetId(), succeed)
+		e = b.waitEnded(t, e.GetId())
+		require.Equal(t, commonv1.Outcome_OUTCOME_BLOCKED, e.GetOutcome())
+		require.Equal(t, commonv1.Verdict_VERDICT_BLOCKED, e.GetVerification().GetVerdict())
+		const want = "InvalidArgument: this verifier allows no local directories"
+		require.Contains(t, e.GetVerification().GetBlockReason(), want)
+		require.Contains(t, e.GetStatusMessage(), want)
+		verdicts := logOf(t, b, e.GetId(), commonv1.EventType_EVENT_TYPE_VERDICT)
+		require.Len(t, verdicts, 1)
+		require.Contains(t, verdicts[0].GetMessage(), want)
+		require.Equal(t, int32(1), v.calls.Load(), "a refusal is not retried")
+		require.Empty(t, logOf(t, b, e.GetId(), commonv1.EventType_EVENT_TYPE_WARNING))
+	})
 }
 
 // Defect 5: a Verifier that answers Unavailable is asked again with backoff a bounded number of
@@ -274,13 +262,13 @@ func TestRefusingVerifierEndsTheRunBlockedAtOnce(t *testing.T) {
 // within the tries gives its verdict.
 func TestUnavailableVerifierIsRetriedBoundedThenBlocked(t *testing.T) {
 	t.Parallel()
-	for name, newStore := range backends {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
+	t.Run("Down", func(t *testing.T) {
+		t.Parallel()
+		forEachBackend(t, func(t *testing.T, st store.Store) {
 			down := &answeringVerifier{answer: func(int32) (*verifierv1.VerifyResponse, error) {
 				return nil, status.Error(codes.Unavailable, "connection refused")
 			}}
-			b := bundleWith(t, newStore(t), WithVerifier(serveVerifier(t, down)), WithVerifyRetries(3, 10*time.Millisecond))
+			b := bundleWith(t, st, WithVerifier(serveVerifier(t, down)), WithVerifyRetries(3, 10*time.Millisecond))
 			e := b.start(t, b.createList(t, withCriteria("down")), nil)
 			b.work(t, "agent-1", e.GetId(), succeed)
 			e = b.waitEnded(t, e.GetId())
@@ -291,7 +279,11 @@ func TestUnavailableVerifierIsRetriedBoundedThenBlocked(t *testing.T) {
 			require.Len(t, tries, 2, "each failed try before the last is logged")
 			require.Contains(t, tries[0].GetMessage(), "Unavailable: connection refused (try 1 of 3)")
 			require.Contains(t, tries[1].GetMessage(), "(try 2 of 3)")
-
+		})
+	})
+	t.Run("Recovers", func(t *testing.T) {
+		t.Parallel()
+		forEachBackend(t, func(t *testing.T, st store.Store) {
 			flaky := &answeringVerifier{answer: func(n int32) (*verifierv1.VerifyResponse, error) {
 				if n == 1 {
 					return nil, status.Error(codes.DeadlineExceeded, "slow")
@@ -299,21 +291,22 @@ func TestUnavailableVerifierIsRetriedBoundedThenBlocked(t *testing.T) {
 				return &verifierv1.VerifyResponse{Report: &verifierv1.VerifyReport{Id: "vr_1", Verdict: commonv1.Verdict_VERDICT_CONVERGED,
 					PassCount: 1, CreateTime: timestamppb.Now()}}, nil
 			}}
-			b2 := bundleWith(t, newStore(t), WithVerifier(serveVerifier(t, flaky)), WithVerifyRetries(3, 10*time.Millisecond))
+			b2 := bundleWith(t, st, WithVerifier(serveVerifier(t, flaky)), WithVerifyRetries(3, 10*time.Millisecond))
 			e2 := b2.start(t, b2.createList(t, withCriteria("flaky")), nil)
 			b2.work(t, "agent-1", e2.GetId(), succeed)
 			e2 = b2.waitEnded(t, e2.GetId())
 			require.Equal(t, commonv1.Outcome_OUTCOME_CONVERGED, e2.GetOutcome(), e2.GetStatusMessage())
 			require.Equal(t, int32(2), flaky.calls.Load())
 		})
-	}
+	})
 }
 
 // Defect 9: an agent event's own time is the entry's source_time (GetExecutionLog and
 // WatchExecution), the entry's time stays the store's.
 func TestAgentEventTimeIsTheEntrysSourceTime(t *testing.T) {
 	t.Parallel()
-	forEachRunStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := runBundle(t, st)
 		e := b.start(t, b.createList(t, oneTask("times")), nil)
 		c := b.claim(t, "agent-1", 5*time.Second)
 		require.NotNil(t, c)
@@ -351,7 +344,8 @@ func TestAgentEventTimeIsTheEntrysSourceTime(t *testing.T) {
 // carries its wave number, not only the task assignments'.
 func TestWaveAndIntegrationEntriesCarryTheirWave(t *testing.T) {
 	t.Parallel()
-	forEachRunStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := runBundle(t, st)
 		spec := diamond("waves")
 		spec.Validation = &schedulerv1.ValidationLevels{Codebase: &commonv1.TaskValidation{Command: "true"}}
 		e := b.start(t, b.createList(t, spec), nil)

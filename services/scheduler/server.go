@@ -1,4 +1,20 @@
 // Package scheduler is converge's Scheduler service: see DESIGN.md §1.
+//
+// Where things are:
+//
+//   - server.go: the Server, New and its Options (With...).
+//   - tasklists.go, waves.go: task lists and PlanWaves; executions.go: StartExecution and the
+//     execution RPCs (get, list, pause, resume, cancel, retry, skip); events.go: the log and
+//     WatchExecution.
+//   - options.go: ExecutionOptions defaults, resolved once when an execution is created.
+//   - runner.go: the transaction runner (every state change of an execution) and the engine's rules.
+//   - claim.go: ClaimTask, the lease and capability matching; lease.go: the lease checks;
+//     progress.go: ReportProgress and RecordCheckpoint; complete.go: CompleteTask and requeues.
+//   - barrier.go: the wave barrier, integration and the stop rules.
+//   - driver.go: the leader's background loop; reaper.go: expired leases, stale and restarted
+//     agents; verify.go: Verify Done.
+//   - signal.go: the wake signal of long polls; cache.go: task-list and assignment caches.
+//   - git.go: the git the Scheduler runs; errors.go: gRPC status mapping; ids.go: ids.
 package scheduler
 
 import (
@@ -10,7 +26,6 @@ import (
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
-
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -49,25 +64,76 @@ func New(st store.Store, opts ...Option) *Server {
 
 var _ schedulerv1.SchedulerServiceServer = (*Server)(nil)
 
-// Task lists are in tasklists.go, PlanWaves in waves.go. The RPCs below answer Unimplemented
-// until the rest of the Scheduler issue (#5) builds them.
+// The RPCs below answer Unimplemented until the rest of the Scheduler issue (#5) builds them.
 
-// StartFeatureBuild answers Unimplemented until the Scheduler issue (#5) builds it: the build-feature loop.
+// StartFeatureBuild answers Unimplemented until the build-feature loop is built.
 func (s *Server) StartFeatureBuild(context.Context, *schedulerv1.StartFeatureBuildRequest) (*schedulerv1.StartFeatureBuildResponse, error) {
 	return nil, unimplemented("StartFeatureBuild", "the build-feature loop")
 }
 
-// GetFeatureBuild answers Unimplemented until the Scheduler issue (#5) builds it: the build-feature loop.
+// GetFeatureBuild answers Unimplemented until the build-feature loop is built.
 func (s *Server) GetFeatureBuild(context.Context, *schedulerv1.GetFeatureBuildRequest) (*schedulerv1.GetFeatureBuildResponse, error) {
 	return nil, unimplemented("GetFeatureBuild", "the build-feature loop")
 }
 
-// ListFeatureBuilds answers Unimplemented until the Scheduler issue (#5) builds it: the build-feature loop.
+// ListFeatureBuilds answers Unimplemented until the build-feature loop is built.
 func (s *Server) ListFeatureBuilds(context.Context, *schedulerv1.ListFeatureBuildsRequest) (*schedulerv1.ListFeatureBuildsResponse, error) {
 	return nil, unimplemented("ListFeatureBuilds", "the build-feature loop")
 }
 
-// CancelFeatureBuild answers Unimplemented until the Scheduler issue (#5) builds it: the build-feature loop.
+// CancelFeatureBuild answers Unimplemented until the build-feature loop is built.
 func (s *Server) CancelFeatureBuild(context.Context, *schedulerv1.CancelFeatureBuildRequest) (*schedulerv1.CancelFeatureBuildResponse, error) {
 	return nil, unimplemented("CancelFeatureBuild", "the build-feature loop")
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithVerifier makes the Scheduler ask v for Verify Done after the last wave. Without it an
+// execution whose list has done-criteria ends BLOCKED ("no Verifier configured").
+func WithVerifier(v verifierv1.VerifierServiceClient) Option {
+	return func(s *Server) { s.verifier = v }
+}
+
+// WithWorkDir sets the directory the Scheduler checks run branches out into for the Verifier when
+// the Verifier cannot fetch them itself (a local repository path or a non-http(s) URL; see
+// verifyTarget), and makes empty directories in for runs without a repository (default: the OS
+// temp dir). The Verifier must allow it as a root.
+func WithWorkDir(dir string) Option { return func(s *Server) { s.workDir = dir } }
+
+// WithLogger sets the logger of the background driver.
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithDriverInterval sets how often the leader's driver looks for expired leases, runs to verify
+// and runs past their wall time (default 500 ms).
+func WithDriverInterval(d time.Duration) Option { return func(s *Server) { s.driverEvery = d } }
+
+// WithVerifyRetries sets how many times Verify Done calls a Verifier that answers a retryable
+// error (Unavailable, DeadlineExceeded, Aborted, ResourceExhausted) before the run ends BLOCKED
+// with the last error (default 5), and the first delay between two tries, which doubles up to
+// 30 s (default 1 s). Any other error ends the run BLOCKED at once.
+func WithVerifyRetries(tries int, first time.Duration) Option {
+	return func(s *Server) {
+		s.verifyTries = tries
+		s.verifyBackoff = backoffPolicy{first: first, max: max(first, verifyMaxWait)}
+	}
+}
+
+// WithRegistry lets the reaper ask the Registry for stale agents (ListStaleAgents) and requeue
+// what they hold before their leases run out: a lease is three execution heartbeats (90 s by
+// default), a dead agent is stale after staleAfter (0: 30 s) without a Registry heartbeat. An
+// assignment is only taken back when the Scheduler has not heard from its holder for as long
+// either (no claim or report within staleAfter), so an agent cut off from the Registry alone
+// keeps its work while it reports. Before requeueing, the reaper releases the dead agent's file
+// locks in the Registry (the next grant of each has a higher fencing token, so a late write of the
+// dead holder is still refused). Without a Registry, expired leases alone free a dead agent's
+// work.
+func WithRegistry(c registryv1.RegistryServiceClient, staleAfter time.Duration) Option {
+	return func(s *Server) {
+		s.registry = c
+		if staleAfter <= 0 {
+			staleAfter = defaultStaleAfter
+		}
+		s.staleAfter = staleAfter
+	}
 }

@@ -43,13 +43,14 @@ var backends = map[string]func(t *testing.T) store.Store{
 	},
 }
 
-// forEachStore runs test as parallel subtests, one per backend, each with its own bundle.
-func forEachStore(t *testing.T, test func(t *testing.T, b *testBundle)) {
+// forEachBackend runs test as parallel subtests, one per backend, each on a new, migrated
+// store of its own (serve it with setup, runBundle or bundleWith).
+func forEachBackend(t *testing.T, test func(t *testing.T, st store.Store)) {
 	t.Helper()
 	for name, newStore := range backends {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			test(t, setup(t, newStore(t)))
+			test(t, newStore(t))
 		})
 	}
 }

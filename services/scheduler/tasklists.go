@@ -17,6 +17,8 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/ids"
+	"github.com/converge-dev/converge/platform/pagetoken"
 	"github.com/converge-dev/converge/services/scheduler/store"
 	"github.com/converge-dev/converge/services/scheduler/tasklist"
 )
@@ -39,7 +41,7 @@ func (s *Server) CreateTaskList(ctx context.Context, req *schedulerv1.CreateTask
 	}
 	id := req.GetTaskListId()
 	if id == "" {
-		id = newID("tl", time.Now())
+		id = ids.New("tl", time.Now())
 	}
 	tl, err := s.store.CreateTaskList(ctx, id, spec, nil)
 	if err != nil {
@@ -114,7 +116,7 @@ func (s *Server) ImportTaskList(ctx context.Context, req *schedulerv1.ImportTask
 	}
 	id := req.GetTaskListId()
 	if id == "" {
-		id = newID("tl", time.Now())
+		id = ids.New("tl", time.Now())
 	}
 	tl, err := s.store.CreateTaskList(ctx, id, spec, source)
 	if err != nil {
@@ -188,15 +190,18 @@ func (s *Server) GetTaskList(ctx context.Context, req *schedulerv1.GetTaskListRe
 
 // ListTaskLists returns a page of task lists, newest first (BASIC unless asked otherwise).
 func (s *Server) ListTaskLists(ctx context.Context, req *schedulerv1.ListTaskListsRequest) (*schedulerv1.ListTaskListsResponse, error) {
-	after, err := store.DecodeCursor(req.GetPageToken())
+	var after store.Cursor
+	ok, err := pagetoken.Decode(req.GetPageToken(), req, &after)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	q := store.ListTaskListsQuery{
 		PageSize:     int(req.GetPageSize()),
-		After:        after,
 		NameContains: req.GetNameContains(),
 		View:         store.ViewBasic,
+	}
+	if ok {
+		q.After = &after
 	}
 	if q.PageSize == 0 {
 		q.PageSize = defaultPageSize
@@ -208,7 +213,10 @@ func (s *Server) ListTaskLists(ctx context.Context, req *schedulerv1.ListTaskLis
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	res := &schedulerv1.ListTaskListsResponse{NextPageToken: store.EncodeCursor(next)}
+	res := &schedulerv1.ListTaskListsResponse{}
+	if next != nil {
+		res.NextPageToken = pagetoken.Encode(req, next)
+	}
 	for _, tl := range lists {
 		res.TaskLists = append(res.TaskLists, taskListProto(tl))
 	}

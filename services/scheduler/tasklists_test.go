@@ -6,12 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/converge-dev/converge/services/scheduler/store"
+
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/pagetoken"
 	harness "github.com/converge-dev/converge/platform/storetest"
 )
 
@@ -37,7 +40,8 @@ func listCount(t *testing.T, b *testBundle) int {
 
 func TestCreateAndGetTaskList(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		spec := smallList()
 		created, err := b.client.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{Spec: spec, TaskListId: "habits-1"})
 		require.NoError(t, err)
@@ -98,13 +102,14 @@ func TestCreateTaskListRefusesBadLists(t *testing.T) {
 		{"duplicate ids", []*commonv1.Task{task("1.1"), task("1.1")},
 			map[string]string{"spec.tasks[1].id": `duplicate task id "1.1" (first used by tasks[0])`}},
 		{"dot-dot path", []*commonv1.Task{{Id: "1", Title: "x", Files: []*commonv1.FileImpact{{Path: "src/../../etc/passwd"}}}},
-			map[string]string{"spec.tasks[0].files[0].path": "must be a repository-relative path: no leading '/', no '..' segment"}},
+			map[string]string{"spec.tasks[0].files[0].path": "must be a clean repository-relative path, a directory may end with '/': no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes"}},
 		{"absolute path", []*commonv1.Task{{Id: "1", Title: "x", File: "/etc/passwd"}},
-			map[string]string{"spec.tasks[0].file": "must be a repository-relative path: no leading '/', no '..' segment"}},
+			map[string]string{"spec.tasks[0].file": "must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes"}},
 		{"backslash path", []*commonv1.Task{{Id: "1", Title: "x", File: `src\main.go`}},
-			map[string]string{"spec.tasks[0].file": `"src\\main.go" must use "/" separators, not "\"`}},
+			map[string]string{"spec.tasks[0].file": "must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes"}},
 	}
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		for _, c := range cases {
 			_, err := b.client.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{
 				Spec: &schedulerv1.TaskListSpec{Name: "bad", Tasks: c.tasks}, TaskListId: "bad",
@@ -117,7 +122,8 @@ func TestCreateTaskListRefusesBadLists(t *testing.T) {
 
 func TestImportTaskList(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		content := example(t, "habit-tracker.tasks.md")
 		res, err := b.client.ImportTaskList(t.Context(), &schedulerv1.ImportTaskListRequest{
 			Format:     schedulerv1.ImportFormat_IMPORT_FORMAT_TASKS_MD,
@@ -186,7 +192,7 @@ func TestImportTaskListRefusesBadDocuments(t *testing.T) {
 		{"unsafe path", &schedulerv1.ImportTaskListRequest{
 			Format:  schedulerv1.ImportFormat_IMPORT_FORMAT_TASKS_MD,
 			Content: md("# L", "### Task 1: a", "**Files:** `../outside.go`"),
-		}, "content", "line 2: tasks[0].files[0].path: must be a repository-relative path: no leading '/', no '..' segment"},
+		}, "content", "line 2: tasks[0].files[0].path: must be a clean repository-relative path, a directory may end with '/': no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes"},
 		{"yaml unknown dependency", &schedulerv1.ImportTaskListRequest{
 			Format:  schedulerv1.ImportFormat_IMPORT_FORMAT_YAML,
 			Content: []byte("name: l\ntasks:\n  - id: a\n    title: x\n  - id: b\n    title: y\n    depends_on: [zz]\n"),
@@ -202,7 +208,8 @@ func TestImportTaskListRefusesBadDocuments(t *testing.T) {
 			WriteBack:  true,
 		}, "write_back", "status write-back is supported for tasks.md (IMPORT_FORMAT_TASKS_MD) only"},
 	}
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		for _, c := range cases {
 			_, err := b.client.ImportTaskList(t.Context(), c.req)
 			requireViolations(t, err, map[string]string{c.field: c.message})
@@ -213,7 +220,8 @@ func TestImportTaskListRefusesBadDocuments(t *testing.T) {
 
 func TestListTaskLists(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		for i := range 5 {
 			spec := smallList()
 			spec.Name = fmt.Sprintf("Backend %d", i)
@@ -246,13 +254,14 @@ func TestListTaskLists(t *testing.T) {
 		require.Len(t, full.GetTaskLists()[0].GetSpec().GetTasks(), 3)
 
 		_, err = b.client.ListTaskLists(t.Context(), &schedulerv1.ListTaskListsRequest{PageToken: "not-a-token"})
-		requireViolations(t, err, map[string]string{"page_token": "page token is not one this server made"})
+		requireViolations(t, err, map[string]string{"page_token": pagetoken.ReasonMalformed})
 	})
 }
 
 func TestDeleteTaskList(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		_, err := b.client.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{Spec: smallList(), TaskListId: "doomed"})
 		require.NoError(t, err)
 		_, err = b.client.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{Spec: smallList(), TaskListId: "busy"})

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"testing"
 
+	"github.com/converge-dev/converge/services/scheduler/store"
+
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -26,7 +28,8 @@ func waveTasks(res *schedulerv1.PlanWavesResponse) [][]string {
 
 func TestPlanWavesOfAStoredList(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, b *testBundle) {
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := setup(t, st)
 		_, err := b.client.ImportTaskList(t.Context(), &schedulerv1.ImportTaskListRequest{
 			Format:     schedulerv1.ImportFormat_IMPORT_FORMAT_TASKS_MD,
 			Content:    example(t, "habit-tracker.tasks.md"),

@@ -1,12 +1,10 @@
 package verifier
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/converge-dev/converge/platform/grpcerr"
@@ -88,13 +86,9 @@ func preconditionf(format string, args ...any) error {
 	return &preconditionError{msg: fmt.Sprintf(format, args...)}
 }
 
-// pageTokenError is a page token that is malformed or was issued for other filters
-// (InvalidArgument on page_token).
-type pageTokenError struct{ reason string }
-
-func (e *pageTokenError) Error() string { return "page_token: " + e.reason }
-
-// toStatus maps an error of a handler to the status the client gets.
+// toStatus maps a domain error of a handler to the status the client gets. Any other error is
+// returned as it is, for the platform server's one error path (grpcerr.Resolve): a store that
+// cannot answer is Unavailable, a bug Internal with the request id and none of its text.
 func (s *Server) toStatus(err error) error {
 	if err == nil {
 		return nil
@@ -108,16 +102,12 @@ func (s *Server) toStatus(err error) error {
 		noReport *noCompleteReportError
 		other    *reportOfOtherLoopError
 		pre      *preconditionError
-		tok      *pageTokenError
 		exists   *store.IterationExistsError
 		behind   *store.IterationBehindError
 	)
 	switch {
 	case errors.As(err, &bad):
 		return grpcerr.InvalidArgument(bad.Error(), bad.violations...)
-	case errors.As(err, &tok):
-		return grpcerr.InvalidArgument("invalid page_token: "+tok.reason,
-			grpcerr.FieldViolation{Field: "page_token", Description: tok.reason})
 	case errors.As(err, &nf):
 		return grpcerr.NotFound("%s", nf.Error())
 	case errors.As(err, &noReport):
@@ -135,16 +125,6 @@ func (s *Server) toStatus(err error) error {
 		return grpcerr.FailedPrecondition("%s", pre.Error())
 	case errors.Is(err, errBusy):
 		return grpcerr.ResourceExhausted("the verifier already runs its maximum of %d verifications: retry later", s.cfg.maxVerifications)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
 	}
-	// What is left is the store failing (Postgres down) or a bug.
-	pingCtx, cancel := context.WithTimeout(context.Background(), pingTimeout)
-	defer cancel()
-	if perr := s.store.Ping(pingCtx); perr != nil {
-		s.cfg.logger.Warn("store unavailable", "error", err)
-		return grpcerr.Unavailable("the verifier's store is unavailable: retry later")
-	}
-	s.cfg.logger.Error("internal error", "error", err)
-	return status.Error(codes.Internal, "internal error")
+	return err
 }

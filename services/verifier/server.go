@@ -16,6 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/ids"
+	"github.com/converge-dev/converge/platform/pagetoken"
 	"github.com/converge-dev/converge/services/verifier/criteria"
 	"github.com/converge-dev/converge/services/verifier/report"
 	"github.com/converge-dev/converge/services/verifier/store"
@@ -207,19 +209,17 @@ func (s *Server) ListReports(ctx context.Context, req *verifierv1.ListReportsReq
 	if size == 0 {
 		size = defaultPageSize
 	}
-	filter := fingerprint("reports", req.GetLoopKey(), req.GetVerdict().String())
 	q := store.ListQuery{
 		LoopKey: req.GetLoopKey(),
 		Verdict: req.GetVerdict(),
 		Limit:   size + 1,
 		Summary: req.GetView() != verifierv1.ReportView_REPORT_VIEW_FULL,
 	}
-	if tok := req.GetPageToken(); tok != "" {
-		c, err := decodeReportToken(tok, filter)
-		if err != nil {
-			return nil, s.toStatus(err)
-		}
-		q.After = c
+	var after store.Cursor
+	if ok, err := pagetoken.Decode(req.GetPageToken(), req, &after); err != nil {
+		return nil, err
+	} else if ok {
+		q.After = &after
 	}
 	reports, err := s.store.ListReports(ctx, q)
 	if err != nil {
@@ -229,7 +229,7 @@ func (s *Server) ListReports(ctx context.Context, req *verifierv1.ListReportsReq
 	if len(reports) > size {
 		res.Reports = reports[:size]
 		last := res.Reports[size-1]
-		res.NextPageToken = encodeReportToken(filter, last.GetCreateTime().AsTime(), last.GetId())
+		res.NextPageToken = pagetoken.Encode(req, store.Cursor{CreateTime: last.GetCreateTime().AsTime(), ID: last.GetId()})
 	}
 	return res, nil
 }
@@ -297,7 +297,7 @@ func (s *Server) RecordHumanVerdict(ctx context.Context, req *verifierv1.RecordH
 			req.GetCriterionId(), store.ShortName(found.GetTag()), reviewed.GetId()))
 	}
 	hv, err := s.store.InsertHumanVerdict(ctx, &verifierv1.HumanVerdict{
-		Id:          newID("hv", s.cfg.now()),
+		Id:          ids.New("hv", s.cfg.now()),
 		LoopKey:     loopKey,
 		CriterionId: req.GetCriterionId(),
 		Decision:    req.GetDecision(),
@@ -324,14 +324,9 @@ func (s *Server) ListHumanVerdicts(ctx context.Context, req *verifierv1.ListHuma
 	if size == 0 {
 		size = defaultHumanPageSize
 	}
-	filter := fingerprint("human", req.GetLoopKey(), req.GetCriterionId())
 	q := store.HumanQuery{LoopKey: req.GetLoopKey(), CriterionID: req.GetCriterionId(), Limit: size + 1}
-	if tok := req.GetPageToken(); tok != "" {
-		after, err := decodeHumanToken(tok, filter)
-		if err != nil {
-			return nil, s.toStatus(err)
-		}
-		q.AfterID = after
+	if _, err := pagetoken.Decode(req.GetPageToken(), req, &q.AfterID); err != nil {
+		return nil, err
 	}
 	list, err := s.store.ListHumanVerdicts(ctx, q)
 	if err != nil {
@@ -340,7 +335,7 @@ func (s *Server) ListHumanVerdicts(ctx context.Context, req *verifierv1.ListHuma
 	res := &verifierv1.ListHumanVerdictsResponse{HumanVerdicts: list}
 	if len(list) > size {
 		res.HumanVerdicts = list[:size]
-		res.NextPageToken = encodeHumanToken(filter, list[size-1].GetId())
+		res.NextPageToken = pagetoken.Encode(req, list[size-1].GetId())
 	}
 	return res, nil
 }

@@ -20,9 +20,6 @@ import (
 // gitTimeout bounds each git command of a checkout.
 const gitTimeout = 10 * time.Minute
 
-// pingTimeout bounds the store ping that tells a store outage from a bug.
-const pingTimeout = 2 * time.Second
-
 // fullSHA is a commit id as a ref.
 var fullSHA = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 

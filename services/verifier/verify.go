@@ -12,6 +12,7 @@ import (
 
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
 	"github.com/converge-dev/converge/platform/grpcerr"
+	"github.com/converge-dev/converge/platform/ids"
 	"github.com/converge-dev/converge/services/verifier/check"
 	"github.com/converge-dev/converge/services/verifier/criteria"
 	"github.com/converge-dev/converge/services/verifier/report"
@@ -58,7 +59,7 @@ func (s *Server) verify(ctx context.Context, req *verifierv1.VerifyRequest, emit
 	dryRun := req.GetDryRun()
 	reportID := ""
 	if !dryRun {
-		reportID = newID("vr", start)
+		reportID = ids.New("vr", start)
 	}
 	opts := s.checkOptions(req)
 	target, resolved, cleanup := s.resolveTarget(ctx, req.GetTarget(), opts, dryRun)

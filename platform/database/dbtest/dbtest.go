@@ -9,8 +9,10 @@ package dbtest
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -112,4 +114,58 @@ func randomHex(n int) string {
 		panic(fmt.Sprintf("dbtest: crypto/rand: %v", err))
 	}
 	return hex.EncodeToString(b)
+}
+
+// SQL opens a plain database/sql handle on a test database — a Postgres URL from [Postgres] or
+// a SQLite path from [SQLite] — for statements behind a store's back (a table dropped under it,
+// a row edited by hand). It is closed when t ends.
+func SQL(t testing.TB, dialect database.Dialect, dsn string) *sql.DB {
+	t.Helper()
+	var (
+		db  *sql.DB
+		err error
+	)
+	switch dialect {
+	case database.DialectPostgres:
+		db, err = sql.Open("pgx", dsn)
+	case database.DialectSQLite:
+		db, err = database.OpenSQLite(dsn)
+	default:
+		t.Fatalf("dbtest: no dialect %v", dialect)
+	}
+	if err != nil {
+		t.Fatalf("dbtest: open %s: %v", dsn, err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// Opener is a store backend's constructor, as every service's store/postgres.New and
+// store/sqlite.New are: dsn is a Postgres URL or a SQLite path.
+type Opener[T io.Closer] func(ctx context.Context, dsn string, opts ...database.Option) (T, error)
+
+// ForEachDialect runs test once per dialect, as parallel subtests, each on a fresh test
+// database: st is a migrated store opened by pg or lite (and closed when the subtest ends),
+// as the store interface S the test takes; db reaches the same database with plain SQL, for
+// statements behind the store's back.
+func ForEachDialect[S any, P, L io.Closer](t *testing.T, pg Opener[P], lite Opener[L], test func(t *testing.T, dialect database.Dialect, st S, db *sql.DB)) {
+	t.Helper()
+	run := func(dialect database.Dialect, open func(t *testing.T, dsn string) (any, error), dsn func(t testing.TB) string) {
+		t.Run(string(dialect), func(t *testing.T) {
+			t.Parallel()
+			d := dsn(t)
+			opened, err := open(t, d)
+			if err != nil {
+				t.Fatalf("dbtest: open a %s store: %v", dialect, err)
+			}
+			t.Cleanup(func() { _ = opened.(io.Closer).Close() })
+			st, ok := opened.(S)
+			if !ok {
+				t.Fatalf("dbtest: a %T is not a %T", opened, st)
+			}
+			test(t, dialect, st, SQL(t, dialect, d))
+		})
+	}
+	run(database.DialectPostgres, func(t *testing.T, dsn string) (any, error) { return pg(t.Context(), dsn, database.WithMigrate()) }, Postgres)
+	run(database.DialectSQLite, func(t *testing.T, dsn string) (any, error) { return lite(t.Context(), dsn, database.WithMigrate()) }, SQLite)
 }

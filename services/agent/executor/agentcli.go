@@ -36,6 +36,7 @@ func (e *agentCLIExecutor) Run(ctx context.Context, req Request) (Result, error)
 		Env:       e.opts.env(e.spec.GetEnvPassthrough(), req),
 		Timeout:   req.timeout(),
 		OutputCap: req.outputCap(),
+		Groups:    e.opts.groups,
 	}
 	if e.spec.GetPromptMode() == commonv1.PromptMode_PROMPT_MODE_FILE {
 		path, cleanup, err := writePromptFile(req)

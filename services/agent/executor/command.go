@@ -28,6 +28,7 @@ func (e *commandExecutor) Run(ctx context.Context, req Request) (Result, error) 
 		Env:       e.opts.env(e.spec.GetEnvPassthrough(), req),
 		Timeout:   req.timeout(),
 		OutputCap: req.outputCap(),
+		Groups:    e.opts.groups,
 	})
 	out := clean(res.Output, req.outputCap())
 	result := Result{ExitCode: res.ExitCode, Output: out, Duration: res.Duration}

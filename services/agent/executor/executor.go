@@ -161,6 +161,7 @@ type options struct {
 	lookupEnv   func(string) (string, bool)
 	httpClient  *http.Client
 	passthrough []string
+	groups      proc.Recorder
 }
 
 // WithLookupEnv reads the agent's environment through lookup instead of os.LookupEnv: for
@@ -180,6 +181,13 @@ func WithHTTPClient(c *http.Client) Option {
 // the spec's env_passthrough.
 func WithEnvPassthrough(names ...string) Option {
 	return func(o *options) { o.passthrough = append(o.passthrough, names...) }
+}
+
+// WithProcessGroups tells r about the process group of every process New's executors and
+// Validate start (proc.Spec.Groups): the agent records them so that they are killed when it
+// stops, or by the next agent when it was killed.
+func WithProcessGroups(r proc.Recorder) Option {
+	return func(o *options) { o.groups = r }
 }
 
 func newOptions(opts []Option) *options {

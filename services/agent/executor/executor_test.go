@@ -524,7 +524,7 @@ func TestOpenAIUnsafePaths(t *testing.T) {
 
 	f := newFakeOpenAI(t, chat("```\nok\n```", "stop"))
 	e := b.executor(t, openAISpec(f.URL))
-	for _, file := range []string{"../x", "a/../../x", "/etc/x", "escape/x.go", "dangling.go", ".git/hooks/pre-commit", "sub/.GIT/config"} {
+	for _, file := range []string{"../x", "a/../../x", "/etc/x", "escape/x.go", "dangling.go", ".git/hooks/pre-commit", "sub/.GIT/config", "./x.go", "a//x.go", `a\x.go`, "C:x.go", "a\x00.go"} {
 		_, err := e.Run(t.Context(), executor.Request{Dir: b.dir, Task: fileTask(file)})
 		requireCode(t, executor.CodeUnsafePath, err)
 	}

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"path"
 	"strings"
 	"time"
 
@@ -79,7 +78,7 @@ func (e *openAIExecutor) Run(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return finish(err.(*Error))
 	}
-	rel := path.Clean(strings.ReplaceAll(file, "\\", "/"))
+	rel := file // valid: safePath checked it with repopath
 
 	if req.Task.GetAction() == commonv1.TaskAction_TASK_ACTION_DELETE {
 		// Nothing to ask: the task's file goes.

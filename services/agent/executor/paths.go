@@ -6,37 +6,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/converge-dev/converge/platform/repopath"
 )
 
 // safePath resolves the worktree-relative path rel under root and answers the absolute path to
-// write. It refuses (CodeUnsafePath) an absolute path, a ".." segment, a ".git" segment (hooks
-// and config are code), and a path whose existing part leads out of root through a symlink,
-// dangling ones included. The part of rel that does not exist yet is joined as is: creating it
-// cannot leave root.
+// write. It refuses (CodeUnsafePath) a path platform/repopath refuses — absolute, a drive letter
+// or '\', a "..", "." or empty segment, a ".git" segment in any case (hooks and config are code) —
+// and a path whose existing part leads out of root through a symlink, dangling ones included.
+// The part of rel that does not exist yet is joined as is: creating it cannot leave root.
 func safePath(root, rel string) (string, error) {
-	if rel == "" {
-		return "", newError(CodeUnsafePath, "empty path")
+	if err := repopath.Validate(rel); err != nil {
+		return "", newError(CodeUnsafePath, "%q %v", rel, err)
 	}
-	slashed := filepath.ToSlash(rel)
-	if filepath.IsAbs(rel) || strings.HasPrefix(slashed, "/") || filepath.VolumeName(rel) != "" {
-		return "", newError(CodeUnsafePath, "%q is absolute; task paths are relative to the worktree", rel)
-	}
-	var segs []string
-	for _, seg := range strings.Split(slashed, "/") {
-		switch seg {
-		case "", ".":
-			continue
-		case "..":
-			return "", newError(CodeUnsafePath, "%q has a '..' segment", rel)
-		}
-		if strings.EqualFold(seg, ".git") {
-			return "", newError(CodeUnsafePath, "%q is inside .git", rel)
-		}
-		segs = append(segs, seg)
-	}
-	if len(segs) == 0 {
-		return "", newError(CodeUnsafePath, "%q names the worktree itself", rel)
-	}
+	segs := strings.Split(rel, "/")
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err != nil {
 		return "", newError(CodeExecutorFailed, "the worktree %s: %v", root, err)

@@ -57,6 +57,7 @@ func Validate(ctx context.Context, dir string, v *commonv1.TaskValidation, timeo
 		Env:       env,
 		Timeout:   timeout,
 		OutputCap: outputCap,
+		Groups:    o.groups,
 	})
 	want := int(v.GetExpectedExitCode())
 	vr := ValidationResult{

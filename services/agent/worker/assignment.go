@@ -41,7 +41,9 @@ type lease struct {
 
 // event queues an event for the next report.
 func (l *lease) event(t commonv1.EventType, msg string, ctx map[string]any) {
-	ev := &schedulerv1.AgentEvent{EventType: t, Message: truncate(msg, 65536)}
+	// Stamped now, when it happens (the agent's clock): it may reach the Scheduler one heartbeat
+	// interval later.
+	ev := &schedulerv1.AgentEvent{EventType: t, Message: truncate(msg, 65536), Time: now()}
 	if len(msg) == 0 {
 		ev.Message = t.String()
 	}
@@ -166,24 +168,41 @@ type outcome struct {
 // runAssignment does one claimed assignment from lease to CompleteTask.
 func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssignment) {
 	a := ca.GetAssignment()
-	log := w.log.With("assignment", a.GetId(), "execution", a.GetExecutionId(), "task", a.GetTaskId(), "attempt", a.GetAttempt())
+	log := w.log.With("assignment", a.GetId(), "execution", a.GetExecutionId(), "attempt", a.GetAttempt())
+	if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION {
+		log = log.With("wave", a.GetWaveNumber())
+	} else {
+		log = log.With("task", a.GetTaskId())
+	}
 	l := &lease{w: w, ca: ca}
 	w.setState(func(s *Status) {
 		s.State = commonv1.AgentStatus_AGENT_STATUS_RUNNING
 		s.Assignment, s.Task = a, ca.GetTask()
 		s.Claimed++
 	})
-	defer w.setState(func(s *Status) {
-		s.State = commonv1.AgentStatus_AGENT_STATUS_IDLE
-		s.Assignment, s.Task, s.ProgressPercent, s.ProgressMessage = nil, nil, 0, ""
-	})
+	defer func() {
+		w.setState(func(s *Status) {
+			s.State = commonv1.AgentStatus_AGENT_STATUS_IDLE
+			s.Assignment, s.Task, s.ProgressPercent, s.ProgressMessage = nil, nil, 0, ""
+		})
+		w.kick() // the Registry learns at once that the agent is idle again
+	}()
+	// The Registry learns at once that this agent holds work, before the work starts: were the
+	// agent to die now, it is found stale after one stale window, whatever it reported before.
+	if err := w.heartbeat(ctx, commonv1.AgentStatus_AGENT_STATUS_RUNNING, a.GetTaskId()); err != nil && w.replacedErr() == nil {
+		log.Warn("heartbeat after the claim failed; the work goes on", "err", err)
+	}
 
 	// work is cancelled by a CANCEL directive, a lost lease, or a drain deadline.
 	work, stop := context.WithCancel(ctx)
 	defer stop()
 	w.mu.Lock()
 	w.hardStop = stop
+	replaced := w.replaced != nil
 	w.mu.Unlock()
+	if replaced {
+		stop()
+	}
 	defer func() {
 		w.mu.Lock()
 		w.hardStop = nil
@@ -210,6 +229,10 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 			out = w.runTask(work, l)
 		}
 	}()
+	// Whether the work was interrupted (CANCEL directive, lost lease or lock, drain deadline,
+	// shutdown) is read before stop() below, which cancels work in every case: a task that failed
+	// on its own is FAILED with its reason, not CANCELLED (which would requeue it).
+	interrupted := work.Err() != nil
 	stop()
 	<-keeperDone
 
@@ -220,15 +243,19 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 		log.Warn("lease lost: the result is dropped (the task was requeued)", "err", lost)
 		return
 	}
-	if work.Err() != nil && out.result == schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED {
-		// Cancelled after the work succeeded: still report it.
-	} else if work.Err() != nil {
+	if err := w.replacedErr(); err != nil {
+		log.Warn("session replaced: the result is dropped (the newer process's Registry record took the work back)", "result", out.result.String())
+		return
+	}
+	if out.result == schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED {
+		// Done, even if cancelled right after: still report it.
+	} else if interrupted || out.result == schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED {
 		why := cancelled
 		if why == "" {
 			why = "the worker stopped (drain deadline or shutdown)"
 		}
 		out = outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED, tries: out.tries,
-			err: &commonv1.ErrorContext{Code: "CANCELLED", Message: why, TaskId: a.GetTaskId()}}
+			err: &commonv1.ErrorContext{Code: "CANCELLED", Message: why, TaskId: a.GetTaskId(), Timestamp: now()}}
 	}
 	switch out.result {
 	case schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED:

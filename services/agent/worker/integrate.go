@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bmatcuk/doublestar/v4"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/repopath"
 	"github.com/converge-dev/converge/services/agent/executor"
 	"github.com/converge-dev/converge/services/agent/workspace"
 )
@@ -33,7 +33,7 @@ func (w *Worker) integrate(ctx context.Context, l *lease) outcome {
 	if err != nil {
 		return fail("WORKSPACE", err.Error())
 	}
-	defer func() { _ = wt.Remove(context.WithoutCancel(ctx)) }()
+	defer w.removeWorktree(ctx, wt)
 	head := ca.GetBaseCommit()
 	if wt.HasRepository() && len(ca.GetMerges()) > 0 {
 		shas := make([]string, len(ca.GetMerges()))
@@ -78,7 +78,7 @@ func (w *Worker) integrate(ctx context.Context, l *lease) outcome {
 // integration also api and ui when their trigger globs match a path the run changed.
 func (w *Worker) levels(ctx context.Context, ca *schedulerv1.ClaimedAssignment, wt *workspace.Worktree) []*schedulerv1.ValidationLevelResult {
 	v := ca.GetValidation()
-	vtimeout := durationOr(ca.GetOptions().GetAgentConfig().GetValidationTimeout(), defaultValidationTimeout)
+	vtimeout := ca.GetOptions().GetAgentConfig().GetValidationTimeout().AsDuration() // resolved by the Scheduler
 	var out []*schedulerv1.ValidationLevelResult
 	run := func(level schedulerv1.ValidationLevel, tv *commonv1.TaskValidation, why string) bool {
 		r := &schedulerv1.ValidationLevelResult{Level: level}
@@ -92,7 +92,7 @@ func (w *Worker) levels(ctx context.Context, ca *schedulerv1.ClaimedAssignment, 
 			if tv.GetTimeout() != nil {
 				timeout = tv.GetTimeout().AsDuration()
 			}
-			res := executor.Validate(ctx, wt.Dir, tv, timeout, outputCap)
+			res := executor.Validate(ctx, wt.Dir, tv, timeout, outputCap, executor.WithProcessGroups(w.sess.groups))
 			r.Ran, r.Passed, r.ExitCode = true, res.Passed, int32(max(min(res.ExitCode, 255), -1))
 			r.Duration, r.OutputTail, r.Message = durationpb.New(res.Duration), tail(res.Output, 65536), truncate(res.Message, 4096)
 		}
@@ -153,7 +153,7 @@ func (w *Worker) runChanges(ctx context.Context, ca *schedulerv1.ClaimedAssignme
 func anyMatch(globs, paths []string) bool {
 	for _, g := range globs {
 		for _, p := range paths {
-			if ok, _ := doublestar.Match(g, p); ok {
+			if repopath.Match(g, p) {
 				return true
 			}
 		}

@@ -39,14 +39,7 @@ func (w *Worker) RunTask(ctx context.Context, req *agentv1.RunTaskRequest, send 
 	if branch == "" {
 		branch = "converge/task/" + sanitizeTag(t.GetId()) + "-" + hex.EncodeToString(b[:])
 	}
-	ac := req.GetAgentConfig()
-	opts := &schedulerv1.ExecutionOptions{Executor: req.GetExecutor(), AgentConfig: ac, TaskTimeout: ac.GetTaskTimeout()}
-	if ac != nil && ac.MaxRetries != nil {
-		opts.MaxRetries = proto.Int32(ac.GetMaxRetries())
-	}
-	if k := req.GetKnowledge(); k != nil && k.MinConfidence != nil {
-		opts.KnowledgeMinConfidence = proto.Float64(k.GetMinConfidence())
-	}
+	opts := runTaskOptions(req)
 	ca := &schedulerv1.ClaimedAssignment{
 		Assignment: &schedulerv1.Assignment{Id: id, Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK, ExecutionId: id,
 			TaskId: t.GetId(), Attempt: 1, Status: schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_RUNNING},
@@ -75,8 +68,12 @@ func (w *Worker) RunTask(ctx context.Context, req *agentv1.RunTaskRequest, send 
 	l := &lease{w: w, ca: ca}
 	l.local = func(events []*schedulerv1.AgentEvent, percent int32, message string) {
 		for _, ev := range events {
+			at := ev.GetTime()
+			if at == nil {
+				at = timestamppb.Now()
+			}
 			emit(&agentv1.RunTaskResponse{Event: &agentv1.RunTaskResponse_Log{Log: &commonv1.LogEntry{TaskId: t.GetId(),
-				InstanceId: w.cfg.InstanceID, Time: timestamppb.Now(), EventType: ev.GetEventType(), Message: ev.GetMessage(), Context: ev.GetContext()}}})
+				InstanceId: w.cfg.InstanceID, Time: at, SourceTime: at, EventType: ev.GetEventType(), Message: ev.GetMessage(), Context: ev.GetContext()}}})
 		}
 		emit(&agentv1.RunTaskResponse{Event: &agentv1.RunTaskResponse_Progress{Progress: &agentv1.Progress{Percent: percent, Message: message}}})
 	}
@@ -114,4 +111,30 @@ func (w *Worker) RunTask(ctx context.Context, req *agentv1.RunTaskRequest, send 
 		w.setState(func(s *Status) { s.LastError = out.err })
 	}
 	return nil
+}
+
+// runTaskOptions resolves a RunTask request's options with the contract's documented defaults
+// (common.v1.AgentConfig: 3 retries, 300 s task timeout, 120 s validation timeout; knowledge
+// min_confidence 0.6), as the Scheduler resolves an execution's for the tasks it hands out.
+func runTaskOptions(req *agentv1.RunTaskRequest) *schedulerv1.ExecutionOptions {
+	ac := &commonv1.AgentConfig{MaxRetries: proto.Int32(3), TaskTimeout: durationpb.New(300 * time.Second),
+		ValidationTimeout: durationpb.New(120 * time.Second)}
+	if in := req.GetAgentConfig(); in != nil {
+		if in.MaxRetries != nil {
+			ac.MaxRetries = proto.Int32(in.GetMaxRetries())
+		}
+		if in.GetTaskTimeout().AsDuration() > 0 {
+			ac.TaskTimeout = in.GetTaskTimeout()
+		}
+		if in.GetValidationTimeout().AsDuration() > 0 {
+			ac.ValidationTimeout = in.GetValidationTimeout()
+		}
+		ac.HeartbeatInterval = in.GetHeartbeatInterval()
+	}
+	opts := &schedulerv1.ExecutionOptions{Executor: req.GetExecutor(), AgentConfig: ac, TaskTimeout: ac.GetTaskTimeout(),
+		MaxRetries: proto.Int32(ac.GetMaxRetries()), KnowledgeMinConfidence: proto.Float64(0.6)}
+	if k := req.GetKnowledge(); k != nil && k.MinConfidence != nil {
+		opts.KnowledgeMinConfidence = proto.Float64(k.GetMinConfidence())
+	}
+	return opts
 }

@@ -8,26 +8,44 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bmatcuk/doublestar/v4"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/repopath"
 	"github.com/converge-dev/converge/services/agent/executor"
 	"github.com/converge-dev/converge/services/agent/prompt"
 	"github.com/converge-dev/converge/services/agent/workspace"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// Defaults where the claimed options leave something unset.
+// The Scheduler resolves every execution option once (services/scheduler/options.go) and a claim
+// carries them resolved: the worker reads them as they are and fills in nothing. RunTask, which
+// has no Scheduler, resolves its own request (runTaskOptions).
 const (
-	defaultTaskTimeout       = 300 * time.Second
-	defaultValidationTimeout = 120 * time.Second
-	outputCap                = 64 << 10
-	maxGotchasPerFile        = 10
-	lockWait                 = 30 * time.Second
+	outputCap         = 64 << 10
+	maxGotchasPerFile = 10
+	lockWait          = 30 * time.Second
+	// maxTriesCap bounds the tries of one assignment (CompleteTaskRequest.tries).
+	maxTriesCap = 100
 )
+
+// maxTriesOf is how many times the executor runs for one assignment: max_retries + 1.
+func maxTriesOf(opts *schedulerv1.ExecutionOptions) int {
+	return min(max(int(opts.GetMaxRetries()), 0)+1, maxTriesCap)
+}
+
+// unresolved names what a claim's options lack that the Scheduler always resolves.
+func unresolved(opts *schedulerv1.ExecutionOptions) string {
+	switch {
+	case opts.GetTaskTimeout().AsDuration() <= 0:
+		return "options.task_timeout"
+	case opts.GetAgentConfig().GetValidationTimeout().AsDuration() <= 0:
+		return "options.agent_config.validation_timeout"
+	}
+	return ""
+}
 
 // held is one fenced file lock.
 type heldLock struct {
@@ -54,7 +72,7 @@ func targets(t *commonv1.Task) []string {
 }
 
 // isGlob reports whether a target is a pattern.
-func isGlob(p string) bool { return strings.ContainsAny(p, "*?[{") }
+func isGlob(p string) bool { return repopath.IsGlob(p) }
 
 // owns reports whether a changed path belongs to the task's declared targets.
 func owns(t *commonv1.Task, changed string) bool {
@@ -71,7 +89,7 @@ func owns(t *commonv1.Task, changed string) bool {
 				return true
 			}
 		case isGlob(p):
-			if ok, _ := doublestar.Match(p, changed); ok {
+			if repopath.Match(p, changed) {
 				return true
 			}
 		}
@@ -103,7 +121,11 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	}
 	locks, err := w.lockTargets(ctx, ca)
 	l.setLocks(locks, lockTTL(ca))
-	defer func() { w.unlock(ctx, l.heldLocks()) }()
+	defer func() {
+		if w.replacedErr() == nil { // a replaced session's locks were released by the Registry: not ours
+			w.unlock(ctx, l.heldLocks())
+		}
+	}()
 	if err != nil {
 		if ctx.Err() != nil {
 			return outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED}
@@ -121,7 +143,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	keep := false
 	defer func() {
 		if !keep {
-			_ = wt.Remove(context.WithoutCancel(ctx))
+			w.removeWorktree(ctx, wt)
 		}
 	}()
 	cp, err := wt.Checkpoint(ctx, files(t))
@@ -129,17 +151,17 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		return fail("CHECKPOINT", err.Error(), 0)
 	}
 	l.event(commonv1.EventType_EVENT_TYPE_CHECKPOINT_CREATED, "checkpoint at "+short(cp.Commit), map[string]any{"commit": cp.Commit, "files": float64(len(cp.Files))})
-	ex, err := executor.New(ca.GetOptions().GetExecutor())
+	ex, err := executor.New(ca.GetOptions().GetExecutor(), executor.WithProcessGroups(w.sess.groups))
 	if err != nil {
 		return fail("EXECUTOR", err.Error(), 0)
 	}
 	opts := ca.GetOptions()
-	maxTries := int(opts.GetMaxRetries()) + 1
-	if opts.MaxRetries == nil {
-		maxTries = 4
+	if missing := unresolved(opts); missing != "" {
+		return fail("OPTIONS", "the claimed assignment's options are not resolved: "+missing+" is unset", 0)
 	}
-	timeout := durationOr(opts.GetTaskTimeout(), defaultTaskTimeout)
-	vtimeout := durationOr(opts.GetAgentConfig().GetValidationTimeout(), defaultValidationTimeout)
+	maxTries := maxTriesOf(opts)
+	timeout := opts.GetTaskTimeout().AsDuration()
+	vtimeout := opts.GetAgentConfig().GetValidationTimeout().AsDuration()
 	if v := t.GetValidation().GetTimeout(); v != nil {
 		vtimeout = v.AsDuration()
 	}
@@ -147,7 +169,10 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	for _, e := range ca.GetPreviousErrors() {
 		hints = append(hints, fmt.Sprintf("(%s) %s", e.GetCode(), e.GetMessage()))
 	}
-	var last outcome
+	var (
+		last           outcome
+		validationTail string // the last validation's output, for the completion
+	)
 	for try := 1; try <= maxTries; try++ {
 		if ctx.Err() != nil {
 			return outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED, tries: int32(try - 1)}
@@ -166,10 +191,10 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 			output = res.Output
 			l.progress(int32(20+60*(try-1)/maxTries+30/maxTries), fmt.Sprintf("validate (try %d/%d)", try, maxTries))
 			if v := t.GetValidation(); strings.TrimSpace(v.GetCommand()) != "" {
-				vr := executor.Validate(ctx, wt.Dir, v, vtimeout, outputCap)
+				vr := executor.Validate(ctx, wt.Dir, v, vtimeout, outputCap, executor.WithProcessGroups(w.sess.groups))
 				l.event(commonv1.EventType_EVENT_TYPE_VALIDATION_RUN, fmt.Sprintf("validation %q: passed=%t exit=%d", v.GetCommand(), vr.Passed, vr.ExitCode),
 					map[string]any{"passed": vr.Passed, "exit_code": float64(vr.ExitCode), "try": float64(try)})
-				last.validationOut = vr.Output
+				validationTail = vr.Output
 				if !vr.Passed {
 					code, why, output = "VALIDATION_FAILED", "validation failed: "+vr.Message, vr.Output
 				}
@@ -189,7 +214,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 			if err != nil {
 				code, why = "COMMIT_FAILED", err.Error()
 			} else {
-				out.validationOut = last.validationOut
+				out.validationOut = validationTail
 				keep = out.commit != "" && ca.GetTaskRef() == "" // unpushed commits are never deleted
 				w.setState(func(s *Status) { s.ConsecutiveFailures = 0 })
 				return out
@@ -197,8 +222,12 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		}
 		// Failure: roll back to the checkpoint and retry with the failure as a hint.
 		w.setState(func(s *Status) { s.ConsecutiveFailures++ })
+		if line := lastLine(output); line != "" && !strings.Contains(why, line) {
+			why += ": " + line
+		}
 		last = fail(code, why, int32(try))
 		last.err.StackTrace = tail(output, 65536)
+		last.validationOut = validationTail
 		l.event(commonv1.EventType_EVENT_TYPE_TASK_FAILED, fmt.Sprintf("try %d/%d failed (%s): %s", try, maxTries, code, why),
 			map[string]any{"try": float64(try), "code": code, "output_tail": tail(output, 2048)})
 		if ctx.Err() != nil {
@@ -211,6 +240,17 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		hints = append(hints, fmt.Sprintf("try %d (%s): %s\n%s", try, code, why, tail(output, 4096)))
 	}
 	return last
+}
+
+// lastLine answers the last non-empty line of output, at most 300 bytes: the line that usually
+// says why a command failed.
+func lastLine(output string) string {
+	lines := strings.Split(strings.TrimRight(output, " \t\r\n"), "\n")
+	line := strings.TrimSpace(lines[len(lines)-1])
+	if len(line) > 300 {
+		line = line[:300] + "…"
+	}
+	return strings.ToValidUTF8(line, "\uFFFD")
 }
 
 // finishTask commits the task's changes and pushes the task ref.
@@ -226,15 +266,37 @@ func (w *Worker) finishTask(ctx context.Context, l *lease, wt *workspace.Worktre
 	if err != nil {
 		return out, err
 	}
+	// Only the task's declared files are committed. A task that declares none commits nothing:
+	// the planner cannot tell what it conflicts with, so what it changed is not its to commit.
+	// Whatever is left out is named in a WARNING event and discarded with the worktree.
 	declared := len(targets(t)) > 0
-	var paths []string
+	var paths, stray []string
 	for _, c := range changes {
-		if !declared || owns(t, c.Path) {
+		if declared && owns(t, c.Path) {
 			paths = append(paths, c.Path)
+		} else {
+			stray = append(stray, c.Path)
 		}
 	}
+	if len(stray) > 0 {
+		why := "outside the task's declared files"
+		if !declared {
+			why = "and the task declares no files"
+		}
+		shown := stray[:min(len(stray), 50)]
+		msg := fmt.Sprintf("Task %s changed %d path(s) %s: not committed, discarded: %s", t.GetId(), len(stray), why, strings.Join(shown, ", "))
+		if len(stray) > len(shown) {
+			msg += fmt.Sprintf(", … (%d more)", len(stray)-len(shown))
+		}
+		list := make([]any, len(shown))
+		for i, p := range shown {
+			list[i] = p
+		}
+		l.event(commonv1.EventType_EVENT_TYPE_WARNING, msg, map[string]any{"discarded": list, "discarded_count": float64(len(stray))})
+		w.log.Warn("task changes not committed", "task", t.GetId(), "paths", len(stray), "declared", declared)
+	}
 	if len(paths) == 0 {
-		return out, nil // nothing changed: nothing to commit (e.g. a TEST task)
+		return out, nil // nothing of the task's changed: nothing to commit (e.g. a TEST task)
 	}
 	l.progress(90, "commit")
 	sha, lines, err := wt.Commit(ctx, fmt.Sprintf("Task %s: %s", t.GetId(), t.GetTitle()), paths, identity)
@@ -282,10 +344,16 @@ func (w *Worker) recordDiscoveries(ctx context.Context, l *lease, output string)
 		if line == "" || n >= 20 {
 			continue
 		}
+		a := l.ca.GetAssignment()
 		_, err := w.cfg.Knowledge.RecordItem(ctx, &knowledgev1.RecordItemRequest{Type: typ, Content: truncate(line, 16384),
-			FilePattern: pattern, Tags: []string{"task:" + sanitizeTag(t.GetId())}, Evidence: truncate("task "+t.GetId()+" of "+l.ca.GetAssignment().GetExecutionId(), 16384)})
+			FilePattern: pattern, Tags: []string{taskTag(t.GetId())},
+			Source:   &knowledgev1.Source{ExecutionId: a.GetExecutionId(), TaskId: t.GetId(), AgentId: w.cfg.InstanceID},
+			Evidence: truncate("task "+t.GetId()+" of "+a.GetExecutionId(), 16384)})
 		if err != nil {
-			w.log.Warn("record discovery", "err", err)
+			// Never dropped in silence: the agent's log and the execution's log both say so.
+			w.log.Warn("discovery not recorded", "task", t.GetId(), "pattern", pattern, "err", err)
+			l.event(commonv1.EventType_EVENT_TYPE_WARNING, fmt.Sprintf("%s not recorded in Knowledge: %v", strings.TrimPrefix(typ.String(), "ITEM_TYPE_"), err),
+				map[string]any{"file_pattern": pattern, "type": typ.String(), "content": truncate(line, 1024)})
 			continue
 		}
 		n++
@@ -294,6 +362,13 @@ func (w *Worker) recordDiscoveries(ctx context.Context, l *lease, output string)
 	return n
 }
 
+// taskTag is the Knowledge tag of what a task learned: "task-<id>" in the tags' alphabet
+// (lower-case letters, digits, '.', '_', '-'; at most 64 characters).
+func taskTag(id string) string {
+	return truncate("task-"+sanitizeTag(id), 64)
+}
+
+// sanitizeTag maps s to lower-case letters, digits, '.', '_' and '-'.
 func sanitizeTag(s string) string {
 	return strings.ToLower(strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' {
@@ -364,9 +439,6 @@ func (w *Worker) gotchas(ctx context.Context, ca *schedulerv1.ClaimedAssignment)
 		return nil
 	}
 	minConf := ca.GetOptions().GetKnowledgeMinConfidence()
-	if ca.GetOptions().KnowledgeMinConfidence == nil {
-		minConf = 0.6
-	}
 	var out []prompt.Gotcha
 	seen := map[string]bool{}
 	for _, p := range concrete(targets(ca.GetTask())) {
@@ -391,6 +463,7 @@ func (w *Worker) gotchas(ctx context.Context, ca *schedulerv1.ClaimedAssignment)
 // worktree makes the assignment's workspace: a worktree of the repository at the wave's base, or
 // a scratch directory when the list has no repository.
 func (w *Worker) worktree(ctx context.Context, ca *schedulerv1.ClaimedAssignment, name string) (*workspace.Worktree, error) {
+	w.holdWorktree(name) // before it exists: another process's sweep never takes it
 	repo := ca.GetRepository()
 	if repo == nil {
 		return workspace.Scratch(w.cache.Root(), name)
@@ -447,13 +520,6 @@ func concrete(paths []string) []string {
 		}
 	}
 	return out
-}
-
-func durationOr(d *durationpb.Duration, def time.Duration) time.Duration {
-	if d == nil || d.AsDuration() <= 0 {
-		return def
-	}
-	return d.AsDuration()
 }
 
 func orDefault(s, d string) string {

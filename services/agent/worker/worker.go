@@ -48,6 +48,13 @@ type Config struct {
 	ExecutionID string
 	// ClaimWait is how long one ClaimTask long-polls (default 10 s).
 	ClaimWait time.Duration
+	// HeartbeatInterval is how often the worker heartbeats to the Registry, idle or working
+	// (default and at most 10 s).
+	HeartbeatInterval time.Duration
+	// SessionID is this process's session (boot id), sent in RegisterAgent, every Heartbeat and
+	// every ClaimTask; empty = a new random one ("s-" and 16 hex digits). A newer process
+	// registering the same instance id replaces the session: see Run.
+	SessionID string
 	// Logger; nil = discard.
 	Logger *slog.Logger
 	// StandAlone allows a worker without Scheduler (and Registry) clients: it serves RunTask only
@@ -61,14 +68,23 @@ var DefaultCapabilities = []string{"executor:command", "executor:agent-cli", "ex
 // identity signs the commits agents make.
 var identity = workspace.Identity{Name: "converge-agent", Email: "agent@converge.invalid"}
 
-// registryHeartbeat is how often the worker heartbeats to the Registry while idle.
-const registryHeartbeat = 10 * time.Second
+// registryHeartbeat is how often (at most) the worker heartbeats to the Registry, idle or
+// working; registryCallTimeout bounds one Registry call of the heartbeat loop.
+const (
+	registryHeartbeat   = 10 * time.Second
+	registryCallTimeout = 5 * time.Second
+)
+
+// ErrSessionReplaced is Run's error when the Registry refused a heartbeat with Aborted: a newer
+// process registered the same instance id, and this one must stop.
+var ErrSessionReplaced = errors.New("this agent's session was replaced by a newer process with the same instance id")
 
 // Worker is one agent worker.
 type Worker struct {
 	cfg   Config
 	log   *slog.Logger
 	cache *workspace.Cache
+	sess  *session
 	start time.Time
 
 	drainOnce sync.Once
@@ -77,6 +93,15 @@ type Worker struct {
 	st        Status
 	// hardStop cancels the current work when a drain deadline passes.
 	hardStop context.CancelFunc
+	// stopIdle stops claiming (Run's idle context).
+	stopIdle context.CancelFunc
+	// replaced is set once the session was replaced (ErrSessionReplaced).
+	replaced error
+	// beat asks the heartbeat loop for a heartbeat now (the state changed).
+	beat chan struct{}
+	// hbMu orders heartbeats: each reads the state and sends it before the next reads it, so a
+	// stale IDLE never lands after the RUNNING of a claim.
+	hbMu sync.Mutex
 }
 
 // Status is what GetStatus tells about the worker.
@@ -116,10 +141,13 @@ func New(cfg Config) (*Worker, error) {
 		return nil, errors.New("worker: DataDir is required")
 	}
 	if cfg.InstanceID == "" {
-		host, _ := os.Hostname()
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		cfg.InstanceID = "agent-" + sanitize(host) + "-" + hex.EncodeToString(b[:])
+		cfg.InstanceID = DefaultInstanceID()
+	}
+	if cfg.SessionID == "" {
+		cfg.SessionID = NewSessionID()
+	}
+	if cfg.HeartbeatInterval <= 0 || cfg.HeartbeatInterval > registryHeartbeat {
+		cfg.HeartbeatInterval = registryHeartbeat
 	}
 	if len(cfg.Capabilities) == 0 {
 		cfg.Capabilities = DefaultCapabilities
@@ -135,12 +163,34 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: cfg, log: log.With("instance", cfg.InstanceID), cache: cache, start: time.Now(),
-		drained: make(chan struct{}), st: Status{State: commonv1.AgentStatus_AGENT_STATUS_INITIALIZING}}, nil
+	sess, err := openSession(cache.Root(), cfg.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{cfg: cfg, log: log.With("instance", cfg.InstanceID), cache: cache, sess: sess, start: time.Now(),
+		drained: make(chan struct{}), beat: make(chan struct{}, 1), st: Status{State: commonv1.AgentStatus_AGENT_STATUS_INITIALIZING}}, nil
+}
+
+// DefaultInstanceID is an instance id for an agent given none: "agent-<host>-<8 hex digits>".
+func DefaultInstanceID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "agent-" + sanitize(host) + "-" + hex.EncodeToString(b[:])
+}
+
+// NewSessionID is a new random session (boot id): "s-" and 16 hex digits.
+func NewSessionID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "s-" + hex.EncodeToString(b[:])
 }
 
 // InstanceID is the worker's Registry instance id.
 func (w *Worker) InstanceID() string { return w.cfg.InstanceID }
+
+// SessionID is the worker's session (boot id).
+func (w *Worker) SessionID() string { return w.cfg.SessionID }
 
 // Capabilities are what the worker announces in ClaimTask.
 func (w *Worker) Capabilities() []string { return w.cfg.Capabilities }
@@ -166,15 +216,41 @@ func (w *Worker) setState(fn func(s *Status)) {
 }
 
 // Run works until ctx ends or the worker was drained (Drain, or a DRAIN directive), then
-// tells the Registry it is done. It returns nil on a clean stop.
-func (w *Worker) Run(ctx context.Context) error {
+// tells the Registry it is done: COMPLETED after a clean stop, FAILED when ctx was cancelled
+// with a cause other than context.Canceled (context.WithCancelCause: the process is failing,
+// e.g. its server stopped serving) or Run fails. It returns nil on a clean stop.
+//
+// Right after each claim the Registry is told the agent is RUNNING the task, before the work
+// starts; heartbeats then come every HeartbeatInterval, idle or working. When the Registry
+// refuses a heartbeat with Aborted (a newer process registered the same instance id, a new
+// session), the worker claims nothing more, cancels its work without reporting or releasing
+// anything (what it held is no longer its own) and Run returns an error wrapping
+// ErrSessionReplaced.
+func (w *Worker) Run(ctx context.Context) (err error) {
 	if w.cfg.Scheduler == nil || w.cfg.Registry == nil {
 		return nil
 	}
-	// idle is ctx, also cancelled by Drain: registering and long-polling for work stop at once;
-	// an assignment in progress runs on ctx and finishes.
+	// What a killed earlier process on this data dir left is cleaned up before anything else.
+	if rec, err := w.cleanUpDataDir(ctx); err != nil {
+		w.log.Warn("cleaning up after earlier processes on the data dir", "err", err)
+	} else if len(rec.deadSessions)+len(rec.swept) > 0 {
+		w.log.Info("cleaned up after earlier processes on the data dir", "dead_sessions", rec.deadSessions,
+			"process_groups_killed", len(rec.killed), "worktrees_removed", rec.swept)
+	}
+	// Nothing this process started outlives its Run: executor processes still running are
+	// killed, and the session's record goes.
+	defer func() {
+		if n := w.sess.close(); n > 0 {
+			w.log.Warn("killed process groups still running at stop", "groups", n)
+		}
+	}()
+	// idle is ctx, also cancelled by Drain and by a replaced session: registering and
+	// long-polling for work stop at once; an assignment in progress runs on ctx and finishes.
 	idle, stopIdle := context.WithCancel(ctx)
 	defer stopIdle()
+	w.mu.Lock()
+	w.stopIdle = stopIdle
+	w.mu.Unlock()
 	go func() {
 		select {
 		case <-w.drained:
@@ -183,8 +259,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}()
 	if err := w.register(idle); err != nil {
+		if rerr := w.replacedErr(); rerr != nil {
+			return rerr
+		}
 		if idle.Err() != nil {
-			return nil
+			// Stopped while registering: a registration the Registry recorded but whose answer
+			// was cut off must not stay behind as a live agent.
+			return w.finish(ctx, nil, true)
 		}
 		return err
 	}
@@ -197,24 +278,26 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer func() {
 		stopHB()
 		<-hbDone
-		final := commonv1.AgentStatus_AGENT_STATUS_COMPLETED
-		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_, _ = w.cfg.Registry.Heartbeat(hctx, &registryv1.HeartbeatRequest{InstanceId: w.cfg.InstanceID, Status: final})
-		w.setState(func(s *Status) { s.State = final })
+		if rerr := w.replacedErr(); rerr != nil {
+			// The instance is a newer process's now: its status is not this process's to set.
+			err = rerr
+			w.setState(func(s *Status) { s.State = commonv1.AgentStatus_AGENT_STATUS_FAILED })
+			return
+		}
+		err = w.finish(ctx, err, false)
 	}()
 	w.setState(func(s *Status) { s.State = commonv1.AgentStatus_AGENT_STATUS_IDLE })
+	w.kick()
 	retry := backoff.New()
 	for {
 		select {
-		case <-ctx.Done():
-			return nil
-		case <-w.drained:
+		case <-idle.Done():
 			return nil
 		default:
 		}
 		res, err := w.cfg.Scheduler.ClaimTask(idle, &schedulerv1.ClaimTaskRequest{InstanceId: w.cfg.InstanceID,
-			Capabilities: w.cfg.Capabilities, Wait: durationpb.New(w.cfg.ClaimWait), ExecutionId: w.cfg.ExecutionID})
+			Capabilities: w.cfg.Capabilities, Wait: durationpb.New(w.cfg.ClaimWait), ExecutionId: w.cfg.ExecutionID,
+			SessionId: w.cfg.SessionID})
 		if err != nil {
 			if idle.Err() != nil {
 				return nil
@@ -229,8 +312,50 @@ func (w *Worker) Run(ctx context.Context) error {
 		if res.GetAssignment() == nil {
 			continue
 		}
+		if w.replacedErr() != nil {
+			return nil // claimed by a replaced session: the Scheduler takes it back
+		}
 		w.runAssignment(ctx, res.GetAssignment())
 	}
+}
+
+// finish gives the agent's Registry record its final status and answers Run's error: COMPLETED
+// after a clean stop, FAILED when err is set or ctx was cancelled with another cause than
+// context.Canceled. unsure says the registration may not have been answered (the record, if
+// any, may still be INITIALIZING, from which COMPLETED is reached through RUNNING); a record
+// that does not exist is left so.
+func (w *Worker) finish(ctx context.Context, err error, unsure bool) error {
+	final := commonv1.AgentStatus_AGENT_STATUS_COMPLETED
+	var ec *commonv1.ErrorContext
+	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause
+	}
+	if err != nil {
+		final = commonv1.AgentStatus_AGENT_STATUS_FAILED
+		ec = &commonv1.ErrorContext{Code: "AGENT_STOPPED", Message: truncate(err.Error(), 65536), Timestamp: now()}
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), registryCallTimeout)
+	defer cancel()
+	send := func(st commonv1.AgentStatus) error {
+		_, herr := w.cfg.Registry.Heartbeat(hctx, &registryv1.HeartbeatRequest{InstanceId: w.cfg.InstanceID, Status: st,
+			ErrorContext: ec, SessionId: w.cfg.SessionID})
+		return herr
+	}
+	herr := send(final)
+	if unsure && final == commonv1.AgentStatus_AGENT_STATUS_COMPLETED && status.Code(herr) == codes.FailedPrecondition {
+		if herr = send(commonv1.AgentStatus_AGENT_STATUS_RUNNING); herr == nil {
+			herr = send(final)
+		}
+	}
+	switch {
+	case herr == nil:
+	case unsure && status.Code(herr) == codes.NotFound:
+		// Never registered: nothing to end.
+	default:
+		w.log.Warn("final heartbeat not delivered: the Registry finds the agent stale", "status", final.String(), "err", herr)
+	}
+	w.setState(func(s *Status) { s.State = final; s.LastError = ec })
+	return err
 }
 
 // Drain makes the worker finish its current assignment, claim nothing more and return from Run.
@@ -272,16 +397,24 @@ func (w *Worker) register(ctx context.Context) error {
 	host, _ := os.Hostname()
 	retry := backoff.New()
 	for {
-		_, err := w.cfg.Registry.RegisterAgent(ctx, &registryv1.RegisterAgentRequest{InstanceId: w.cfg.InstanceID,
-			ExecutionId: w.cfg.ExecutionID, AgentType: "build", Host: truncate(host, 256)})
+		res, err := w.cfg.Registry.RegisterAgent(ctx, &registryv1.RegisterAgentRequest{InstanceId: w.cfg.InstanceID,
+			ExecutionId: w.cfg.ExecutionID, AgentType: "build", Host: truncate(fmt.Sprintf("%s pid %d", host, os.Getpid()), 256),
+			SessionId: w.cfg.SessionID})
 		if err == nil || status.Code(err) == codes.AlreadyExists {
+			if old := res.GetReplacedSessionId(); old != "" {
+				w.log.Warn("registered over an earlier process of this instance: its work was taken back",
+					"session", w.cfg.SessionID, "replaced_session", old, "released_locks", len(res.GetReleasedLocks()))
+			}
 			// A registered agent is INITIALIZING; RUNNING (ready to work) is its next legal state,
 			// after which it moves between RUNNING and IDLE.
-			if _, err := w.cfg.Registry.Heartbeat(ctx, &registryv1.HeartbeatRequest{InstanceId: w.cfg.InstanceID,
-				Status: commonv1.AgentStatus_AGENT_STATUS_RUNNING}); err != nil && ctx.Err() == nil {
+			if err := w.heartbeat(ctx, commonv1.AgentStatus_AGENT_STATUS_RUNNING, ""); err != nil && ctx.Err() == nil {
+				if w.replacedErr() != nil {
+					return w.replacedErr()
+				}
 				w.log.Warn("first heartbeat", "err", err)
 			}
 			w.setState(func(s *Status) { s.Registered = true })
+			w.log.Info("registered with the Registry", "session", w.cfg.SessionID)
 			return nil
 		}
 		if c := status.Code(err); c == codes.InvalidArgument || c == codes.PermissionDenied || c == codes.Unauthenticated {
@@ -294,31 +427,92 @@ func (w *Worker) register(ctx context.Context) error {
 	}
 }
 
-// heartbeats tells the Registry the worker is alive until ctx ends.
+// heartbeat sends one heartbeat with the worker's progress and last error, in status st on
+// task (both as the snapshot says when unset). An Aborted answer (the session was replaced)
+// stops the worker: see Run.
+func (w *Worker) heartbeat(ctx context.Context, st commonv1.AgentStatus, task string) error {
+	w.hbMu.Lock()
+	defer w.hbMu.Unlock()
+	s := w.Snapshot()
+	if st == commonv1.AgentStatus_AGENT_STATUS_UNSPECIFIED {
+		st = s.State
+	}
+	if task == "" && s.Task != nil {
+		task = s.Task.GetId()
+	}
+	if st == commonv1.AgentStatus_AGENT_STATUS_INITIALIZING {
+		st = commonv1.AgentStatus_AGENT_STATUS_RUNNING
+	}
+	req := &registryv1.HeartbeatRequest{InstanceId: w.cfg.InstanceID, Status: st, CurrentTaskId: task,
+		ProgressPercent: s.ProgressPercent, ErrorContext: s.LastError, SessionId: w.cfg.SessionID}
+	cctx, cancel := context.WithTimeout(ctx, registryCallTimeout)
+	defer cancel()
+	_, err := w.cfg.Registry.Heartbeat(cctx, req)
+	if err == nil {
+		w.setState(func(s *Status) { s.LastHeartbeat = time.Now() })
+		return nil
+	}
+	if status.Code(err) == codes.Aborted {
+		w.sessionReplaced(err)
+	}
+	return err
+}
+
+// kick asks the heartbeat loop for a heartbeat now.
+func (w *Worker) kick() {
+	select {
+	case w.beat <- struct{}{}:
+	default:
+	}
+}
+
+// heartbeats tells the Registry the worker is alive, every HeartbeatInterval and when kicked,
+// until ctx ends or the session is replaced.
 func (w *Worker) heartbeats(ctx context.Context) {
-	t := time.NewTicker(registryHeartbeat)
+	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
-		s := w.Snapshot()
-		req := &registryv1.HeartbeatRequest{InstanceId: w.cfg.InstanceID, Status: s.State, ProgressPercent: s.ProgressPercent,
-			ErrorContext: s.LastError}
-		if s.Task != nil {
-			req.CurrentTaskId = s.Task.GetId()
-		}
-		if req.Status == commonv1.AgentStatus_AGENT_STATUS_INITIALIZING {
-			req.Status = commonv1.AgentStatus_AGENT_STATUS_RUNNING
-		}
-		if _, err := w.cfg.Registry.Heartbeat(ctx, req); err == nil {
-			w.setState(func(s *Status) { s.LastHeartbeat = time.Now() })
-		} else if ctx.Err() == nil {
+		if err := w.heartbeat(ctx, 0, ""); err != nil && ctx.Err() == nil {
+			if w.replacedErr() != nil {
+				return
+			}
 			w.log.Debug("heartbeat failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-w.beat:
 		}
 	}
+}
+
+// sessionReplaced stops the worker for good: a newer process registered this instance.
+func (w *Worker) sessionReplaced(cause error) {
+	w.mu.Lock()
+	if w.replaced != nil {
+		w.mu.Unlock()
+		return
+	}
+	w.replaced = fmt.Errorf("%w (session %s): %v", ErrSessionReplaced, w.cfg.SessionID, cause)
+	stopIdle, stopWork := w.stopIdle, w.hardStop
+	w.mu.Unlock()
+	w.log.Error("session replaced: a newer process registered this instance id; claiming nothing more, "+
+		"cancelling the current work without reporting or releasing what is no longer ours, and exiting",
+		"session", w.cfg.SessionID, "err", cause)
+	if stopIdle != nil {
+		stopIdle()
+	}
+	if stopWork != nil {
+		stopWork()
+	}
+}
+
+// replacedErr answers the ErrSessionReplaced error once the session was replaced, else nil.
+func (w *Worker) replacedErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.replaced
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

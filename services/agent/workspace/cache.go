@@ -282,3 +282,38 @@ func revParseCommit(ctx context.Context, c gitCmd, ref string) (string, error) {
 	}
 	return strings.TrimSpace(out), nil
 }
+
+// Sweep removes the worktrees and scratch directories of the cache whose directory name keep
+// does not claim: what a process that died (or stopped without cleaning up) left behind. A
+// worktree goes as Worktree.Remove does: one with commits no ref of the mirror (or, after a
+// fetch, of the origin) reaches is kept, with an error wrapping ErrUnpushed; a broken one (its
+// git administrative files gone) is deleted. It answers the names removed and the errors of
+// those it kept.
+func (c *Cache) Sweep(ctx context.Context, keep func(name string) bool) ([]string, error) {
+	var removed []string
+	var errs []error
+	for _, kind := range []string{"worktrees", "scratch"} {
+		entries, err := os.ReadDir(filepath.Join(c.root, kind))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("workspace: sweep: %w", err))
+			continue
+		}
+		for _, e := range entries {
+			if keep != nil && keep(e.Name()) {
+				continue
+			}
+			dir := filepath.Join(c.root, kind, e.Name())
+			if kind == "scratch" || !e.IsDir() {
+				err = os.RemoveAll(dir)
+			} else {
+				err = c.removeLeftover(ctx, dir)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("workspace: sweep %s: %w", dir, err))
+				continue
+			}
+			removed = append(removed, e.Name())
+		}
+	}
+	return removed, errors.Join(errs...)
+}

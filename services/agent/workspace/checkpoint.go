@@ -9,10 +9,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/converge-dev/converge/platform/repopath"
 )
 
 // FileHash is the state of one file in a Checkpoint.
@@ -38,24 +39,9 @@ type Checkpoint struct {
 // cleanRel checks a caller's repository-relative path and returns its clean slash form. It
 // refuses empty, absolute and drive paths, any ".." element, any ".git" element and the root.
 func cleanRel(p string) (string, error) {
-	if p == "" || strings.ContainsRune(p, 0) {
-		return "", fmt.Errorf("workspace: path %q: %w", p, ErrUnsafePath)
-	}
-	if filepath.IsAbs(p) || strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`) || filepath.VolumeName(p) != "" {
-		return "", fmt.Errorf("workspace: path %q is absolute: %w", p, ErrUnsafePath)
-	}
-	s := filepath.ToSlash(p)
-	for _, part := range strings.Split(s, "/") {
-		if part == ".." {
-			return "", fmt.Errorf("workspace: path %q contains '..': %w", p, ErrUnsafePath)
-		}
-		if strings.EqualFold(part, ".git") {
-			return "", fmt.Errorf("workspace: path %q is inside .git: %w", p, ErrUnsafePath)
-		}
-	}
-	c := path.Clean(s)
-	if c == "." {
-		return "", fmt.Errorf("workspace: path %q names the worktree itself: %w", p, ErrUnsafePath)
+	c, err := repopath.Clean(p)
+	if err != nil {
+		return "", fmt.Errorf("workspace: %w: %w", err, ErrUnsafePath)
 	}
 	return c, nil
 }
@@ -192,21 +178,32 @@ func (w *Worktree) Checkpoint(ctx context.Context, paths []string) (Checkpoint, 
 // (untracked files and directories go, nested repositories included; ignored files such as
 // build caches stay). Only this worktree is touched. It then re-hashes cp.Files and returns an
 // error wrapping ErrCheckpointMismatch naming any file that differs, which happens only when the
-// checkpoint was taken with uncommitted changes to it. On a scratch directory it returns
-// ErrNoRepository.
+// checkpoint was taken with uncommitted changes to it. A scratch directory starts empty, and
+// is emptied again: everything in it is deleted, and a file cp records as existing is then a
+// mismatch.
 func (w *Worktree) Restore(ctx context.Context, cp Checkpoint) error {
+	sha := "an empty directory"
 	if w.repo == nil {
-		return ErrNoRepository
-	}
-	sha, err := revParseCommit(ctx, w.cmd(), cp.Commit)
-	if err != nil {
-		return fmt.Errorf("workspace: restore: %w", err)
-	}
-	if _, err := w.git(ctx, "reset", "--quiet", "--hard", sha, "--"); err != nil {
-		return fmt.Errorf("workspace: restore: %w", err)
-	}
-	if _, err := w.git(ctx, "clean", "-ffdq"); err != nil {
-		return fmt.Errorf("workspace: restore: %w", err)
+		entries, err := os.ReadDir(w.Dir)
+		if err != nil {
+			return fmt.Errorf("workspace: restore: %w", err)
+		}
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(w.Dir, e.Name())); err != nil {
+				return fmt.Errorf("workspace: restore: %w", err)
+			}
+		}
+	} else {
+		var err error
+		if sha, err = revParseCommit(ctx, w.cmd(), cp.Commit); err != nil {
+			return fmt.Errorf("workspace: restore: %w", err)
+		}
+		if _, err := w.git(ctx, "reset", "--quiet", "--hard", sha, "--"); err != nil {
+			return fmt.Errorf("workspace: restore: %w", err)
+		}
+		if _, err := w.git(ctx, "clean", "-ffdq"); err != nil {
+			return fmt.Errorf("workspace: restore: %w", err)
+		}
 	}
 	var differ []string
 	for _, want := range cp.Files {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/converge-dev/converge/platform/gitexec"
 )
 
 var (
@@ -62,26 +64,8 @@ func (e *ConflictError) Unwrap() error { return ErrConflict }
 
 // GitError is a git command that failed: its arguments (without the -c options every command
 // gets), the directory it ran in, its exit code (-1 when it did not run or was killed) and its
-// standard error.
-type GitError struct {
-	Args     []string
-	Dir      string
-	ExitCode int
-	Stderr   string
-	Err      error
-}
-
-// Error is "git <args>: <cause>: <stderr>".
-func (e *GitError) Error() string {
-	msg := "git " + strings.Join(e.Args, " ") + ": " + e.Err.Error()
-	if s := strings.TrimSpace(e.Stderr); s != "" {
-		msg += ": " + s
-	}
-	return msg
-}
-
-// Unwrap returns the underlying exec error (or the context's error when it was cancelled).
-func (e *GitError) Unwrap() error { return e.Err }
+// standard error (platform/gitexec's error).
+type GitError = gitexec.Error
 
 // exitCode returns the exit code of a *GitError in err, or -1.
 func exitCode(err error) int {

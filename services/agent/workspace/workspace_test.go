@@ -183,7 +183,11 @@ func TestCheckpointRestore(t *testing.T) {
 	b := setup(t)
 	w := b.worktree(t, "cp")
 	writeFile(t, w.Dir, "build.cache", "ignored cache\n")
-	paths := []string{"src/a.go", "README.md", "src/new.go", "./docs//guide.md"}
+	paths := []string{"src/a.go", "README.md", "src/new.go", "docs/guide.md"}
+
+	// Paths are checked by platform/repopath: an unclean one is refused, never rewritten.
+	_, err := w.Checkpoint(b.ctx, []string{"./docs//guide.md"})
+	require.ErrorIs(t, err, ErrUnsafePath)
 
 	cp, err := w.Checkpoint(b.ctx, paths)
 	require.NoError(t, err)
@@ -553,7 +557,16 @@ func TestScratch(t *testing.T) {
 
 	_, err = w.Head(ctx)
 	require.ErrorIs(t, err, ErrNoRepository)
-	require.ErrorIs(t, w.Restore(ctx, cp), ErrNoRepository)
+	writeFile(t, w.Dir, "later/more.txt", "more\n")
+	require.ErrorIs(t, w.Restore(ctx, cp), ErrCheckpointMismatch, "out.txt existed at the checkpoint")
+	entries, err := os.ReadDir(w.Dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "a scratch directory is restored empty")
+	empty, err := w.Checkpoint(ctx, []string{"out.txt"})
+	require.NoError(t, err)
+	writeFile(t, w.Dir, "out.txt", "a failed try\n")
+	require.NoError(t, w.Restore(ctx, empty))
+	require.NoFileExists(t, filepath.Join(w.Dir, "out.txt"))
 	_, err = w.Changes(ctx)
 	require.ErrorIs(t, err, ErrNoRepository)
 	_, _, err = w.Commit(ctx, "m", []string{"out.txt"}, agentID)

@@ -79,6 +79,9 @@ func (w *Worktree) git(ctx context.Context, args ...string) (string, error) {
 // maxNameLen bounds a sanitized worktree name.
 const maxNameLen = 80
 
+// WorktreeName is the directory name AddWorktree and Scratch give a worktree asked for by name.
+func WorktreeName(name string) string { return sanitizeName(name) }
+
 // sanitizeName maps name to one path element of [A-Za-z0-9._-], not starting with '.' or '-'.
 // A name that had to change gets a hash of the original appended, so distinct names stay
 // distinct ("ex/1" and "ex-1" do not collide).
@@ -163,8 +166,8 @@ func (c *Cache) removeLeftover(ctx context.Context, dir string) error {
 
 // Scratch makes an empty plain directory <root>/scratch/<sanitized name> for a task list without
 // a repository, deleting whatever a previous attempt left there. On the returned Worktree,
-// Checkpoint records file hashes with an empty Commit, Remove deletes the directory, and every
-// other git method returns ErrNoRepository.
+// Checkpoint records file hashes with an empty Commit, Restore empties the directory, Remove
+// deletes it, and every other git method returns ErrNoRepository.
 func Scratch(root, name string) (*Worktree, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {

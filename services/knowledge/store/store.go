@@ -20,7 +20,6 @@ import (
 
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/services/knowledge/confidence"
-	"github.com/converge-dev/converge/services/knowledge/globpath"
 )
 
 // Service is the name the Knowledge's migrations are recorded under (version table
@@ -48,7 +47,7 @@ func Migrations(d database.Dialect) fs.FS {
 }
 
 // Store is the Knowledge's durable state. Every backend implements all of it and passes
-// ./storetest. Paths and patterns given to a store are normalised already (../globpath); the
+// ./storetest. Paths and patterns given to a store are valid already (platform/repopath); the
 // store derives a pattern's index keys itself ([NewRow]). Times are passed in by the caller (the
 // service's injectable clock) and kept to the millisecond on every backend.
 type Store interface {
@@ -70,7 +69,7 @@ type Store interface {
 	List(ctx context.Context, f ListFilter) ([]Item, error)
 	// Candidates returns up to q.Limit candidates in rank order ([Cursor]) after q.After: for a
 	// path, the items whose pattern bucket is one of the path's (a superset of the items whose
-	// pattern matches it: the caller confirms each with globpath.Match); for a pattern, the items
+	// pattern matches it: the caller confirms each with MatchPattern); for a pattern, the items
 	// stored under exactly that pattern; otherwise all items. Every filter of q applies. It never
 	// reads an item of another bucket, and reads each bucket best first. A candidate carries what
 	// deciding on it takes; [Store.Answer] reads the items decided on.
@@ -113,7 +112,7 @@ type Source struct {
 type NewItem struct {
 	Type    Type
 	Content string
-	// FilePattern is a normalised glob (globpath.NormalizePattern).
+	// FilePattern is a valid glob in canonical form (repopath.CleanGlob).
 	FilePattern string
 	Tags        []string
 	// Confidence is the initial confidence, in [0, 1].
@@ -128,7 +127,7 @@ type Item struct {
 	Type        Type
 	Content     string
 	FilePattern string
-	// Specificity is globpath.Specificity of FilePattern.
+	// Specificity is PatternSpecificity of FilePattern.
 	Specificity int32
 	Tags        []string
 	// Confidence is the stored confidence, before decay.
@@ -179,7 +178,7 @@ func (it Item) Cursor() Cursor {
 type ListFilter struct {
 	// Type keeps items of this type; "" keeps all.
 	Type Type
-	// FilePattern keeps items stored under exactly this normalised pattern; "" keeps all.
+	// FilePattern keeps items stored under exactly this pattern; "" keeps all.
 	FilePattern string
 	// BeforeID starts the page after the item with this id (ids below it); 0 starts at the newest.
 	BeforeID int64
@@ -189,10 +188,10 @@ type ListFilter struct {
 
 // CandidateQuery selects [Store.Candidates]. At most one of Path and Pattern is set.
 type CandidateQuery struct {
-	// Path is a normalised concrete path: candidates are the items in its buckets
-	// (globpath.PathBuckets).
+	// Path is a valid concrete path: candidates are the items in its buckets
+	// (PathBuckets).
 	Path string
-	// Pattern is a normalised pattern: candidates are the items stored under exactly it.
+	// Pattern is a canonical pattern: candidates are the items stored under exactly it.
 	Pattern string
 	// Types keeps items of these types; empty keeps all.
 	Types []Type
@@ -214,7 +213,7 @@ type Row struct {
 	NewItem
 	ContentNormalized string
 	ContentHash       string
-	Bucket            globpath.Bucket
+	Bucket            Bucket
 	Specificity       int32
 	Rank              int64
 	// Now is the item's creation, update and confirmation time, to the millisecond.
@@ -233,8 +232,8 @@ func NewRow(it NewItem, now time.Time) Row {
 		NewItem:           it,
 		ContentNormalized: normalized,
 		ContentHash:       hex.EncodeToString(sum[:]),
-		Bucket:            globpath.PatternBucket(it.FilePattern),
-		Specificity:       globpath.Specificity(it.FilePattern),
+		Bucket:            PatternBucket(it.FilePattern),
+		Specificity:       PatternSpecificity(it.FilePattern),
 		Rank:              confidence.Rank(it.Confidence, now),
 		Now:               now,
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/converge-dev/converge/services/registry/paths"
+	"github.com/converge-dev/converge/platform/repopath"
 )
 
 // This file holds what the SQL backends share: the JSON forms of the agent columns and the
@@ -79,18 +79,18 @@ func UnmarshalErrorContext(b []byte) (*ErrorContext, error) {
 }
 
 // MostSpecific answers the candidate whose pattern matches the normalised path p most
-// specifically (paths.MoreSpecific), and false when none matches. Backends fetch the candidates
-// by base (paths.Base among paths.Ancestors(p)) and choose with it.
+// specifically (repopath.MoreSpecific), and false when none matches. Backends fetch the candidates
+// by base (paths.Base among repopath.Ancestors(p)) and choose with it.
 func MostSpecific(candidates []Ownership, p string) (Ownership, bool) {
 	var (
 		best  Ownership
 		found bool
 	)
 	for _, c := range candidates {
-		if !paths.Match(c.Pattern, p) {
+		if !repopath.Match(c.Pattern, p) {
 			continue
 		}
-		if !found || paths.MoreSpecific(c.Pattern, best.Pattern) {
+		if !found || repopath.MoreSpecific(c.Pattern, best.Pattern) {
 			best, found = c, true
 		}
 	}

@@ -63,11 +63,11 @@ type Store interface {
 	// been lost (see package hot), so that its tokens keep increasing.
 	NextLockEpoch(ctx context.Context, name string) (int64, error)
 
-	// SetOwner records that owner owns the normalised pattern (see paths.CleanPattern),
+	// SetOwner records that owner owns the normalised pattern (see repopath.CleanGlob),
 	// replacing the pattern's previous owner, which it answers ("" when the pattern is new).
 	SetOwner(ctx context.Context, pattern, owner string) (own Ownership, previous string, err error)
 	// OwnerOf answers the ownership of the most specific pattern matching the normalised path
-	// p (see paths.MoreSpecific), or a *NotFoundError when no pattern matches.
+	// p (see repopath.MoreSpecific), or a *NotFoundError when no pattern matches.
 	OwnerOf(ctx context.Context, p string) (Ownership, error)
 	// ReleaseOwner removes pattern if owner owns it: a *NotFoundError when there is no such
 	// pattern, a *WrongOwnerError when another owner has it.
@@ -451,10 +451,6 @@ func (e *SessionReplacedError) Error() string {
 }
 
 // UnavailableError: the store could not be reached or was too busy to answer. Backends wrap
-// connection failures, timeouts and lock waits in it; any other error is a bug.
-type UnavailableError struct {
-	Err error
-}
-
-func (e *UnavailableError) Error() string { return "store unavailable: " + e.Err.Error() }
-func (e *UnavailableError) Unwrap() error { return e.Err }
+// connection failures, timeouts and lock waits in it; any other error is a bug. It is
+// platform/database's, so the platform's one error path answers it Unavailable.
+type UnavailableError = database.UnavailableError

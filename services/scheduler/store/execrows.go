@@ -3,12 +3,10 @@ package store
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -96,98 +94,6 @@ type CheckpointRow struct {
 	GitRef          string
 	Files, Metadata string // JSON array, JSON object
 	CreateTime      time.Time
-}
-
-// Enum prefixes: a value's column name is its proto name without the prefix, in lower case.
-const (
-	executionStatusPrefix  = "EXECUTION_STATUS_"
-	executionTriggerPrefix = "EXECUTION_TRIGGER_"
-	outcomePrefix          = "OUTCOME_"
-	waveStatusPrefix       = "WAVE_STATUS_"
-	assignmentKindPrefix   = "ASSIGNMENT_KIND_"
-	assignmentStatusPrefix = "ASSIGNMENT_STATUS_"
-	eventTypePrefix        = "EVENT_TYPE_"
-)
-
-// enumName is the column value of v: its name without prefix, in lower case. An UNSPECIFIED or
-// undefined value is an error.
-func enumName(v protoreflect.Enum, prefix string) (string, error) {
-	d := v.Descriptor().Values().ByNumber(v.Number())
-	if d == nil || v.Number() == 0 {
-		return "", fmt.Errorf("store: %s %d cannot be stored", v.Descriptor().Name(), v.Number())
-	}
-	return strings.ToLower(strings.TrimPrefix(string(d.Name()), prefix)), nil
-}
-
-// enumNumber reads a column value written by enumName.
-func enumNumber(ed protoreflect.EnumDescriptor, prefix, name string) (protoreflect.EnumNumber, error) {
-	d := ed.Values().ByName(protoreflect.Name(prefix + strings.ToUpper(name)))
-	if d == nil {
-		return 0, fmt.Errorf("store: %q is not a %s", name, ed.Name())
-	}
-	return d.Number(), nil
-}
-
-// ExecutionStatusName is the task_list_execution_runs.status value of s.
-func ExecutionStatusName(s schedulerv1.ExecutionStatus) (string, error) {
-	return enumName(s, executionStatusPrefix)
-}
-
-// AssignmentStatusName is the wave_task_assignments.status value of s.
-func AssignmentStatusName(s schedulerv1.AssignmentStatus) (string, error) {
-	return enumName(s, assignmentStatusPrefix)
-}
-
-// AssignmentKindName is the wave_task_assignments.kind value of k.
-func AssignmentKindName(k schedulerv1.AssignmentKind) (string, error) {
-	return enumName(k, assignmentKindPrefix)
-}
-
-// EventTypeName is the task_execution_log.event_type value of t.
-func EventTypeName(t commonv1.EventType) (string, error) {
-	return enumName(t, eventTypePrefix)
-}
-
-// TaskStatusName is the tasks.status value of s; UNSPECIFIED is PENDING.
-func TaskStatusName(s commonv1.TaskStatus) (string, error) {
-	if s != commonv1.TaskStatus_TASK_STATUS_UNSPECIFIED && s.Descriptor().Values().ByNumber(s.Number()) == nil {
-		return "", fmt.Errorf("store: TaskStatus %d cannot be stored", s)
-	}
-	return statusName(s), nil
-}
-
-// names maps names over values, stopping at the first error.
-func names[E any](values []E, name func(E) (string, error)) ([]string, error) {
-	out := make([]string, len(values))
-	for i, v := range values {
-		n, err := name(v)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = n
-	}
-	return out, nil
-}
-
-// ExecutionStatusNames, AssignmentStatusNames and EventTypeNames are the column values of query
-// filters.
-func ExecutionStatusNames(s []schedulerv1.ExecutionStatus) ([]string, error) {
-	return names(s, ExecutionStatusName)
-}
-
-// AssignmentStatusNames: see ExecutionStatusNames.
-func AssignmentStatusNames(s []schedulerv1.AssignmentStatus) ([]string, error) {
-	return names(s, AssignmentStatusName)
-}
-
-// AssignmentKindNames: see ExecutionStatusNames.
-func AssignmentKindNames(k []schedulerv1.AssignmentKind) ([]string, error) {
-	return names(k, AssignmentKindName)
-}
-
-// EventTypeNames: see ExecutionStatusNames.
-func EventTypeNames(t []commonv1.EventType) ([]string, error) {
-	return names(t, EventTypeName)
 }
 
 var (
@@ -650,4 +556,26 @@ func LogPage(rows []LogRow, q LogQuery) ([]*commonv1.LogEntry, bool, error) {
 		out[i] = e
 	}
 	return out, hasMore, nil
+}
+
+// LogRows numbers entries after lastSeq, for execution id at now, and returns their rows. The
+// entries themselves are not changed (see SetEntries).
+func LogRows(id string, lastSeq int64, now time.Time, entries []*commonv1.LogEntry) ([]LogRow, error) {
+	rows := make([]LogRow, len(entries))
+	for i, e := range entries {
+		r, err := EncodeLogEntry(e)
+		if err != nil {
+			return nil, err
+		}
+		r.ExecutionID, r.Seq, r.Time = id, lastSeq+int64(i)+1, now
+		rows[i] = r
+	}
+	return rows, nil
+}
+
+// SetEntries gives entries the seqs, execution and time of their stored rows.
+func SetEntries(entries []*commonv1.LogEntry, rows []LogRow) {
+	for i, e := range entries {
+		e.Seq, e.ExecutionId, e.Time = rows[i].Seq, rows[i].ExecutionID, timestamppb.New(rows[i].Time)
+	}
 }

@@ -1,11 +1,8 @@
 package store
 
 import (
-	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -382,38 +379,6 @@ func statusName(s commonv1.TaskStatus) string {
 
 func statusOf(name string) commonv1.TaskStatus {
 	return commonv1.TaskStatus(commonv1.TaskStatus_value["TASK_STATUS_"+strings.ToUpper(name)])
-}
-
-// EncodeCursor turns a cursor into an opaque page token.
-func EncodeCursor(c *Cursor) string {
-	if c == nil {
-		return ""
-	}
-	raw := "v1|" + strconv.FormatInt(c.CreateTime.UnixNano(), 10) + "|" + c.ID
-	return base64.RawURLEncoding.EncodeToString([]byte(raw))
-}
-
-// ErrBadPageToken is returned by DecodeCursor for a token it did not make.
-var ErrBadPageToken = errors.New("page token is not one this server made")
-
-// DecodeCursor reads a page token made by EncodeCursor; "" is the first page (nil).
-func DecodeCursor(token string) (*Cursor, error) {
-	if token == "" {
-		return nil, nil
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(token)
-	if err != nil {
-		return nil, ErrBadPageToken
-	}
-	parts := strings.SplitN(string(raw), "|", 3)
-	if len(parts) != 3 || parts[0] != "v1" || parts[2] == "" {
-		return nil, ErrBadPageToken
-	}
-	ns, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil {
-		return nil, ErrBadPageToken
-	}
-	return &Cursor{CreateTime: time.Unix(0, ns).UTC(), ID: parts[2]}, nil
 }
 
 func nullable(s string) *string {

@@ -3,9 +3,8 @@ package tasklist
 import (
 	"strings"
 
-	"github.com/bmatcuk/doublestar/v4"
-
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	"github.com/converge-dev/converge/platform/repopath"
 )
 
 // Impact is one path a task touches, resolved: its kind and operation are never UNSPECIFIED.
@@ -28,14 +27,11 @@ func (i Impact) Writes() bool { return i.Operation != commonv1.FileOperation_FIL
 // Node is the path with a directory's trailing "/" removed: the tree node the impact is at.
 func (i Impact) Node() string { return strings.TrimSuffix(i.Path, "/") }
 
-// globMeta are the characters that make a path a doublestar glob.
-const globMeta = "*?[{"
-
 // InferKind is the kind of a path whose kind is not given: a path with glob metacharacters
 // (* ? [ {) is a GLOB, one ending in "/" a DIRECTORY, anything else a FILE.
 func InferKind(path string) commonv1.FileImpactKind {
 	switch {
-	case strings.ContainsAny(path, globMeta):
+	case repopath.IsGlob(path):
 		return commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB
 	case strings.HasSuffix(path, "/"):
 		return commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY
@@ -108,42 +104,22 @@ type impactKey struct {
 }
 
 // CheckPath says what is wrong with a repository-relative path of the given kind (resolved, not
-// UNSPECIFIED), or "" when it is safe. Safe means: not empty; "/" separators only (no
-// backslash); not absolute, no drive letter; no "..", "." or empty segment, so that it cannot
-// leave the repository and names each file one way only; not inside .git; no control
-// characters; and for a GLOB a valid doublestar pattern. A DIRECTORY may end with one "/".
-// Symbolic links inside the repository are checked by the agents, which see the files.
+// UNSPECIFIED), or "" when it is safe: platform/repopath's rules for the kind — a FILE is a valid
+// path, a GLOB a valid glob, a DIRECTORY a valid path that may end with one "/". The kinds are the
+// Scheduler's own; the rules are repopath's, the same in every service. Symbolic links inside the
+// repository are checked by the agents, which see the files.
 func CheckPath(path string, kind commonv1.FileImpactKind) string {
-	switch {
-	case path == "":
-		return "must not be empty"
-	case strings.ContainsFunc(path, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return "must not contain control characters"
-	case strings.Contains(path, `\`):
-		return `must use "/" separators, not "\"`
-	case strings.HasPrefix(path, "/"):
-		return "must be repository-relative, not absolute"
-	case len(path) >= 2 && path[1] == ':' && isASCIILetter(path[0]):
-		return "must be repository-relative, not a drive path"
+	var err error
+	switch kind {
+	case commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB:
+		err = repopath.ValidateGlob(path)
+	case commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY:
+		err = repopath.ValidateDir(path)
+	default:
+		err = repopath.Validate(path)
 	}
-	p := path
-	if kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY {
-		p = strings.TrimSuffix(p, "/")
-	}
-	for i, seg := range strings.Split(p, "/") {
-		switch {
-		case seg == "..":
-			return `must not contain a ".." segment: it would leave the repository`
-		case seg == "." || seg == "":
-			return `must be clean: no "." or empty segments`
-		case i == 0 && seg == ".git":
-			return "must not be inside .git"
-		}
-	}
-	if kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB && !doublestar.ValidatePattern(path) {
-		return "must be a valid doublestar glob"
+	if err != nil {
+		return err.Error()
 	}
 	return ""
 }
-
-func isASCIILetter(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') }

@@ -39,17 +39,6 @@ func (a *assertions) passed() bool {
 	return true
 }
 
-// failed answers the failed assertions.
-func (a *assertions) failed() []*verifierv1.AssertionResult {
-	var out []*verifierv1.AssertionResult
-	for _, r := range a.list {
-		if !r.Passed {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // clean makes s valid UTF-8 (outputs are bytes; protobuf strings must be UTF-8).
 func clean(s string) string {
 	return strings.ToValidUTF8(s, "\uFFFD")

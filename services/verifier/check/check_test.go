@@ -342,7 +342,7 @@ func app(t *testing.T) *httptest.Server {
 		_, _ = io.WriteString(w, strings.Repeat("0123456789", 1000))
 	})
 	mux.HandleFunc("GET /slow", func(w http.ResponseWriter, _ *http.Request) {
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) //nolint:forbidigo // a slow server is what is tested
 		_, _ = io.WriteString(w, "late")
 	})
 	srv := httptest.NewServer(mux)

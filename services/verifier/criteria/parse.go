@@ -76,16 +76,15 @@ var (
 
 // section is a criterion being read.
 type section struct {
-	c           *verifierv1.Criterion
-	level       int
-	line        int      // heading line
-	prose       []string // description lines
-	tagLine     int
-	filesLine   int
-	fixLine     int
-	checkLine   int    // opening fence of the check block, 0 if none
-	checkText   string // its content
-	ignoredLine int    // a HUMAN_VERIFY check block that was ignored
+	c         *verifierv1.Criterion
+	level     int
+	line      int      // heading line
+	prose     []string // description lines
+	tagLine   int
+	filesLine int
+	fixLine   int
+	checkLine int    // opening fence of the check block, 0 if none
+	checkText string // its content
 }
 
 // parser holds the state of one Parse.

@@ -592,11 +592,11 @@ var File_converge_common_v1_task_proto protoreflect.FileDescriptor
 
 const file_converge_common_v1_task_proto_rawDesc = "" +
 	"\n" +
-	"\x1dconverge/common/v1/task.proto\x12\x12converge.common.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\"\xe7\x02\n" +
+	"\x1dconverge/common/v1/task.proto\x12\x12converge.common.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\"\xdb\x04\n" +
 	"\n" +
-	"FileImpact\x12\xcb\x01\n" +
-	"\x04path\x18\x01 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x04path\x12@\n" +
+	"FileImpact\x12\xbf\x03\n" +
+	"\x04path\x18\x01 \x01(\tB\xaa\x03\xbaH\xa6\x03\xba\x01\x9b\x03\n" +
+	"\rpath.relative\x12\xb9\x01must be a clean repository-relative path, a directory may end with '/': no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xcd\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.contains('//') && !this.matches(r'(^|/)(\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\x04path\x12@\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\".converge.common.v1.FileImpactKindB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04kind\x12I\n" +
 	"\toperation\x18\x03 \x01(\x0e2!.converge.common.v1.FileOperationB\b\xbaH\x05\x82\x01\x02\x10\x01R\toperation\"\xdb\x01\n" +
 	"\x0eTaskValidation\x12\"\n" +
@@ -605,14 +605,14 @@ const file_converge_common_v1_task_proto_rawDesc = "" +
 	"\x12expected_exit_code\x18\x03 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\xff\x01(\x00R\x10expectedExitCode\x12E\n" +
 	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationB\x10\xbaH\r\xaa\x01\n" +
-	"\"\x04\b\x80\xa3\x052\x02\b\x01R\atimeout\"\xba\a\n" +
+	"\"\x04\b\x80\xa3\x052\x02\b\x01R\atimeout\"\xf9\b\n" +
 	"\x04Task\x128\n" +
 	"\x02id\x18\x01 \x01(\tB(\xbaH%r#2!^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$R\x02id\x12 \n" +
 	"\x05title\x18\x02 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\x80\x04R\x05title\x12@\n" +
-	"\x06action\x18\x03 \x01(\x0e2\x1e.converge.common.v1.TaskActionB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06action\x12\xc9\x01\n" +
-	"\x04file\x18\x04 \x01(\tB\xb4\x01\xbaH\xb0\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x03\x18\x80\bR\x04file\x12?\n" +
+	"\x06action\x18\x03 \x01(\x0e2\x1e.converge.common.v1.TaskActionB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06action\x12\x88\x03\n" +
+	"\x04file\x18\x04 \x01(\tB\xf3\x02\xbaH\xef\x02\xba\x01\xe6\x02\n" +
+	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x03(\x80\bR\x04file\x12?\n" +
 	"\x05files\x18\x05 \x03(\v2\x1e.converge.common.v1.FileImpactB\t\xbaH\x06\x92\x01\x03\x10\xe8\aR\x05files\x12Q\n" +
 	"\n" +
 	"depends_on\x18\x06 \x03(\tB2\xbaH/\x92\x01,\x10\xe8\a\x18\x01\"%r#2!^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$R\tdependsOn\x12\x1e\n" +

@@ -1332,13 +1332,13 @@ const file_converge_knowledge_v1_knowledge_proto_rawDesc = "" +
 	"\x11last_confirm_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x0flastConfirmTime\x12\x1b\n" +
 	"\thit_count\x18\r \x01(\x03R\bhitCount\x12#\n" +
 	"\rconfirm_count\x18\x0e \x01(\x03R\fconfirmCount\x12!\n" +
-	"\frefute_count\x18\x0f \x01(\x03R\vrefuteCount\"\xc4\x04\n" +
+	"\frefute_count\x18\x0f \x01(\x03R\vrefuteCount\"\x95\b\n" +
 	"\x11RecordItemRequest\x12?\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1f.converge.knowledge.v1.ItemTypeB\n" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x04type\x12%\n" +
-	"\acontent\x18\x02 \x01(\tB\v\xbaH\br\x06\x10\x01(\x80\x80\x01R\acontent\x12\xda\x01\n" +
-	"\ffile_pattern\x18\x03 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\vfilePattern\x12?\n" +
+	"\acontent\x18\x02 \x01(\tB\v\xbaH\br\x06\x10\x01(\x80\x80\x01R\acontent\x12\xab\x05\n" +
+	"\ffile_pattern\x18\x03 \x01(\tB\x87\x05\xbaH\x83\x05\xba\x01\xf8\x04\n" +
+	"\rpath.relative\x12\xff\x01must be a clean repository-relative doublestar glob: no leading or trailing '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment or alternative, classes closed and not empty, braces balanced and not nested, at most 1024 bytes\x1a\xe4\x02this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.contains('//') && !this.endsWith('/') && !this.matches(r'(^|[/{,}])(\\.|\\.\\.|(?i:\\.git))([/{,}]|$)') && this.matches(r'^(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\]|\\{(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\])*\\})*$'))r\x05\x10\x01(\x80\bR\vfilePattern\x12?\n" +
 	"\x04tags\x18\x04 \x03(\tB+\xbaH(\x92\x01%\x10 \x18\x01\"\x1fr\x1d2\x1b^[a-z0-9][a-z0-9._-]{0,63}$R\x04tags\x12<\n" +
 	"\n" +
 	"confidence\x18\x05 \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\xf0?)\x00\x00\x00\x00\x00\x00\x00\x00H\x00R\n" +
@@ -1348,12 +1348,12 @@ const file_converge_knowledge_v1_knowledge_proto_rawDesc = "" +
 	"\v_confidence\"\x85\x01\n" +
 	"\x12RecordItemResponse\x12/\n" +
 	"\x04item\x18\x01 \x01(\v2\x1b.converge.knowledge.v1.ItemR\x04item\x12>\n" +
-	"\aoutcome\x18\x02 \x01(\x0e2$.converge.knowledge.v1.RecordOutcomeR\aoutcome\"\xf9\x05\n" +
-	"\x11QueryItemsRequest\x12\xd6\x01\n" +
-	"\tfile_path\x18\x01 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bH\x00R\bfilePath\x12\xdc\x01\n" +
-	"\ffile_pattern\x18\x02 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bH\x00R\vfilePattern\x12\x12\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2$.converge.knowledge.v1.RecordOutcomeR\aoutcome\"\x89\v\n" +
+	"\x11QueryItemsRequest\x12\x95\x03\n" +
+	"\tfile_path\x18\x01 \x01(\tB\xf5\x02\xbaH\xf1\x02\xba\x01\xe6\x02\n" +
+	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bH\x00R\bfilePath\x12\xad\x05\n" +
+	"\ffile_pattern\x18\x02 \x01(\tB\x87\x05\xbaH\x83\x05\xba\x01\xf8\x04\n" +
+	"\rpath.relative\x12\xff\x01must be a clean repository-relative doublestar glob: no leading or trailing '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment or alternative, classes closed and not empty, braces balanced and not nested, at most 1024 bytes\x1a\xe4\x02this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.contains('//') && !this.endsWith('/') && !this.matches(r'(^|[/{,}])(\\.|\\.\\.|(?i:\\.git))([/{,}]|$)') && this.matches(r'^(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\]|\\{(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\])*\\})*$'))r\x05\x10\x01(\x80\bH\x00R\vfilePattern\x12\x12\n" +
 	"\x03all\x18\x03 \x01(\bH\x00R\x03all\x12H\n" +
 	"\x05types\x18\x04 \x03(\x0e2\x1f.converge.knowledge.v1.ItemTypeB\x11\xbaH\x0e\x92\x01\v\x10\x04\"\a\x82\x01\x04\x10\x01 \x00R\x05types\x12=\n" +
 	"\x04tags\x18\x05 \x03(\tB)\xbaH&\x92\x01#\x10 \"\x1fr\x1d2\x1b^[a-z0-9][a-z0-9._-]{0,63}$R\x04tags\x12>\n" +
@@ -1370,10 +1370,11 @@ const file_converge_knowledge_v1_knowledge_proto_rawDesc = "" +
 	"\x0eGetItemRequest\x12:\n" +
 	"\x02id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x02id\"B\n" +
 	"\x0fGetItemResponse\x12/\n" +
-	"\x04item\x18\x01 \x01(\v2\x1b.converge.knowledge.v1.ItemR\x04item\"\xd0\x01\n" +
+	"\x04item\x18\x01 \x01(\v2\x1b.converge.knowledge.v1.ItemR\x04item\"\xcf\x06\n" +
 	"\x10ListItemsRequest\x12=\n" +
-	"\x04type\x18\x01 \x01(\x0e2\x1f.converge.knowledge.v1.ItemTypeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04type\x12+\n" +
-	"\ffile_pattern\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vfilePattern\x12'\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x1f.converge.knowledge.v1.ItemTypeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04type\x12\xa9\x05\n" +
+	"\ffile_pattern\x18\x02 \x01(\tB\x85\x05\xbaH\x81\x05\xba\x01\xf8\x04\n" +
+	"\rpath.relative\x12\xff\x01must be a clean repository-relative doublestar glob: no leading or trailing '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment or alternative, classes closed and not empty, braces balanced and not nested, at most 1024 bytes\x1a\xe4\x02this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.contains('//') && !this.endsWith('/') && !this.matches(r'(^|[/{,}])(\\.|\\.\\.|(?i:\\.git))([/{,}]|$)') && this.matches(r'^(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\]|\\{(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\])*\\})*$'))r\x03(\x80\bR\vfilePattern\x12'\n" +
 	"\tpage_size\x18\x03 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
 	"\n" +

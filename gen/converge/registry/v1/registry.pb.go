@@ -111,8 +111,8 @@ func (x *Lock) GetExpireTime() *timestamppb.Timestamp {
 // AcquireLockRequest asks for a lock.
 type AcquireLockRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Resource to lock: a repository-relative path with "/" separators, normalised by the server
-	// ("a//b/./c" → "a/b/c"); absolute paths and ".." are refused.
+	// Resource to lock: a clean repository-relative path with "/" separators (no empty, ".", ".."
+	// or ".git" segment, no leading "/", drive letter or backslash), at most 1024 bytes.
 	Resource string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
 	// Who asks, e.g. the agent instance id.
 	Holder string `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
@@ -2086,34 +2086,34 @@ const file_converge_registry_v1_registry_proto_rawDesc = "" +
 	"\x05token\x18\x03 \x01(\x03R\x05token\x12=\n" +
 	"\facquire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vacquireTime\x12;\n" +
 	"\vexpire_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"expireTime\"\xb0\x03\n" +
-	"\x12AcquireLockRequest\x12\xd3\x01\n" +
-	"\bresource\x18\x01 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\bresource\x12B\n" +
+	"expireTime\"\xef\x04\n" +
+	"\x12AcquireLockRequest\x12\x92\x03\n" +
+	"\bresource\x18\x01 \x01(\tB\xf5\x02\xbaH\xf1\x02\xba\x01\xe6\x02\n" +
+	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\bresource\x12B\n" +
 	"\x06holder\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x06holder\x12B\n" +
 	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\x15\xbaH\x12\xc8\x01\x01\xaa\x01\f\"\x03\b\x90\x1c2\x05\x10\x80\xc2\xd7/R\x03ttl\x12<\n" +
 	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationB\r\xbaH\n" +
 	"\xaa\x01\a\"\x03\b\xac\x022\x00R\x04wait\"_\n" +
 	"\x13AcquireLockResponse\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\bR\agranted\x12.\n" +
-	"\x04lock\x18\x02 \x01(\v2\x1a.converge.registry.v1.LockR\x04lock\"\x8f\x03\n" +
-	"\x10RenewLockRequest\x12\xd3\x01\n" +
-	"\bresource\x18\x01 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\bresource\x12B\n" +
+	"\x04lock\x18\x02 \x01(\v2\x1a.converge.registry.v1.LockR\x04lock\"\xce\x04\n" +
+	"\x10RenewLockRequest\x12\x92\x03\n" +
+	"\bresource\x18\x01 \x01(\tB\xf5\x02\xbaH\xf1\x02\xba\x01\xe6\x02\n" +
+	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\bresource\x12B\n" +
 	"\x06holder\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x06holder\x12\x1d\n" +
 	"\x05token\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02 \x00R\x05token\x12B\n" +
 	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationB\x15\xbaH\x12\xc8\x01\x01\xaa\x01\f\"\x03\b\x90\x1c2\x05\x10\x80\xc2\xd7/R\x03ttl\"C\n" +
 	"\x11RenewLockResponse\x12.\n" +
-	"\x04lock\x18\x01 \x01(\v2\x1a.converge.registry.v1.LockR\x04lock\"\xcd\x02\n" +
-	"\x12ReleaseLockRequest\x12\xd3\x01\n" +
-	"\bresource\x18\x01 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\bresource\x12B\n" +
+	"\x04lock\x18\x01 \x01(\v2\x1a.converge.registry.v1.LockR\x04lock\"\x8c\x04\n" +
+	"\x12ReleaseLockRequest\x12\x92\x03\n" +
+	"\bresource\x18\x01 \x01(\tB\xf5\x02\xbaH\xf1\x02\xba\x01\xe6\x02\n" +
+	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\bresource\x12B\n" +
 	"\x06holder\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x06holder\x12\x1d\n" +
 	"\x05token\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02 \x00R\x05token\"\x15\n" +
-	"\x13ReleaseLockResponse\"\xe6\x01\n" +
-	"\x0eGetLockRequest\x12\xd3\x01\n" +
-	"\bresource\x18\x01 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\bresource\"A\n" +
+	"\x13ReleaseLockResponse\"\xa5\x03\n" +
+	"\x0eGetLockRequest\x12\x92\x03\n" +
+	"\bresource\x18\x01 \x01(\tB\xf5\x02\xbaH\xf1\x02\xba\x01\xe6\x02\n" +
+	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\bresource\"A\n" +
 	"\x0fGetLockResponse\x12.\n" +
 	"\x04lock\x18\x01 \x01(\v2\x1a.converge.registry.v1.LockR\x04lock\"\xcd\x01\n" +
 	"\x10ListLocksRequest\x12 \n" +
@@ -2132,22 +2132,22 @@ const file_converge_registry_v1_registry_proto_rawDesc = "" +
 	"\vcreate_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xa7\x02\n" +
-	"\x0fSetOwnerRequest\x12\xd1\x01\n" +
-	"\apattern\x18\x01 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\apattern\x12@\n" +
+	"updateTime\"\xf8\x05\n" +
+	"\x0fSetOwnerRequest\x12\xa2\x05\n" +
+	"\apattern\x18\x01 \x01(\tB\x87\x05\xbaH\x83\x05\xba\x01\xf8\x04\n" +
+	"\rpath.relative\x12\xff\x01must be a clean repository-relative doublestar glob: no leading or trailing '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment or alternative, classes closed and not empty, braces balanced and not nested, at most 1024 bytes\x1a\xe4\x02this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.contains('//') && !this.endsWith('/') && !this.matches(r'(^|[/{,}])(\\.|\\.\\.|(?i:\\.git))([/{,}]|$)') && this.matches(r'^(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\]|\\{(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\])*\\})*$'))r\x05\x10\x01(\x80\bR\apattern\x12@\n" +
 	"\x05owner\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x05owner\"x\n" +
 	"\x10SetOwnerResponse\x12=\n" +
 	"\townership\x18\x01 \x01(\v2\x1f.converge.registry.v1.OwnershipR\townership\x12%\n" +
-	"\x0eprevious_owner\x18\x02 \x01(\tR\rpreviousOwner\"\xdf\x01\n" +
-	"\x0fGetOwnerRequest\x12\xcb\x01\n" +
-	"\x04path\x18\x01 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x04path\"Q\n" +
+	"\x0eprevious_owner\x18\x02 \x01(\tR\rpreviousOwner\"\x9e\x03\n" +
+	"\x0fGetOwnerRequest\x12\x8a\x03\n" +
+	"\x04path\x18\x01 \x01(\tB\xf5\x02\xbaH\xf1\x02\xba\x01\xe6\x02\n" +
+	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\x04path\"Q\n" +
 	"\x10GetOwnerResponse\x12=\n" +
-	"\townership\x18\x01 \x01(\v2\x1f.converge.registry.v1.OwnershipR\townership\"\xab\x02\n" +
-	"\x13ReleaseOwnerRequest\x12\xd1\x01\n" +
-	"\apattern\x18\x01 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\apattern\x12@\n" +
+	"\townership\x18\x01 \x01(\v2\x1f.converge.registry.v1.OwnershipR\townership\"\xfc\x05\n" +
+	"\x13ReleaseOwnerRequest\x12\xa2\x05\n" +
+	"\apattern\x18\x01 \x01(\tB\x87\x05\xbaH\x83\x05\xba\x01\xf8\x04\n" +
+	"\rpath.relative\x12\xff\x01must be a clean repository-relative doublestar glob: no leading or trailing '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment or alternative, classes closed and not empty, braces balanced and not nested, at most 1024 bytes\x1a\xe4\x02this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.contains('//') && !this.endsWith('/') && !this.matches(r'(^|[/{,}])(\\.|\\.\\.|(?i:\\.git))([/{,}]|$)') && this.matches(r'^(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\]|\\{(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\])*\\})*$'))r\x05\x10\x01(\x80\bR\apattern\x12@\n" +
 	"\x05owner\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x05owner\"\x16\n" +
 	"\x14ReleaseOwnerResponse\"\xaa\x01\n" +
 	"\x11ListOwnersRequest\x12C\n" +

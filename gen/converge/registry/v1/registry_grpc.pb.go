@@ -50,7 +50,7 @@ type RegistryServiceClient interface {
 	// store). A grant carries a fencing token that strictly increases per resource, also across a
 	// Redis restart or flush; pass it to every write the lock protects. A holder that already holds
 	// the lock gets it extended with the same token.
-	// Errors: InvalidArgument (resource not a normalised repository-relative path, empty holder, ttl
+	// Errors: InvalidArgument (resource not a clean repository-relative path, empty holder, ttl
 	// or wait out of bounds), Unavailable (store unreachable).
 	AcquireLock(ctx context.Context, in *AcquireLockRequest, opts ...grpc.CallOption) (*AcquireLockResponse, error)
 	// RenewLock extends a held lock to now + ttl. Only the holder with the current token may renew.
@@ -271,7 +271,7 @@ type RegistryServiceServer interface {
 	// store). A grant carries a fencing token that strictly increases per resource, also across a
 	// Redis restart or flush; pass it to every write the lock protects. A holder that already holds
 	// the lock gets it extended with the same token.
-	// Errors: InvalidArgument (resource not a normalised repository-relative path, empty holder, ttl
+	// Errors: InvalidArgument (resource not a clean repository-relative path, empty holder, ttl
 	// or wait out of bounds), Unavailable (store unreachable).
 	AcquireLock(context.Context, *AcquireLockRequest) (*AcquireLockResponse, error)
 	// RenewLock extends a held lock to now + ttl. Only the holder with the current token may renew.

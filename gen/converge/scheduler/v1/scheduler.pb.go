@@ -7716,28 +7716,29 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\xbaH\ar\x05\x10\x01\x18\x80 H\x00R\x04path\x12f\n" +
 	"\x03url\x18\x02 \x01(\tBR\xbaHOrM\x18\x80\x102H^((https?|ssh|git|file)://[^\\s]+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\\s]+)$H\x00R\x03url\x12K\n" +
 	"\bbase_ref\x18\x03 \x01(\tB0\xbaH-r+2)^([A-Za-z0-9_][A-Za-z0-9._/@+-]{0,255})?$R\abaseRefB\x0f\n" +
-	"\x06source\x12\x05\xbaH\x02\b\x01\"\x90\x02\n" +
-	"\x11ConventionsSource\x12\xcb\x01\n" +
-	"\x04path\x18\x01 \x01(\tB\xb6\x01\xbaH\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x04path\x12-\n" +
-	"\bsections\x18\x02 \x03(\tB\x11\xbaH\x0e\x92\x01\v\x10@\"\ar\x05\x10\x01\x18\x80\x02R\bsections\"\xfa\x05\n" +
-	"\x0eProjectContext\x12\xd2\x01\n" +
-	"\tspec_file\x18\x01 \x01(\tB\xb4\x01\xbaH\xb0\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x03\x18\x80\bR\bspecFile\x12\xd4\x01\n" +
+	"\x06source\x12\x05\xbaH\x02\b\x01\"\xcf\x03\n" +
+	"\x11ConventionsSource\x12\x8a\x03\n" +
+	"\x04path\x18\x01 \x01(\tB\xf5\x02\xbaH\xf1\x02\xba\x01\xe6\x02\n" +
+	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\x04path\x12-\n" +
+	"\bsections\x18\x02 \x03(\tB\x11\xbaH\x0e\x92\x01\v\x10@\"\ar\x05\x10\x01\x18\x80\x02R\bsections\"\xb7\n" +
 	"\n" +
-	"tasks_file\x18\x02 \x01(\tB\xb4\x01\xbaH\xb0\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x03\x18\x80\bR\ttasksFile\x12T\n" +
-	"\vconventions\x18\x03 \x03(\v2(.converge.scheduler.v1.ConventionsSourceB\b\xbaH\x05\x92\x01\x02\x10\x10R\vconventions\x12\xe5\x01\n" +
-	"\rcontext_files\x18\x04 \x03(\tB\xbf\x01\xbaH\xbb\x01\x92\x01\xb7\x01\x10 \"\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\fcontextFiles\"\x98\x05\n" +
+	"\x0eProjectContext\x12\x91\x03\n" +
+	"\tspec_file\x18\x01 \x01(\tB\xf3\x02\xbaH\xef\x02\xba\x01\xe6\x02\n" +
+	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x03(\x80\bR\bspecFile\x12\x93\x03\n" +
+	"\n" +
+	"tasks_file\x18\x02 \x01(\tB\xf3\x02\xbaH\xef\x02\xba\x01\xe6\x02\n" +
+	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x03(\x80\bR\ttasksFile\x12T\n" +
+	"\vconventions\x18\x03 \x03(\v2(.converge.scheduler.v1.ConventionsSourceB\b\xbaH\x05\x92\x01\x02\x10\x10R\vconventions\x12\xa4\x03\n" +
+	"\rcontext_files\x18\x04 \x03(\tB\xfe\x02\xbaH\xfa\x02\x92\x01\xf6\x02\x10 \"\xf1\x02\xba\x01\xe6\x02\n" +
+	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\fcontextFiles\"\xba\f\n" +
 	"\x10ValidationLevels\x12>\n" +
 	"\bcodebase\x18\x01 \x01(\v2\".converge.common.v1.TaskValidationR\bcodebase\x124\n" +
-	"\x03api\x18\x02 \x01(\v2\".converge.common.v1.TaskValidationR\x03api\x12\xec\x01\n" +
-	"\x11api_trigger_globs\x18\x03 \x03(\tB\xbf\x01\xbaH\xbb\x01\x92\x01\xb7\x01\x10@\"\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x0fapiTriggerGlobs\x122\n" +
-	"\x02ui\x18\x04 \x01(\v2\".converge.common.v1.TaskValidationR\x02ui\x12\xea\x01\n" +
-	"\x10ui_trigger_globs\x18\x05 \x03(\tB\xbf\x01\xbaH\xbb\x01\x92\x01\xb7\x01\x10@\"\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x0euiTriggerGlobs\"\x91\x03\n" +
+	"\x03api\x18\x02 \x01(\v2\".converge.common.v1.TaskValidationR\x03api\x12\xbd\x05\n" +
+	"\x11api_trigger_globs\x18\x03 \x03(\tB\x90\x05\xbaH\x8c\x05\x92\x01\x88\x05\x10@\"\x83\x05\xba\x01\xf8\x04\n" +
+	"\rpath.relative\x12\xff\x01must be a clean repository-relative doublestar glob: no leading or trailing '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment or alternative, classes closed and not empty, braces balanced and not nested, at most 1024 bytes\x1a\xe4\x02this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.contains('//') && !this.endsWith('/') && !this.matches(r'(^|[/{,}])(\\.|\\.\\.|(?i:\\.git))([/{,}]|$)') && this.matches(r'^(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\]|\\{(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\])*\\})*$'))r\x05\x10\x01(\x80\bR\x0fapiTriggerGlobs\x122\n" +
+	"\x02ui\x18\x04 \x01(\v2\".converge.common.v1.TaskValidationR\x02ui\x12\xbb\x05\n" +
+	"\x10ui_trigger_globs\x18\x05 \x03(\tB\x90\x05\xbaH\x8c\x05\x92\x01\x88\x05\x10@\"\x83\x05\xba\x01\xf8\x04\n" +
+	"\rpath.relative\x12\xff\x01must be a clean repository-relative doublestar glob: no leading or trailing '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment or alternative, classes closed and not empty, braces balanced and not nested, at most 1024 bytes\x1a\xe4\x02this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.contains('//') && !this.endsWith('/') && !this.matches(r'(^|[/{,}])(\\.|\\.\\.|(?i:\\.git))([/{,}]|$)') && this.matches(r'^(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\]|\\{(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\])*\\})*$'))r\x05\x10\x01(\x80\bR\x0euiTriggerGlobs\"\x91\x03\n" +
 	"\fTaskListSpec\x12\x1c\n" +
 	"\x04name\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x04name\x12+\n" +
 	"\vdescription\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\vdescription\x12A\n" +

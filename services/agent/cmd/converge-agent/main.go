@@ -5,8 +5,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -59,6 +62,20 @@ func command() *cobra.Command {
 			if f.scheduler == "" || f.registry == "" {
 				return fmt.Errorf("--scheduler and --registry are required (CONVERGE_SCHEDULER_ADDR, CONVERGE_REGISTRY_ADDR)")
 			}
+			if v := os.Getenv("CONVERGE_AGENT_DRAIN_TIMEOUT"); v != "" && !cmd.Flags().Changed("drain-timeout") {
+				if _, err := time.ParseDuration(v); err != nil {
+					return fmt.Errorf("CONVERGE_AGENT_DRAIN_TIMEOUT %q: want a duration such as 30s", v)
+				}
+			}
+			if f.instanceID == "" {
+				f.instanceID = worker.DefaultInstanceID()
+			}
+			if f.dataDir == "" {
+				// One data dir per instance: two agents on one host never share mirrors, worktrees
+				// or process records, and a restart under the same instance id finds what its
+				// previous process left (and cleans it up).
+				f.dataDir = filepath.Join(".converge", "agent", f.instanceID)
+			}
 			dial := func(addr string) (*grpc.ClientConn, error) { return client.Dial(addr, client.Options{Token: f.token}) }
 			sc, err := dial(f.scheduler)
 			if err != nil {
@@ -85,14 +102,31 @@ func command() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			srv, err := f.NewServer("agent", logger, server.Service{
+				Desc: &agentv1.AgentService_ServiceDesc,
+				Impl: agent.New(agent.WithWorker(w)),
+			})
+			if err != nil {
+				return err
+			}
+			// Bind first: an agent that cannot serve (the port is taken) exits before it registers
+			// or claims anything.
+			var lc net.ListenConfig
+			lis, err := lc.Listen(ctx, "tcp", f.Listen)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w (nothing was registered; --listen 127.0.0.1:0 picks a free port)", f.Listen, err)
+			}
+			logger.Info("agent listening", "addr", lis.Addr().String(), "instance", w.InstanceID(), "session", w.SessionID(), "data_dir", cfg.DataDir)
 			// The worker runs until drained; SIGTERM drains it (the current assignment finishes,
-			// up to --drain-timeout) and then the server stops.
-			workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
-			defer stopWork()
+			// up to --drain-timeout) and then the server stops. When the server fails, the worker
+			// is stopped with that cause and its Registry record ends FAILED.
+			workCtx, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
+			defer stopWork(nil)
 			done := make(chan error, 1)
 			go func() { done <- w.Run(workCtx) }()
 			serveCtx, stopServe := context.WithCancel(context.Background())
 			defer stopServe()
+			workErr := make(chan error, 1)
 			go func() {
 				var err error
 				select {
@@ -104,26 +138,37 @@ func command() *cobra.Command {
 				if err != nil {
 					logger.Error("worker stopped", "err", err)
 				}
+				workErr <- err
 				stopServe()
 			}()
-			return f.Serve(serveCtx, "agent", logger, server.Service{
-				Desc: &agentv1.AgentService_ServiceDesc,
-				Impl: agent.New(agent.WithWorker(w)),
-			})
+			serveErr := srv.Serve(serveCtx, lis)
+			if serveErr != nil {
+				stopWork(fmt.Errorf("the agent's server failed: %w", serveErr))
+				w.Drain(-1)
+			}
+			return errors.Join(serveErr, <-workErr)
 		},
 	}
 	f.Bind(cmd, "127.0.0.1:7075", 0)
 	fl := cmd.Flags()
+	fl.Lookup("listen").Usage = "gRPC listen address; 127.0.0.1:0 picks a free port (the bound address is logged) [CONVERGE_LISTEN]"
 	fl.StringVar(&f.scheduler, "scheduler", envOr("CONVERGE_SCHEDULER_ADDR", ""), "Scheduler address host:port [CONVERGE_SCHEDULER_ADDR]")
 	fl.StringVar(&f.registry, "registry", envOr("CONVERGE_REGISTRY_ADDR", ""), "Registry address host:port [CONVERGE_REGISTRY_ADDR]")
 	fl.StringVar(&f.knowledge, "knowledge", envOr("CONVERGE_KNOWLEDGE_ADDR", ""), "Knowledge address host:port; empty = no gotchas [CONVERGE_KNOWLEDGE_ADDR]")
 	fl.StringVar(&f.token, "token", envOr("CONVERGE_TOKEN", ""), "bearer token sent to the services [CONVERGE_TOKEN]")
-	fl.StringVar(&f.dataDir, "data-dir", envOr("CONVERGE_AGENT_DATA_DIR", ".converge/agent"), "mirror clones and worktrees [CONVERGE_AGENT_DATA_DIR]")
+	fl.StringVar(&f.dataDir, "data-dir", envOr("CONVERGE_AGENT_DATA_DIR", ""), "mirror clones, worktrees and the records of running processes; empty = .converge/agent/<instance-id>, one per instance (two agent processes never share one) [CONVERGE_AGENT_DATA_DIR]")
 	fl.StringVar(&f.instanceID, "instance-id", envOr("CONVERGE_INSTANCE_ID", ""), "agent instance id; empty = agent-<host>-<random> [CONVERGE_INSTANCE_ID]")
-	fl.StringVar(&f.execution, "execution", "", "claim only this execution's assignments")
+	fl.StringVar(&f.execution, "execution", envOr("CONVERGE_AGENT_EXECUTION", ""), "claim only this execution's assignments [CONVERGE_AGENT_EXECUTION]")
 	fl.StringSliceVar(&f.capabilities, "capabilities", splitEnv("CONVERGE_AGENT_CAPABILITIES"), "capabilities announced to the Scheduler; empty = "+strings.Join(worker.DefaultCapabilities, ",")+" [CONVERGE_AGENT_CAPABILITIES]")
-	fl.DurationVar(&f.drainTimeout, "drain-timeout", 0, "on SIGTERM, cancel work still running after this long (0 = let it finish)")
+	fl.DurationVar(&f.drainTimeout, "drain-timeout", envDuration("CONVERGE_AGENT_DRAIN_TIMEOUT"), "on SIGTERM, cancel work still running after this long (0 = let it finish) [CONVERGE_AGENT_DRAIN_TIMEOUT]")
 	return cmd
+}
+
+// envDuration reads a duration variable; an unset or unreadable one is 0 (RunE reports an
+// unreadable one).
+func envDuration(name string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(name))
+	return d
 }
 
 func splitEnv(name string) []string {

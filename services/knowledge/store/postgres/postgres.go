@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/converge-dev/converge/platform/database"
-	"github.com/converge-dev/converge/services/knowledge/globpath"
 	"github.com/converge-dev/converge/services/knowledge/store"
 )
 
@@ -160,7 +159,7 @@ func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store
 			` ORDER BY ` + rankOrder + ` LIMIT ` + limit
 		return s.candidates(ctx, sql, a...)
 	}
-	buckets := globpath.PathBuckets(q.Path)
+	buckets := store.PathBuckets(q.Path)
 	prefixes, exts := make([]string, len(buckets)), make([]string, len(buckets))
 	for i, b := range buckets {
 		prefixes[i], exts[i] = b.Prefix, b.Extension

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/converge-dev/converge/platform/database"
-	"github.com/converge-dev/converge/services/knowledge/globpath"
 	"github.com/converge-dev/converge/services/knowledge/store"
 )
 
@@ -158,7 +157,7 @@ func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store
 	}
 
 	cond := strings.Join(append([]string{"pattern_literal_prefix = ?", "pattern_extension = ?"}, where...), " AND ")
-	buckets := globpath.PathBuckets(q.Path)
+	buckets := store.PathBuckets(q.Path)
 	selects := make([]string, len(buckets))
 	var all []any
 	for i, b := range buckets {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/services/registry/hot"
 	"github.com/converge-dev/converge/services/registry/store"
 )
@@ -365,10 +366,6 @@ func asString(v any) string {
 	return ""
 }
 
-// unavailableReplies are the error replies of a Redis that cannot serve now: loading its data,
-// busy with a script, a replica, a cluster in flux, out of memory.
-var unavailableReplies = []string{"LOADING", "BUSY", "MASTERDOWN", "READONLY", "CLUSTERDOWN", "TRYAGAIN", "OOM", "NOREPLICAS"}
-
 // wrap marks the errors that mean Redis could not serve the request as
 // *store.UnavailableError. Context errors pass unchanged; so do other error replies, which mean
 // a bug (a script that does not run).
@@ -380,12 +377,9 @@ func wrap(err error) error {
 	}
 	var reply redis.Error
 	if errors.As(err, &reply) {
-		for _, p := range unavailableReplies {
-			if strings.HasPrefix(reply.Error(), p) {
-				return &store.UnavailableError{Err: err}
-			}
-		}
-		return err
+		// The replies of a Redis that cannot serve now (LOADING, BUSY, READONLY, OOM...) are
+		// database.IsUnavailable's; the others mean a bug (a script that does not run).
+		return database.MarkUnavailable(err)
 	}
 	// Not a reply: connection refused or reset, a timeout, a closed client or pool. All mean
 	// that Redis could not be reached.

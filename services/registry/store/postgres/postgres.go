@@ -5,14 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/converge-dev/converge/platform/database"
-	"github.com/converge-dev/converge/services/registry/paths"
+	"github.com/converge-dev/converge/platform/repopath"
 	"github.com/converge-dev/converge/services/registry/store"
 )
 
@@ -81,7 +79,7 @@ func (s *Store) SetOwner(ctx context.Context, pattern, owner string) (own store.
 				own, err = scanOwnership(tx.QueryRow(ctx, `
 					INSERT INTO file_ownership (pattern, owner, base) VALUES ($1, $2, $3)
 					ON CONFLICT (pattern) DO NOTHING
-					RETURNING `+ownershipColumns, pattern, owner, paths.Base(pattern)))
+					RETURNING `+ownershipColumns, pattern, owner, repopath.Base(pattern)))
 				if errors.Is(err, pgx.ErrNoRows) {
 					continue
 				}
@@ -95,7 +93,7 @@ func (s *Store) SetOwner(ctx context.Context, pattern, owner string) (own store.
 				UPDATE file_ownership
 				SET owner = $2, base = $3, updated_at = CASE WHEN owner <> $2 THEN now() ELSE updated_at END
 				WHERE pattern = $1
-				RETURNING `+ownershipColumns, pattern, owner, paths.Base(pattern)))
+				RETURNING `+ownershipColumns, pattern, owner, repopath.Base(pattern)))
 			return err
 		}
 	})
@@ -107,7 +105,7 @@ func (s *Store) SetOwner(ctx context.Context, pattern, owner string) (own store.
 
 // OwnerOf fetches the patterns whose base is an ancestor of p and picks the most specific match.
 func (s *Store) OwnerOf(ctx context.Context, p string) (store.Ownership, error) {
-	rows, err := s.Pool().Query(ctx, `SELECT `+ownershipColumns+` FROM file_ownership WHERE base = ANY($1)`, paths.Ancestors(p))
+	rows, err := s.Pool().Query(ctx, `SELECT `+ownershipColumns+` FROM file_ownership WHERE base = ANY($1)`, repopath.Ancestors(p))
 	if err != nil {
 		return store.Ownership{}, wrap(err)
 	}
@@ -474,33 +472,13 @@ func (s *Store) DeleteHeartbeatsBefore(ctx context.Context, cutoff time.Time) (i
 	}
 }
 
-// wrap marks the errors that mean Postgres could not be reached or answer in time as
-// *store.UnavailableError; the others (the store's own, bugs) pass unchanged.
+// wrap marks the errors that mean Postgres could not be reached or answer in time
+// (database.IsUnavailable) as *store.UnavailableError; the others (the store's own, bugs) pass
+// unchanged.
 func wrap(err error) error {
-	var unavailable *store.UnavailableError
-	if err == nil || errors.As(err, &unavailable) {
+	var domainNotFound *store.NotFoundError
+	if errors.As(err, &domainNotFound) {
 		return err
 	}
-	var (
-		domainNotFound *store.NotFoundError
-		connectErr     *pgconn.ConnectError
-		netErr         net.Error
-		pgErr          *pgconn.PgError
-	)
-	switch {
-	case errors.As(err, &domainNotFound), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	case errors.As(err, &connectErr), errors.As(err, &netErr), pgconn.Timeout(err), errors.Is(err, pgx.ErrTxClosed):
-		return &store.UnavailableError{Err: err}
-	case errors.As(err, &pgErr):
-		// Class 08 (connection), 53 (insufficient resources), 57P (operator intervention:
-		// shutdown, cancel), 40 (serialisation failure, deadlock): the request may be retried.
-		if c := pgErr.Code; len(c) >= 2 && (c[:2] == "08" || c[:2] == "53" || c[:2] == "40" || (len(c) >= 3 && c[:3] == "57P")) {
-			return &store.UnavailableError{Err: err}
-		}
-	}
-	if err.Error() == "closed pool" {
-		return &store.UnavailableError{Err: err}
-	}
-	return err
+	return database.MarkUnavailable(err)
 }

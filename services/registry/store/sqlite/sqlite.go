@@ -9,11 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
-
 	"github.com/converge-dev/converge/platform/database"
-	"github.com/converge-dev/converge/services/registry/paths"
+	"github.com/converge-dev/converge/platform/repopath"
 	"github.com/converge-dev/converge/services/registry/store"
 )
 
@@ -123,7 +120,7 @@ func (s *Store) SetOwner(ctx context.Context, pattern, owner string) (own store.
 			ON CONFLICT (pattern) DO UPDATE SET
 				owner = excluded.owner, base = excluded.base,
 				updated_at = CASE WHEN owner <> excluded.owner THEN excluded.updated_at ELSE updated_at END
-			RETURNING `+ownershipColumns, pattern, owner, paths.Base(pattern), nowText))
+			RETURNING `+ownershipColumns, pattern, owner, repopath.Base(pattern), nowText))
 		return err
 	})
 	if err != nil {
@@ -134,7 +131,7 @@ func (s *Store) SetOwner(ctx context.Context, pattern, owner string) (own store.
 
 // OwnerOf fetches the patterns whose base is an ancestor of p and picks the most specific match.
 func (s *Store) OwnerOf(ctx context.Context, p string) (store.Ownership, error) {
-	bases := paths.Ancestors(p)
+	bases := repopath.Ancestors(p)
 	args := make([]any, len(bases))
 	for i, b := range bases {
 		args[i] = b
@@ -593,21 +590,8 @@ func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) 
 }
 
 // wrap marks the errors that mean SQLite could not serve the request now (busy or locked past
-// the busy timeout, a closed database) as *store.UnavailableError; the others pass unchanged.
+// the busy timeout, a closed database: database.IsUnavailable) as *store.UnavailableError; the
+// others pass unchanged.
 func wrap(err error) error {
-	var unavailable *store.UnavailableError
-	if err == nil || errors.As(err, &unavailable) {
-		return err
-	}
-	var sqliteErr *sqlite.Error
-	if errors.As(err, &sqliteErr) {
-		switch sqliteErr.Code() & 0xff {
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return &store.UnavailableError{Err: err}
-		}
-	}
-	if errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "sql: database is closed") {
-		return &store.UnavailableError{Err: err}
-	}
-	return err
+	return database.MarkUnavailable(err)
 }

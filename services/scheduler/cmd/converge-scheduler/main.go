@@ -81,7 +81,7 @@ func command() *cobra.Command {
 	cmd.Flags().StringVar(&registry, "registry", envOr("CONVERGE_REGISTRY_ADDR", ""), "Registry address host:port: the reaper requeues what agents the Registry reports stale hold, before their leases run out; empty = leases alone [CONVERGE_REGISTRY_ADDR]")
 	cmd.Flags().DurationVar(&stale, "stale-after", 30*time.Second, "an agent silent this long to the Registry and to the Scheduler loses its assignments, its Registry locks released first (with --registry) ["+staleAfterEnv+"]")
 	cmd.Flags().StringVar(&token, "token", envOr("CONVERGE_TOKEN", ""), "bearer token sent to the Verifier [CONVERGE_TOKEN]")
-	cmd.Flags().StringVar(&workDir, "work-dir", envOr("CONVERGE_SCHEDULER_WORK_DIR", os.TempDir()), "where run branches of local repositories are checked out for the Verifier (the Verifier must allow it) [CONVERGE_SCHEDULER_WORK_DIR]")
+	cmd.Flags().StringVar(&workDir, "work-dir", envOr("CONVERGE_SCHEDULER_WORK_DIR", os.TempDir()), "where Verify Done checks run branches out for the Verifier when it cannot fetch them itself (local paths, non-http(s) URLs; the Verifier must allow it as a root) [CONVERGE_SCHEDULER_WORK_DIR]")
 	return cmd
 }
 

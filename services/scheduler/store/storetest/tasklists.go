@@ -104,257 +104,267 @@ func requireSameList(t *testing.T, want, got *store.TaskList) {
 	require.Equal(t, w, g)
 }
 
-// runTaskLists is the task-list part of the suite.
-func runTaskLists(t *testing.T, newStore func(t *testing.T) store.Store) {
-	t.Run("CreateAndGet", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		spec := richSpec()
-		created, err := s.CreateTaskList(t.Context(), "tl-rich", spec, nil)
-		require.NoError(t, err)
-		require.Equal(t, "tl-rich", created.ID)
-		require.True(t, proto.Equal(spec, created.Spec), "stored:\n%v\nwant:\n%v", created.Spec, spec)
-		require.Nil(t, created.Source)
-		require.EqualValues(t, 3, created.TaskCount)
-		require.EqualValues(t, 1, created.CompletedTaskCount)
-		require.Empty(t, created.LatestExecutionID)
-		require.Zero(t, created.RunCount)
-		require.False(t, created.CreateTime.IsZero())
-		require.Equal(t, created.CreateTime, created.UpdateTime)
+// taskListTests is the task-list part of the suite.
+var taskListTests = []test{
+	{"CreateAndGet", testTaskListCreateAndGet},
+	{"ImportSource", testTaskListImportSource},
+	{"FileImpacts", testTaskListFileImpacts},
+	{"AlreadyExists", testTaskListAlreadyExists},
+	{"CreateIsAtomic", testTaskListCreateIsAtomic},
+	{"LargeList", testTaskListLargeList},
+	{"NotFound", testTaskListNotFound},
+	{"ListPages", testTaskListListPages},
+	{"ListByName", testTaskListListByName},
+	{"Delete", testTaskListDelete},
+	{"DeleteRefusedWhileActive", testTaskListDeleteRefusedWhileActive},
+}
 
-		got, err := s.GetTaskList(t.Context(), "tl-rich", store.ViewFull)
-		require.NoError(t, err)
-		requireSameList(t, created, got)
+func testTaskListCreateAndGet(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	spec := richSpec()
+	created, err := s.CreateTaskList(t.Context(), "tl-rich", spec, nil)
+	require.NoError(t, err)
+	require.Equal(t, "tl-rich", created.ID)
+	require.True(t, proto.Equal(spec, created.Spec), "stored:\n%v\nwant:\n%v", created.Spec, spec)
+	require.Nil(t, created.Source)
+	require.EqualValues(t, 3, created.TaskCount)
+	require.EqualValues(t, 1, created.CompletedTaskCount)
+	require.Empty(t, created.LatestExecutionID)
+	require.Zero(t, created.RunCount)
+	require.False(t, created.CreateTime.IsZero())
+	require.Equal(t, created.CreateTime, created.UpdateTime)
 
-		basic, err := s.GetTaskList(t.Context(), "tl-rich", store.ViewBasic)
-		require.NoError(t, err)
-		require.Empty(t, basic.Spec.GetTasks())
-		require.Empty(t, basic.Spec.GetDoneCriteria())
-		require.EqualValues(t, 3, basic.TaskCount)
-		require.Equal(t, spec.GetRepository().GetUrl(), basic.Spec.GetRepository().GetUrl())
-	})
+	got, err := s.GetTaskList(t.Context(), "tl-rich", store.ViewFull)
+	require.NoError(t, err)
+	requireSameList(t, created, got)
 
-	t.Run("ImportSource", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		source := &schedulerv1.ImportSource{
-			Format:        schedulerv1.ImportFormat_IMPORT_FORMAT_TASKS_MD,
-			Path:          "specs/tasks.md",
-			WriteBack:     true,
-			ContentSha256: strings.Repeat("ab", 32),
+	basic, err := s.GetTaskList(t.Context(), "tl-rich", store.ViewBasic)
+	require.NoError(t, err)
+	require.Empty(t, basic.Spec.GetTasks())
+	require.Empty(t, basic.Spec.GetDoneCriteria())
+	require.EqualValues(t, 3, basic.TaskCount)
+	require.Equal(t, spec.GetRepository().GetUrl(), basic.Spec.GetRepository().GetUrl())
+}
+
+func testTaskListImportSource(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	source := &schedulerv1.ImportSource{
+		Format:        schedulerv1.ImportFormat_IMPORT_FORMAT_TASKS_MD,
+		Path:          "specs/tasks.md",
+		WriteBack:     true,
+		ContentSha256: strings.Repeat("ab", 32),
+	}
+	spec := listOf("imported", 2)
+	spec.Repository = &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: "/srv/repos/app"}}
+	created, err := s.CreateTaskList(t.Context(), "tl-imported", spec, source)
+	require.NoError(t, err)
+	require.True(t, proto.Equal(source, created.Source), "%v", created.Source)
+	require.True(t, proto.Equal(pending(spec), created.Spec), "%v", created.Spec)
+}
+
+func testTaskListFileImpacts(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	_, err := s.CreateTaskList(t.Context(), "tl", richSpec(), nil)
+	require.NoError(t, err)
+	sqlStore := harness.RequireSQL(t, s)
+	rows, err := sqlStore.DB().QueryContext(t.Context(), harness.Rebind(sqlStore.Dialect(), `
+		SELECT t.task_key, i.path, i.kind, i.operation, i.source
+		FROM task_file_impacts i JOIN tasks t ON t.id = i.task_id
+		ORDER BY t.position, i.id`))
+	require.NoError(t, err)
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var key, path, kind, op, source string
+		require.NoError(t, rows.Scan(&key, &path, &kind, &op, &source))
+		got = append(got, strings.Join([]string{key, path, kind, op, source}, " "))
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{
+		"1.1 db/schema.sql file create inferred",
+		"1.2 db/schema.sql file read declared",
+		"1.2 store/ directory update declared",
+		"1.2 store/**/*_test.go glob create declared",
+		"1.2 store/habits.go file update inferred",
+	}, got)
+}
+
+func testTaskListAlreadyExists(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	_, err := s.CreateTaskList(t.Context(), "tl", listOf("first", 2), nil)
+	require.NoError(t, err)
+	_, err = s.CreateTaskList(t.Context(), "tl", listOf("second", 5), nil)
+	require.ErrorIs(t, err, store.ErrAlreadyExists)
+	got, err := s.GetTaskList(t.Context(), "tl", store.ViewFull)
+	require.NoError(t, err)
+	require.Equal(t, "first", got.Spec.GetName())
+	require.EqualValues(t, 2, got.TaskCount)
+}
+
+func testTaskListCreateIsAtomic(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	// The store trusts tasklist.Validate; a duplicate task key it was not told about fails
+	// the insert of the second task, and nothing of the list remains.
+	spec := listOf("broken", 3)
+	spec.Tasks[2].Id = "t0"
+	_, err := s.CreateTaskList(t.Context(), "tl", spec, nil)
+	require.Error(t, err)
+	_, err = s.GetTaskList(t.Context(), "tl", store.ViewBasic)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	lists, _, err := s.ListTaskLists(t.Context(), store.ListTaskListsQuery{PageSize: 10})
+	require.NoError(t, err)
+	require.Empty(t, lists)
+}
+
+func testTaskListLargeList(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	spec := listOf("large", 2000)
+	created, err := s.CreateTaskList(t.Context(), "tl", spec, nil)
+	require.NoError(t, err)
+	require.True(t, proto.Equal(pending(spec), created.Spec))
+}
+
+func testTaskListNotFound(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	_, err := s.GetTaskList(t.Context(), "nope", store.ViewFull)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorIs(t, s.DeleteTaskList(t.Context(), "nope"), store.ErrNotFound)
+}
+
+func testTaskListListPages(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	for i := range 7 {
+		_, err := s.CreateTaskList(t.Context(), fmt.Sprintf("tl-%d", i), listOf(fmt.Sprintf("list %d", i), 1+i%3), nil)
+		require.NoError(t, err)
+	}
+	var seen []*store.TaskList
+	var after *store.Cursor
+	for page := 0; ; page++ {
+		require.Less(t, page, 4, "too many pages")
+		lists, next, err := s.ListTaskLists(t.Context(), store.ListTaskListsQuery{PageSize: 3, After: after, View: store.ViewBasic})
+		require.NoError(t, err)
+		seen = append(seen, lists...)
+		for _, l := range lists {
+			require.Empty(t, l.Spec.GetTasks(), "BASIC")
+			require.EqualValues(t, 1+int32(l.ID[3]-'0')%3, l.TaskCount)
 		}
-		spec := listOf("imported", 2)
-		spec.Repository = &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: "/srv/repos/app"}}
-		created, err := s.CreateTaskList(t.Context(), "tl-imported", spec, source)
-		require.NoError(t, err)
-		require.True(t, proto.Equal(source, created.Source), "%v", created.Source)
-		require.True(t, proto.Equal(pending(spec), created.Spec), "%v", created.Spec)
-	})
+		if next == nil {
+			require.Len(t, lists, 1)
+			break
+		}
+		require.Len(t, lists, 3)
+		after = next
+	}
+	require.Len(t, seen, 7)
+	// Newest first: create time, then id, both descending; every list once.
+	require.True(t, slices.IsSortedFunc(seen, func(a, b *store.TaskList) int {
+		if c := b.CreateTime.Compare(a.CreateTime); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	}))
+	ids := map[string]bool{}
+	for _, l := range seen {
+		ids[l.ID] = true
+	}
+	require.Len(t, ids, 7)
 
-	t.Run("FileImpacts", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		_, err := s.CreateTaskList(t.Context(), "tl", richSpec(), nil)
+	full, _, err := s.ListTaskLists(t.Context(), store.ListTaskListsQuery{PageSize: 100, View: store.ViewFull})
+	require.NoError(t, err)
+	require.Len(t, full, 7)
+	for _, l := range full {
+		require.Len(t, l.Spec.GetTasks(), int(l.TaskCount), "FULL")
+	}
+}
+
+func testTaskListListByName(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	for id, name := range map[string]string{"a": "Überblick Backend", "b": "backend v2", "c": "Frontend"} {
+		_, err := s.CreateTaskList(t.Context(), id, listOf(name, 1), nil)
 		require.NoError(t, err)
-		sqlStore := harness.RequireSQL(t, s)
-		rows, err := sqlStore.DB().QueryContext(t.Context(), harness.Rebind(sqlStore.Dialect(), `
-			SELECT t.task_key, i.path, i.kind, i.operation, i.source
-			FROM task_file_impacts i JOIN tasks t ON t.id = i.task_id
-			ORDER BY t.position, i.id`))
+	}
+	for needle, want := range map[string][]string{
+		"BACKEND": {"a", "b"},
+		"üBER":    {"a"},
+		"end":     {"a", "b", "c"},
+		"nothing": nil,
+	} {
+		lists, next, err := s.ListTaskLists(t.Context(), store.ListTaskListsQuery{PageSize: 10, NameContains: needle, View: store.ViewBasic})
 		require.NoError(t, err)
-		defer rows.Close()
+		require.Nil(t, next)
 		var got []string
-		for rows.Next() {
-			var key, path, kind, op, source string
-			require.NoError(t, rows.Scan(&key, &path, &kind, &op, &source))
-			got = append(got, strings.Join([]string{key, path, kind, op, source}, " "))
+		for _, l := range lists {
+			got = append(got, l.ID)
 		}
-		require.NoError(t, rows.Err())
-		require.Equal(t, []string{
-			"1.1 db/schema.sql file create inferred",
-			"1.2 db/schema.sql file read declared",
-			"1.2 store/ directory update declared",
-			"1.2 store/**/*_test.go glob create declared",
-			"1.2 store/habits.go file update inferred",
-		}, got)
-	})
+		slices.Sort(got)
+		require.Equal(t, want, got, needle)
+	}
+}
 
-	t.Run("AlreadyExists", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		_, err := s.CreateTaskList(t.Context(), "tl", listOf("first", 2), nil)
-		require.NoError(t, err)
-		_, err = s.CreateTaskList(t.Context(), "tl", listOf("second", 5), nil)
-		require.ErrorIs(t, err, store.ErrAlreadyExists)
-		got, err := s.GetTaskList(t.Context(), "tl", store.ViewFull)
-		require.NoError(t, err)
-		require.Equal(t, "first", got.Spec.GetName())
-		require.EqualValues(t, 2, got.TaskCount)
-	})
+func testTaskListDelete(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	_, err := s.CreateTaskList(t.Context(), "gone", richSpec(), nil)
+	require.NoError(t, err)
+	_, err = s.CreateTaskList(t.Context(), "kept", listOf("kept", 2), nil)
+	require.NoError(t, err)
+	require.NoError(t, s.DeleteTaskList(t.Context(), "gone"))
+	_, err = s.GetTaskList(t.Context(), "gone", store.ViewBasic)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorIs(t, s.DeleteTaskList(t.Context(), "gone"), store.ErrNotFound)
 
-	t.Run("CreateIsAtomic", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		// The store trusts tasklist.Validate; a duplicate task key it was not told about fails
-		// the insert of the second task, and nothing of the list remains.
-		spec := listOf("broken", 3)
-		spec.Tasks[2].Id = "t0"
-		_, err := s.CreateTaskList(t.Context(), "tl", spec, nil)
-		require.Error(t, err)
-		_, err = s.GetTaskList(t.Context(), "tl", store.ViewBasic)
-		require.ErrorIs(t, err, store.ErrNotFound)
-		lists, _, err := s.ListTaskLists(t.Context(), store.ListTaskListsQuery{PageSize: 10})
-		require.NoError(t, err)
-		require.Empty(t, lists)
-	})
+	// Its tasks and impacts went with it; the other list's stayed.
+	sqlStore := harness.RequireSQL(t, s)
+	var tasks, impacts int
+	require.NoError(t, sqlStore.DB().QueryRowContext(t.Context(), `SELECT count(*) FROM tasks`).Scan(&tasks))
+	require.NoError(t, sqlStore.DB().QueryRowContext(t.Context(), `SELECT count(*) FROM task_file_impacts`).Scan(&impacts))
+	require.Equal(t, 2, tasks)
+	require.Equal(t, 2, impacts)
+}
 
-	t.Run("LargeList", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		spec := listOf("large", 2000)
-		created, err := s.CreateTaskList(t.Context(), "tl", spec, nil)
-		require.NoError(t, err)
-		require.True(t, proto.Equal(pending(spec), created.Spec))
-	})
+func testTaskListDeleteRefusedWhileActive(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	sqlStore := harness.RequireSQL(t, s)
+	_, err := s.CreateTaskList(t.Context(), "tl", listOf("busy", 1), nil)
+	require.NoError(t, err)
 
-	t.Run("NotFound", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		_, err := s.GetTaskList(t.Context(), "nope", store.ViewFull)
-		require.ErrorIs(t, err, store.ErrNotFound)
-		require.ErrorIs(t, s.DeleteTaskList(t.Context(), "nope"), store.ErrNotFound)
-	})
+	// A running execution holds the list.
+	harness.Exec(t, sqlStore, `INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number, status)
+		VALUES ('ex1', 'tl', 1, 'running')`)
+	require.ErrorIs(t, s.DeleteTaskList(t.Context(), "tl"), store.ErrActive)
+	got, err := s.GetTaskList(t.Context(), "tl", store.ViewBasic)
+	require.NoError(t, err)
+	require.Equal(t, "ex1", got.LatestExecutionID)
+	require.EqualValues(t, 1, got.RunCount)
 
-	t.Run("ListPages", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		for i := range 7 {
-			_, err := s.CreateTaskList(t.Context(), fmt.Sprintf("tl-%d", i), listOf(fmt.Sprintf("list %d", i), 1+i%3), nil)
-			require.NoError(t, err)
-		}
-		var seen []*store.TaskList
-		var after *store.Cursor
-		for page := 0; ; page++ {
-			require.Less(t, page, 4, "too many pages")
-			lists, next, err := s.ListTaskLists(t.Context(), store.ListTaskListsQuery{PageSize: 3, After: after, View: store.ViewBasic})
-			require.NoError(t, err)
-			seen = append(seen, lists...)
-			for _, l := range lists {
-				require.Empty(t, l.Spec.GetTasks(), "BASIC")
-				require.EqualValues(t, 1+int32(l.ID[3]-'0')%3, l.TaskCount)
-			}
-			if next == nil {
-				require.Len(t, lists, 1)
-				break
-			}
-			require.Len(t, lists, 3)
-			// The token survives being encoded and decoded.
-			after, err = store.DecodeCursor(store.EncodeCursor(next))
-			require.NoError(t, err)
-		}
-		require.Len(t, seen, 7)
-		// Newest first: create time, then id, both descending; every list once.
-		require.True(t, slices.IsSortedFunc(seen, func(a, b *store.TaskList) int {
-			if c := b.CreateTime.Compare(a.CreateTime); c != 0 {
-				return c
-			}
-			return strings.Compare(b.ID, a.ID)
-		}))
-		ids := map[string]bool{}
-		for _, l := range seen {
-			ids[l.ID] = true
-		}
-		require.Len(t, ids, 7)
+	// So does a feature build in progress, once the execution has ended.
+	harness.Exec(t, sqlStore, `UPDATE task_list_execution_runs SET status = 'completed', outcome = 'converged' WHERE execution_id = 'ex1'`)
+	harness.Exec(t, sqlStore, `INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number, status, outcome)
+		VALUES ('ex2', 'tl', 2, 'failed', 'failed')`)
+	harness.Exec(t, sqlStore, `INSERT INTO feature_builds (id, feature, task_list_id, loop_key) VALUES ('fb1', 'busy', 'tl', 'k')`)
+	require.ErrorIs(t, s.DeleteTaskList(t.Context(), "tl"), store.ErrActive)
+	got, err = s.GetTaskList(t.Context(), "tl", store.ViewBasic)
+	require.NoError(t, err)
+	require.Equal(t, "ex2", got.LatestExecutionID)
+	require.EqualValues(t, 2, got.RunCount)
 
-		full, _, err := s.ListTaskLists(t.Context(), store.ListTaskListsQuery{PageSize: 100, View: store.ViewFull})
-		require.NoError(t, err)
-		require.Len(t, full, 7)
-		for _, l := range full {
-			require.Len(t, l.Spec.GetTasks(), int(l.TaskCount), "FULL")
-		}
-	})
-
-	t.Run("ListByName", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		for id, name := range map[string]string{"a": "Überblick Backend", "b": "backend v2", "c": "Frontend"} {
-			_, err := s.CreateTaskList(t.Context(), id, listOf(name, 1), nil)
-			require.NoError(t, err)
-		}
-		for needle, want := range map[string][]string{
-			"BACKEND": {"a", "b"},
-			"üBER":    {"a"},
-			"end":     {"a", "b", "c"},
-			"nothing": nil,
-		} {
-			lists, next, err := s.ListTaskLists(t.Context(), store.ListTaskListsQuery{PageSize: 10, NameContains: needle, View: store.ViewBasic})
-			require.NoError(t, err)
-			require.Nil(t, next)
-			var got []string
-			for _, l := range lists {
-				got = append(got, l.ID)
-			}
-			slices.Sort(got)
-			require.Equal(t, want, got, needle)
-		}
-	})
-
-	t.Run("Delete", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		_, err := s.CreateTaskList(t.Context(), "gone", richSpec(), nil)
-		require.NoError(t, err)
-		_, err = s.CreateTaskList(t.Context(), "kept", listOf("kept", 2), nil)
-		require.NoError(t, err)
-		require.NoError(t, s.DeleteTaskList(t.Context(), "gone"))
-		_, err = s.GetTaskList(t.Context(), "gone", store.ViewBasic)
-		require.ErrorIs(t, err, store.ErrNotFound)
-		require.ErrorIs(t, s.DeleteTaskList(t.Context(), "gone"), store.ErrNotFound)
-
-		// Its tasks and impacts went with it; the other list's stayed.
-		sqlStore := harness.RequireSQL(t, s)
-		var tasks, impacts int
-		require.NoError(t, sqlStore.DB().QueryRowContext(t.Context(), `SELECT count(*) FROM tasks`).Scan(&tasks))
-		require.NoError(t, sqlStore.DB().QueryRowContext(t.Context(), `SELECT count(*) FROM task_file_impacts`).Scan(&impacts))
-		require.Equal(t, 2, tasks)
-		require.Equal(t, 2, impacts)
-	})
-
-	t.Run("DeleteRefusedWhileActive", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		sqlStore := harness.RequireSQL(t, s)
-		_, err := s.CreateTaskList(t.Context(), "tl", listOf("busy", 1), nil)
-		require.NoError(t, err)
-
-		// A running execution holds the list.
-		harness.Exec(t, sqlStore, `INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number, status)
-			VALUES ('ex1', 'tl', 1, 'running')`)
-		require.ErrorIs(t, s.DeleteTaskList(t.Context(), "tl"), store.ErrActive)
-		got, err := s.GetTaskList(t.Context(), "tl", store.ViewBasic)
-		require.NoError(t, err)
-		require.Equal(t, "ex1", got.LatestExecutionID)
-		require.EqualValues(t, 1, got.RunCount)
-
-		// So does a feature build in progress, once the execution has ended.
-		harness.Exec(t, sqlStore, `UPDATE task_list_execution_runs SET status = 'completed', outcome = 'converged' WHERE execution_id = 'ex1'`)
-		harness.Exec(t, sqlStore, `INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number, status, outcome)
-			VALUES ('ex2', 'tl', 2, 'failed', 'failed')`)
-		harness.Exec(t, sqlStore, `INSERT INTO feature_builds (id, feature, task_list_id, loop_key) VALUES ('fb1', 'busy', 'tl', 'k')`)
-		require.ErrorIs(t, s.DeleteTaskList(t.Context(), "tl"), store.ErrActive)
-		got, err = s.GetTaskList(t.Context(), "tl", store.ViewBasic)
-		require.NoError(t, err)
-		require.Equal(t, "ex2", got.LatestExecutionID)
-		require.EqualValues(t, 2, got.RunCount)
-
-		// When everything has ended, the list goes with its executions; the build stays, unlinked.
-		harness.Exec(t, sqlStore, `UPDATE feature_builds SET status = 'CONVERGED' WHERE id = 'fb1'`)
-		require.NoError(t, s.DeleteTaskList(t.Context(), "tl"))
-		var runs int
-		require.NoError(t, sqlStore.DB().QueryRowContext(t.Context(), `SELECT count(*) FROM task_list_execution_runs`).Scan(&runs))
-		require.Zero(t, runs)
-		var link *string
-		require.NoError(t, sqlStore.DB().QueryRowContext(t.Context(), `SELECT task_list_id FROM feature_builds WHERE id = 'fb1'`).Scan(&link))
-		require.Nil(t, link)
-	})
+	// When everything has ended, the list goes with its executions; the build stays, unlinked.
+	harness.Exec(t, sqlStore, `UPDATE feature_builds SET status = 'CONVERGED' WHERE id = 'fb1'`)
+	require.NoError(t, s.DeleteTaskList(t.Context(), "tl"))
+	var runs int
+	require.NoError(t, sqlStore.DB().QueryRowContext(t.Context(), `SELECT count(*) FROM task_list_execution_runs`).Scan(&runs))
+	require.Zero(t, runs)
+	var link *string
+	require.NoError(t, sqlStore.DB().QueryRowContext(t.Context(), `SELECT task_list_id FROM feature_builds WHERE id = 'fb1'`).Scan(&link))
+	require.Nil(t, link)
 }

@@ -11,8 +11,15 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
+
+// The reaper takes back work whose holder is gone: leases that expired, assignments of agents the
+// Registry reports stale, and those of an agent that restarted (a claim from a new session).
+
+// reaperBatch bounds the assignments one reaper round reads.
+const reaperBatch = 500
 
 // defaultStaleAfter is how long an agent's Registry heartbeat may be silent before the reaper
 // takes its assignments back: three of the worker's idle heartbeats (10 s).
@@ -20,25 +27,6 @@ const defaultStaleAfter = 30 * time.Second
 
 // registryTimeout bounds each Registry call of the reaper and of a session replacement.
 const registryTimeout = 5 * time.Second
-
-// WithRegistry lets the reaper ask the Registry for stale agents (ListStaleAgents) and requeue
-// what they hold before their leases run out: a lease is three execution heartbeats (90 s by
-// default), a dead agent is stale after staleAfter (0: 30 s) without a Registry heartbeat. An
-// assignment is only taken back when the Scheduler has not heard from its holder for as long
-// either (no claim or report within staleAfter), so an agent cut off from the Registry alone
-// keeps its work while it reports. Before requeueing, the reaper releases the dead agent's file
-// locks in the Registry (the next grant of each has a higher fencing token, so a late write of the
-// dead holder is still refused). Without a Registry, expired leases alone free a dead agent's
-// work.
-func WithRegistry(c registryv1.RegistryServiceClient, staleAfter time.Duration) Option {
-	return func(s *Server) {
-		s.registry = c
-		if staleAfter <= 0 {
-			staleAfter = defaultStaleAfter
-		}
-		s.staleAfter = staleAfter
-	}
-}
 
 // reapStale requeues the assignments held by agents the Registry reports stale (whatever their
 // reported status) when the Scheduler has not heard from them for the stale window either. A
@@ -209,4 +197,70 @@ func (ss *sessions) remember(instance, session string) {
 		ss.m = make(map[string]string)
 	}
 	ss.m[instance] = session
+}
+
+// reap requeues expired leases.
+func (s *Server) reap(ctx context.Context) error {
+	expired, err := s.store.ExpiredLeases(ctx, reaperBatch)
+	if err != nil {
+		return err
+	}
+	for _, x := range expired {
+		err := s.takeBack(ctx, x, "LEASE_EXPIRED", commonv1.EventType_EVENT_TYPE_LEASE_EXPIRED, func(r *runner, a *store.Assignment) (string, bool) {
+			if r.tx.Now().Before(a.GetLeaseExpireTime().AsTime()) {
+				return "", false // renewed since
+			}
+			return fmt.Sprintf("lease of %s (token %d) expired at %s", a.GetInstanceId(), a.GetFencingToken(),
+				a.GetLeaseExpireTime().AsTime().UTC().Format(time.RFC3339Nano)), true
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	return s.reapStale(ctx)
+}
+
+// takeBack requeues the assignment x names (as x's holder had it: same fencing token, still
+// held) when why says so in the transaction, logging ev with the reason; a run that has ended
+// just records it cancelled.
+func (s *Server) takeBack(ctx context.Context, x *store.Assignment, code string, ev commonv1.EventType,
+	why func(r *runner, a *store.Assignment) (string, bool)) error {
+	return s.update(ctx, x.GetExecutionId(), func(r *runner) error {
+		a, err := r.tx.Assignment(x.GetId())
+		if err != nil {
+			return err
+		}
+		// Only the lease x saw: not one re-leased since.
+		if !held(a.GetStatus()) || a.GetFencingToken() != x.GetFencingToken() {
+			return nil
+		}
+		reason, ok := why(r, a)
+		if !ok {
+			return nil
+		}
+		w, err := r.wave(a.GetWaveNumber())
+		if err != nil {
+			return err
+		}
+		if w.GetActiveAgents() > 0 {
+			w.ActiveAgents--
+		}
+		if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK && r.e.GetRunningTasks() > 0 {
+			r.e.RunningTasks--
+			r.changed = true
+		}
+		if err := r.log(entry(ev, a, reason,
+			map[string]any{"fencing_token": float64(a.GetFencingToken()), "assignment_id": a.GetId()})); err != nil {
+			return err
+		}
+		if ended(r.e) {
+			a.Status = schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_CANCELLED
+			a.CompleteTime = r.now()
+			if err := r.tx.PutWave(w); err != nil {
+				return err
+			}
+			return r.tx.PutAssignment(a)
+		}
+		return r.requeue(a, w, code, reason)
+	})
 }

@@ -1,0 +1,91 @@
+package proc_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-dev/converge/platform/proc"
+)
+
+// A GroupDir records the groups Run starts while they run, forgets them once killed, and
+// KillAll kills the live ones (the caller stops): what they started goes too.
+func TestGroupDirRecordsLiveGroupsAndKillsThem(t *testing.T) {
+	t.Parallel()
+	work, records := t.TempDir(), filepath.Join(t.TempDir(), "groups")
+	groups, err := proc.NewGroupDir(records)
+	require.NoError(t, err)
+	done := make(chan proc.Result, 1)
+	go func() {
+		done <- proc.Run(t.Context(), proc.Spec{Shell: `sleep 60 & echo $! > child.pid; wait`, Dir: work, Groups: groups})
+	}()
+	require.Eventually(t, func() bool { return len(groups.Live()) == 1 && fileExists(filepath.Join(work, "child.pid")) },
+		10*time.Second, 5*time.Millisecond)
+	pgid := groups.Live()[0]
+	record, err := os.ReadFile(filepath.Join(records, strconv.Itoa(pgid)))
+	require.NoError(t, err)
+	require.NotEmpty(t, record, "the leader's start time")
+	require.Equal(t, 1, groups.KillAll())
+	var res proc.Result
+	select {
+	case res = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after KillAll")
+	}
+	require.Equal(t, -1, res.ExitCode)
+	requireGone(t, readPid(t, work))
+	require.Empty(t, groups.Live())
+	entries, err := os.ReadDir(records)
+	require.NoError(t, err)
+	require.Empty(t, entries, "an ended group's record is removed")
+}
+
+// KillRecorded kills what a dead caller's groups left running (a leader that died and the
+// children it left in its group), and leaves alone a process that reused a recorded id.
+func TestKillRecordedKillsWhatADeadCallerLeft(t *testing.T) {
+	t.Parallel()
+	work, records := t.TempDir(), filepath.Join(t.TempDir(), "groups")
+	groups, err := proc.NewGroupDir(records)
+	require.NoError(t, err)
+	// A group whose leader exits and leaves a child writing to a file: as after a SIGKILL of
+	// the caller (the leader died with it; its children did not).
+	leader := exec.Command("sh", "-c", `(while :; do echo x >> out; sleep 0.05; done) & echo $! > child.pid`)
+	leader.Dir = work
+	leader.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, leader.Start())
+	groups.Started(leader.Process.Pid)
+	require.NoError(t, leader.Wait())
+	child := readPid(t, work)
+	require.NoError(t, syscall.Kill(child, 0), "the child outlives its leader")
+
+	// A process whose id a record names with another start time: not ours.
+	other := exec.Command("sleep", "60")
+	other.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, other.Start())
+	t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
+	require.NoError(t, os.WriteFile(filepath.Join(records, strconv.Itoa(other.Process.Pid)), []byte("1"), 0o644))
+
+	killed, err := proc.KillRecorded(records)
+	require.NoError(t, err)
+	require.Equal(t, []int{leader.Process.Pid}, killed)
+	requireGone(t, child)
+	require.NoError(t, syscall.Kill(other.Process.Pid, 0), "a reused id is left alone")
+	entries, err := os.ReadDir(records)
+	require.NoError(t, err)
+	require.Empty(t, entries, "the records are gone")
+
+	killed, err = proc.KillRecorded(filepath.Join(t.TempDir(), "none"))
+	require.NoError(t, err)
+	require.Empty(t, killed)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

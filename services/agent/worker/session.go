@@ -1,0 +1,175 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"github.com/converge-dev/converge/platform/proc"
+	"github.com/converge-dev/converge/services/agent/workspace"
+)
+
+// A process's session in the data dir. Processes are killed with SIGKILL (kill -9, the OOM
+// killer, a crash): what they started and the worktrees they used outlive them. Each process
+// keeps a record of both under <data>/sessions/<session id>/:
+//
+//	lock         locked (flock) while the process lives: the kernel unlocks it when it dies
+//	groups/      one file per live executor process group (proc.GroupDir)
+//	worktrees/   one file per worktree or scratch directory in use, by directory name
+//
+// An agent starting on the data dir (cleanUpDataDir) takes every other session's lock it can: those
+// sessions are dead, so it kills the process groups they recorded and deletes their records;
+// then it sweeps every worktree and scratch directory no live session holds, keeping those with
+// unpushed commits (workspace.Cache.Sweep). A stopping agent kills its live groups and removes
+// its record (close).
+
+// sessionDir is where the sessions of a data dir are recorded.
+func sessionDir(dataDir string) string { return filepath.Join(dataDir, "sessions") }
+
+// session is this process's record.
+type session struct {
+	dir    string
+	lock   *os.File
+	groups *proc.GroupDir
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// openSession records session id in dataDir and locks it.
+func openSession(dataDir, id string) (*session, error) {
+	dir := filepath.Join(sessionDir(dataDir), id)
+	if err := os.MkdirAll(filepath.Join(dir, "worktrees"), 0o755); err != nil {
+		return nil, fmt.Errorf("worker: session record: %w", err)
+	}
+	lock, locked, err := tryLock(filepath.Join(dir, "lock"))
+	if err != nil {
+		return nil, fmt.Errorf("worker: session record: %w", err)
+	}
+	if !locked {
+		return nil, fmt.Errorf("worker: session %s is already in use in %s", id, dataDir)
+	}
+	groups, err := proc.NewGroupDir(filepath.Join(dir, "groups"))
+	if err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	return &session{dir: dir, lock: lock, groups: groups}, nil
+}
+
+// tryLock opens (creating) and locks path without waiting; locked is false when another open
+// file holds the lock (a live process's session).
+func tryLock(path string) (f *os.File, locked bool, err error) {
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return f, true, nil
+}
+
+// hold records a worktree directory name as in use.
+func (s *session) hold(name string) {
+	_ = os.WriteFile(filepath.Join(s.dir, "worktrees", name), nil, 0o644)
+}
+
+// release forgets a worktree directory name.
+func (s *session) release(name string) {
+	_ = os.Remove(filepath.Join(s.dir, "worktrees", name))
+}
+
+// close kills the session's live process groups and removes its record.
+func (s *session) close() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0
+	}
+	s.closed = true
+	n := s.groups.KillAll()
+	_ = os.RemoveAll(s.dir)
+	_ = s.lock.Close()
+	return n
+}
+
+// recovered is what cleanUpDataDir did.
+type recovered struct {
+	deadSessions []string
+	killed       []int
+	swept        []string
+}
+
+// cleanUpDataDir cleans up after the dead sessions of the data dir: see the top of this file.
+func (w *Worker) cleanUpDataDir(ctx context.Context) (recovered, error) {
+	var out recovered
+	var errs []error
+	root := sessionDir(w.cache.Root())
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return out, fmt.Errorf("worker: sessions: %w", err)
+	}
+	held := map[string]bool{}
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == w.cfg.SessionID {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		lock, locked, err := tryLock(filepath.Join(dir, "lock"))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !locked {
+			// A live process (an older one of this instance that was replaced but still runs,
+			// or another agent given this data dir): its worktrees are its own.
+			names, _ := os.ReadDir(filepath.Join(dir, "worktrees"))
+			for _, n := range names {
+				held[n.Name()] = true
+			}
+			continue
+		}
+		killed, err := proc.KillRecorded(filepath.Join(dir, "groups"))
+		out.killed = append(out.killed, killed...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out.deadSessions = append(out.deadSessions, e.Name())
+		if err == nil {
+			_ = os.RemoveAll(dir)
+		}
+		_ = lock.Close()
+	}
+	names, _ := os.ReadDir(filepath.Join(w.sess.dir, "worktrees"))
+	for _, n := range names {
+		held[n.Name()] = true
+	}
+	swept, err := w.cache.Sweep(ctx, func(name string) bool { return held[name] })
+	out.swept = swept
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return out, errors.Join(errs...)
+}
+
+// holdWorktree records that the worktree asked for by name is in use by this process.
+func (w *Worker) holdWorktree(name string) { w.sess.hold(workspace.WorktreeName(name)) }
+
+// removeWorktree removes a worktree the work is done with (kept when it has unpushed commits)
+// and forgets it.
+func (w *Worker) removeWorktree(ctx context.Context, wt *workspace.Worktree) {
+	if err := wt.Remove(context.WithoutCancel(ctx)); err != nil {
+		w.log.Warn("worktree kept", "dir", wt.Dir, "err", err)
+		return
+	}
+	w.sess.release(wt.Name)
+}

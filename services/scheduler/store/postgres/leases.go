@@ -1,0 +1,65 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/services/scheduler/store"
+)
+
+// ClaimableExecutions reads the running executions with a pending assignment in an open wave.
+func (s *Store) ClaimableExecutions(ctx context.Context, limit int) ([]*schedulerv1.Execution, error) {
+	rows, err := s.Pool().Query(ctx, `SELECT `+executionColumns+` FROM task_list_execution_runs r
+		WHERE r.status = 'running' AND EXISTS (SELECT 1 FROM wave_task_assignments a
+			JOIN parallel_execution_waves w ON w.wave_id = a.wave_id
+			WHERE a.execution_id = r.execution_id AND a.status = 'pending' AND w.status IN ('running', 'integrating'))
+		ORDER BY r.created_at, r.execution_id LIMIT $1`, limit)
+	list, err := collect(rows, err, scanExecutionRow)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: claimable executions: %w", err)
+	}
+	return list, nil
+}
+
+// ExpiredLeases reads the held assignments whose lease ran out by Postgres' now().
+func (s *Store) ExpiredLeases(ctx context.Context, limit int) ([]*store.Assignment, error) {
+	rows, err := s.Pool().Query(ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
+		WHERE a.status IN ('assigned', 'running') AND a.lease_expires_at <= now()
+		ORDER BY a.lease_expires_at, a.assignment_id LIMIT $1`, limit)
+	list, err := collect(rows, err, scanAssignment)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: expired leases: %w", err)
+	}
+	return list, nil
+}
+
+// HeldAssignments reads the assignments that the instances hold (ASSIGNED or RUNNING).
+func (s *Store) HeldAssignments(ctx context.Context, instances []string, limit int) ([]*store.Assignment, error) {
+	if len(instances) == 0 {
+		return nil, nil
+	}
+	rows, err := s.Pool().Query(ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
+		WHERE a.status IN ('assigned', 'running') AND a.instance_id = ANY($1)
+		ORDER BY a.assigned_at, a.assignment_id LIMIT $2`, instances, limit)
+	list, err := collect(rows, err, scanAssignment)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: held assignments: %w", err)
+	}
+	return list, nil
+}
+
+// ExecutionsInStatus reads the executions in some statuses, oldest first.
+func (s *Store) ExecutionsInStatus(ctx context.Context, statuses []schedulerv1.ExecutionStatus, limit int) ([]*schedulerv1.Execution, error) {
+	names, err := store.ExecutionStatusNames(statuses)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.Pool().Query(ctx, `SELECT `+executionColumns+` FROM task_list_execution_runs r
+		WHERE r.status = ANY($1) ORDER BY r.created_at, r.execution_id LIMIT $2`, names, limit)
+	list, err := collect(rows, err, scanExecutionRow)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: executions in status: %w", err)
+	}
+	return list, nil
+}
