@@ -40,9 +40,6 @@ func waitHealth(t *testing.T, p *clustertest.Process, addr, service string, want
 	clustertest.WaitHealth(t, p, addr, service, want, 0)
 }
 
-// freeAddr is clustertest.FreeAddr.
-func freeAddr(t *testing.T) string { t.Helper(); return clustertest.FreeAddr(t) }
-
 // downProxy is a fault proxy to target that nothing listens on until Up: what an unreachable
 // Postgres or Redis looks like.
 func downProxy(t *testing.T, target string) *clustertest.Proxy {

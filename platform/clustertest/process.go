@@ -143,6 +143,18 @@ func (p *Process) ExitErr() error {
 	return p.err
 }
 
+// ExitCode answers the current incarnation's exit status: -1 while it runs, or when a signal
+// ended it.
+func (p *Process) ExitCode() int {
+	cmd, done := p.current()
+	select {
+	case <-done:
+		return cmd.ProcessState.ExitCode()
+	default:
+		return -1
+	}
+}
+
 // Starts answers how many times the process was started (1 + restarts).
 func (p *Process) Starts() int {
 	p.mu.Lock()
