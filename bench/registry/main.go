@@ -131,7 +131,8 @@ func measure(ctx context.Context, tb clustertest.TB, o options, out io.Writer) e
 	srvCtx, stopServer := context.WithCancel(ctx)
 	defer stopServer()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := registry.New(srvCtx, st, hb, registry.WithLogger(logger))
+	svc := registry.New(st, hb, registry.WithLogger(logger))
+	svc.Start(srvCtx)
 	files, err := gen.Files()
 	if err != nil {
 		return err

@@ -130,7 +130,8 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 	// Registry: locks and heartbeats in process; agents, ownership and fencing epochs in SQLite.
 	registryHot := inproc.New(stores.registry, "inproc")
 	defer registryHot.Close()
-	reg := registry.New(bg, stores.registry, registryHot, registry.WithLogger(logger))
+	reg := registry.New(stores.registry, registryHot, registry.WithLogger(logger))
+	reg.Start(bg)
 
 	opts.Listen = lis.Addr().String()
 	// The Scheduler reaches the Verifier, and the local agents every service, through this

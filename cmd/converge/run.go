@@ -25,6 +25,7 @@ import (
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/gitexec"
 	"github.com/converge-dev/converge/platform/grpcerr"
 	"github.com/converge-dev/converge/services/scheduler/tasklist"
 	"github.com/converge-dev/converge/services/verifier/criteria"
@@ -343,15 +344,13 @@ const maxUncommittedListed = 20
 // untracked files): the run builds from a commit (ref, or HEAD), without them. It lists the first
 // paths as git status --porcelain shows them.
 func warnUncommitted(w io.Writer, dir, ref string) {
-	cmd := exec.Command("git", "-C", dir, "status", "--porcelain=v1", "--untracked-files=all")
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
-	out, err := cmd.Output()
+	out, err := gitexec.Git(context.Background(), dir, "status", "--porcelain=v1", "--untracked-files=all")
 	if err != nil {
 		fmt.Fprintf(w, "warning: cannot tell whether %s has uncommitted changes (git status: %v)\n", dir, err)
 		return
 	}
 	var lines []string
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		if strings.TrimSpace(l) != "" {
 			lines = append(lines, l)
 		}
@@ -597,10 +596,8 @@ func checkGitRepo(dir string) (string, error) {
 
 // git runs git in dir and answers its trimmed output.
 func git(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
-	out, err := cmd.Output()
-	return strings.TrimSpace(string(out)), err
+	out, err := gitexec.Git(context.Background(), dir, args...)
+	return strings.TrimSpace(out), err
 }
 
 // rerunCommand is the command line as typed, for "run it again".

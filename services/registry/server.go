@@ -93,7 +93,6 @@ type Server struct {
 	retention    time.Duration
 	cleanupEvery time.Duration
 	cleanupHook  func(deleted int64, err error)
-	startGate    <-chan struct{}
 	// windows derive STALE and GONE.
 	windows store.AgentWindows
 
@@ -122,10 +121,6 @@ func WithHeartbeatRetention(d time.Duration) Option { return func(s *Server) { s
 // WithCleanupInterval sets how often the retention loop runs (default 10 min).
 func WithCleanupInterval(d time.Duration) Option { return func(s *Server) { s.cleanupEvery = d } }
 
-// WithStartAfter holds the background work back until gate is closed: the standalone binary
-// closes it once the store's schema is current, so no loop runs against missing tables.
-func WithStartAfter(gate <-chan struct{}) Option { return func(s *Server) { s.startGate = gate } }
-
 // WithAgentWindows sets the windows of silence past which an unfinished agent is answered STALE
 // (stale, default 30 s) and GONE (gone, default 10 × stale). A stale window of 0 or less keeps
 // the default; a gone window of 0 or less is 10 × the stale window, and one shorter than the
@@ -139,10 +134,9 @@ func WithAgentWindows(stale, gone time.Duration) Option {
 	}
 }
 
-// New returns the Registry service on the durable store st and the hot state hb. Its
-// background work, deleting sampled heartbeats past the retention (once at once, then every
-// cleanup interval), runs until ctx ends. The caller closes st and hb after that.
-func New(ctx context.Context, st store.Store, hb hot.Backend, opts ...Option) *Server {
+// New returns the Registry service on the durable store st and the hot state hb. Start runs its
+// background work; the caller closes st and hb after that has ended.
+func New(st store.Store, hb hot.Backend, opts ...Option) *Server {
 	s := &Server{
 		store:        st,
 		hot:          hb,
@@ -160,9 +154,13 @@ func New(ctx context.Context, st store.Store, hb hot.Backend, opts ...Option) *S
 		s.windows.Gone = GoneFactor * s.windows.Stale
 	}
 	s.windows.Gone = max(s.windows.Gone, s.windows.Stale)
-	go s.cleanupLoop(ctx)
 	return s
 }
+
+// Start runs the background work, deleting sampled heartbeats past the retention (at once, then
+// every cleanup interval), until ctx ends. The standalone binary starts it once the store's
+// schema is current.
+func (s *Server) Start(ctx context.Context) { go s.cleanupLoop(ctx) }
 
 // Ready reports whether both stores answer: the service's health.
 func (s *Server) Ready(ctx context.Context) error {
@@ -172,13 +170,6 @@ func (s *Server) Ready(ctx context.Context) error {
 // cleanupLoop deletes old samples now and then every cleanup interval until ctx ends. A failed
 // pass (the store is down) is logged and the next one tries again.
 func (s *Server) cleanupLoop(ctx context.Context) {
-	if s.startGate != nil {
-		select {
-		case <-s.startGate:
-		case <-ctx.Done():
-			return
-		}
-	}
 	ticker := time.NewTicker(s.cleanupEvery)
 	defer ticker.Stop()
 	for {

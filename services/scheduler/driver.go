@@ -119,7 +119,7 @@ func (s *Server) driveOnce(ctx context.Context) error {
 		return err
 	}
 	for _, e := range pending {
-		if time.Since(e.GetCreateTime().AsTime()) > 5*time.Second {
+		if s.now().Sub(e.GetCreateTime().AsTime()) > 5*time.Second {
 			if err := s.begin(ctx, e.GetId()); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
@@ -146,7 +146,7 @@ func (s *Server) driveOnce(ctx context.Context) error {
 func (s *Server) overtime(ctx context.Context, e *schedulerv1.Execution) error {
 	limit := e.GetOptions().GetMaxWallTime().AsDuration()
 	start := e.GetStartTime()
-	if limit <= 0 || start == nil || time.Since(start.AsTime()) < limit {
+	if limit <= 0 || start == nil || s.now().Sub(start.AsTime()) < limit {
 		return nil
 	}
 	return s.update(ctx, e.GetId(), func(r *runner) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
@@ -75,7 +74,7 @@ func (s *Server) StartExecution(ctx context.Context, req *schedulerv1.StartExecu
 			return nil, toStatus(failedPrecondition("repository: %v", err))
 		}
 	}
-	now := time.Now()
+	now := s.now()
 	e := &schedulerv1.Execution{
 		TaskListId: tl.ID, TriggeredBy: trigger, Status: schedulerv1.ExecutionStatus_EXECUTION_STATUS_PENDING,
 		Options: opts, TotalTasks: int32(len(tasks)), Repository: repo, BaseCommit: baseCommit,

@@ -1,15 +1,14 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"time"
 
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/gitexec"
 )
 
 // The Scheduler reads a repository in two places only, both through the git CLI: it resolves the
@@ -39,21 +38,15 @@ func baseRef(repo *schedulerv1.Repository) string {
 
 // git runs git with args and returns its trimmed standard output.
 func git(ctx context.Context, dir string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(errOut.String())
-		if msg == "" {
-			msg = err.Error()
+	out, err := gitexec.Cmd{Dir: dir, Args: args, Timeout: gitTimeout}.Run(ctx)
+	if err != nil {
+		var ge *gitexec.Error
+		if errors.As(err, &ge) {
+			return "", fmt.Errorf("git %s: %s", strings.Join(args, " "), ge.Reason())
 		}
-		return "", fmt.Errorf("git %s: %s", strings.Join(args, " "), msg)
+		return "", err
 	}
-	return strings.TrimSpace(out.String()), nil
+	return strings.TrimSpace(out), nil
 }
 
 // resolveBase resolves the repository's base ref to a commit.

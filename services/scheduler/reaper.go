@@ -69,7 +69,7 @@ func (s *Server) reapStale(ctx context.Context) error {
 	byAgent := map[string][]*store.Assignment{}
 	var order []string
 	for _, x := range held {
-		if _, ok := silent(x, time.Now()); !ok {
+		if _, ok := silent(x, s.now()); !ok {
 			continue // the Scheduler still hears from it (checked again in the transaction)
 		}
 		if _, ok := byAgent[x.GetInstanceId()]; !ok {

@@ -48,12 +48,19 @@ type Server struct {
 	verifyTries   int
 	verifyBackoff backoffPolicy
 	verifying     sync.Map
+	// now is the clock of ids and of the driver's own deadlines (default time.Now); lease times
+	// come from the store's clock.
+	now func() time.Time
 }
+
+// WithClock sets the clock of ids, the wall-time budget and the driver's grace periods (default
+// time.Now). Leases, lease expiry and log times use the store's clock.
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
 
 // New returns the Scheduler service on st. Start runs its background driver.
 func New(st store.Store, opts ...Option) *Server {
 	s := &Server{
-		store: st, log: slog.New(slog.DiscardHandler), driverEvery: driverInterval, wake: newSignal(),
+		store: st, log: slog.New(slog.DiscardHandler), driverEvery: driverInterval, wake: newSignal(), now: time.Now,
 		lists: lists{m: map[string]*store.TaskList{}, index: map[string]map[string]int{}, byExecution: map[string]string{}},
 	}
 	for _, o := range opts {

@@ -9,7 +9,6 @@ import (
 	"path"
 	"regexp"
 	"strconv"
-	"time"
 
 	"buf.build/go/protovalidate"
 	"google.golang.org/protobuf/proto"
@@ -41,7 +40,7 @@ func (s *Server) CreateTaskList(ctx context.Context, req *schedulerv1.CreateTask
 	}
 	id := req.GetTaskListId()
 	if id == "" {
-		id = ids.New("tl", time.Now())
+		id = ids.New("tl", s.now())
 	}
 	tl, err := s.store.CreateTaskList(ctx, id, spec, nil)
 	if err != nil {
@@ -116,7 +115,7 @@ func (s *Server) ImportTaskList(ctx context.Context, req *schedulerv1.ImportTask
 	}
 	id := req.GetTaskListId()
 	if id == "" {
-		id = ids.New("tl", time.Now())
+		id = ids.New("tl", s.now())
 	}
 	tl, err := s.store.CreateTaskList(ctx, id, spec, source)
 	if err != nil {

@@ -54,7 +54,7 @@ func TestStoreOutageIsUnavailable(t *testing.T) {
 // page_token.
 func TestPageTokensAreBoundToFilters(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, be backend) {
+	forEachBackend(t, func(t *testing.T, be backend) {
 		b := setup(t, be)
 		dir := b.dir(t, map[string]string{"a.ok": ""})
 		set := commandCriteria("a.ok")

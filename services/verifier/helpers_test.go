@@ -52,8 +52,8 @@ var backends = []backend{
 	}},
 }
 
-// eachStore runs test once per store backend, as parallel subtests.
-func eachStore(t *testing.T, test func(t *testing.T, b backend)) {
+// forEachBackend runs test once per store backend, as parallel subtests.
+func forEachBackend(t *testing.T, test func(t *testing.T, b backend)) {
 	t.Helper()
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 // regressions.
 func TestDoneWhen(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, be backend) {
+	forEachBackend(t, func(t *testing.T, be backend) {
 		b := setup(t, be)
 		app := startInventoryApp(t, b)
 		criteria := example(t, "inventory-export.md")
@@ -156,7 +156,7 @@ func structured(set *verifierv1.CriteriaSet, dir, loop string) *verifierv1.Verif
 // oscillating, and a criterion passing in one report and failing in the next is a regression.
 func TestThrashing(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, be backend) {
+	forEachBackend(t, func(t *testing.T, be backend) {
 		b := setup(t, be)
 		dir := b.dir(t, map[string]string{"a.ok": "", "b.ok": ""})
 		set := commandCriteria("a.ok", "b.ok")
@@ -227,7 +227,7 @@ func TestThrashing(t *testing.T) {
 // TestHumanSignOff follows a HUMAN_VERIFY criterion through sign-offs.
 func TestHumanSignOff(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, be backend) {
+	forEachBackend(t, func(t *testing.T, be backend) {
 		b := setup(t, be)
 		dir := b.dir(t, map[string]string{"a.ok": ""})
 		set := commandCriteria("a.ok")

@@ -144,7 +144,7 @@ func setupWithout(t *testing.T) *bundle {
 // TestTargetUnavailable: a directory that is missing is BLOCKED, not an error, and not a crash.
 func TestTargetUnavailable(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, be backend) {
+	forEachBackend(t, func(t *testing.T, be backend) {
 		b := setup(t, be)
 		gone := filepath.Join(b.root, "not-yet-built")
 		set := commandCriteria("a.ok")
@@ -174,7 +174,7 @@ func TestTargetUnavailable(t *testing.T) {
 
 func TestIterations(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, be backend) {
+	forEachBackend(t, func(t *testing.T, be backend) {
 		b := setup(t, be)
 		dir := b.dir(t, map[string]string{"a.ok": ""})
 		req := func(iteration int32) *verifierv1.VerifyRequest {
@@ -268,7 +268,7 @@ func sleeper(id string) *verifierv1.Criterion {
 
 func TestVerifyStream(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, be backend) {
+	forEachBackend(t, func(t *testing.T, be backend) {
 		b := setup(t, be)
 		dir := b.dir(t, map[string]string{"a.ok": ""})
 		set := commandCriteria("a.ok", "b.ok")

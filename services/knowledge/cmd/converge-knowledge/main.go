@@ -3,9 +3,7 @@
 package main
 
 import (
-	"os"
-
-	"github.com/spf13/cobra"
+	"context"
 
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	"github.com/converge-dev/converge/platform/database"
@@ -15,33 +13,24 @@ import (
 	"github.com/converge-dev/converge/services/knowledge/store/postgres"
 )
 
-func main() { os.Exit(servicecmd.Execute(command())) }
+func main() { servicecmd.Main(module()) }
 
-func command() *cobra.Command {
-	var flags servicecmd.Flags
-	cmd := &cobra.Command{
-		Use:   "converge-knowledge",
-		Short: "converge Knowledge service: the gotcha knowledge base",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := server.SignalContext(cmd.Context())
-			defer stop()
-			logger, err := flags.Logger(os.Stderr)
+func module() servicecmd.Module {
+	return servicecmd.Module{
+		Name:   "knowledge",
+		Short:  "converge Knowledge service: the gotcha knowledge base",
+		Listen: "127.0.0.1:7073",
+		Needs:  servicecmd.NeedsPostgres,
+		Build: func(ctx context.Context, rt servicecmd.Runtime) (servicecmd.Built, error) {
+			st, err := postgres.New(ctx, rt.Flags.PostgresURL, database.WithLogger(rt.Logger))
 			if err != nil {
-				return err
+				return servicecmd.Built{}, err
 			}
-			st, err := postgres.New(ctx, flags.PostgresURL, database.WithLogger(logger))
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			return flags.Serve(ctx, "knowledge", logger, server.Service{
-				Desc:  &knowledgev1.KnowledgeService_ServiceDesc,
-				Impl:  knowledge.New(st),
-				Ready: servicecmd.ReadyProbe(st, flags.Migrate),
-			})
+			return servicecmd.Built{
+				Desc:  &server.Service{Desc: &knowledgev1.KnowledgeService_ServiceDesc, Impl: knowledge.New(st)},
+				Store: st,
+				Close: func() { _ = st.Close() },
+			}, nil
 		},
 	}
-	flags.Bind(cmd, "127.0.0.1:7073", servicecmd.NeedsPostgres)
-	return cmd
 }

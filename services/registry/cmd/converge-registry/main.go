@@ -4,13 +4,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	"github.com/converge-dev/converge/platform/database"
@@ -21,70 +20,58 @@ import (
 	"github.com/converge-dev/converge/services/registry/store/postgres"
 )
 
-func main() { os.Exit(servicecmd.Execute(command())) }
+func main() { servicecmd.Main(module()) }
 
-func command() *cobra.Command {
-	var (
-		flags      servicecmd.Flags
-		staleAfter time.Duration
-		goneAfter  time.Duration
-	)
-	cmd := &cobra.Command{
-		Use:   "converge-registry",
-		Short: "converge Registry service: file locks, ownership and agent heartbeats",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := errors.Join(servicecmd.DurationFromEnv(cmd, "stale-after", "CONVERGE_STALE_AFTER"),
-				servicecmd.DurationFromEnv(cmd, "gone-after", "CONVERGE_GONE_AFTER")); err != nil {
-				return err
-			}
-			if err := windows(staleAfter, goneAfter); err != nil {
-				return err
-			}
-			ctx, stop := server.SignalContext(cmd.Context())
-			defer stop()
-			logger, err := flags.Logger(os.Stderr)
+func command() *cobra.Command { return module().Command() }
+
+func module() servicecmd.Module {
+	var staleAfter, goneAfter time.Duration
+	return servicecmd.Module{
+		Name:        "registry",
+		Short:       "converge Registry service: file locks, ownership and agent heartbeats",
+		Listen:      "127.0.0.1:7072",
+		Needs:       servicecmd.NeedsPostgres | servicecmd.NeedsRedis,
+		DurationEnv: map[string]string{"stale-after": "CONVERGE_STALE_AFTER", "gone-after": "CONVERGE_GONE_AFTER"},
+		Bind: func(fs *pflag.FlagSet) {
+			fs.DurationVar(&staleAfter, "stale-after", registry.DefaultStaleWindow,
+				"an unfinished agent silent this long is answered STALE [CONVERGE_STALE_AFTER]")
+			fs.DurationVar(&goneAfter, "gone-after", 0,
+				"an unfinished agent silent this long is answered GONE and left out of ListAgents; 0: 10 × --stale-after [CONVERGE_GONE_AFTER]")
+		},
+		Check: func() error { return windows(staleAfter, goneAfter) },
+		Build: func(ctx context.Context, rt servicecmd.Runtime) (servicecmd.Built, error) {
+			st, err := postgres.New(ctx, rt.Flags.PostgresURL, database.WithLogger(rt.Logger))
 			if err != nil {
-				return err
+				return servicecmd.Built{}, err
 			}
-			st, err := postgres.New(ctx, flags.PostgresURL, database.WithLogger(logger))
-			if err != nil {
-				return err
-			}
-			defer st.Close()
 			// Redis holds the hot state (locks, heartbeats); the service is ready when both answer.
-			redisOpts, err := redis.ParseURL(flags.RedisURL)
+			redisOpts, err := redis.ParseURL(rt.Flags.RedisURL)
 			if err != nil {
-				return fmt.Errorf("--redis-url: %w", err)
+				_ = st.Close()
+				return servicecmd.Built{}, fmt.Errorf("--redis-url: %w", err)
 			}
 			rdb := redis.NewClient(redisOpts)
-			defer rdb.Close()
 			// Locks and heartbeats live in Redis; their fencing epochs in Postgres.
 			hot := redishot.New(rdb, redishot.DefaultPrefix, st)
-			defer hot.Close()
-			pingRedis := func(ctx context.Context) error {
-				if err := rdb.Ping(ctx).Err(); err != nil {
-					return fmt.Errorf("redis at %s: %w", redisOpts.Addr, err)
-				}
-				return nil
-			}
-			// The retention loop waits for a current schema (the readiness probe opens the gate).
-			schemaReady := make(chan struct{})
-			return flags.Serve(ctx, "registry", logger, server.Service{
-				Desc: &registryv1.RegistryService_ServiceDesc,
-				Impl: registry.New(ctx, st, hot, registry.WithLogger(logger), registry.WithAgentWindows(staleAfter, goneAfter),
-					registry.WithStartAfter(schemaReady)),
-				Ready: servicecmd.AllReady(servicecmd.ReadyProbe(st, flags.Migrate, func() { close(schemaReady) }),
-					pingRedis),
-			})
+			reg := registry.New(st, hot, registry.WithLogger(rt.Logger), registry.WithAgentWindows(staleAfter, goneAfter))
+			return servicecmd.Built{
+				Desc:  &server.Service{Desc: &registryv1.RegistryService_ServiceDesc, Impl: reg},
+				Store: st,
+				ReadyAlso: func(ctx context.Context) error {
+					if err := rdb.Ping(ctx).Err(); err != nil {
+						return fmt.Errorf("redis at %s: %w", redisOpts.Addr, err)
+					}
+					return nil
+				},
+				Start: reg.Start,
+				Close: func() {
+					_ = hot.Close()
+					_ = rdb.Close()
+					_ = st.Close()
+				},
+			}, nil
 		},
 	}
-	flags.Bind(cmd, "127.0.0.1:7072", servicecmd.NeedsPostgres|servicecmd.NeedsRedis)
-	cmd.Flags().DurationVar(&staleAfter, "stale-after", registry.DefaultStaleWindow,
-		"an unfinished agent silent this long is answered STALE [CONVERGE_STALE_AFTER]")
-	cmd.Flags().DurationVar(&goneAfter, "gone-after", 0,
-		"an unfinished agent silent this long is answered GONE and left out of ListAgents; 0: 10 × --stale-after [CONVERGE_GONE_AFTER]")
-	return cmd
 }
 
 // windows checks the stale and gone windows.

@@ -3,10 +3,11 @@
 package main
 
 import (
+	"context"
 	"os"
 	"strconv"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
 	"github.com/converge-dev/converge/platform/database"
@@ -16,54 +17,46 @@ import (
 	"github.com/converge-dev/converge/services/verifier/store/postgres"
 )
 
-func main() { os.Exit(servicecmd.Execute(command())) }
+func main() { servicecmd.Main(module()) }
 
-func command() *cobra.Command {
+func module() servicecmd.Module {
 	var (
-		flags            servicecmd.Flags
 		allowedRoots     []string
 		scratchDir       string
 		maxVerifications int
 	)
-	cmd := &cobra.Command{
-		Use:   "converge-verifier",
-		Short: "converge Verifier service: Verify Done with evidence",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := server.SignalContext(cmd.Context())
-			defer stop()
-			logger, err := flags.Logger(os.Stderr)
+	return servicecmd.Module{
+		Name:   "verifier",
+		Short:  "converge Verifier service: Verify Done with evidence",
+		Listen: "127.0.0.1:7074",
+		Needs:  servicecmd.NeedsPostgres,
+		Bind: func(fs *pflag.FlagSet) {
+			fs.StringArrayVar(&allowedRoots, "allowed-root", verifier.AllowedRootsFromEnv(),
+				"directory whose subdirectories Verify may check as local_dir targets, repeatable; none: local_dir is refused ["+
+					verifier.EnvAllowedRoots+", ':'-separated]")
+			fs.StringVar(&scratchDir, "scratch-dir", os.Getenv("CONVERGE_VERIFIER_SCRATCH_DIR"),
+				"where repository checkouts and command scratch directories go (default: the OS temporary directory) [CONVERGE_VERIFIER_SCRATCH_DIR]")
+			fs.IntVar(&maxVerifications, "max-verifications", envInt("CONVERGE_VERIFIER_MAX_VERIFICATIONS", verifier.DefaultMaxVerifications),
+				"verifications run at once; more answer ResourceExhausted [CONVERGE_VERIFIER_MAX_VERIFICATIONS]")
+		},
+		Build: func(ctx context.Context, rt servicecmd.Runtime) (servicecmd.Built, error) {
+			st, err := postgres.New(ctx, rt.Flags.PostgresURL, database.WithLogger(rt.Logger))
 			if err != nil {
-				return err
+				return servicecmd.Built{}, err
 			}
-			st, err := postgres.New(ctx, flags.PostgresURL, database.WithLogger(logger))
-			if err != nil {
-				return err
-			}
-			defer st.Close()
 			svc := verifier.New(st,
 				verifier.WithAllowedRoots(allowedRoots...),
 				verifier.WithScratchDir(scratchDir),
 				verifier.WithMaxVerifications(maxVerifications),
-				verifier.WithLogger(logger),
+				verifier.WithLogger(rt.Logger),
 			)
-			return flags.Serve(ctx, "verifier", logger, server.Service{
-				Desc:  &verifierv1.VerifierService_ServiceDesc,
-				Impl:  svc,
-				Ready: servicecmd.ReadyProbe(st, flags.Migrate),
-			})
+			return servicecmd.Built{
+				Desc:  &server.Service{Desc: &verifierv1.VerifierService_ServiceDesc, Impl: svc},
+				Store: st,
+				Close: func() { _ = st.Close() },
+			}, nil
 		},
 	}
-	flags.Bind(cmd, "127.0.0.1:7074", servicecmd.NeedsPostgres)
-	fs := cmd.Flags()
-	fs.StringArrayVar(&allowedRoots, "allowed-root", verifier.AllowedRootsFromEnv(),
-		"directory whose subdirectories Verify may check as local_dir targets, repeatable; none: local_dir is refused ["+
-			verifier.EnvAllowedRoots+", ':'-separated]")
-	fs.StringVar(&scratchDir, "scratch-dir", os.Getenv("CONVERGE_VERIFIER_SCRATCH_DIR"),
-		"where repository checkouts and command scratch directories go (default: the OS temporary directory) [CONVERGE_VERIFIER_SCRATCH_DIR]")
-	fs.IntVar(&maxVerifications, "max-verifications", envInt("CONVERGE_VERIFIER_MAX_VERIFICATIONS", verifier.DefaultMaxVerifications),
-		"verifications run at once; more answer ResourceExhausted [CONVERGE_VERIFIER_MAX_VERIFICATIONS]")
-	return cmd
 }
 
 // envInt reads an integer from the environment, or def.
