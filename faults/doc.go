@@ -6,6 +6,10 @@
 // production-like timing (failure_paths_test.go): an agent killed -9 right after a claim, an
 // agent restarted under the same instance id, a task that always fails, a Verifier that refuses.
 //
+// The deployment, the private Postgres and Redis and the TCP fault proxies are
+// platform/clustertest's, the process harness every test and benchmark that starts the binaries
+// shares.
+//
 // Its tests run only when CONVERGE_FAULTS is "full" or "ci" (faults/run.sh, `make faults`,
 // `make faults-ci`); `go test` without it skips them.
 package faults

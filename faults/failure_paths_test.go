@@ -13,6 +13,7 @@ import (
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/clustertest"
 )
 
 // Failure paths (issue 12): production-like timing and tasks that fail. The suite's other
@@ -51,7 +52,7 @@ func failurePaths() []scenario {
 	// death → running again measures the failure path, not a queue.
 	narrow := func(sleep string) func(r *run) *schedulerv1.TaskListSpec {
 		return func(r *run) *schedulerv1.TaskListSpec {
-			return layeredWidth(r.res.scenario, r.repo, r.tasks, 2, sleep)
+			return clustertest.LayeredWidth(r.res.scenario, r.repo, r.tasks, 2, sleep)
 		}
 	}
 	return []scenario{
@@ -98,7 +99,7 @@ func (r *run) fileOf(id string) string {
 func (c *cluster) nextClaim(id string, since time.Time, timeout time.Duration) (string, *schedulerv1.Assignment) {
 	var victim string
 	var got *schedulerv1.Assignment
-	eventually(timeout, func() bool {
+	clustertest.Eventually(timeout, func() bool {
 		for _, a := range c.assignments(id, schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_ASSIGNED, schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_RUNNING) {
 			if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK && a.GetAssignTime().AsTime().After(since) && c.agentProc(a.GetInstanceId()) != nil {
 				victim, got = a.GetInstanceId(), a
@@ -124,7 +125,7 @@ func (c *cluster) lockOn(resource string) *registryv1.Lock {
 // not within timeout).
 func (c *cluster) waitLock(resource, holder string, timeout time.Duration) *registryv1.Lock {
 	var lk *registryv1.Lock
-	eventually(timeout, func() bool {
+	clustertest.Eventually(timeout, func() bool {
 		lk = c.lockOn(resource)
 		return lk != nil && lk.GetHolder() == holder
 	})
@@ -140,7 +141,7 @@ func (c *cluster) waitLock(resource, holder string, timeout time.Duration) *regi
 // that, or the zero time.
 func (c *cluster) waitRerun(id string, d death, resource string, lockToken int64, timeout time.Duration) time.Time {
 	var at time.Time
-	eventually(timeout, func() bool {
+	clustertest.Eventually(timeout, func() bool {
 		for _, a := range c.assignments(id) {
 			if a.GetId() != d.assignment {
 				continue
@@ -284,14 +285,14 @@ const (
 )
 
 func withFailingTask(r *run) *schedulerv1.TaskListSpec {
-	spec := layeredWidth(r.res.scenario, r.repo, r.tasks, 2, "1")
+	spec := clustertest.LayeredWidth(r.res.scenario, r.repo, r.tasks, 2, "1")
 	count := filepath.Join(r.dir, "count")
 	// After the others (it depends on the last layer), so that they are integrated whatever the
 	// failure does to the run.
 	n := len(spec.Tasks)
 	spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: failingTask, Title: "always fails", File: "out/fail.txt",
 		Action:    commonv1.TaskAction_TASK_ACTION_CREATE,
-		DependsOn: []string{taskID(n - 1), taskID(n - 2)},
+		DependsOn: []string{clustertest.LayeredTaskID(n - 1), clustertest.LayeredTaskID(n - 2)},
 		Command:   fmt.Sprintf("sh -c 'echo run >> %s; echo %q >&2; exit 1'", count, failingMarker)})
 	return spec
 }

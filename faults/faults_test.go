@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/clustertest"
 )
 
 // config sizes a run of the suite.
@@ -95,9 +95,7 @@ func TestMain(m *testing.M) {
 			fmt.Println("process logs:", suiteDir)
 		}
 	}
-	if binDir != "" && os.Getenv("CONVERGE_FAULTS_BIN") == "" {
-		_ = os.RemoveAll(binDir)
-	}
+	clustertest.RemoveBinaries()
 	os.Exit(code)
 }
 
@@ -190,7 +188,7 @@ type death struct {
 func (r *run) at(frac float64) bool {
 	n := int32(frac * float64(r.tasks))
 	e := r.c.waitProgress(r.e.GetId(), n, r.c.cfg.timeout/2)
-	return !isEnded(e)
+	return !clustertest.Ended(e)
 }
 
 func TestFaults(t *testing.T) {
@@ -199,7 +197,7 @@ func TestFaults(t *testing.T) {
 		t.Skip("the fault suite runs only with CONVERGE_FAULTS=full or ci (faults/run.sh, make faults, make faults-ci)")
 	}
 	cfg := configFor(mode)
-	pg := startPostgres(t)
+	pg := clustertest.StartPostgres(t)
 	only := os.Getenv("CONVERGE_FAULTS_ONLY")
 	for i, sc := range scenarios() {
 		if only != "" && !slices.Contains(strings.Split(only, ","), sc.name) {
@@ -211,7 +209,7 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-func runScenario(t *testing.T, cfg config, pg *pgServer, db string, sc scenario) {
+func runScenario(t *testing.T, cfg config, pg *clustertest.Postgres, db string, sc scenario) {
 	began := time.Now()
 	n := cfg.tasks
 	if sc.tasks != nil {
@@ -234,7 +232,7 @@ func runScenario(t *testing.T, cfg config, pg *pgServer, db string, sc scenario)
 		res.timing = fmt.Sprintf("hb %s, stale %s", orDefault(opts.heartbeat), orDefault(opts.stale))
 	}
 	c := newCluster(t, cfg, pg, db, opts)
-	repo := originRepo(t)
+	repo := clustertest.GitRepo(t)
 	sleep := cfg.sleep
 	if sc.sleep != "" {
 		sleep = sc.sleep
@@ -243,7 +241,7 @@ func runScenario(t *testing.T, cfg config, pg *pgServer, db string, sc scenario)
 	if sc.spec != nil {
 		r.spec = sc.spec(r)
 	} else {
-		r.spec = layered(sc.name, repo, n, sleep)
+		r.spec = clustertest.Layered(sc.name, repo, n, sleep)
 	}
 	res.tasks = len(r.spec.GetTasks())
 	e := c.start(r.spec)
@@ -258,7 +256,7 @@ func runScenario(t *testing.T, cfg config, pg *pgServer, db string, sc scenario)
 		defer close(resetsDone)
 		// The first as soon as the reader has an entry (a short run resumes at least once too),
 		// then every 3 s.
-		eventually(30*time.Second, func() bool {
+		clustertest.Eventually(30*time.Second, func() bool {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			return len(w.seqs) > 0
@@ -300,7 +298,7 @@ func runScenario(t *testing.T, cfg config, pg *pgServer, db string, sc scenario)
 	var subjects []string
 	if exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", e.GetRunBranch()).Run() != nil {
 		t.Errorf("the run branch %q does not exist (the run ended before any integration)", e.GetRunBranch())
-	} else if out := gitOut(t, repo, "log", "--format=%s", "main.."+e.GetRunBranch()); out != "" {
+	} else if out := clustertest.Git(t, repo, "log", "--format=%s", "main.."+e.GetRunBranch()); out != "" {
 		subjects = strings.Split(out, "\n")
 	}
 	count := map[string]int{}
@@ -401,7 +399,7 @@ func runScenario(t *testing.T, cfg config, pg *pgServer, db string, sc scenario)
 				assert.NotEqual(t, d.instance, a.GetInstanceId(), "task %s was completed by %s, taken out while holding it", d.task, d.instance)
 			}
 			if a.GetTaskRef() != "" {
-				if got := gitOut(t, repo, "rev-parse", a.GetTaskRef()); assert.Equal(t, a.GetCommitSha(), got, "task ref %s moved by a late writer", a.GetTaskRef()) {
+				if got := clustertest.Git(t, repo, "rev-parse", a.GetTaskRef()); assert.Equal(t, a.GetCommitSha(), got, "task ref %s moved by a late writer", a.GetTaskRef()) {
 					intact++
 				}
 			}
@@ -510,8 +508,9 @@ func killAgents(r *run) {
 // leader answers the index of the Scheduler replica that leads (its log says so last), or 0.
 func (c *cluster) leader() int {
 	idx, latest := 0, ""
-	for i, p := range c.sched {
-		if at, leads := leadsSince(p.output()); leads && at > latest {
+	for i := range c.Schedulers() {
+		p := c.Scheduler(i)
+		if at, leads := leadsSince(p.Output()); leads && at > latest {
 			idx, latest = i, at
 		}
 	}
@@ -552,9 +551,9 @@ func killScheduler(r *run) {
 		if i > 0 {
 			victim = 1 - victim
 		}
-		r.c.sched[victim].kill9()
+		r.c.Scheduler(victim).Kill()
 		time.Sleep(2 * time.Second)
-		r.c.startScheduler(victim)
+		r.c.RestartScheduler(victim)
 		killed = append(killed, fmt.Sprintf("replica %d", victim))
 		r.res.faultsInjected++
 	}
@@ -565,7 +564,7 @@ func killScheduler(r *run) {
 func (c *cluster) probeToken() int64 {
 	c.t.Helper()
 	var token int64
-	ok := eventually(60*time.Second, func() bool {
+	ok := clustertest.Eventually(60*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		res, err := c.reg.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: "faults/probe.txt", Holder: "faults-probe", Ttl: durationpb.New(time.Minute)})
@@ -589,11 +588,11 @@ func restartRedis(r *run) {
 			break
 		}
 		before := r.c.probeToken()
-		_, err := r.c.redis.do("FLUSHALL")
+		_, err := r.c.Redis.Do("FLUSHALL")
 		assert.NoError(r.t, err)
-		r.c.redis.kill()
+		r.c.Redis.Kill()
 		time.Sleep(time.Second)
-		r.c.redis.start(r.t)
+		r.c.Redis.Start(r.t)
 		after := r.c.probeToken()
 		assert.Greater(r.t, after, before, "a fencing token after the flush is greater than every token before it")
 		tokens = append(tokens, fmt.Sprintf("token %d→%d", before, after))
@@ -608,14 +607,14 @@ func restartRedis(r *run) {
 func leaderSessionKilled(r *run) string {
 	c := r.c
 	old := c.leader()
-	before := [2]int{len(c.sched[0].output()), len(c.sched[1].output())}
-	out, err := c.pg.psql(c.db, "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' AND granted")
+	before := [2]int{len(c.Scheduler(0).Output()), len(c.Scheduler(1).Output())}
+	out, err := c.Postgres.Query(c.Database, "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' AND granted")
 	if err != nil || strings.TrimSpace(out) != "1" {
 		r.t.Errorf("killing the leader's Postgres session: %q %v", out, err)
 		return fmt.Sprintf("leader session kill: %q %v", out, err)
 	}
 	time.Sleep(3 * time.Second)
-	oldOut, otherOut := c.sched[old].output()[before[old]:], c.sched[1-old].output()[before[1-old]:]
+	oldOut, otherOut := c.Scheduler(old).Output()[before[old]:], c.Scheduler(1 - old).Output()[before[1-old]:]
 	noticed := strings.Contains(oldOut, `msg="scheduler driver"`) || strings.Contains(oldOut, "leadership lost")
 	other := strings.Contains(otherOut, "this replica leads")
 	switch {
@@ -642,9 +641,9 @@ func restartPostgres(r *run) {
 		if !r.at(0.15 + 0.85*float64(i+1)/float64(r.c.cfg.repeats+1)) {
 			break
 		}
-		r.c.pg.stop(r.t)
+		r.c.Postgres.Stop(r.t)
 		time.Sleep(3 * time.Second)
-		r.c.pg.start(r.t)
+		r.c.Postgres.Start(r.t)
 		r.res.faultsInjected++
 	}
 	r.res.notes = strings.Join(append(notes, "pg_ctl stop -m immediate, 3 s down, start"), "; ")
@@ -653,7 +652,7 @@ func restartPostgres(r *run) {
 // 5. latency, resets and cuts between agents and Schedulers and between Schedulers and Postgres.
 func proxyFaults(r *run) {
 	c := r.c
-	links := []*Proxy{c.agentProxy[0], c.agentProxy[1], c.pgProxy}
+	links := []*clustertest.Proxy{c.SchedulerProxy(0), c.SchedulerProxy(1), c.PostgresProxy}
 	var did []string
 	// Latency: 30 ms per chunk on every link for 5 s.
 	if r.at(0.15) {
@@ -683,23 +682,23 @@ func proxyFaults(r *run) {
 	if r.at(0.55) {
 		for id, h := range c.holders(r.e.GetId()) {
 			c.mu.Lock()
-			on0 := c.agentOf[id] == 0
+			on0 := c.AgentScheduler(id) == 0
 			c.mu.Unlock()
 			if on0 {
 				r.deaths = append(r.deaths, death{instance: id, assignment: h.GetId(), task: h.GetTaskId(), at: time.Now(), cut: true})
 			}
 		}
-		c.agentProxy[0].Cut()
+		c.SchedulerProxy(0).Cut()
 		time.Sleep(4 * c.heartbeat() * 3 / 2)
-		c.agentProxy[0].Restore()
+		c.SchedulerProxy(0).Restore()
 		did = append(did, fmt.Sprintf("agents↔scheduler-0 cut %s", 4*c.heartbeat()*3/2))
 		r.res.faultsInjected++
 	}
 	// Cut Schedulers ↔ Postgres for 3 s.
 	if r.at(0.75) {
-		c.pgProxy.Cut()
+		c.PostgresProxy.Cut()
 		time.Sleep(3 * time.Second)
-		c.pgProxy.Restore()
+		c.PostgresProxy.Restore()
 		did = append(did, "schedulers↔postgres cut 3s")
 		r.res.faultsInjected++
 	}
@@ -721,11 +720,11 @@ func stopAgent(r *run) {
 		}
 		p := c.agentProc(victim)
 		at := time.Now()
-		require.NoError(r.t, p.signal(syscall.SIGSTOP))
+		require.NoError(r.t, p.Pause())
 		r.deaths = append(r.deaths, death{instance: victim, assignment: a.GetId(), task: a.GetTaskId(), at: at, token: a.GetFencingToken()})
 		r.res.faultsInjected++
 		// Wait (bounded) until another agent holds or finished the assignment with a newer token.
-		moved := eventually(60*time.Second, func() bool {
+		moved := clustertest.Eventually(60*time.Second, func() bool {
 			for _, x := range c.assignments(r.e.GetId()) {
 				if x.GetId() == a.GetId() {
 					return x.GetFencingToken() > a.GetFencingToken() && x.GetInstanceId() != victim
@@ -734,15 +733,15 @@ func stopAgent(r *run) {
 			return false
 		})
 		assert.True(r.t, moved, "the stopped agent's assignment did not move to another agent")
-		require.NoError(r.t, p.signal(syscall.SIGCONT))
+		require.NoError(r.t, p.Continue())
 		// The resumed agent finds out: its report or completion is refused (Aborted).
-		if eventually(30*time.Second, func() bool {
-			out := p.output()
+		if clustertest.Eventually(30*time.Second, func() bool {
+			out := p.Output()
 			return strings.Contains(out, "lease lost") || strings.Contains(out, "completion refused")
 		}) {
 			refused++
 		} else {
-			r.t.Errorf("agent %s, resumed after its lease moved on, was not told its lease was lost:\n%s", victim, tail(p.output(), 20))
+			r.t.Errorf("agent %s, resumed after its lease moved on, was not told its lease was lost:\n%s", victim, clustertest.Tail(p.Output(), 20))
 		}
 	}
 	r.res.notes = fmt.Sprintf("%d stopped past the lease, resumed: %d refused (Aborted)", r.res.faultsInjected, refused)

@@ -5,8 +5,9 @@
 # The failure-path scenarios (agent-kill-after-claim, agent-restart-same-id, task-always-fails,
 # verifier-refuses) run on smaller lists with production-like timing: full mode the defaults (30 s
 # heartbeat, 30 s stale window), ci mode a 5 s heartbeat and a 12 s stale window.
-# CONVERGE_FAULTS_ONLY=agent-kill,postgres-restart runs only those scenarios; CONVERGE_FAULTS_BIN=dir uses
-# prebuilt converge-<service> binaries instead of building them.
+# CONVERGE_FAULTS_ONLY=agent-kill,postgres-restart runs only those scenarios; CONVERGE_TEST_BIN=dir (or
+# CONVERGE_FAULTS_BIN) uses prebuilt converge-<service> binaries instead of building them. The
+# processes, Postgres, Redis and the fault proxies are platform/clustertest's.
 set -eu
 mode=${1:-ci}
 case "$mode" in full|ci) ;; *) echo "usage: $0 full|ci" >&2; exit 2 ;; esac
@@ -14,7 +15,7 @@ cd "$(dirname "$0")"
 work=$(mktemp -d "${TMPDIR:-/tmp}/converge-faults-XXXXXX")
 trap 'rm -rf "$work/bin"' EXIT
 mkdir -p "$work/bin" "$work/logs"
-bin=${CONVERGE_FAULTS_BIN:-}
+bin=${CONVERGE_TEST_BIN:-${CONVERGE_FAULTS_BIN:-}}
 if [ -z "$bin" ]; then
 	bin=$work/bin
 	for s in scheduler registry knowledge verifier agent; do
@@ -25,7 +26,7 @@ timeout=20m
 [ "$mode" = full ] && timeout=90m
 start=$(date +%s)
 status=0
-CONVERGE_FAULTS=$mode CONVERGE_FAULTS_BIN=$bin CONVERGE_FAULTS_LOGS=$work/logs CONVERGE_FAULTS_RESULTS=$work/results.md \
+CONVERGE_FAULTS=$mode CONVERGE_TEST_BIN=$bin CONVERGE_FAULTS_LOGS=$work/logs CONVERGE_FAULTS_RESULTS=$work/results.md \
 	go test -count=1 -timeout "$timeout" -run 'TestFaults' -v . 2>&1 | tee "$work/test.log" | grep -E '^(=== RUN|--- |    --- |PASS|FAIL|ok|\s+faults_test.go|\s+[a-z_]+_test.go:[0-9]+:)' || true
 grep -q '^ok' "$work/test.log" || status=1
 wall=$(( $(date +%s) - start ))

@@ -20,13 +20,10 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
 	mrand "math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,14 +32,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/clustertest"
 )
 
 type options struct {
@@ -217,17 +212,7 @@ func run(o options) (report, error) {
 		}
 		graphs = append(graphs, g)
 	}
-	var bin string
-	if o.mode != "none" {
-		var err error
-		if bin, err = os.MkdirTemp("", "converge-dag-bin-"); err != nil {
-			return rep, err
-		}
-		defer os.RemoveAll(bin)
-		if err := build(bin); err != nil {
-			return rep, err
-		}
-	}
+	defer clustertest.RemoveBinaries()
 	for _, g := range graphs {
 		sr := shapeResult{Shape: g.shape, Tasks: len(g.deps), Edges: g.edges(), Levels: g.levels}
 		fmt.Fprintf(os.Stderr, "dag-bench: %s, %d tasks, %d edges, depth %d\n", g.shape, sr.Tasks, sr.Edges, sr.Levels)
@@ -241,7 +226,7 @@ func run(o options) (report, error) {
 		}
 		if o.mode == "embedded" || o.mode == "both" {
 			fmt.Fprintf(os.Stderr, "dag-bench: %s on converge dev\n", g.shape)
-			r, err := embedded(bin, g, o)
+			r, err := embedded(g, o)
 			if err != nil {
 				return rep, fmt.Errorf("%s embedded: %w", g.shape, err)
 			}
@@ -249,7 +234,7 @@ func run(o options) (report, error) {
 		}
 		if o.mode == "postgres" || o.mode == "both" {
 			fmt.Fprintf(os.Stderr, "dag-bench: %s on Postgres + Redis\n", g.shape)
-			r, err := production(bin, g, o)
+			r, err := production(g, o)
 			if err != nil {
 				return rep, fmt.Errorf("%s postgres: %w", g.shape, err)
 			}
@@ -287,19 +272,6 @@ func printTables(rep report) {
 			fmt.Printf("| %s | %s | %.3f s | %.1f | %.2f ms | %s | %s | %s |\n", r.Name, r.Outcome, r.WallS, r.RatioToNinja, r.OverheadMsPerTask, p50, p99, tps)
 		}
 	}
-}
-
-// build compiles the binaries the deployments run into bin.
-func build(bin string) error {
-	for name, pkg := range map[string]string{
-		"converge": "github.com/converge-dev/converge/cmd/converge", "converge-scheduler": "github.com/converge-dev/converge/services/scheduler/cmd/converge-scheduler",
-		"converge-registry": "github.com/converge-dev/converge/services/registry/cmd/converge-registry", "converge-agent": "github.com/converge-dev/converge/services/agent/cmd/converge-agent",
-	} {
-		if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg).CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
-		}
-	}
-	return nil
 }
 
 // peer runs ninja or make on the graph `rounds` times in fresh directories and reports the median
@@ -374,140 +346,43 @@ func peer(tool string, g graph, jobs, rounds int) (side, error) {
 	return side{Outcome: "ok", WallS: pct(walls, 50).Seconds(), PeerRounds: len(walls)}, nil
 }
 
-// proc is a started process.
-type proc struct{ cmd *exec.Cmd }
-
-func startProc(bin string, env []string, args ...string) (*proc, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	logf, err := os.CreateTemp("", filepath.Base(bin)+"-*.log")
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return &proc{cmd: cmd}, nil
-}
-
-func (p *proc) stop() {
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-	}
-	if f, ok := p.cmd.Stdout.(*os.File); ok {
-		_ = f.Close()
-		_ = os.Remove(f.Name())
-	}
-}
-
-func freeAddr() string {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer lis.Close()
-	return lis.Addr().String()
-}
-
-func waitServing(addr string) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		res, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("%s never became SERVING", addr)
-}
-
 // embedded runs the graph on `converge dev --in-memory` with agent processes.
-func embedded(bin string, g graph, o options) (side, error) {
-	addr := freeAddr()
-	dev, err := startProc(filepath.Join(bin, "converge"), nil, "dev", "--in-memory", "--listen", addr, "--log-level", "warn")
-	if err != nil {
-		return side{}, err
-	}
-	defer dev.stop()
-	if err := waitServing(addr); err != nil {
-		return side{}, err
-	}
-	return execute(fmt.Sprintf("converge, embedded (SQLite), %d agents", o.agents), bin, addr, addr, nil, g, o)
+func embedded(g graph, o options) (r side, err error) {
+	err = clustertest.Run(nil, func(tb clustertest.TB) error {
+		addr := clustertest.FreeAddr(tb)
+		dev := clustertest.StartProcess(tb, clustertest.ProcessSpec{Name: "converge-dev", Bin: clustertest.Binary(tb, "converge"),
+			Args: []string{"dev", "--in-memory", "--listen", addr, "--log-level", "warn"}})
+		clustertest.WaitHealth(tb, dev, addr, "", healthpb.HealthCheckResponse_SERVING, 0)
+		work := tb.TempDir()
+		for i := range o.agents {
+			id := fmt.Sprintf("agent-%02d", i+1)
+			clustertest.StartProcess(tb, clustertest.ProcessSpec{Name: id, Bin: clustertest.Binary(tb, "converge-agent"), LogDir: work,
+				Args: []string{"--listen", clustertest.FreeAddr(tb), "--scheduler", addr, "--registry", addr,
+					"--instance-id", id, "--data-dir", filepath.Join(work, id), "--log-level", "warn"}})
+		}
+		r, err = execute(fmt.Sprintf("converge, embedded (SQLite), %d agents", o.agents), schedulerv1.NewSchedulerServiceClient(clustertest.Dial(tb, addr)), g, o)
+		return err
+	})
+	return r, err
 }
 
-// production runs it on separate Scheduler and Registry processes on Postgres and Redis.
-func production(bin string, g graph, o options) (side, error) {
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, o.pgURL)
-	if err != nil {
-		return side{}, err
-	}
-	defer admin.Close(ctx)
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	db := "converge_dagbench_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		return side{}, err
-	}
-	defer func() { _, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") }()
-	i := strings.LastIndex(o.pgURL, "/")
-	q := ""
-	if j := strings.Index(o.pgURL[i:], "?"); j >= 0 {
-		q = o.pgURL[i+j:]
-	}
-	url := o.pgURL[:i+1] + db + q
-	env := []string{"CONVERGE_POSTGRES_URL=" + url, "CONVERGE_REDIS_URL=" + o.redisURL, "CONVERGE_MIGRATE=true", "CONVERGE_LOG_LEVEL=warn"}
-	sched, reg := freeAddr(), freeAddr()
-	for _, s := range []struct{ bin, addr string }{{"converge-scheduler", sched}, {"converge-registry", reg}} {
-		p, err := startProc(filepath.Join(bin, s.bin), env, "--listen", s.addr)
-		if err != nil {
-			return side{}, err
-		}
-		defer p.stop()
-		if err := waitServing(s.addr); err != nil {
-			return side{}, err
-		}
-	}
-	return execute(fmt.Sprintf("converge, Postgres + Redis, %d agents", o.agents), bin, sched, reg, env, g, o)
+// production runs it on separate Scheduler and Registry processes on a fresh database of the
+// Postgres server and on Redis (platform/clustertest), with the agents.
+func production(g graph, o options) (r side, err error) {
+	err = clustertest.Run(nil, func(tb clustertest.TB) error {
+		c := clustertest.Start(tb, clustertest.Options{Agents: o.agents, Without: []string{"knowledge", "verifier"}, LogLevel: "warn",
+			Postgres: clustertest.UsePostgres(tb, o.pgURL), Redis: clustertest.UseRedis(tb, o.redisURL)})
+		r, err = execute(fmt.Sprintf("converge, Postgres + Redis, %d agents", o.agents), c.SchedulerClient(0), g, o)
+		return err
+	})
+	return r, err
 }
 
-// execute starts the agents, creates and runs the list, and reads the figures from the log. The
-// wall time runs from CreateTaskList to the execution's end, as ninja's includes parsing its file.
-func execute(name, bin, sched, reg string, env []string, g graph, o options) (side, error) {
+// execute creates and runs the list on the deployment's Scheduler and reads the figures from the
+// log. The wall time runs from CreateTaskList to the execution's end, as ninja's includes parsing
+// its file.
+func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o options) (side, error) {
 	ctx := context.Background()
-	dataDir, err := os.MkdirTemp("", "converge-dag-agents-")
-	if err != nil {
-		return side{}, err
-	}
-	defer os.RemoveAll(dataDir)
-	for i := range o.agents {
-		id := fmt.Sprintf("bench-agent-%d", i+1)
-		p, err := startProc(filepath.Join(bin, "converge-agent"), env, "--listen", freeAddr(), "--scheduler", sched, "--registry", reg,
-			"--instance-id", id, "--data-dir", filepath.Join(dataDir, id), "--log-level", "warn")
-		if err != nil {
-			return side{}, err
-		}
-		defer p.stop()
-	}
-	conn, err := grpc.NewClient(sched, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return side{}, err
-	}
-	defer conn.Close()
-	c := schedulerv1.NewSchedulerServiceClient(conn)
 	spec := &schedulerv1.TaskListSpec{Name: "dag " + g.shape}
 	for i, ds := range g.deps {
 		t := &commonv1.Task{Id: taskID(i), Title: "true", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: fmt.Sprintf("out/%04d", i)}
@@ -534,7 +409,7 @@ func execute(name, bin, sched, reg string, env []string, g graph, o options) (si
 			return side{}, err
 		}
 		e = res.GetExecution()
-		if s := e.GetStatus(); s == schedulerv1.ExecutionStatus_EXECUTION_STATUS_COMPLETED || s == schedulerv1.ExecutionStatus_EXECUTION_STATUS_FAILED || s == schedulerv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED {
+		if clustertest.Ended(e) {
 			break
 		}
 		if time.Since(start) > o.timeout {
@@ -544,17 +419,9 @@ func execute(name, bin, sched, reg string, env []string, g graph, o options) (si
 		time.Sleep(20 * time.Millisecond)
 	}
 	wall := time.Since(start)
-	var entries []*commonv1.LogEntry
-	for after := int64(0); ; {
-		res, err := c.GetExecutionLog(ctx, &schedulerv1.GetExecutionLogRequest{ExecutionId: id, AfterSeq: after, Limit: 500})
-		if err != nil {
-			return side{}, err
-		}
-		entries = append(entries, res.GetEntries()...)
-		if !res.GetHasMore() || len(res.GetEntries()) == 0 {
-			break
-		}
-		after = entries[len(entries)-1].GetSeq()
+	entries, err := clustertest.ExecutionLog(ctx, c, id)
+	if err != nil {
+		return side{}, err
 	}
 	r := side{Name: name, WallS: wall.Seconds(), Outcome: strings.TrimPrefix(e.GetOutcome().String(), "OUTCOME_")}
 	figures(&r, g, entries)

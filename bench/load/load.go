@@ -7,16 +7,11 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,14 +19,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/clustertest"
 )
 
 // config is one load run.
@@ -80,69 +74,6 @@ func (c *config) logf(format string, args ...any) {
 	}
 }
 
-// binaries the deployment runs, by package.
-var binaries = map[string]string{
-	"converge-scheduler": "github.com/converge-dev/converge/services/scheduler/cmd/converge-scheduler",
-	"converge-registry":  "github.com/converge-dev/converge/services/registry/cmd/converge-registry",
-	"converge-knowledge": "github.com/converge-dev/converge/services/knowledge/cmd/converge-knowledge",
-	"converge-verifier":  "github.com/converge-dev/converge/services/verifier/cmd/converge-verifier",
-	"converge-agent":     "github.com/converge-dev/converge/services/agent/cmd/converge-agent",
-}
-
-func buildBinaries(dir string) error {
-	for name, pkg := range binaries {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
-		}
-	}
-	return nil
-}
-
-// proc is a started process whose output goes to a log file kept on failure.
-type proc struct {
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan struct{}
-}
-
-func startProc(bin, logDir string, env []string, args ...string) (*proc, error) {
-	logf, err := os.CreateTemp(logDir, filepath.Base(bin)+"-*.log")
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		_ = logf.Close()
-		return nil, err
-	}
-	p := &proc{cmd: cmd, log: logf, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	return p, nil
-}
-
-func (p *proc) stop() {
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-	_ = p.log.Close()
-}
-
-func (p *proc) tail(n int) string {
-	b, _ := os.ReadFile(p.log.Name())
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // procStatusKB answers a field of /proc/<pid>/status in kB (VmRSS, VmHWM).
 func procStatusKB(pid int, field string) int64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
@@ -179,66 +110,6 @@ func heapInuse(metricsAddr string) int64 {
 	return 0
 }
 
-func freeAddr() (string, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer lis.Close()
-	return lis.Addr().String(), nil
-}
-
-func waitServing(ctx context.Context, addr string, p *proc) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited:\n%s", p.cmd.Path, p.tail(30))
-		case <-ctx.Done():
-			return ctx.Err()
-		default:
-		}
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		res, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("%s at %s never became SERVING:\n%s", filepath.Base(p.cmd.Path), addr, p.tail(30))
-}
-
-// privateDatabase makes a fresh database on the server at pgURL and answers its URL and a drop.
-func privateDatabase(ctx context.Context, pgURL string) (string, func(), error) {
-	admin, err := pgx.Connect(ctx, pgURL)
-	if err != nil {
-		return "", nil, fmt.Errorf("postgres %s: %w", pgURL, err)
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	db := "converge_load_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		_ = admin.Close(ctx)
-		return "", nil, err
-	}
-	drop := func() {
-		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
-		_ = admin.Close(context.Background())
-	}
-	i := strings.LastIndex(pgURL, "/")
-	q := ""
-	if j := strings.Index(pgURL[i:], "?"); j >= 0 {
-		q = pgURL[i+j:]
-	}
-	return pgURL[:i+1] + db + q, drop, nil
-}
-
 // streamResult is what one WatchExecution stream saw.
 type streamResult struct {
 	seqs []int64
@@ -257,101 +128,41 @@ func run(ctx context.Context, cfg config) (res result, err error) {
 	if cfg.Width <= 0 {
 		cfg.Width = cfg.Tasks
 	}
-	work, err := os.MkdirTemp("", "converge-load-")
+	logs, err := os.MkdirTemp("", "converge-load-logs-")
 	if err != nil {
 		return res, err
 	}
-	keepLogs := false
 	defer func() {
-		if keepLogs {
-			cfg.logf("logs kept in %s", work)
+		if err != nil {
+			cfg.logf("process logs kept in %s", logs)
 			return
 		}
-		_ = os.RemoveAll(work)
+		_ = os.RemoveAll(logs)
 	}()
-	defer func() {
-		if err != nil {
-			keepLogs = true
-		}
-	}()
-	bin := cfg.BinDir
-	if bin == "" {
-		bin = filepath.Join(work, "bin")
-		cfg.logf("building the binaries")
-		if err := buildBinaries(bin); err != nil {
+	if cfg.BinDir != "" {
+		if err := os.Setenv(clustertest.EnvBinDir, cfg.BinDir); err != nil {
 			return res, err
 		}
 	}
-	pg, drop, err := privateDatabase(ctx, cfg.PostgresURL)
-	if err != nil {
-		return res, err
-	}
-	defer drop()
-	logs := filepath.Join(work, "logs")
-	if err := os.MkdirAll(logs, 0o755); err != nil {
-		return res, err
-	}
-	env := []string{"CONVERGE_POSTGRES_URL=" + pg, "CONVERGE_REDIS_URL=" + cfg.RedisURL, "CONVERGE_MIGRATE=true", "CONVERGE_LOG_LEVEL=warn"}
-	var procs []*proc
-	defer func() {
-		// Agents first, then the services.
-		var wg sync.WaitGroup
-		for i := len(procs) - 1; i >= 0; i-- {
-			wg.Add(1)
-			go func(p *proc) { defer wg.Done(); p.stop() }(procs[i])
-		}
-		wg.Wait()
-	}()
-	up := func(name string, args ...string) (string, *proc, error) {
-		addr, err := freeAddr()
-		if err != nil {
-			return "", nil, err
-		}
-		p, err := startProc(filepath.Join(bin, name), logs, env, append([]string{"--listen", addr}, args...)...)
-		if err != nil {
-			return "", nil, err
-		}
-		procs = append(procs, p)
-		return addr, p, waitServing(ctx, addr, p)
-	}
-	cfg.logf("starting registry, knowledge, verifier and scheduler on %s", pg)
-	registry, _, err := up("converge-registry")
-	if err != nil {
-		return res, err
-	}
-	knowledge, _, err := up("converge-knowledge")
-	if err != nil {
-		return res, err
-	}
-	verifier, _, err := up("converge-verifier", "--allowed-root", work)
-	if err != nil {
-		return res, err
-	}
-	metrics, err := freeAddr()
-	if err != nil {
-		return res, err
-	}
-	schedAddr, sched, err := up("converge-scheduler", "--verifier", verifier, "--work-dir", filepath.Join(work, "scheduler"), "--metrics-listen", metrics)
-	if err != nil {
-		return res, err
-	}
+	defer clustertest.RemoveBinaries()
+	err = clustertest.Run(cfg.Logf, func(tb clustertest.TB) error {
+		var err error
+		res, err = measure(ctx, tb, cfg, logs)
+		return err
+	})
+	return res, err
+}
 
-	cfg.logf("starting %d agents", cfg.Agents)
-	var agents []*proc
-	for i := range cfg.Agents {
-		id := fmt.Sprintf("load-agent-%02d", i+1)
-		addr, err := freeAddr()
-		if err != nil {
-			return res, err
-		}
-		p, err := startProc(filepath.Join(bin, "converge-agent"), logs, env, "--listen", addr, "--scheduler", schedAddr,
-			"--registry", registry, "--knowledge", knowledge, "--instance-id", id, "--data-dir", filepath.Join(work, "agents", id))
-		if err != nil {
-			return res, err
-		}
-		procs = append(procs, p)
-		agents = append(agents, p)
-	}
+// measure starts the deployment (platform/clustertest) and runs the execution under the streams.
+func measure(ctx context.Context, tb clustertest.TB, cfg config, logs string) (res result, err error) {
+	res.Config = cfg
+	cfg.logf("starting registry, knowledge, verifier, scheduler and %d agents", cfg.Agents)
+	metrics := clustertest.FreeAddr(tb)
+	c := clustertest.Start(tb, clustertest.Options{Agents: cfg.Agents, LogLevel: "warn", LogDir: logs, Grace: 30 * time.Second,
+		Postgres: clustertest.UsePostgres(tb, cfg.PostgresURL), Redis: clustertest.UseRedis(tb, cfg.RedisURL),
+		SchedulerArgs: []string{"--metrics-listen", metrics}})
+	cfg.logf("deployed on database %s", c.Database)
+	schedAddr, sched := c.SchedulerAddr(0), c.Scheduler(0)
 
 	conns := make([]*grpc.ClientConn, cfg.Conns)
 	for i := range conns {
@@ -363,7 +174,7 @@ func run(ctx context.Context, cfg config) (res result, err error) {
 	client := schedulerv1.NewSchedulerServiceClient(conns[0])
 
 	// The Scheduler's memory and heap, sampled from now on.
-	res.SchedRSSIdleKB = procStatusKB(sched.cmd.Process.Pid, "VmRSS")
+	res.SchedRSSIdleKB = procStatusKB(sched.Pid(), "VmRSS")
 	res.SchedHeapIdle = heapInuse(metrics)
 	var heapPeak atomic.Int64
 	heapPeak.Store(res.SchedHeapIdle)
@@ -486,7 +297,7 @@ func run(ctx context.Context, cfg config) (res result, err error) {
 			return res, fmt.Errorf("GetExecution: %w", err)
 		}
 		e = g.GetExecution()
-		if s := e.GetStatus(); s == schedulerv1.ExecutionStatus_EXECUTION_STATUS_COMPLETED || s == schedulerv1.ExecutionStatus_EXECUTION_STATUS_FAILED || s == schedulerv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED {
+		if clustertest.Ended(e) {
 			break
 		}
 		if time.Since(lastReport) > 10*time.Second {
@@ -501,19 +312,13 @@ func run(ctx context.Context, cfg config) (res result, err error) {
 	wg.Wait() // each stream closes with OK after the last entry
 	res.Delivered = delivered.Load()
 
-	var seqs []int64
-	for after := int64(0); ; {
-		page, err := client.GetExecutionLog(ctx, &schedulerv1.GetExecutionLogRequest{ExecutionId: id, AfterSeq: after, Limit: 500})
-		if err != nil {
-			return res, fmt.Errorf("GetExecutionLog: %w", err)
-		}
-		for _, en := range page.GetEntries() {
-			seqs = append(seqs, en.GetSeq())
-		}
-		if !page.GetHasMore() || len(page.GetEntries()) == 0 {
-			break
-		}
-		after = seqs[len(seqs)-1]
+	entries, err := clustertest.ExecutionLog(ctx, client, id)
+	if err != nil {
+		return res, fmt.Errorf("GetExecutionLog: %w", err)
+	}
+	seqs := make([]int64, 0, len(entries))
+	for _, en := range entries {
+		seqs = append(seqs, en.GetSeq())
 	}
 	res.Events = len(seqs)
 	var lat []time.Duration
@@ -536,10 +341,10 @@ func run(ctx context.Context, cfg config) (res result, err error) {
 	if len(lat) > 0 {
 		res.LatP50, res.LatP99, res.LatMax = lat[len(lat)*50/100], lat[min(len(lat)-1, len(lat)*99/100)], lat[len(lat)-1]
 	}
-	res.SchedRSSPeakKB = procStatusKB(sched.cmd.Process.Pid, "VmHWM")
+	res.SchedRSSPeakKB = procStatusKB(sched.Pid(), "VmHWM")
 	res.SchedHeapPeak = max(heapPeak.Load(), heapInuse(metrics))
-	for _, a := range agents {
-		res.AgentRSSTotalKB += procStatusKB(a.cmd.Process.Pid, "VmHWM")
+	for _, id := range c.Agents() {
+		res.AgentRSSTotalKB += procStatusKB(c.Agent(id).Pid(), "VmHWM")
 	}
 	// A command DAG without a repository has nothing for Verify Done to check: CONVERGED_PENDING_HUMAN.
 	if !strings.HasPrefix(res.Outcome, "CONVERGED") {

@@ -42,6 +42,7 @@ import (
 
 	"github.com/converge-dev/converge/gen"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	"github.com/converge-dev/converge/platform/clustertest"
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/server"
 	"github.com/converge-dev/converge/services/registry"
@@ -101,11 +102,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if _, err := exec.LookPath("redis-benchmark"); err != nil {
 		return errors.New("redis-benchmark not found on PATH (Debian: apt-get install redis-tools)")
 	}
-	addr, stop, err := redisAddr(o.redisURL)
-	if err != nil {
-		return err
-	}
-	defer stop()
+	return clustertest.Run(nil, func(tb clustertest.TB) error { return measure(ctx, tb, o, out) })
+}
+
+// measure runs the rounds on o's Redis or a private one (platform/clustertest).
+func measure(ctx context.Context, tb clustertest.TB, o options, out io.Writer) error {
+	addr := redisAddr(tb, o.redisURL)
 
 	// The Registry: Redis for locks, a throwaway SQLite file for its durable part (a lock
 	// cycle touches the durable store only to take the first fencing epoch).
@@ -364,48 +366,13 @@ func setRound(ctx context.Context, addr string, clients, requests int) (result, 
 	return result{}, fmt.Errorf("redis-benchmark printed no SET row: %q", outb)
 }
 
-// redisAddr answers the Redis to use and how to stop it: url's, or a private redis-server's.
-func redisAddr(url string) (string, func(), error) {
+// redisAddr answers the Redis to use: url's, or a private redis-server's (stopped when the run
+// ends).
+func redisAddr(tb clustertest.TB, url string) string {
 	if url != "" {
-		opts, err := redis.ParseURL(url)
-		if err != nil {
-			return "", nil, fmt.Errorf("--redis-url: %w", err)
-		}
-		return opts.Addr, func() {}, nil
+		return clustertest.UseRedis(tb, url).Addr()
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	addr := lis.Addr().String()
-	_ = lis.Close()
-	_, port, _ := net.SplitHostPort(addr)
-	dir, err := os.MkdirTemp("", "registry-bench-redis-")
-	if err != nil {
-		return "", nil, err
-	}
-	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no", "--dir", dir)
-	if err := cmd.Start(); err != nil {
-		_ = os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("start redis-server: %w", err)
-	}
-	stop := func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		_ = os.RemoveAll(dir)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if rdb.Ping(context.Background()).Err() == nil {
-			return addr, stop, nil
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return "", nil, fmt.Errorf("redis-server on %s did not answer", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return clustertest.StartRedis(tb).Addr()
 }
 
 // deletePrefix removes the run's keys from a Redis it does not own.

@@ -28,6 +28,7 @@ import (
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/clustertest"
 )
 
 // agentShq quotes s for sh.
@@ -68,7 +69,7 @@ func TestAgentFailingTaskRunsMaxRetriesPlusOneTimes(t *testing.T) {
 	require.NoError(t, os.WriteFile(tasks, []byte("# Tasks: fails\n\n### Task 1: Always fails\n\n**Command:** `"+
 		"echo run >> "+count+"; echo 'compile error: x undefined' >&2; exit 1`\n"), 0o644))
 	var out, errOut bytes.Buffer
-	err := runRun(context.Background(), runOptions{TasksFile: tasks, Repo: originRepo(t), Agents: 1, JSON: true},
+	err := runRun(context.Background(), runOptions{TasksFile: tasks, Repo: clustertest.GitRepo(t), Agents: 1, JSON: true},
 		runEnv{stdout: &out, stderr: &errOut, rerun: "converge run"})
 	var ee exitError
 	require.ErrorAs(t, err, &ee, "stderr:\n%s", errOut.String())
@@ -126,7 +127,7 @@ if [ "$CONVERGE_TASK_ID" = 1 ]; then
 fi
 `), 0o755))
 	sched := schedulerv1.NewSchedulerServiceClient(b.conn)
-	spec := &schedulerv1.TaskListSpec{Name: "gotcha", Repository: &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: originRepo(t)}, BaseRef: "main"},
+	spec := &schedulerv1.TaskListSpec{Name: "gotcha", Repository: &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: clustertest.GitRepo(t)}, BaseRef: "main"},
 		Tasks: []*commonv1.Task{
 			{Id: "1", Title: "first notes", File: "notes.txt", Action: commonv1.TaskAction_TASK_ACTION_CREATE},
 			{Id: "2", Title: "more notes", File: "notes.txt", Action: commonv1.TaskAction_TASK_ACTION_UPDATE, DependsOn: []string{"1"}},
@@ -138,7 +139,7 @@ fi
 			Kind: &commonv1.ExecutorSpec_AgentCli{AgentCli: &commonv1.AgentCliExecutor{Argv: []string{script}}}}}})
 	require.NoError(t, err)
 	id := ex.GetExecution().GetId()
-	require.True(t, assertEventually(120*time.Second, func() bool {
+	require.True(t, clustertest.Eventually(120*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(prompts, "2.md"))
 		return err == nil
 	}), "task 2 never ran: %v", agentExecution(t, sched, id))
@@ -158,44 +159,11 @@ func agentExecution(t *testing.T, sched schedulerv1.SchedulerServiceClient, id s
 	return res.GetExecution()
 }
 
-// agentProc is an agent binary the test may kill -9.
-type agentProc struct {
-	*process
-	exited chan struct{} // closed once it exited; code is then set
-	code   int
-}
-
-// startAgentProc runs the agent binary until it exits or the test ends (then SIGINT).
-func startAgentProc(t *testing.T, args ...string) *agentProc {
+// startAgentProc runs the agent binary (platform/clustertest) until it exits or the test ends
+// (then SIGTERM).
+func startAgentProc(t *testing.T, args ...string) *clustertest.Process {
 	t.Helper()
-	a := &agentProc{process: &process{cmd: exec.Command(binary(t, "converge-agent"), args...)}, exited: make(chan struct{})}
-	a.cmd.Stdout, a.cmd.Stderr = a.process, a.process
-	require.NoError(t, a.cmd.Start())
-	go func() {
-		_ = a.cmd.Wait()
-		a.code = a.cmd.ProcessState.ExitCode()
-		close(a.exited)
-	}()
-	t.Cleanup(func() {
-		_ = a.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-a.exited:
-		case <-time.After(30 * time.Second):
-			_ = a.cmd.Process.Kill()
-			t.Errorf("the agent did not stop within 30s of SIGINT:\n%s", a.output())
-		}
-	})
-	return a
-}
-
-// hasExited reports whether the agent exited.
-func (a *agentProc) hasExited() bool {
-	select {
-	case <-a.exited:
-		return true
-	default:
-		return false
-	}
+	return clustertest.StartProcess(t, clustertest.ProcessSpec{Name: "converge-agent", Bin: clustertest.Binary(t, "converge-agent"), Args: args})
 }
 
 // agentArgs are the flags of an agent binary against a `converge dev` suite.
@@ -212,7 +180,7 @@ func TestAgentOnATakenPortRegistersNothing(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer taken.Close()
-	cmd := exec.Command(binary(t, "converge-agent"), agentArgs(b.addr, taken.Addr().String(), "agent-clash", t.TempDir())...)
+	cmd := exec.Command(clustertest.Binary(t, "converge-agent"), agentArgs(b.addr, taken.Addr().String(), "agent-clash", t.TempDir())...)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "the agent must fail:\n%s", out)
@@ -226,12 +194,12 @@ func TestAgentOnATakenPortRegistersNothing(t *testing.T) {
 	// A server that fails once the worker may have registered (its metrics port is taken)
 	// leaves no live record either: none, or FAILED.
 	metrics := startAgentProc(t, append(agentArgs(b.addr, "127.0.0.1:0", "agent-metrics", t.TempDir()), "--metrics-listen", taken.Addr().String())...)
-	require.True(t, assertEventually(60*time.Second, metrics.hasExited), "the agent must fail:\n%s", metrics.output())
-	require.NotZero(t, metrics.code, "\n%s", metrics.output())
+	require.True(t, clustertest.Eventually(60*time.Second, metrics.Exited), "the agent must fail:\n%s", metrics.Output())
+	require.NotZero(t, metrics.ExitCode(), "\n%s", metrics.Output())
 	res, err := reg.GetAgent(t.Context(), &registryv1.GetAgentRequest{InstanceId: "agent-metrics"})
 	if status.Code(err) != codes.NotFound {
 		require.NoError(t, err)
-		require.Equal(t, commonv1.AgentStatus_AGENT_STATUS_FAILED, res.GetAgent().GetStatus(), "\n%s", metrics.output())
+		require.Equal(t, commonv1.AgentStatus_AGENT_STATUS_FAILED, res.GetAgent().GetStatus(), "\n%s", metrics.Output())
 	}
 }
 
@@ -242,18 +210,18 @@ func TestAgentListensOnAFreePortAndCompletesOnStop(t *testing.T) {
 	b := setupDev(t, func(o *devOptions) { o.InMemory = true })
 	p := startAgentProc(t, agentArgs(b.addr, "127.0.0.1:0", "agent-free", t.TempDir())...)
 	reg := registryv1.NewRegistryServiceClient(b.conn)
-	require.True(t, assertEventually(30*time.Second, func() bool {
+	require.True(t, clustertest.Eventually(30*time.Second, func() bool {
 		res, err := reg.GetAgent(t.Context(), &registryv1.GetAgentRequest{InstanceId: "agent-free"})
 		return err == nil && res.GetAgent().GetStatus() == commonv1.AgentStatus_AGENT_STATUS_IDLE
-	}), "the agent never went IDLE:\n%s", p.output())
-	require.Contains(t, p.output(), "agent listening")
-	require.NotContains(t, p.output(), "addr=127.0.0.1:0 ", "the bound port is logged, not :0")
-	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
-	require.True(t, assertEventually(30*time.Second, p.hasExited), "the agent did not stop")
-	require.Zero(t, p.code, "\n%s", p.output())
+	}), "the agent never went IDLE:\n%s", p.Output())
+	require.Contains(t, p.Output(), "agent listening")
+	require.NotContains(t, p.Output(), "addr=127.0.0.1:0 ", "the bound port is logged, not :0")
+	require.NoError(t, p.Signal(os.Interrupt))
+	require.True(t, clustertest.Eventually(30*time.Second, p.Exited), "the agent did not stop")
+	require.Zero(t, p.ExitCode(), "\n%s", p.Output())
 	res, err := reg.GetAgent(t.Context(), &registryv1.GetAgentRequest{InstanceId: "agent-free"})
 	require.NoError(t, err)
-	require.Equal(t, commonv1.AgentStatus_AGENT_STATUS_COMPLETED, res.GetAgent().GetStatus(), "\n%s", p.output())
+	require.Equal(t, commonv1.AgentStatus_AGENT_STATUS_COMPLETED, res.GetAgent().GetStatus(), "\n%s", p.Output())
 }
 
 // Issue 12 defect 8: an agent killed with SIGKILL mid-task leaves a child process writing into
@@ -266,7 +234,7 @@ func TestAgentRestartCleansUpAfterAKill(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "agent-data")
 	pidFile := filepath.Join(dir, "child.pid")
-	spec := &schedulerv1.TaskListSpec{Name: "killed", Repository: &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: originRepo(t)}, BaseRef: "main"},
+	spec := &schedulerv1.TaskListSpec{Name: "killed", Repository: &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: clustertest.GitRepo(t)}, BaseRef: "main"},
 		Tasks: []*commonv1.Task{{Id: "1", Title: "leaves a child", File: "out.txt", Action: commonv1.TaskAction_TASK_ACTION_CREATE,
 			Command: "(while :; do echo x >> out.txt; sleep 0.05; done) & echo $! > " + agentShq(pidFile) + "; sleep 600"}}}
 	tl, err := sched.CreateTaskList(t.Context(), &schedulerv1.CreateTaskListRequest{Spec: spec})
@@ -277,10 +245,10 @@ func TestAgentRestartCleansUpAfterAKill(t *testing.T) {
 	id := ex.GetExecution().GetId()
 
 	p := startAgentProc(t, agentArgs(b.addr, "127.0.0.1:0", "agent-killed", data)...)
-	require.True(t, assertEventually(60*time.Second, func() bool { _, err := os.Stat(pidFile); return err == nil }),
-		"the task never started:\n%s", p.output())
+	require.True(t, clustertest.Eventually(60*time.Second, func() bool { _, err := os.Stat(pidFile); return err == nil }),
+		"the task never started:\n%s", p.Output())
 	var child int
-	require.True(t, assertEventually(10*time.Second, func() bool {
+	require.True(t, clustertest.Eventually(10*time.Second, func() bool {
 		b, err := os.ReadFile(pidFile)
 		if err != nil {
 			return false
@@ -294,8 +262,8 @@ func TestAgentRestartCleansUpAfterAKill(t *testing.T) {
 	require.Len(t, worktrees, 1)
 	worktree := filepath.Join(data, "worktrees", worktrees[0].Name())
 
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
-	require.True(t, assertEventually(10*time.Second, p.hasExited))
+	p.Kill()
+	require.True(t, clustertest.Eventually(10*time.Second, p.Exited))
 	require.True(t, agentPidAlive(child), "the killed agent's child outlives it")
 	require.DirExists(t, worktree)
 	// Nothing more to claim for the next agent.
@@ -303,13 +271,13 @@ func TestAgentRestartCleansUpAfterAKill(t *testing.T) {
 	require.NoError(t, err)
 
 	p2 := startAgentProc(t, agentArgs(b.addr, "127.0.0.1:0", "agent-killed", data)...)
-	require.True(t, assertEventually(60*time.Second, func() bool { return !agentPidAlive(child) }),
-		"the new agent did not kill the child:\n%s", p2.output())
-	require.True(t, assertEventually(60*time.Second, func() bool { _, err := os.Stat(worktree); return os.IsNotExist(err) }),
-		"the new agent did not remove the worktree:\n%s", p2.output())
-	require.True(t, assertEventually(30*time.Second, func() bool {
-		return strings.Contains(p2.output(), "cleaned up after earlier processes on the data dir")
-	}), "the new agent does not say what it cleaned up:\n%s", p2.output())
+	require.True(t, clustertest.Eventually(60*time.Second, func() bool { return !agentPidAlive(child) }),
+		"the new agent did not kill the child:\n%s", p2.Output())
+	require.True(t, clustertest.Eventually(60*time.Second, func() bool { _, err := os.Stat(worktree); return os.IsNotExist(err) }),
+		"the new agent did not remove the worktree:\n%s", p2.Output())
+	require.True(t, clustertest.Eventually(30*time.Second, func() bool {
+		return strings.Contains(p2.Output(), "cleaned up after earlier processes on the data dir")
+	}), "the new agent does not say what it cleaned up:\n%s", p2.Output())
 }
 
 // Issue 12 defect 4: an agent process whose instance id a newer process registered (a new
@@ -320,18 +288,18 @@ func TestAgentReplacedByANewerProcessExits(t *testing.T) {
 	reg := registryv1.NewRegistryServiceClient(b.conn)
 	p1 := startAgentProc(t, agentArgs(b.addr, "127.0.0.1:0", "agent-twice", t.TempDir())...)
 	var session string
-	require.True(t, assertEventually(30*time.Second, func() bool {
+	require.True(t, clustertest.Eventually(30*time.Second, func() bool {
 		res, err := reg.GetAgent(t.Context(), &registryv1.GetAgentRequest{InstanceId: "agent-twice"})
 		session = res.GetAgent().GetSessionId()
 		return err == nil && res.GetAgent().GetStatus() == commonv1.AgentStatus_AGENT_STATUS_IDLE
-	}), "the agent never went IDLE:\n%s", p1.output())
+	}), "the agent never went IDLE:\n%s", p1.Output())
 	if session == "" {
 		t.Skip("this Registry does not track agent sessions yet")
 	}
 	// The agent's own heartbeat interval is 10 s: the replaced process learns it on its next one.
 	p2 := startAgentProc(t, agentArgs(b.addr, "127.0.0.1:0", "agent-twice", t.TempDir())...)
-	require.True(t, assertEventually(60*time.Second, p1.hasExited),
-		"the replaced agent did not exit:\n%s\nnewer:\n%s", p1.output(), p2.output())
-	require.NotZero(t, p1.code, "\n%s", p1.output())
-	require.Contains(t, p1.output(), "session replaced")
+	require.True(t, clustertest.Eventually(60*time.Second, p1.Exited),
+		"the replaced agent did not exit:\n%s\nnewer:\n%s", p1.Output(), p2.Output())
+	require.NotZero(t, p1.ExitCode(), "\n%s", p1.Output())
+	require.Contains(t, p1.Output(), "session replaced")
 }

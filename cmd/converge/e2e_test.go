@@ -7,201 +7,47 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/converge-dev/converge/platform/clustertest"
 	"github.com/converge-dev/converge/platform/database/dbtest"
 )
 
-// binDir holds the binaries built once for every test of the package.
-var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
-)
-
-// binary answers the path of a built binary: "converge" or "converge-<service>".
-func binary(t *testing.T, name string) string {
-	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "converge-bin-")
-		if binErr != nil {
-			return
-		}
-		pkgs := map[string]string{
-			"converge":           ".",
-			"converge-scheduler": "github.com/converge-dev/converge/services/scheduler/cmd/converge-scheduler",
-			"converge-registry":  "github.com/converge-dev/converge/services/registry/cmd/converge-registry",
-			"converge-knowledge": "github.com/converge-dev/converge/services/knowledge/cmd/converge-knowledge",
-			"converge-verifier":  "github.com/converge-dev/converge/services/verifier/cmd/converge-verifier",
-			"converge-agent":     "github.com/converge-dev/converge/services/agent/cmd/converge-agent",
-		}
-		for bin, pkg := range pkgs {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, bin), pkg).CombinedOutput()
-			if err != nil {
-				binErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
-				return
-			}
-		}
-	})
-	require.NoError(t, binErr)
-	return filepath.Join(binDir, name)
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	clustertest.RemoveBinaries()
 	os.Exit(code)
 }
 
-// freeAddr answers a loopback address nothing listens on (a port just released by the kernel).
-func freeAddr(t *testing.T) string {
+// start runs a binary (platform/clustertest) until the test ends, when it must exit cleanly on
+// SIGTERM.
+func start(t *testing.T, bin string, env []string, args ...string) *clustertest.Process {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	return clustertest.StartProcess(t, clustertest.ProcessSpec{Bin: clustertest.Binary(t, bin), Env: env, Args: args, CleanExit: true})
+}
+
+func waitHealth(t *testing.T, p *clustertest.Process, addr, service string, want healthpb.HealthCheckResponse_ServingStatus) {
+	t.Helper()
+	clustertest.WaitHealth(t, p, addr, service, want, 0)
+}
+
+// downProxy is a fault proxy to target that nothing listens on until Up: what an unreachable
+// Postgres or Redis looks like.
+func downProxy(t *testing.T, target string) *clustertest.Proxy {
+	t.Helper()
+	p, err := clustertest.NewProxyDown(target)
 	require.NoError(t, err)
-	addr := lis.Addr().String()
-	require.NoError(t, lis.Close())
-	return addr
-}
-
-// process is a started binary whose output is kept for assertions.
-type process struct {
-	cmd *exec.Cmd
-	mu  sync.Mutex
-	out bytes.Buffer
-}
-
-func (p *process) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *process) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-// start runs a binary until the test ends; at the end it is sent SIGTERM and must exit cleanly.
-func start(t *testing.T, bin string, env []string, args ...string) *process {
-	t.Helper()
-	p := &process{cmd: exec.Command(bin, args...)}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	require.NoError(t, p.cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(os.Interrupt)
-		select {
-		case err := <-exited:
-			require.NoError(t, err, "%s did not exit cleanly:\n%s", bin, p.output())
-		case <-time.After(30 * time.Second):
-			_ = p.cmd.Process.Kill()
-			t.Errorf("%s did not stop within 30s of SIGINT:\n%s", bin, p.output())
-		}
-	})
+	t.Cleanup(p.Close)
 	return p
-}
-
-// healthOf answers the health of service ("" for the server) at addr, or the error.
-func healthOf(addr, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	res, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
-	return res.GetStatus(), err
-}
-
-func waitHealth(t *testing.T, p *process, addr, service string, want healthpb.HealthCheckResponse_ServingStatus) {
-	t.Helper()
-	var last string
-	ok := assertEventually(30*time.Second, func() bool {
-		got, err := healthOf(addr, service)
-		last = fmt.Sprintf("%v %v", got, err)
-		return err == nil && got == want
-	})
-	require.True(t, ok, "health of %q never became %v (last: %s); output:\n%s", service, want, last, p.output())
-}
-
-func assertEventually(timeout time.Duration, cond func() bool) bool {
-	deadline := time.After(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if cond() {
-			return true
-		}
-		select {
-		case <-deadline:
-			return cond()
-		case <-tick.C:
-		}
-	}
-}
-
-// proxy forwards a loopback port to target once opened; until then nothing listens on its port,
-// which is what an unreachable Postgres or Redis looks like.
-type proxy struct {
-	addr, target string
-	lis          net.Listener
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	p := &proxy{addr: freeAddr(t), target: target}
-	t.Cleanup(func() {
-		if p.lis != nil {
-			_ = p.lis.Close()
-		}
-	})
-	return p
-}
-
-func (p *proxy) open(t *testing.T) {
-	t.Helper()
-	lis, err := net.Listen("tcp", p.addr)
-	require.NoError(t, err)
-	p.lis = lis
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				u, err := net.Dial("tcp", p.target)
-				if err != nil {
-					return
-				}
-				defer u.Close()
-				go func() { _, _ = io.Copy(u, c) }()
-				_, _ = io.Copy(c, u)
-			}()
-		}
-	}()
 }
 
 // withHostPort answers rawURL with its host:port replaced.
@@ -213,27 +59,20 @@ func withHostPort(t *testing.T, rawURL, hostPort string) string {
 	return m[1] + hostPort + m[3]
 }
 
-func redisURL() string {
-	if u := os.Getenv("CONVERGE_TEST_REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
-}
-
 // Every standalone binary starts against the real Postgres (and Redis), migrates and serves.
 func TestStandaloneBinariesServe(t *testing.T) {
 	t.Parallel()
 	pg := dbtest.Postgres(t)
 	for _, svc := range []string{"scheduler", "registry", "knowledge", "verifier", "agent"} {
 		t.Run(svc, func(t *testing.T) {
-			addr := freeAddr(t)
+			addr := clustertest.FreeAddr(t)
 			args := []string{"--listen", addr}
 			if svc == "agent" {
 				// The worker keeps retrying a Scheduler and Registry that do not answer; its API serves.
-				args = append(args, "--scheduler", freeAddr(t), "--registry", freeAddr(t), "--data-dir", t.TempDir())
+				args = append(args, "--scheduler", clustertest.FreeAddr(t), "--registry", clustertest.FreeAddr(t), "--data-dir", t.TempDir())
 			}
-			p := start(t, binary(t, "converge-"+svc), []string{
-				"CONVERGE_POSTGRES_URL=" + pg, "CONVERGE_REDIS_URL=" + redisURL(), "CONVERGE_MIGRATE=true",
+			p := start(t, "converge-"+svc, []string{
+				"CONVERGE_POSTGRES_URL=" + pg, "CONVERGE_REDIS_URL=" + clustertest.RedisURL(), "CONVERGE_MIGRATE=true",
 			}, args...)
 			waitHealth(t, p, addr, "", healthpb.HealthCheckResponse_SERVING)
 		})
@@ -248,35 +87,35 @@ func TestStandaloneSurvivesMissingStores(t *testing.T) {
 	pgURL := strings.Replace(pg, "localhost", "127.0.0.1", 1)
 	pgTarget := regexp.MustCompile(`@([^/]+)/`).FindStringSubmatch(pgURL)
 	require.NotNil(t, pgTarget, pgURL)
-	redisTarget := regexp.MustCompile(`://(?:[^@/]*@)?([^/]+)`).FindStringSubmatch(redisURL())
+	redisTarget := regexp.MustCompile(`://(?:[^@/]*@)?([^/]+)`).FindStringSubmatch(clustertest.RedisURL())
 	require.NotNil(t, redisTarget)
-	pgProxy, redisProxy := newProxy(t, pgTarget[1]), newProxy(t, redisTarget[1])
+	pgProxy, redisProxy := downProxy(t, pgTarget[1]), downProxy(t, redisTarget[1])
 
-	addr := freeAddr(t)
-	p := start(t, binary(t, "converge-registry"), nil,
+	addr := clustertest.FreeAddr(t)
+	p := start(t, "converge-registry", nil,
 		"--listen", addr, "--migrate",
-		"--postgres-url", withHostPort(t, pgURL, pgProxy.addr),
-		"--redis-url", withHostPort(t, redisURL(), redisProxy.addr))
+		"--postgres-url", withHostPort(t, pgURL, pgProxy.Addr),
+		"--redis-url", withHostPort(t, clustertest.RedisURL(), redisProxy.Addr))
 
 	const svc = "converge.registry.v1.RegistryService"
 	waitHealth(t, p, addr, svc, healthpb.HealthCheckResponse_NOT_SERVING)
-	require.True(t, assertEventually(30*time.Second, func() bool {
-		out := p.output()
+	require.True(t, clustertest.Eventually(30*time.Second, func() bool {
+		out := p.Output()
 		return strings.Contains(out, "connection refused") && strings.Contains(out, "retrying")
-	}), "no clear log of the unreachable stores:\n%s", p.output())
+	}), "no clear log of the unreachable stores:\n%s", p.Output())
 
-	pgProxy.open(t)
+	require.NoError(t, pgProxy.Up())
 	// Postgres alone is not enough: Redis is still down.
-	require.True(t, assertEventually(30*time.Second, func() bool {
-		return strings.Contains(p.output(), "redis at "+redisProxy.addr)
-	}), "no clear log of the unreachable Redis:\n%s", p.output())
-	got, err := healthOf(addr, svc)
+	require.True(t, clustertest.Eventually(30*time.Second, func() bool {
+		return strings.Contains(p.Output(), "redis at "+redisProxy.Addr)
+	}), "no clear log of the unreachable Redis:\n%s", p.Output())
+	got, err := clustertest.Health(addr, svc)
 	require.NoError(t, err)
 	require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, got)
 
-	redisProxy.open(t)
+	require.NoError(t, redisProxy.Up())
 	waitHealth(t, p, addr, svc, healthpb.HealthCheckResponse_SERVING)
-	require.Nil(t, p.cmd.ProcessState, "the registry exited")
+	require.False(t, p.Exited(), "the registry exited")
 }
 
 // The grpcurl transcripts of README.md and docs/*.md hold against a real `converge dev`: each `$ `
@@ -297,9 +136,9 @@ func TestREADMETranscripts(t *testing.T) {
 	for _, b := range blocks {
 		addr, ok := servers[b.serverArgs]
 		if !ok {
-			addr = freeAddr(t)
+			addr = clustertest.FreeAddr(t)
 			args := append([]string{"dev", "--in-memory", "--listen", addr}, strings.Fields(b.serverArgs)...)
-			p := start(t, binary(t, "converge"), nil, args...)
+			p := start(t, "converge", nil, args...)
 			waitHealth(t, p, addr, "", healthpb.HealthCheckResponse_SERVING)
 			servers[b.serverArgs] = addr
 		}
@@ -410,7 +249,7 @@ func TestMigrateCommand(t *testing.T) {
 	t.Parallel()
 	pg := dbtest.Postgres(t)
 	run := func(args ...string) string {
-		out, err := exec.Command(binary(t, "converge"), append([]string{"migrate"}, args...)...).CombinedOutput()
+		out, err := exec.Command(clustertest.Binary(t, "converge"), append([]string{"migrate"}, args...)...).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		return string(out)
 	}
@@ -427,7 +266,7 @@ func TestMigrateCommand(t *testing.T) {
 	dir := t.TempDir()
 	require.NotContains(t, run("--data-dir", dir), "pending")
 
-	out, err := exec.Command(binary(t, "converge"), "migrate", "--service", "nope", "--data-dir", dir).CombinedOutput()
+	out, err := exec.Command(clustertest.Binary(t, "converge"), "migrate", "--service", "nope", "--data-dir", dir).CombinedOutput()
 	require.Error(t, err)
 	require.Contains(t, string(out), `--service "nope"`)
 }
@@ -441,7 +280,7 @@ func TestExampleConverges(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "greeter")
 	cmd := exec.Command("sh", "../../examples/greeter/run.sh")
-	cmd.Env = append(os.Environ(), "CONVERGE="+binary(t, "converge"), "CONVERGE_EXAMPLE_DIR="+dir)
+	cmd.Env = append(os.Environ(), "CONVERGE="+clustertest.Binary(t, "converge"), "CONVERGE_EXAMPLE_DIR="+dir)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()

@@ -36,6 +36,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/converge-dev/converge/platform/clustertest"
 	"github.com/converge-dev/converge/platform/database/dbtest"
 	"github.com/converge-dev/converge/platform/grpcerr"
 )
@@ -430,27 +431,14 @@ func TestHostileInputPostgres(t *testing.T) {
 		t.Skip("set CONVERGE_TEST_HOSTILE_BINARIES=1 to run the battery against the standalone binaries on Postgres and Redis")
 	}
 	t.Parallel()
-	pg := dbtest.Postgres(t)
-	work := t.TempDir()
-	env := []string{"CONVERGE_POSTGRES_URL=" + pg, "CONVERGE_REDIS_URL=" + redisURL(), "CONVERGE_MIGRATE=true"}
-	up := func(bin string, args ...string) string {
-		addr := freeAddr(t)
-		p := start(t, binary(t, bin), env, append([]string{"--listen", addr}, args...)...)
-		waitHealth(t, p, addr, "", healthpb.HealthCheckResponse_SERVING)
-		return addr
-	}
-	registry := up("converge-registry")
-	knowledge := up("converge-knowledge")
-	verifier := up("converge-verifier", "--allowed-root", work)
-	scheduler := up("converge-scheduler", "--verifier", verifier, "--work-dir", work)
-	agent := up("converge-agent", "--scheduler", scheduler, "--registry", registry, "--knowledge", knowledge,
-		"--instance-id", "hostile-agent", "--data-dir", t.TempDir())
+	dbtest.SkipUnit(t, "Postgres and Redis")
+	c := clustertest.Start(t, clustertest.Options{Agents: 1, WaitAgents: true})
 	addrs := map[string]string{
-		"converge.registry.v1.RegistryService":   registry,
-		"converge.knowledge.v1.KnowledgeService": knowledge,
-		"converge.verifier.v1.VerifierService":   verifier,
-		"converge.scheduler.v1.SchedulerService": scheduler,
-		"converge.agent.v1.AgentService":         agent,
+		"converge.registry.v1.RegistryService":   c.RegistryAddr,
+		"converge.knowledge.v1.KnowledgeService": c.KnowledgeAddr,
+		"converge.verifier.v1.VerifierService":   c.VerifierAddr,
+		"converge.scheduler.v1.SchedulerService": c.SchedulerAddr(0),
+		"converge.agent.v1.AgentService":         c.AgentAddr(c.Agents()[0]),
 	}
 	var mu sync.Mutex
 	conns := map[string]*grpc.ClientConn{}

@@ -19,6 +19,7 @@ import (
 
 	agentv1 "github.com/converge-dev/converge/gen/converge/agent/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/clustertest"
 )
 
 // The example of examples/greeter, from this package's directory.
@@ -132,7 +133,7 @@ func TestCLIUsageErrors(t *testing.T) {
 // Without a server the client commands say how to get one (exit 1: not a usage error).
 func TestCLINoServer(t *testing.T) {
 	t.Parallel()
-	addr := freeAddr(t)
+	addr := clustertest.FreeAddr(t)
 	for _, args := range [][]string{{"status", "--server", addr}, {"logs", "ex_1", "--server", addr}, {"watch", "ex_1", "--server", addr},
 		{"run", greeterTasks, "--server", addr}} {
 		t.Run(args[0], func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/clustertest"
 	"github.com/converge-dev/converge/platform/database/dbtest"
 )
 
@@ -48,14 +49,14 @@ func TestUnmigratedDatabaseIsNotServing(t *testing.T) {
 		t.Run(svc, func(t *testing.T) {
 			t.Parallel()
 			pg := dbtest.Postgres(t)
-			env := []string{"CONVERGE_POSTGRES_URL=" + pg, "CONVERGE_REDIS_URL=" + redisURL()}
+			env := []string{"CONVERGE_POSTGRES_URL=" + pg, "CONVERGE_REDIS_URL=" + clustertest.RedisURL()}
 
-			addr := freeAddr(t)
-			p := start(t, binary(t, "converge-"+svc), env, "--listen", addr)
+			addr := clustertest.FreeAddr(t)
+			p := start(t, "converge-"+svc, env, "--listen", addr)
 			waitHealth(t, p, addr, "", healthpb.HealthCheckResponse_NOT_SERVING)
-			require.True(t, assertEventually(30*time.Second, func() bool {
-				return strings.Contains(p.output(), "schema is behind this binary") && strings.Contains(p.output(), "--migrate")
-			}), "no log line naming --migrate:\n%s", p.output())
+			require.True(t, clustertest.Eventually(30*time.Second, func() bool {
+				return strings.Contains(p.Output(), "schema is behind this binary") && strings.Contains(p.Output(), "--migrate")
+			}), "no log line naming --migrate:\n%s", p.Output())
 
 			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			require.NoError(t, err)
@@ -66,12 +67,12 @@ func TestUnmigratedDatabaseIsNotServing(t *testing.T) {
 			require.NotContains(t, status.Convert(err).Message(), "does not exist")
 
 			// A replica started with --migrate migrates; both serve, and no loop ran early.
-			addr2 := freeAddr(t)
-			p2 := start(t, binary(t, "converge-"+svc), env, "--listen", addr2, "--migrate")
+			addr2 := clustertest.FreeAddr(t)
+			p2 := start(t, "converge-"+svc, env, "--listen", addr2, "--migrate")
 			waitHealth(t, p2, addr2, "", healthpb.HealthCheckResponse_SERVING)
 			waitHealth(t, p, addr, "", healthpb.HealthCheckResponse_SERVING)
 			require.NoError(t, call(conn))
-			for _, out := range []string{p.output(), p2.output()} {
+			for _, out := range []string{p.Output(), p2.Output()} {
 				require.NotContains(t, out, "does not exist", "a background loop ran before the schema was there")
 			}
 		})

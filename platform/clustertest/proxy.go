@@ -1,4 +1,4 @@
-package faults
+package clustertest
 
 import (
 	"errors"
@@ -10,38 +10,88 @@ import (
 )
 
 // Proxy is a TCP fault proxy on loopback: it forwards every connection accepted on Addr to
-// Target, and on request delays the bytes (Latency), resets every open connection (Reset), or
-// cuts the link (Cut: open connections reset, new ones refused with a reset, until Restore).
+// Target, and on request delays the bytes (SetLatency), resets every open connection (Reset),
+// cuts the link (Cut: open connections reset, new ones refused with a reset, until Restore), or
+// takes its port down (Down: nothing listens, connections are refused, until Up).
 type Proxy struct {
 	// Addr is where the proxy listens; Target where it forwards.
 	Addr, Target string
 
-	lis     net.Listener
 	latency atomic.Int64 // nanoseconds added before each forwarded chunk
 	cut     atomic.Bool
 	resets  atomic.Int64
 
 	mu    sync.Mutex
+	lis   net.Listener // nil while down
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
 
 // NewProxy listens on a free loopback port and forwards to target until Close.
 func NewProxy(target string) (*Proxy, error) {
+	p, err := NewProxyDown(target)
+	if err != nil {
+		return nil, err
+	}
+	return p, p.Up()
+}
+
+// NewProxyDown answers a proxy to target on a free loopback port that nothing listens on until
+// Up: what an unreachable server looks like (connection refused).
+func NewProxyDown(target string) (*Proxy, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{Addr: lis.Addr().String(), Target: target, lis: lis, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	return p, nil
+	addr := lis.Addr().String()
+	_ = lis.Close()
+	return &Proxy{Addr: addr, Target: target, conns: map[net.Conn]struct{}{}}, nil
 }
 
-func (p *Proxy) accept() {
+// StartProxy is NewProxy, closed when tb ends.
+func StartProxy(tb TB, target string) *Proxy {
+	tb.Helper()
+	p, err := NewProxy(target)
+	if err != nil {
+		tb.Fatalf("clustertest: proxy to %s: %v", target, err)
+	}
+	tb.Cleanup(p.Close)
+	return p
+}
+
+// Up listens on Addr (again) and forwards what it accepts.
+func (p *Proxy) Up() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lis != nil {
+		return nil
+	}
+	lis, err := net.Listen("tcp", p.Addr)
+	if err != nil {
+		return err
+	}
+	p.lis = lis
+	p.wg.Add(1)
+	go p.accept(lis)
+	return nil
+}
+
+// Down stops listening (new connections are refused) and resets every open connection.
+func (p *Proxy) Down() {
+	p.mu.Lock()
+	lis := p.lis
+	p.lis = nil
+	p.mu.Unlock()
+	if lis != nil {
+		_ = lis.Close()
+	}
+	p.resetAll()
+}
+
+func (p *Proxy) accept(lis net.Listener) {
 	defer p.wg.Done()
 	for {
-		c, err := p.lis.Accept()
+		c, err := lis.Accept()
 		if err != nil {
 			return
 		}
@@ -131,6 +181,12 @@ func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
 // Reset resets every open connection (both sides); new ones go through. It answers how many
 // connections it reset.
 func (p *Proxy) Reset() int {
+	n := p.resetAll()
+	p.resets.Add(int64(n))
+	return n
+}
+
+func (p *Proxy) resetAll() int {
 	p.mu.Lock()
 	conns := make([]net.Conn, 0, len(p.conns))
 	for c := range p.conns {
@@ -140,7 +196,6 @@ func (p *Proxy) Reset() int {
 	for _, c := range conns {
 		reset(c)
 	}
-	p.resets.Add(int64(len(conns)))
 	return len(conns)
 }
 
@@ -158,7 +213,7 @@ func (p *Proxy) Resets() int64 { return p.resets.Load() }
 
 // Close stops the proxy and resets its connections.
 func (p *Proxy) Close() {
-	_ = p.lis.Close()
+	p.Down()
 	p.Cut()
 	p.wg.Wait()
 }
