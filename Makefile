@@ -69,10 +69,10 @@ check-generated: generate ## Fail when regenerating changes gen/ or proto/buf (C
 	@test -z "$$(git status --porcelain -- gen proto/buf)" || { git status --porcelain -- gen proto/buf; echo "gen/ has untracked files: run make generate and commit"; exit 1; }
 
 .PHONY: lint
-lint: tools ## buf lint, gofmt and go vet over every module.
+lint: tools ## buf lint, gofmt, go vet and golangci-lint (.golangci.yml) over every module.
 	buf lint
 	@out=$$(gofmt -l $(MODULES)); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
-	@for m in $(MODULES); do echo "go vet $$m"; (cd $$m && go vet ./...) || exit 1; done
+	@for m in $(MODULES); do echo "go vet + golangci-lint $$m"; (cd $$m && go vet ./... && golangci-lint run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
 
 .PHONY: test
 test: tools ## Run every module's tests with -race (needs Postgres and Redis; see README).

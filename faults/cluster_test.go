@@ -244,7 +244,6 @@ func (c *cluster) waitProgress(id string, n int32, timeout time.Duration) *sched
 	var e *schedulerv1.Execution
 	clustertest.Eventually(timeout, func() bool {
 		e = c.execution(id)
-		time.Sleep(150 * time.Millisecond)
 		return e.GetCompletedTasks() >= n || clustertest.Ended(e)
 	})
 	return e
@@ -254,7 +253,6 @@ func (c *cluster) waitEnded(id string, timeout time.Duration) *schedulerv1.Execu
 	var e *schedulerv1.Execution
 	ok := clustertest.Eventually(timeout, func() bool {
 		e = c.execution(id)
-		time.Sleep(200 * time.Millisecond)
 		return clustertest.Ended(e)
 	})
 	if !ok {
