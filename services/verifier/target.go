@@ -12,6 +12,7 @@ import (
 	"time"
 
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/backoff"
 	"github.com/converge-dev/converge/platform/gitexec"
 	"github.com/converge-dev/converge/platform/grpcerr"
 	"github.com/converge-dev/converge/services/verifier/check"
@@ -171,7 +172,7 @@ func (s *Server) checkout(ctx context.Context, g *verifierv1.GitSource, o *check
 		if fetchErr == nil || ctx.Err() != nil || int(attempt) >= o.MaxAttempts {
 			break
 		}
-		if !sleepCtx(ctx, o.RetryBackoff<<(attempt-1)) {
+		if backoff.Wait(ctx, o.RetryBackoff<<(attempt-1)) != nil {
 			break
 		}
 	}
@@ -201,15 +202,4 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 		return "", errors.New(ge.Reason())
 	}
 	return out, err
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -13,6 +13,7 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/backoff"
 )
 
 // lease is one claimed assignment while the worker holds it: a keeper goroutine reports progress
@@ -291,7 +292,7 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 			break
 		}
 		retry++
-		if !sleep(cctx, min(time.Duration(retry)*200*time.Millisecond, 2*time.Second)) {
+		if backoff.Wait(cctx, min(time.Duration(retry)*200*time.Millisecond, 2*time.Second)) != nil {
 			log.Warn("completion not delivered within 30 s: the lease will run out and the task be requeued", "err", err)
 			break
 		}

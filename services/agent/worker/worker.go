@@ -303,7 +303,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 				return nil
 			}
 			w.log.Warn("claim failed; retrying", "err", err)
-			if !sleep(idle, retry.Next()) {
+			if backoff.Wait(idle, retry.Next()) != nil {
 				return nil
 			}
 			continue
@@ -421,7 +421,7 @@ func (w *Worker) register(ctx context.Context) error {
 			return fmt.Errorf("register with the Registry: %w", err)
 		}
 		w.log.Warn("Registry unreachable; retrying", "err", err)
-		if !sleep(ctx, retry.Next()) {
+		if backoff.Wait(ctx, retry.Next()) != nil {
 			return ctx.Err()
 		}
 	}
@@ -513,17 +513,6 @@ func (w *Worker) replacedErr() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.replaced
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func sanitize(s string) string {
