@@ -15,17 +15,11 @@ import (
 
 	"github.com/converge-dev/converge/gen"
 	agentv1 "github.com/converge-dev/converge/gen/converge/agent/v1"
-	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
-	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
-	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
-	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
-	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/server"
 	"github.com/converge-dev/converge/platform/servicecmd"
 	"github.com/converge-dev/converge/services/agent"
 	"github.com/converge-dev/converge/services/knowledge"
 	"github.com/converge-dev/converge/services/registry"
-	"github.com/converge-dev/converge/services/registry/hot/inproc"
 	"github.com/converge-dev/converge/services/scheduler"
 	"github.com/converge-dev/converge/services/verifier"
 )
@@ -115,23 +109,10 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 		return fmt.Errorf("scheduler work dir: %w", err)
 	}
 
-	stores, err := openDevStores(ctx, opts.DataDir, opts.InMemory, database.WithLogger(logger))
-	if err != nil {
-		_ = lis.Close()
-		return err
-	}
-	defer stores.Close()
-
 	// Background work (registry, scheduler driver, server) lives until the agents are drained,
 	// which is after ctx ends.
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
-
-	// Registry: locks and heartbeats in process; agents, ownership and fencing epochs in SQLite.
-	registryHot := inproc.New(stores.registry, "inproc")
-	defer registryHot.Close()
-	reg := registry.New(stores.registry, registryHot, registry.WithLogger(logger))
-	reg.Start(bg)
 
 	opts.Listen = lis.Addr().String()
 	// The Scheduler reaches the Verifier, and the local agents every service, through this
@@ -143,12 +124,28 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 	}
 	defer self.Close()
 
-	sched := scheduler.New(stores.scheduler,
-		scheduler.WithVerifier(verifierv1.NewVerifierServiceClient(self)),
-		scheduler.WithRegistry(registryv1.NewRegistryServiceClient(self), 0),
-		scheduler.WithWorkDir(workDir),
-		scheduler.WithLogger(logger.With("service", "scheduler")))
-	roots := append(append([]string{}, opts.VerifierAllowedRoots...), workDir)
+	// The stateful services are the standalone binaries' modules, each on its own SQLite database
+	// (or a private in-memory one), their background work started once their schema is current.
+	var services []server.Service
+	for _, m := range devModules() {
+		b, err := m.Build(ctx, servicecmd.Runtime{Flags: &opts.Flags, Logger: logger.With("service", m.Name),
+			Embedded: &servicecmd.Embedded{SQLite: sqlitePath(opts.DataDir, m.Name, opts.InMemory), Self: self,
+				WorkDir: workDir, AllowedRoots: opts.VerifierAllowedRoots}})
+		if b.Close != nil {
+			defer b.Close()
+		}
+		if err != nil {
+			_ = lis.Close()
+			return fmt.Errorf("%s: %w", m.Name, err)
+		}
+		svc := *b.Desc
+		var then []func()
+		if b.Start != nil {
+			then = append(then, func() { b.Start(bg) })
+		}
+		svc.Ready = servicecmd.ReadyProbe(b.Store, true, then...)
+		services = append(services, svc)
+	}
 
 	files, err := gen.Files()
 	if err != nil {
@@ -170,13 +167,7 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 	cfg := opts.ServerConfig("converge-dev", logger)
 	cfg.DescriptorResolver = files
 	cfg.DrainDelay = opts.DrainDelay
-	cfg.Services = []server.Service{
-		{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: sched, Ready: stores.scheduler.Ping},
-		{Desc: &agentv1.AgentService_ServiceDesc, Impl: agent.New(agentOpts...)},
-		{Desc: &verifierv1.VerifierService_ServiceDesc, Impl: verifier.New(stores.verifier, verifier.WithAllowedRoots(roots...), verifier.WithLogger(logger)), Ready: stores.verifier.Ping},
-		{Desc: &knowledgev1.KnowledgeService_ServiceDesc, Impl: knowledge.New(stores.knowledge), Ready: stores.knowledge.Ping},
-		{Desc: &registryv1.RegistryService_ServiceDesc, Impl: reg, Ready: reg.Ready},
-	}
+	cfg.Services = append(services, server.Service{Desc: &agentv1.AgentService_ServiceDesc, Impl: agent.New(agentOpts...)})
 	srv, err := cfg.Complete()
 	if err != nil {
 		_ = lis.Close()
@@ -189,7 +180,6 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 	logger.Info("converge dev: scheduler, agent, verifier, knowledge and registry",
 		slog.String("listen", opts.Listen), slog.String("data", where), slog.Int("agents", opts.Agents))
 
-	sched.Start(bg)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(bg, lis) }()
 
@@ -237,6 +227,12 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 			return stopAll()
 		}
 	}
+}
+
+// devModules are the stateful services converge dev serves, as their standalone binaries do (the
+// Agent is a worker pool, not a module).
+func devModules() []servicecmd.Module {
+	return []servicecmd.Module{scheduler.Module(), registry.Module(), knowledge.Module(), verifier.Module()}
 }
 
 // absDir creates dir and answers its absolute path with symbolic links resolved (what the

@@ -7,15 +7,18 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 
 	"github.com/converge-dev/converge/platform/server"
 )
 
-// Module is one converge service as its standalone binary (services/<name>/cmd/converge-<name>)
-// serves it: the common flags and environment, the logger, signals, the readiness probe that
-// migrates and checks the schema, background work started once the schema is current, drain and
-// stop all come from here; the module says only what is its own. Adding a common flag is one edit
-// (Flags.Bind), adding a service one Module.
+// Module is one converge service as converge's binaries serve it: alone, by its standalone binary
+// (services/<name>/cmd/converge-<name>, through Main, on Postgres), and with the others in one
+// process by `converge dev` (through Build with Runtime.Embedded set, on SQLite). The common flags
+// and environment, the logger, signals, the readiness probe that migrates and checks the schema,
+// background work started once the schema is current, drain and stop all come from here; the
+// module says only what is its own. Adding a common flag is one edit (Flags.Bind), adding a
+// service one Module (services/<name>/module.go), served by both.
 type Module struct {
 	// Name is the service's name ("knowledge"): the binary is converge-<Name>.
 	Name string
@@ -36,10 +39,30 @@ type Module struct {
 	Build func(ctx context.Context, rt Runtime) (Built, error)
 }
 
-// Runtime is what a Module's Build gets: the common flags and the logger.
+// Runtime is what a Module's Build gets: the common flags and the logger, and, inside converge
+// dev, what the process shares.
 type Runtime struct {
 	Flags  *Flags
 	Logger *slog.Logger
+	// Embedded is set when converge dev builds the module inside its one process; nil for the
+	// standalone binary.
+	Embedded *Embedded
+}
+
+// Embedded is what converge dev gives each module it serves in its one process.
+type Embedded struct {
+	// SQLite is the path of the module's SQLite database (database.SQLiteMemory: a private
+	// in-memory one), opened and migrated by Build.
+	SQLite string
+	// Self reaches every service of the process through its own address: what the standalone
+	// binaries reach through their address flags (the same contracts as between binaries).
+	Self *grpc.ClientConn
+	// WorkDir is a directory of the process: the Scheduler checks run branches out there, so the
+	// Verifier allows it.
+	WorkDir string
+	// AllowedRoots are more directories the Verifier may check (converge dev
+	// --verifier-allowed-root).
+	AllowedRoots []string
 }
 
 // Built is a Module's service, ready to serve.

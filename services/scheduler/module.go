@@ -1,0 +1,120 @@
+package scheduler
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+
+	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/client"
+	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/platform/server"
+	"github.com/converge-dev/converge/platform/servicecmd"
+	"github.com/converge-dev/converge/services/scheduler/store"
+	"github.com/converge-dev/converge/services/scheduler/store/postgres"
+	"github.com/converge-dev/converge/services/scheduler/store/sqlite"
+)
+
+// StaleAfterEnv sets --stale-after when the flag is not given (the Registry's stale window reads
+// the same variable).
+const StaleAfterEnv = "CONVERGE_STALE_AFTER"
+
+// Module is the Scheduler as converge's binaries serve it: converge-scheduler on Postgres,
+// reaching the Verifier and the Registry by its flags; converge dev on SQLite, reaching them
+// through the process's own address.
+func Module() servicecmd.Module {
+	var (
+		verifierAddr string
+		registryAddr string
+		stale        time.Duration
+		token        string
+		workDir      string
+	)
+	return servicecmd.Module{
+		Name:        "scheduler",
+		Short:       "converge Scheduler service: task lists, waves, executions, leases and the event stream",
+		Listen:      "127.0.0.1:7071",
+		Needs:       servicecmd.NeedsPostgres,
+		DurationEnv: map[string]string{"stale-after": StaleAfterEnv},
+		Bind: func(fs *pflag.FlagSet) {
+			fs.StringVar(&verifierAddr, "verifier", envOr("CONVERGE_VERIFIER_ADDR", ""), "Verifier address host:port for Verify Done; empty = runs with done-criteria end BLOCKED [CONVERGE_VERIFIER_ADDR]")
+			fs.StringVar(&registryAddr, "registry", envOr("CONVERGE_REGISTRY_ADDR", ""), "Registry address host:port: the reaper requeues what agents the Registry reports stale hold, before their leases run out; empty = leases alone [CONVERGE_REGISTRY_ADDR]")
+			fs.DurationVar(&stale, "stale-after", defaultStaleAfter, "an agent silent this long to the Registry and to the Scheduler loses its assignments, its Registry locks released first (with --registry) ["+StaleAfterEnv+"]")
+			fs.StringVar(&token, "token", envOr("CONVERGE_TOKEN", ""), "bearer token sent to the Verifier and the Registry [CONVERGE_TOKEN]")
+			fs.StringVar(&workDir, "work-dir", envOr("CONVERGE_SCHEDULER_WORK_DIR", os.TempDir()), "where Verify Done checks run branches out for the Verifier when it cannot fetch them itself (local paths, non-http(s) URLs; the Verifier must allow it as a root) [CONVERGE_SCHEDULER_WORK_DIR]")
+		},
+		Build: func(ctx context.Context, rt servicecmd.Runtime) (servicecmd.Built, error) {
+			var closers []func()
+			closeAll := func() {
+				for i := len(closers) - 1; i >= 0; i-- {
+					closers[i]()
+				}
+			}
+			var (
+				st interface {
+					store.Store
+					servicecmd.Store
+				}
+				err                   error
+				verifierConn, regConn *grpc.ClientConn
+			)
+			opts := []Option{WithLogger(rt.Logger)}
+			if e := rt.Embedded; e != nil {
+				st, err = sqlite.New(ctx, e.SQLite, database.WithLogger(rt.Logger), database.WithMigrate())
+				verifierConn, regConn = e.Self, e.Self
+				opts = append(opts, WithWorkDir(e.WorkDir))
+			} else {
+				st, err = postgres.New(ctx, rt.Flags.PostgresURL, database.WithLogger(rt.Logger))
+				opts = append(opts, WithWorkDir(workDir))
+			}
+			if err != nil {
+				return servicecmd.Built{}, err
+			}
+			closers = append(closers, func() { _ = st.Close() })
+			dial := func(addr string) (*grpc.ClientConn, error) {
+				conn, err := client.Dial(addr, client.Options{Token: token})
+				if err == nil {
+					closers = append(closers, func() { _ = conn.Close() })
+				}
+				return conn, err
+			}
+			if rt.Embedded == nil && verifierAddr != "" {
+				if verifierConn, err = dial(verifierAddr); err != nil {
+					return servicecmd.Built{Close: closeAll}, err
+				}
+			}
+			if rt.Embedded == nil && registryAddr != "" {
+				if regConn, err = dial(registryAddr); err != nil {
+					return servicecmd.Built{Close: closeAll}, err
+				}
+			}
+			if verifierConn != nil {
+				opts = append(opts, WithVerifier(verifierv1.NewVerifierServiceClient(verifierConn)))
+			}
+			if regConn != nil {
+				opts = append(opts, WithRegistry(registryv1.NewRegistryServiceClient(regConn), stale))
+			}
+			s := New(st, opts...)
+			// The driver (lease reaper, Verify Done) runs on every replica; one leads at a time. It
+			// starts once the schema is current (the readiness probe's first success).
+			return servicecmd.Built{
+				Desc:  &server.Service{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s},
+				Store: st,
+				Start: s.Start,
+				Close: closeAll,
+			}, nil
+		},
+	}
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}

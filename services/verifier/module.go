@@ -1,0 +1,76 @@
+package verifier
+
+import (
+	"context"
+	"os"
+	"strconv"
+
+	"github.com/spf13/pflag"
+
+	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/platform/server"
+	"github.com/converge-dev/converge/platform/servicecmd"
+	"github.com/converge-dev/converge/services/verifier/store"
+	"github.com/converge-dev/converge/services/verifier/store/postgres"
+	"github.com/converge-dev/converge/services/verifier/store/sqlite"
+)
+
+// Module is the Verifier service as converge's binaries serve it: converge-verifier on Postgres
+// with its own flags, converge dev on SQLite with the process's roots.
+func Module() servicecmd.Module {
+	var (
+		allowedRoots     []string
+		scratchDir       string
+		maxVerifications int
+	)
+	return servicecmd.Module{
+		Name:   "verifier",
+		Short:  "converge Verifier service: Verify Done with evidence",
+		Listen: "127.0.0.1:7074",
+		Needs:  servicecmd.NeedsPostgres,
+		Bind: func(fs *pflag.FlagSet) {
+			fs.StringArrayVar(&allowedRoots, "allowed-root", AllowedRootsFromEnv(),
+				"directory whose subdirectories Verify may check as local_dir targets, repeatable; none: local_dir is refused ["+
+					EnvAllowedRoots+", ':'-separated]")
+			fs.StringVar(&scratchDir, "scratch-dir", os.Getenv("CONVERGE_VERIFIER_SCRATCH_DIR"),
+				"where repository checkouts and command scratch directories go (default: the OS temporary directory) [CONVERGE_VERIFIER_SCRATCH_DIR]")
+			fs.IntVar(&maxVerifications, "max-verifications", envInt("CONVERGE_VERIFIER_MAX_VERIFICATIONS", DefaultMaxVerifications),
+				"verifications run at once; more answer ResourceExhausted [CONVERGE_VERIFIER_MAX_VERIFICATIONS]")
+		},
+		Build: func(ctx context.Context, rt servicecmd.Runtime) (servicecmd.Built, error) {
+			var (
+				st interface {
+					store.Store
+					servicecmd.Store
+				}
+				err  error
+				opts = []Option{WithLogger(rt.Logger)}
+			)
+			if e := rt.Embedded; e != nil {
+				st, err = sqlite.New(ctx, e.SQLite, database.WithLogger(rt.Logger), database.WithMigrate())
+				opts = append(opts, WithAllowedRoots(append(append([]string{}, e.AllowedRoots...), e.WorkDir)...))
+			} else {
+				st, err = postgres.New(ctx, rt.Flags.PostgresURL, database.WithLogger(rt.Logger))
+				opts = append(opts, WithAllowedRoots(allowedRoots...), WithScratchDir(scratchDir),
+					WithMaxVerifications(maxVerifications))
+			}
+			if err != nil {
+				return servicecmd.Built{}, err
+			}
+			return servicecmd.Built{
+				Desc:  &server.Service{Desc: &verifierv1.VerifierService_ServiceDesc, Impl: New(st, opts...)},
+				Store: st,
+				Close: func() { _ = st.Close() },
+			}, nil
+		},
+	}
+}
+
+// envInt reads an integer from the environment, or def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return n
+	}
+	return def
+}
