@@ -1,7 +1,7 @@
 # converge — one Makefile for the go.work monorepo. Targets loop over every module.
 # `make help` lists them.
 
-MODULES   := gen platform services/registry services/knowledge services/verifier services/scheduler services/agent cmd/converge tools bench/registry bench/knowledge bench/dag bench/report faults bench/load
+MODULES   := gen platform services/registry services/knowledge services/verifier services/scheduler services/agent cmd/converge tools bench/registry bench/knowledge bench/dag bench/report faults bench/load deploy
 TOOLS_DIR ?= $(CURDIR)/.tools
 TOOLS_BIN := $(TOOLS_DIR)/bin
 export PATH := $(TOOLS_BIN):$(PATH)
@@ -81,7 +81,7 @@ test: tools ## Run every module's tests with -race (needs Postgres and Redis; se
 # make unit runs these modules with -short, Postgres and Redis pointed at a closed port: a test that
 # needs either skips through dbtest.SkipUnit, and one that reaches for them anyway fails here.
 # faults/ and bench/ start real clusters and are left out.
-UNIT_MODULES := gen platform services/registry services/knowledge services/verifier services/scheduler services/agent cmd/converge tools
+UNIT_MODULES := gen platform services/registry services/knowledge services/verifier services/scheduler services/agent cmd/converge tools deploy
 UNIT_ENV     := CONVERGE_TEST_POSTGRES_URL=postgres://unit@127.0.0.1:1/none?sslmode=disable CONVERGE_TEST_REDIS_URL=redis://127.0.0.1:1/0
 
 .PHONY: unit
