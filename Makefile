@@ -122,3 +122,7 @@ load: ## Load test: 1,000 WatchExecution streams and 50 agents on one run; repor
 .PHONY: tidy
 tidy: ## go mod tidy in every module (-e: a test-only dependency of modernc.org/sqlite is not on the proxy).
 	@for m in $(MODULES); do (cd $$m && go mod tidy -e) || exit 1; done
+
+.PHONY: images
+images: ## Build the six container images (localhost/converge-*:dev) with podman, no registry needed (deploy/images/build.sh).
+	sh deploy/images/build.sh
