@@ -126,3 +126,7 @@ tidy: ## go mod tidy in every module (-e: a test-only dependency of modernc.org/
 .PHONY: images
 images: ## Build the six container images (localhost/converge-*:dev) with podman, no registry needed (deploy/images/build.sh).
 	sh deploy/images/build.sh
+
+.PHONY: deploy-smoke
+deploy-smoke: ## Images + the greeter example through the containerised services (podman, host Postgres and Redis); clean drain.
+	sh deploy/smoke.sh
