@@ -2,7 +2,8 @@
 # smoke.sh — `make deploy-smoke`: the images, run with podman against this machine's Postgres and
 # Redis (host network), build examples/greeter through the containerised Scheduler with
 # `converge run --server`, and expect CONVERGED; then stop every container with SIGTERM and expect
-# each to exit 0 within its grace period (a clean drain).
+# each to exit 0 within its grace period (a clean drain). The containers run as the Kubernetes
+# manifests run them: non-root, read-only root filesystem, no capabilities.
 #
 # The greeter's validations and checks run `go`: the agents and the Verifier get the host's Go
 # toolchain mounted read-only at /usr/local/go (GOTOOLCHAIN=local, GOPROXY=off: nothing is
@@ -65,7 +66,11 @@ git -C "$repo" -c user.name="converge smoke" -c user.email=smoke@converge.invali
 chown -R 65532:65532 "$repo" "$work/verify" "$work/home"
 
 goroot=$(go env GOROOT)
-common="--network=host -e CONVERGE_AUTH_TOKENS=$token -e CONVERGE_TOKEN=$token -e CONVERGE_LOG_LEVEL=info"
+# As the Kubernetes manifests run them: read-only root filesystem with writable /tmp and $HOME
+# (emptyDir there), no capabilities, no privilege escalation.
+common="--network=host --read-only --read-only-tmpfs=false --tmpfs /tmp:rw,mode=1777 --mount type=tmpfs,destination=/home/converge,U=true
+	--cap-drop=ALL --security-opt=no-new-privileges
+	-e CONVERGE_AUTH_TOKENS=$token -e CONVERGE_TOKEN=$token -e CONVERGE_LOG_LEVEL=info"
 gomount="-v $goroot:/usr/local/go:ro -e PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin -e GOTOOLCHAIN=local -e GOPROXY=off -e GOFLAGS=-mod=mod"
 start() { # start <name> <image> <podman args...>
 	name=$run-$1 image=$2
