@@ -56,8 +56,8 @@ for s in scheduler agent verifier knowledge registry; do
 	build "services/$s" "./cmd/converge-$s" "converge-$s"
 done
 build deploy ./cmd/converge-healthcheck converge-healthcheck
-for b in "$ctx"/bin/*; do
-	if file "$b" 2>/dev/null | grep -q 'dynamically linked'; then echo "images: $b is not static" >&2; exit 1; fi
+for b in "$ctx"/bin/*; do # static: built with cgo off (FROM scratch has no libc)
+	go version -m "$b" | grep -q 'CGO_ENABLED=0' || { echo "images: $b was not built with CGO_ENABLED=0" >&2; exit 1; }
 done
 
 needs_git=false
