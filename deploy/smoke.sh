@@ -2,7 +2,8 @@
 # smoke.sh — `make deploy-smoke`: the images, run with podman against this machine's Postgres and
 # Redis (host network), build examples/greeter through the containerised Scheduler with
 # `converge run --server`, and expect CONVERGED; then stop every container with SIGTERM and expect
-# each to exit 0 within its grace period (a clean drain). The containers run as the Kubernetes
+# each to exit 0 within its grace period (a clean drain). One agent is stopped that way in the
+# middle of the run, which must converge all the same (no task lost). The containers run as the Kubernetes
 # manifests run them: non-root, read-only root filesystem, no capabilities.
 #
 # The greeter's validations and checks run `go`: the agents and the Verifier get the host's Go
@@ -116,9 +117,26 @@ log "converge run examples/greeter --server 127.0.0.1:$port"
 (cd "$root/cmd/converge" && CGO_ENABLED=0 go build -o "$work/converge" .)
 # converge run reads the repository with git too: as the user that owns it.
 out=$work/run.out
-if ! setpriv --reuid 65532 --regid 65532 --clear-groups env HOME="$work/home" CONVERGE_TOKEN="$token" \
+setpriv --reuid 65532 --regid 65532 --clear-groups env HOME="$work/home" CONVERGE_TOKEN="$token" \
 	"$work/converge" run "$root/examples/greeter/tasks.md" --server 127.0.0.1:$port \
-	--repo "$repo" --criteria "$root/examples/greeter/done-criteria.md" >"$out" 2>&1; then
+	--repo "$repo" --criteria "$root/examples/greeter/done-criteria.md" >"$out" 2>&1 &
+runpid=$!
+# A drain in the middle of the run: once agent1 has completed an assignment, SIGTERM it. It stops
+# claiming, finishes what it holds and exits 0; agent2 takes the rest, and the run still converges.
+for _ in $(seq 1 240); do
+	podman logs "$run-agent1" 2>&1 | grep -q "assignment completed" && break
+	kill -0 "$runpid" 2>/dev/null || break
+	sleep 0.5
+done
+if kill -0 "$runpid" 2>/dev/null; then
+	log "SIGTERM to agent1 while the run goes on"
+	podman stop -t 60 "$run-agent1" >/dev/null
+	code=$(podman inspect -f '{{.State.ExitCode}}' "$run-agent1")
+	[ "$code" = 0 ] || fail "agent1 exited $code after SIGTERM in the middle of the run"
+else
+	log "the run ended before agent1 completed an assignment: no drain in the middle of the run"
+fi
+if ! wait "$runpid"; then
 	cat "$out"
 	fail "converge run did not converge"
 fi
