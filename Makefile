@@ -1,7 +1,7 @@
 # converge — one Makefile for the go.work monorepo. Targets loop over every module.
 # `make help` lists them.
 
-MODULES   := gen platform services/registry services/knowledge services/verifier services/scheduler services/agent cmd/converge tools bench/registry bench/knowledge bench/dag bench/report faults bench/load
+MODULES   := gen platform services/registry services/knowledge services/verifier services/scheduler services/agent cmd/converge tools bench/registry bench/knowledge bench/dag bench/report faults bench/load deploy
 TOOLS_DIR ?= $(CURDIR)/.tools
 TOOLS_BIN := $(TOOLS_DIR)/bin
 export PATH := $(TOOLS_BIN):$(PATH)
@@ -81,7 +81,7 @@ test: tools ## Run every module's tests with -race (needs Postgres and Redis; se
 # make unit runs these modules with -short, Postgres and Redis pointed at a closed port: a test that
 # needs either skips through dbtest.SkipUnit, and one that reaches for them anyway fails here.
 # faults/ and bench/ start real clusters and are left out.
-UNIT_MODULES := gen platform services/registry services/knowledge services/verifier services/scheduler services/agent cmd/converge tools
+UNIT_MODULES := gen platform services/registry services/knowledge services/verifier services/scheduler services/agent cmd/converge tools deploy
 UNIT_ENV     := CONVERGE_TEST_POSTGRES_URL=postgres://unit@127.0.0.1:1/none?sslmode=disable CONVERGE_TEST_REDIS_URL=redis://127.0.0.1:1/0
 
 .PHONY: unit
@@ -122,3 +122,11 @@ load: ## Load test: 1,000 WatchExecution streams and 50 agents on one run; repor
 .PHONY: tidy
 tidy: ## go mod tidy in every module (-e: a test-only dependency of modernc.org/sqlite is not on the proxy).
 	@for m in $(MODULES); do (cd $$m && go mod tidy -e) || exit 1; done
+
+.PHONY: images
+images: ## Build the six container images (localhost/converge-*:dev) with podman, no registry needed (deploy/images/build.sh).
+	sh deploy/images/build.sh
+
+.PHONY: deploy-smoke
+deploy-smoke: ## Images + the greeter example through the containerised services (podman, host Postgres and Redis); clean drain.
+	sh deploy/smoke.sh
