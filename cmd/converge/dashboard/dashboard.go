@@ -106,7 +106,9 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Everything the page loads comes from here: no CDN, no other host, no inline script.
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: with no-referrer a browser sends "Origin: null" on form posts,
+	// and sameOrigin could not tell the dashboard's own forms from another site's.
+	h.Set("Referrer-Policy", "same-origin")
 	if r.Method == http.MethodPost && !sameOrigin(r) {
 		http.Error(w, "cross-origin form refused", http.StatusForbidden)
 		return
@@ -114,9 +116,16 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.mux.ServeHTTP(w, r)
 }
 
-// sameOrigin refuses cross-site form posts: a browser sends Origin (or at least Referer) with a
-// POST; one that names another host is refused.
+// sameOrigin refuses cross-site form posts: a browser says where a POST comes from
+// (Sec-Fetch-Site, Origin or at least Referer); one from another site is refused.
 func sameOrigin(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin", "none":
+		return true
+	case "":
+	default:
+		return false
+	}
 	src := r.Header.Get("Origin")
 	if src == "" {
 		src = r.Header.Get("Referer")

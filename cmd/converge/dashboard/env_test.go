@@ -202,9 +202,26 @@ func (s *suite) greeterRepo(t *testing.T) string {
 // background: the returned proc ends when the run does).
 func (s *suite) runGreeter(t *testing.T, extra ...string) *proc {
 	t.Helper()
+	return s.runGreeterWith(t, filepath.Join(repoRoot, "examples", "greeter", "done-criteria.md"), extra...)
+}
+
+// humanCriteria is the greeter's done-criteria plus one HUMAN_VERIFY criterion, for sign-off.
+func (s *suite) humanCriteria(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "examples", "greeter", "done-criteria.md"))
+	require.NoError(t, err)
+	b = append(b, "\n## U1: The greeting reads well\nTag: HUMAN_VERIFY\n\nA person runs `go run . Ada` and finds the greeting friendly.\n"...)
+	path := filepath.Join(s.dir, "done-criteria-human.md")
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return path
+}
+
+// runGreeterWith is runGreeter with other done-criteria.
+func (s *suite) runGreeterWith(t *testing.T, criteria string, extra ...string) *proc {
+	t.Helper()
 	repo := s.greeterRepo(t)
 	ex := filepath.Join(repoRoot, "examples", "greeter")
-	args := append([]string{"run", filepath.Join(ex, "tasks.md"), "--repo", repo, "--criteria", filepath.Join(ex, "done-criteria.md"),
+	args := append([]string{"run", filepath.Join(ex, "tasks.md"), "--repo", repo, "--criteria", criteria,
 		"--server", s.addr}, extra...)
 	return start(t, s.dir, convergeBin, args...)
 }

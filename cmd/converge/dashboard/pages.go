@@ -175,11 +175,12 @@ func (d *Dashboard) taskPage(w http.ResponseWriter, r *http.Request) {
 	d.render(w, r, "task", data)
 }
 
-// criterionView is one criterion of a report with its failure detail.
+// criterionView is one criterion of a report with its failure detail and the latest sign-off.
 type criterionView struct {
 	Result  *verifierv1.CriterionResult
 	Failure *verifierv1.FailureDetail
 	Pending bool
+	Signed  *verifierv1.HumanVerdict
 }
 
 // verifyPage is the Verify Done report of a run: each criterion with status and evidence, failure
@@ -200,13 +201,25 @@ func (d *Dashboard) verifyPage(w http.ResponseWriter, r *http.Request) {
 			d.fail(w, r, err)
 			return
 		}
+		// Sign-offs recorded after the report are the Verifier's audit trail, newest first.
+		hv, err := d.verifier.ListHumanVerdicts(ctx, &verifierv1.ListHumanVerdictsRequest{LoopKey: id, PageSize: 1000})
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		signed := map[string]*verifierv1.HumanVerdict{}
+		for _, v := range hv.GetHumanVerdicts() {
+			if signed[v.GetCriterionId()] == nil {
+				signed[v.GetCriterionId()] = v
+			}
+		}
 		failures := map[string]*verifierv1.FailureDetail{}
 		for _, f := range rep.GetReport().GetFailures() {
 			failures[f.GetCriterionId()] = f
 		}
 		var cs []criterionView
 		for _, c := range rep.GetReport().GetResults() {
-			cs = append(cs, criterionView{Result: c, Failure: failures[c.GetCriterionId()],
+			cs = append(cs, criterionView{Result: c, Failure: failures[c.GetCriterionId()], Signed: signed[c.GetCriterionId()],
 				Pending: c.GetStatus() == verifierv1.CriterionStatus_CRITERION_STATUS_PENDING_HUMAN})
 		}
 		data["Report"] = rep.GetReport()
