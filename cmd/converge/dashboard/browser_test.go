@@ -29,6 +29,9 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
+	if os.Getenv("CONVERGE_DASHBOARD_SHOTS") != "" {
+		t.Fatal("make dashboard-shots needs Chromium: apt-get install chromium, or set CONVERGE_CHROMIUM")
+	}
 	t.Skip("no Chromium on this machine (apt-get install chromium, or set CONVERGE_CHROMIUM): the browser tests of the dashboard did not run")
 	return ""
 }
@@ -113,7 +116,7 @@ func (b *browser) text(t *testing.T) string {
 
 func (b *browser) shot(t *testing.T, dir, name string) {
 	t.Helper()
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)) // quality 100 = PNG (less is JPEG)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
 }
