@@ -18,7 +18,7 @@ TOOL_STAMPS := $(TOOLS_DIR)/stamps/buf@$(BUF_VERSION) $(TOOLS_DIR)/stamps/protoc
 
 GO_TEST_FLAGS ?= -race -count=1
 LISTEN        ?= 127.0.0.1:7070
-DASHBOARD     ?= 127.0.0.1:7071
+DASHBOARD     ?= 127.0.0.1:7080
 SHOTS_DIR     ?= docs/dashboard
 
 .DEFAULT_GOAL := help

@@ -28,7 +28,7 @@ type dashboardFlags struct {
 }
 
 func (f *dashboardFlags) bind(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.Listen, "dashboard", os.Getenv("CONVERGE_DASHBOARD"), "serve the web dashboard on this HTTP address, e.g. 127.0.0.1:7071 (default: none) [CONVERGE_DASHBOARD]")
+	cmd.Flags().StringVar(&f.Listen, "dashboard", os.Getenv("CONVERGE_DASHBOARD"), "serve the web dashboard on this HTTP address, e.g. 127.0.0.1:7080 (default: none) [CONVERGE_DASHBOARD]")
 	cmd.Flags().StringVar(&f.ReadToken, "dashboard-read-token", os.Getenv("CONVERGE_DASHBOARD_READ_TOKEN"), "token the dashboard reads with for viewers who have not signed in (a read-only view; actions always need the viewer's own token) [CONVERGE_DASHBOARD_READ_TOKEN]")
 }
 
