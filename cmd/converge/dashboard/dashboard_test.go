@@ -183,6 +183,24 @@ func TestReadOnlyViewerCannotAct(t *testing.T) {
 	require.Contains(t, body, `id="cancel"`)
 	require.Contains(t, body, `data-confirm="Cancel run`)
 
+	// The operator skips task 1.1 through the API.
+	code, body = s.do(t, http.MethodPost, "/runs/"+id+"/tasks/1.1/skip", "reason=not+now", "Cookie: converge_token="+operator)
+	require.Equal(t, http.StatusSeeOther, code, body)
+	as, err := sched.ListAssignments(context.Background(), &schedulerv1.ListAssignmentsRequest{ExecutionId: id, TaskId: "1.1"})
+	require.NoError(t, err)
+	require.Equal(t, schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_SKIPPED, as.GetAssignments()[len(as.GetAssignments())-1].GetStatus())
+	code, body = s.get(t, "/runs/"+id+"/tasks/1.1", "Cookie: converge_token="+operator)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "SKIPPED")
+	// Wave 1 had only 1.1, so it is over: RetryTask refuses, and the page says why in the API's words.
+	code, body = s.do(t, http.MethodPost, "/runs/"+id+"/tasks/1.1/retry", "", "Cookie: converge_token="+operator)
+	require.Equal(t, http.StatusConflict, code)
+	require.Contains(t, body, "FailedPrecondition")
+	require.Contains(t, body, "only tasks of the running wave can be retried")
+	// The viewer cannot skip either.
+	code, _ = s.do(t, http.MethodPost, "/runs/"+id+"/tasks/1.1/skip", "")
+	require.Equal(t, http.StatusUnauthorized, code)
+
 	// The operator cancels.
 	code, _ = s.do(t, http.MethodPost, "/runs/"+id+"/cancel", "reason=operator", "Cookie: converge_token="+operator)
 	require.Equal(t, http.StatusSeeOther, code)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -37,6 +38,10 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		return m.Run() // every test here skips under -short: no need to build
+	}
 	dir, err := os.MkdirTemp("", "converge-dashboard-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
