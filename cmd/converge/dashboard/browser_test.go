@@ -122,10 +122,16 @@ func (b *browser) shot(t *testing.T, dir, name string) {
 }
 
 // click clicks a button that submits a form (after its confirmation) and waits for the page the
-// action redirects to.
+// action redirects to. The live part of the run view is swapped in as events arrive, so the button
+// found may be replaced before the click lands: then it is found again.
 func (b *browser) click(t *testing.T, id string) {
 	t.Helper()
-	_, err := chromedp.RunResponse(b.ctx, chromedp.Click(chromedp.ID(id)))
+	var err error
+	for range 5 {
+		if _, err = chromedp.RunResponse(b.ctx, chromedp.Click(chromedp.ID(id))); err == nil || !strings.Contains(err.Error(), "Could not find node") {
+			break
+		}
+	}
 	require.NoError(t, err, "clicking #%s", id)
 }
 

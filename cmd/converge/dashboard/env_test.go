@@ -84,20 +84,23 @@ func (p *proc) output() string {
 // find waits until re matches the output and answers its first group.
 func (p *proc) find(t *testing.T, re *regexp.Regexp) string {
 	t.Helper()
-	var got string
-	require.Eventually(t, func() bool {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
 		if m := re.FindStringSubmatch(p.output()); m != nil {
-			got = m[1]
-			return true
+			return m[1]
 		}
 		select {
 		case <-p.done:
+			if m := re.FindStringSubmatch(p.output()); m != nil {
+				return m[1]
+			}
 			t.Fatalf("process ended before %s appeared: %v\n%s", re, p.err, p.output())
-		default:
+		case <-time.After(20 * time.Millisecond):
 		}
-		return false
-	}, 60*time.Second, 20*time.Millisecond, "waiting for %s", re)
-	return got
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within 60 s:\n%s", re, p.output())
+		}
+	}
 }
 
 // start runs a binary until the test ends (SIGTERM, then SIGKILL after 20 s).

@@ -64,7 +64,12 @@ document.addEventListener("submit", (ev) => {
     append(JSON.parse(ev.data));
     refresh();
   });
-  es.addEventListener("snapshot", () => refresh());
+  // The first snapshot describes the page as it was rendered: only later ones change anything.
+  let first = true;
+  es.addEventListener("snapshot", () => {
+    if (first) { first = false; return; }
+    refresh();
+  });
   es.addEventListener("end", () => {
     es.close();
     conn.textContent = "run ended";
