@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
@@ -54,6 +55,7 @@ type Dashboard struct {
 	sched    schedulerv1.SchedulerServiceClient
 	verifier verifierv1.VerifierServiceClient
 	registry registryv1.RegistryServiceClient
+	know     knowledgev1.KnowledgeServiceClient
 	opts     Options
 	log      *slog.Logger
 	pages    map[string]*template.Template
@@ -67,6 +69,7 @@ func New(conn grpc.ClientConnInterface, opts Options) (*Dashboard, error) {
 		sched:    schedulerv1.NewSchedulerServiceClient(conn),
 		verifier: verifierv1.NewVerifierServiceClient(conn),
 		registry: registryv1.NewRegistryServiceClient(conn),
+		know:     knowledgev1.NewKnowledgeServiceClient(conn),
 		opts:     opts,
 		log:      opts.Logger,
 		pages:    map[string]*template.Template{},
@@ -91,6 +94,7 @@ func New(conn grpc.ClientConnInterface, opts Options) (*Dashboard, error) {
 	m.HandleFunc("GET /runs/{id}/tasks/{task}", d.taskPage)
 	m.HandleFunc("GET /runs/{id}/verify", d.verifyPage)
 	m.HandleFunc("GET /agents", d.agentsPage)
+	m.HandleFunc("GET /knowledge", d.knowledgePage)
 	m.HandleFunc("GET /login", d.loginPage)
 	m.HandleFunc("POST /login", d.login)
 	m.HandleFunc("POST /logout", d.logout)

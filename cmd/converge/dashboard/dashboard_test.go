@@ -82,6 +82,13 @@ func TestPagesOfTheGreeterRun(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, "<h2>Locks</h2>")
 
+	code, body = s.get(t, "/knowledge?pattern=greet/**")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "<h1>Knowledge</h1>")
+	code, body = s.get(t, "/knowledge?pattern=/etc/passwd")
+	require.Equal(t, http.StatusBadRequest, code, "the API's InvalidArgument")
+	require.Contains(t, body, "InvalidArgument")
+
 	code, body = s.get(t, "/runs/ex_nosuch")
 	require.Equal(t, http.StatusNotFound, code)
 	require.Contains(t, body, "NotFound")

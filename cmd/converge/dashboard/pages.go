@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
@@ -244,4 +245,16 @@ func (d *Dashboard) agentsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	d.render(w, r, "agents", map[string]any{"Title": "Agents and locks", "Agents": ag.GetAgents(), "Locks": lk.GetLocks(),
 		"Prefix": r.URL.Query().Get("prefix")})
+}
+
+// knowledgePage lists knowledge items, newest first, optionally only those stored under one path
+// glob (?pattern=, e.g. "**/*.sql"). ListItems, not QueryItems: looking does not count as a hit.
+func (d *Dashboard) knowledgePage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	res, err := d.know.ListItems(d.readCtx(r), &knowledgev1.ListItemsRequest{FilePattern: q.Get("pattern"), PageSize: 200, PageToken: q.Get("page")})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.render(w, r, "knowledge", map[string]any{"Title": "Knowledge", "Items": res.GetItems(), "Pattern": q.Get("pattern"), "Next": res.GetNextPageToken()})
 }
