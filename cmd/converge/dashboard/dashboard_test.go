@@ -70,6 +70,7 @@ func TestPagesOfTheGreeterRun(t *testing.T) {
 	require.Contains(t, body, "TASK_FAILED")
 	require.Contains(t, body, "COMPLETED")
 	require.Regexp(t, `<dt>Tries</dt><dd>2</dd>`, body)
+	require.NotContains(t, body, `id="retry"`, "an ended run offers no task actions")
 	code, _ = s.get(t, "/runs/"+id+"/tasks/9.9")
 	require.Equal(t, http.StatusNotFound, code)
 
@@ -191,6 +192,10 @@ func TestReadOnlyViewerCannotAct(t *testing.T) {
 	require.Contains(t, body, `data-confirm="Cancel run`)
 
 	// The operator skips task 1.1 through the API.
+	code, body = s.get(t, "/runs/"+id+"/tasks/1.1", "Cookie: converge_token="+operator)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `id="skip"`, "a pending task offers skip")
+	require.NotContains(t, body, `id="retry"`)
 	code, body = s.do(t, http.MethodPost, "/runs/"+id+"/tasks/1.1/skip", "reason=not+now", "Cookie: converge_token="+operator)
 	require.Equal(t, http.StatusSeeOther, code, body)
 	as, err := sched.ListAssignments(context.Background(), &schedulerv1.ListAssignmentsRequest{ExecutionId: id, TaskId: "1.1"})
@@ -199,6 +204,9 @@ func TestReadOnlyViewerCannotAct(t *testing.T) {
 	code, body = s.get(t, "/runs/"+id+"/tasks/1.1", "Cookie: converge_token="+operator)
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, "SKIPPED")
+	require.Contains(t, body, `id="retry"`, "a skipped task of a running execution offers retry")
+	require.NotContains(t, body, `id="skip"`)
+
 	// Wave 1 had only 1.1, so it is over: RetryTask refuses, and the page says why in the API's words.
 	code, body = s.do(t, http.MethodPost, "/runs/"+id+"/tasks/1.1/retry", "", "Cookie: converge_token="+operator)
 	require.Equal(t, http.StatusConflict, code)
