@@ -32,12 +32,34 @@ func (f *dashboardFlags) bind(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.ReadToken, "dashboard-read-token", os.Getenv("CONVERGE_DASHBOARD_READ_TOKEN"), "token the dashboard reads with for viewers who have not signed in (a read-only view; actions always need the viewer's own token) [CONVERGE_DASHBOARD_READ_TOKEN]")
 }
 
+// loopback reports whether a host:port can only be reached from this machine.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // startDashboard serves the dashboard on opts.Dashboard.Listen (nothing when it is empty), calling
 // the suite at opts.Listen through its public gRPC API with no credentials of its own. stop closes
 // it.
 func startDashboard(ctx context.Context, opts devOptions, logger *slog.Logger) (stop func(), err error) {
 	if opts.Dashboard.Listen == "" {
 		return func() {}, nil
+	}
+	// Never weaker than the API: the dashboard passes on the viewer's bearer token, and has no
+	// client certificate of a viewer to pass on; and it does not open the suite to the network when
+	// the API would refuse to be opened so.
+	if opts.TLSClientCA != "" {
+		return nil, usagef("--dashboard with --tls-client-ca: the dashboard cannot present a viewer's client certificate; use --auth-token")
+	}
+	if len(opts.AuthTokens) == 0 && !opts.AllowUnauthenticated && !loopback(opts.Dashboard.Listen) {
+		return nil, usagef("--dashboard %s is not a loopback address and the suite has no --auth-token: anyone who reaches it could steer the runs (give --auth-token, or --allow-unauthenticated)", opts.Dashboard.Listen)
 	}
 	o := client.Options{}
 	if opts.TLSCert != "" {

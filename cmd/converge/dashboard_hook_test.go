@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"testing"
@@ -51,4 +52,40 @@ func TestDevDashboardAddressInUse(t *testing.T) {
 	opts.Dashboard.Listen = taken.Addr().String()
 	err = runDev(t.Context(), opts, lis, io.Discard)
 	require.ErrorContains(t, err, "--dashboard "+taken.Addr().String())
+}
+
+// TestDevDashboardNeverOpensTheSuite: a non-loopback dashboard needs tokens (or
+// --allow-unauthenticated), and client-certificate auth cannot be passed on.
+func TestDevDashboardNeverOpensTheSuite(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		mutate func(*devOptions)
+		want   string
+	}{
+		{"open", func(o *devOptions) { o.Dashboard.Listen = "0.0.0.0:0" }, "not a loopback address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			opts := devOptions{InMemory: true}
+			opts.LogFormat, opts.LogLevel = "text", "warn"
+			tc.mutate(&opts)
+			err = runDev(t.Context(), opts, lis, io.Discard)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	// Client certificates (the server's own TLS material is checked before, so the hook alone).
+	opts := devOptions{}
+	opts.Listen, opts.TLSClientCA = "127.0.0.1:7070", "ca.pem"
+	opts.Dashboard.Listen = "127.0.0.1:0"
+	_, err := startDashboard(t.Context(), opts, slog.New(slog.DiscardHandler))
+	require.ErrorContains(t, err, "--tls-client-ca")
+
+	require.True(t, loopback("127.0.0.1:7080"))
+	require.True(t, loopback("[::1]:7080"))
+	require.True(t, loopback("localhost:7080"))
+	require.False(t, loopback("0.0.0.0:7080"))
+	require.False(t, loopback(":7080"))
 }
