@@ -18,6 +18,8 @@ TOOL_STAMPS := $(TOOLS_DIR)/stamps/buf@$(BUF_VERSION) $(TOOLS_DIR)/stamps/protoc
 
 GO_TEST_FLAGS ?= -race -count=1
 LISTEN        ?= 127.0.0.1:7070
+DASHBOARD     ?= 127.0.0.1:7080
+SHOTS_DIR     ?= docs/dashboard
 
 .DEFAULT_GOAL := help
 
@@ -96,8 +98,14 @@ build: ## Build the converge CLI and the five service binaries into bin/.
 	@for s in scheduler agent verifier knowledge registry; do (cd services/$$s && go build -o ../../bin/converge-$$s ./cmd/converge-$$s) || exit 1; done
 
 .PHONY: dev
-dev: ## Run all five services in one process on $(LISTEN) (embedded SQLite under ./.converge).
-	cd cmd/converge && go run . dev --listen $(LISTEN) --data-dir $(CURDIR)/.converge
+dev: ## Run all five services in one process on $(LISTEN) (embedded SQLite under ./.converge), the dashboard on http://$(DASHBOARD)/.
+	cd cmd/converge && go run . dev --listen $(LISTEN) --data-dir $(CURDIR)/.converge --dashboard $(DASHBOARD)
+
+.PHONY: dashboard-shots
+dashboard-shots: ## Screenshots of the web dashboard (runs, run view, task, verify report with a sign-off, agents, phone width) from its browser test into $(SHOTS_DIR)/ (needs Chromium).
+	@mkdir -p $(SHOTS_DIR)
+	cd cmd/converge/dashboard && CONVERGE_DASHBOARD_SHOTS=$(abspath $(SHOTS_DIR)) go test -count=1 -run TestBrowser -v .
+	@ls -l $(SHOTS_DIR)
 
 .PHONY: example
 example: ## Build the greeter example (examples/greeter) with 3 local agents in a fresh git copy under .converge/example/.

@@ -46,6 +46,8 @@ type devOptions struct {
 	DrainDelay time.Duration
 	// Ready, when set, is called once every service reports SERVING and the agents have started.
 	Ready func(addr string)
+	// Dashboard: the web dashboard's flags (dashboard.go).
+	Dashboard dashboardFlags
 }
 
 func devCommand() *cobra.Command {
@@ -77,6 +79,7 @@ func devCommand() *cobra.Command {
 	cmd.Flags().StringArrayVar(&opts.VerifierAllowedRoots, "verifier-allowed-root", verifier.AllowedRootsFromEnv("."), "directory the Verifier may check as a local_dir target, repeatable (default: the working directory) ["+verifier.EnvAllowedRoots+", ':'-separated]")
 	cmd.Flags().IntVar(&opts.Agents, "agents", 0, "local agent workers to run in the process (they claim work from this server)")
 	cmd.Flags().DurationVar(&opts.AgentDrainTimeout, "agent-drain-timeout", 30*time.Second, "on stop, how long the local agents may finish their current assignment before it is cancelled")
+	opts.Dashboard.bind(cmd)
 	return cmd
 }
 
@@ -179,6 +182,14 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 	}
 	logger.Info("converge dev: scheduler, agent, verifier, knowledge and registry",
 		slog.String("listen", opts.Listen), slog.String("data", where), slog.Int("agents", opts.Agents))
+
+	// The web dashboard, on its own HTTP listener when --dashboard is given (dashboard.go).
+	stopDashboard, err := startDashboard(bg, opts, logger)
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+	defer stopDashboard()
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(bg, lis) }()
