@@ -2,6 +2,9 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"time"
 
@@ -34,6 +37,8 @@ func Module() servicecmd.Module {
 		stale        time.Duration
 		token        string
 		workDir      string
+		gitListen    string
+		gitURL       string
 	)
 	return servicecmd.Module{
 		Name:        "scheduler",
@@ -46,6 +51,8 @@ func Module() servicecmd.Module {
 			fs.StringVar(&registryAddr, "registry", envOr("CONVERGE_REGISTRY_ADDR", ""), "Registry address host:port: the reaper requeues what agents the Registry reports stale hold, before their leases run out; empty = leases alone [CONVERGE_REGISTRY_ADDR]")
 			fs.DurationVar(&stale, "stale-after", defaultStaleAfter, "an agent silent this long to the Registry and to the Scheduler loses its assignments, its Registry locks released first (with --registry) ["+StaleAfterEnv+"]")
 			fs.StringVar(&token, "token", envOr("CONVERGE_TOKEN", ""), "bearer token sent to the Verifier and the Registry [CONVERGE_TOKEN]")
+			fs.StringVar(&gitListen, "git-listen", envOr("CONVERGE_SCHEDULER_GIT_LISTEN", ""), "HTTP address (host:port) where local repositories are served read-only to the Verifier over git's smart HTTP while Verify Done runs, each under a random path; empty = local repositories are checked out under --work-dir instead [CONVERGE_SCHEDULER_GIT_LISTEN]")
+			fs.StringVar(&gitURL, "git-url", envOr("CONVERGE_SCHEDULER_GIT_URL", ""), "URL the Verifier reaches --git-listen at, e.g. http://scheduler-0.scheduler:7076 (default http://<--git-listen>) [CONVERGE_SCHEDULER_GIT_URL]")
 			fs.StringVar(&workDir, "work-dir", envOr("CONVERGE_SCHEDULER_WORK_DIR", os.TempDir()), "where Verify Done checks run branches out for the Verifier when it cannot fetch them itself (local paths, non-http(s) URLs; the Verifier must allow it as a root) [CONVERGE_SCHEDULER_WORK_DIR]")
 		},
 		Build: func(ctx context.Context, rt servicecmd.Runtime) (servicecmd.Built, error) {
@@ -64,6 +71,7 @@ func Module() servicecmd.Module {
 				verifierConn, regConn *grpc.ClientConn
 			)
 			opts := []Option{WithLogger(rt.Logger)}
+			serveGit := func(*Server) {}
 			if e := rt.Embedded; e != nil {
 				st, err = sqlite.New(ctx, e.SQLite, database.WithLogger(rt.Logger), database.WithMigrate())
 				verifierConn, regConn = e.Self, e.Self
@@ -83,6 +91,24 @@ func Module() servicecmd.Module {
 				}
 				return conn, err
 			}
+			if rt.Embedded == nil && gitListen != "" {
+				lis, err := net.Listen("tcp", gitListen)
+				if err != nil {
+					return servicecmd.Built{Close: closeAll}, fmt.Errorf("--git-listen %s: %w", gitListen, err)
+				}
+				base := gitURL
+				if base == "" {
+					base = "http://" + lis.Addr().String()
+				}
+				opts = append(opts, WithGitExport(base))
+				srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
+				closers = append(closers, func() { _ = srv.Close() })
+				serveGit = func(s *Server) {
+					srv.Handler = s.GitHandler()
+					go func() { _ = srv.Serve(lis) }()
+					rt.Logger.Info("serving local repositories to the Verifier over git's smart HTTP", "listen", lis.Addr().String(), "url", base)
+				}
+			}
 			if rt.Embedded == nil && verifierAddr != "" {
 				if verifierConn, err = dial(verifierAddr); err != nil {
 					return servicecmd.Built{Close: closeAll}, err
@@ -100,6 +126,7 @@ func Module() servicecmd.Module {
 				opts = append(opts, WithRegistry(registryv1.NewRegistryServiceClient(regConn), stale))
 			}
 			s := New(st, opts...)
+			serveGit(s)
 			// The driver (lease reaper, Verify Done) runs on every replica; one leads at a time. It
 			// starts once the schema is current (the readiness probe's first success).
 			return servicecmd.Built{

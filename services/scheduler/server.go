@@ -48,6 +48,8 @@ type Server struct {
 	verifyTries   int
 	verifyBackoff backoffPolicy
 	verifying     sync.Map
+	// gitExport serves local repositories to the Verifier (WithGitExport); nil: none.
+	gitExport *gitExport
 	// now is the clock of ids and of the driver's own deadlines (default time.Now); lease times
 	// come from the store's clock.
 	now func() time.Time

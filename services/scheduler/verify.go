@@ -240,19 +240,31 @@ func fetchable(u string) bool {
 //
 //   - a repository the Verifier can fetch (an http(s) URL) is handed over as a git source: the
 //     Verifier fetches the commit itself and the two services share no file system;
-//   - any other repository (a local path, or a file, ssh, git or scp-like URL, which the
-//     Verifier's git sources refuse) is cloned into the work dir and handed over as a local
-//     directory, which the Verifier must allow as a root (one that does not refuses the request,
-//     and the run ends BLOCKED with its answer);
-//   - without a repository, an empty scratch directory there.
+//   - a local repository, when the Scheduler exports local repositories over git's smart HTTP
+//     (WithGitExport), is handed over as a git source too: an unguessable URL of this replica's
+//     export, valid while the verification runs;
+//   - any other repository (a local path without the export, or a file, ssh, git or scp-like URL,
+//     which the Verifier's git sources refuse) is cloned into the work dir and handed over as a
+//     local directory, which the Verifier must allow as a root (one that does not refuses the
+//     request, and the run ends BLOCKED with its answer);
+//   - without a repository, a scratch target: an empty directory the Verifier makes itself.
 func (s *Server) verifyTarget(ctx context.Context, e *schedulerv1.Execution, commit string) (*verifierv1.Target, func(), error) {
 	repo := e.GetRepository()
-	if u := repo.GetUrl(); fetchable(u) {
-		ref := commit
-		if ref == "" {
-			ref = e.GetRunBranch()
-		}
-		return &verifierv1.Target{Directory: &verifierv1.Target_Git{Git: &verifierv1.GitSource{RepositoryUrl: u, Ref: ref}}}, func() {}, nil
+	ref := commit
+	if ref == "" {
+		ref = e.GetRunBranch()
+	}
+	gitTarget := func(u string) *verifierv1.Target {
+		return &verifierv1.Target{Directory: &verifierv1.Target_Git{Git: &verifierv1.GitSource{RepositoryUrl: u, Ref: ref}}}
+	}
+	switch {
+	case repo == nil:
+		return &verifierv1.Target{Directory: &verifierv1.Target_Scratch{Scratch: true}}, func() {}, nil
+	case fetchable(repo.GetUrl()):
+		return gitTarget(repo.GetUrl()), func() {}, nil
+	case repo.GetPath() != "" && s.gitExport != nil:
+		u, unexport := s.gitExport.export(repo.GetPath())
+		return gitTarget(u), unexport, nil
 	}
 	root := s.workDir
 	if root == "" {
@@ -270,16 +282,14 @@ func (s *Server) verifyTarget(ctx context.Context, e *schedulerv1.Execution, com
 		return nil, nil, err
 	}
 	cleanup := func() { _ = os.RemoveAll(dir) }
-	if repo != nil {
-		if _, err := git(ctx, "", "clone", "--quiet", "--no-hardlinks", "--branch", e.GetRunBranch(), "--", repoSource(repo), dir); err != nil {
+	if _, err := git(ctx, "", "clone", "--quiet", "--no-hardlinks", "--branch", e.GetRunBranch(), "--", repoSource(repo), dir); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	if commit != "" {
+		if _, err := git(ctx, dir, "checkout", "--quiet", "--detach", commit); err != nil {
 			cleanup()
 			return nil, nil, err
-		}
-		if commit != "" {
-			if _, err := git(ctx, dir, "checkout", "--quiet", "--detach", commit); err != nil {
-				cleanup()
-				return nil, nil, err
-			}
 		}
 	}
 	return &verifierv1.Target{Directory: &verifierv1.Target_LocalDir{LocalDir: dir}}, cleanup, nil

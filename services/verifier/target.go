@@ -119,6 +119,21 @@ func (s *Server) resolveTarget(ctx context.Context, t *verifierv1.Target, o *che
 			}
 		}
 		ct.Dir, rt.Directory = root, root
+	case t.GetScratch():
+		parts = append(parts, "scratch directory")
+		if dryRun {
+			break
+		}
+		dir, err := os.MkdirTemp(s.cfg.scratchDir, "converge-scratch-")
+		if err != nil {
+			ct.DirUnavailable = fmt.Sprintf("create a scratch directory: %v", err)
+			break
+		}
+		cleanup = func() { _ = os.RemoveAll(dir) }
+		if resolved, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = resolved
+		}
+		ct.Dir, rt.Directory = dir, dir
 	}
 	if t.GetBaseUrl() != "" {
 		parts = append(parts, t.GetBaseUrl())

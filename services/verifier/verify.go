@@ -230,7 +230,7 @@ func (s *Server) checkRequest(req *verifierv1.VerifyRequest, crit []*verifierv1.
 		}
 		run[j] = true
 	}
-	hasDir := t.GetLocalDir() != "" || t.GetGit() != nil
+	hasDir := t.GetLocalDir() != "" || t.GetGit() != nil || t.GetScratch()
 	for i, c := range crit {
 		if !run[i] || c.GetTag() == verifierv1.CriterionTag_CRITERION_TAG_HUMAN_VERIFY {
 			continue

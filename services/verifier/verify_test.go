@@ -458,3 +458,30 @@ func gitServer(t *testing.T, dir string) string {
 	t.Cleanup(srv.Close)
 	return fmt.Sprintf("%s/%s", srv.URL, filepath.Base(dir))
 }
+
+// A scratch target is an empty directory of the Verifier's own, removed after the run: a caller
+// with no repository shares no file system with the Verifier.
+func TestScratchTarget(t *testing.T) {
+	t.Parallel()
+	b := setup(t, backends[1])
+	set := &verifierv1.CriteriaSet{Criteria: []*verifierv1.Criterion{
+		{Id: "S1", Name: "empty and writable", Tag: verifierv1.CriterionTag_CRITERION_TAG_AUTO_VERIFY,
+			Check: &verifierv1.Criterion_Command{Command: &verifierv1.CommandCheck{Shell: `test -z "$(ls -A)" && touch made && test -f made`}}},
+	}}
+	r := b.verify(t, &verifierv1.VerifyRequest{
+		CriteriaSource: &verifierv1.VerifyRequest_Criteria{Criteria: set},
+		Target:         &verifierv1.Target{Directory: &verifierv1.Target_Scratch{Scratch: true}},
+		LoopKey:        "scratch", MaxAttempts: 1,
+	})
+	require.Equal(t, commonv1.Verdict_VERDICT_CONVERGED, r.GetVerdict(), "%v", r.GetResults())
+	require.Contains(t, r.GetTarget().GetDescription(), "scratch directory")
+	_, err := os.Stat(r.GetTarget().GetDirectory())
+	require.True(t, os.IsNotExist(err), "the scratch directory is deleted")
+
+	_, err = b.client.Verify(t.Context(), &verifierv1.VerifyRequest{
+		CriteriaSource: &verifierv1.VerifyRequest_Criteria{Criteria: set},
+		Target:         &verifierv1.Target{Directory: &verifierv1.Target_Scratch{Scratch: false}},
+		LoopKey:        "scratch", MaxAttempts: 1,
+	})
+	requireCode(t, err, codes.InvalidArgument)
+}

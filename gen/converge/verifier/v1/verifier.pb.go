@@ -2176,6 +2176,7 @@ type Target struct {
 	//
 	//	*Target_LocalDir
 	//	*Target_Git
+	//	*Target_Scratch
 	Directory isTarget_Directory `protobuf_oneof:"directory"`
 	// Base URL that http checks given by path are resolved against, e.g. "http://127.0.0.1:3000";
 	// scheme http or https only. Optional, at most 2048 characters.
@@ -2244,6 +2245,15 @@ func (x *Target) GetGit() *GitSource {
 	return nil
 }
 
+func (x *Target) GetScratch() bool {
+	if x != nil {
+		if x, ok := x.Directory.(*Target_Scratch); ok {
+			return x.Scratch
+		}
+	}
+	return false
+}
+
 func (x *Target) GetBaseUrl() string {
 	if x != nil {
 		return x.BaseUrl
@@ -2282,9 +2292,18 @@ type Target_Git struct {
 	Git *GitSource `protobuf:"bytes,2,opt,name=git,proto3,oneof"`
 }
 
+type Target_Scratch struct {
+	// An empty scratch directory the Verifier makes for this verification and removes after it:
+	// for commands that need no repository (the caller shares no file system with the Verifier).
+	// Must be true when set.
+	Scratch bool `protobuf:"varint,6,opt,name=scratch,proto3,oneof"`
+}
+
 func (*Target_LocalDir) isTarget_Directory() {}
 
 func (*Target_Git) isTarget_Directory() {}
+
+func (*Target_Scratch) isTarget_Directory() {}
 
 // VerifyRequest asks for one verification. VerifyStreamRequest has the same fields with the same
 // numbers and rules: keep the two in step.
@@ -5821,16 +5840,17 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\x03ref\x18\x02 \x01(\tBc\xbaH`\xba\x016\n" +
 	"\agit.ref\x12\x15must not contain '..'\x1a\x14!this.contains('..')r%\x18\xff\x012 ^([A-Za-z0-9][A-Za-z0-9._/-]*)?$R\x03ref\x12\xd5\x01\n" +
 	"\fsubdirectory\x18\x03 \x01(\tB\xb0\x01\xbaH\xac\x01\xba\x01\xa3\x01\n" +
-	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x03\x18\x80\bR\fsubdirectory\"\xd2\x05\n" +
+	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x03\x18\x80\bR\fsubdirectory\"\x95\x06\n" +
 	"\x06Target\x12\xc0\x01\n" +
 	"\tlocal_dir\x18\x01 \x01(\tB\xa0\x01\xbaH\x9c\x01\xba\x01\x91\x01\n" +
 	"\rpath.absolute\x12.must be an absolute path without '..' segments\x1aPsize(this) > 4096 || (this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80 H\x00R\blocalDir\x123\n" +
-	"\x03git\x18\x02 \x01(\v2\x1f.converge.verifier.v1.GitSourceH\x00R\x03git\x12\x8a\x01\n" +
+	"\x03git\x18\x02 \x01(\v2\x1f.converge.verifier.v1.GitSourceH\x00R\x03git\x12#\n" +
+	"\ascratch\x18\x06 \x01(\bB\a\xbaH\x04j\x02\b\x01H\x00R\ascratch\x12\x8a\x01\n" +
 	"\bbase_url\x18\x03 \x01(\tBo\xbaHl\xba\x01^\n" +
 	"\x0furl.http_scheme\x12 URL scheme must be http or https\x1a)this.matches('^[hH][tT][tT][pP][sS]?://')\xd8\x01\x01r\x06\x18\x80\x10\x88\x01\x01R\abaseUrl\x121\n" +
 	"\fgrpc_address\x18\x04 \x01(\tB\x0e\xbaH\v\xd8\x01\x01r\x06\x18\x80\x04\x80\x02\x01R\vgrpcAddress\x12V\n" +
-	"\rgrpc_security\x18\x05 \x01(\x0e2'.converge.verifier.v1.TransportSecurityB\b\xbaH\x05\x82\x01\x02\x10\x01R\fgrpcSecurity:\xaa\x01\xbaH\xa6\x01\x1a\xa3\x01\n" +
-	"\x10target.not_empty\x127a target needs local_dir, git, base_url or grpc_address\x1aVhas(this.local_dir) || has(this.git) || this.base_url != '' || this.grpc_address != ''B\v\n" +
+	"\rgrpc_security\x18\x05 \x01(\x0e2'.converge.verifier.v1.TransportSecurityB\b\xbaH\x05\x82\x01\x02\x10\x01R\fgrpcSecurity:\xc8\x01\xbaH\xc4\x01\x1a\xc1\x01\n" +
+	"\x10target.not_empty\x12@a target needs local_dir, git, scratch, base_url or grpc_address\x1akhas(this.local_dir) || has(this.git) || has(this.scratch) || this.base_url != '' || this.grpc_address != ''B\v\n" +
 	"\tdirectory\"\x9d\b\n" +
 	"\rVerifyRequest\x12:\n" +
 	"\x11criteria_markdown\x18\x01 \x01(\tB\v\xbaH\br\x06\x10\x01\x18\x80\x80@H\x00R\x10criteriaMarkdown\x12?\n" +
@@ -6452,6 +6472,7 @@ func file_converge_verifier_v1_verifier_proto_init() {
 	file_converge_verifier_v1_verifier_proto_msgTypes[18].OneofWrappers = []any{
 		(*Target_LocalDir)(nil),
 		(*Target_Git)(nil),
+		(*Target_Scratch)(nil),
 	}
 	file_converge_verifier_v1_verifier_proto_msgTypes[19].OneofWrappers = []any{
 		(*VerifyRequest_CriteriaMarkdown)(nil),
