@@ -1,8 +1,8 @@
 package main
 
-// Issue 12 defect 5 end to end: the real Verifier refuses Verify Done (it allows no local
-// directories), and the Scheduler ends the run BLOCKED at once with the Verifier's code and
-// message, instead of asking again every round forever.
+// Issue 12 defect 5 end to end: the real Verifier refuses Verify Done (the criteria hold an http
+// check by path and the target has no base URL), and the Scheduler ends the run BLOCKED at once
+// with the Verifier's code and message, instead of asking again every round forever.
 
 import (
 	"context"
@@ -33,7 +33,6 @@ func TestRefusingVerifierEndsTheRunBlockedAtOnce(t *testing.T) {
 	vst, err := verifiersqlite.New(ctx, dbtest.SQLite(t), database.WithMigrate())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = vst.Close() })
-	// No allowed root: every local_dir target is refused with InvalidArgument.
 	vconn := servertest.Serve(t, server.Config{Name: "verifier-test",
 		Services: []server.Service{{Desc: &verifierv1.VerifierService_ServiceDesc, Impl: verifier.New(vst), Ready: vst.Ping}}})
 
@@ -51,7 +50,8 @@ func TestRefusingVerifierEndsTheRunBlockedAtOnce(t *testing.T) {
 		Name: "refused",
 		Tasks: []*commonv1.Task{{Id: "1", Title: "one", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN,
 			File: "out.txt"}},
-		DoneCriteria: "## F1: builds\nTag: AUTO_VERIFY\n```check\ncommand:\n  shell: true\n```\n",
+		// No app is started, so the target has no base URL: the Verifier refuses the request.
+		DoneCriteria: "## F1: healthy\nTag: AUTO_VERIFY\n```check\nhttp:\n  path: /healthz\n  expect:\n    status: 200\n```\n",
 	}})
 	require.NoError(t, err)
 	started, err := client.StartExecution(t.Context(), &schedulerv1.StartExecutionRequest{TaskListId: list.GetTaskList().GetId()})
@@ -79,7 +79,7 @@ func TestRefusingVerifierEndsTheRunBlockedAtOnce(t *testing.T) {
 	const want = "the Verifier refused the request: InvalidArgument"
 	require.Contains(t, e.GetStatusMessage(), want)
 	require.Contains(t, e.GetVerification().GetBlockReason(), want)
-	require.Contains(t, e.GetStatusMessage(), "allows no local directories", "the Verifier's own message")
+	require.Contains(t, e.GetStatusMessage(), "needs target.base_url", "the Verifier's own message")
 
 	log, err := client.GetExecutionLog(t.Context(), &schedulerv1.GetExecutionLogRequest{ExecutionId: id,
 		EventTypes: []commonv1.EventType{commonv1.EventType_EVENT_TYPE_VERDICT, commonv1.EventType_EVENT_TYPE_WARNING}})
