@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
@@ -57,9 +56,9 @@ func (s *Store) updateOnce(ctx context.Context, id string, fn func(tx store.Exec
 	if err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
 	}
-	etx := &execTx{ctx: ctx, tx: tx, now: now.UTC(), e: e}
+	etx := &execTx{ctx: ctx, tx: tx, TxState: store.TxState{Exec: e, At: now.UTC()}}
 	err = fn(etx)
-	etx.done = true
+	etx.Done = true
 	if err != nil {
 		return err
 	}
@@ -81,14 +80,12 @@ func (s *Store) updateOnce(ctx context.Context, id string, fn func(tx store.Exec
 // and the execution row itself (with last_seq folded in). Writes whose "not found" the caller must
 // see at once (waves, assignments, task status) stay immediate.
 type execTx struct {
-	ctx      context.Context
-	tx       pgx.Tx
-	now      time.Time
-	e        *schedulerv1.Execution // as stored in the transaction, with the deferred writes applied
-	done     bool
-	logRows  []stmt              // deferred log inserts
-	execRow  *store.ExecutionRow // deferred execution update, when PutExecution was called
-	seqDirty bool                // last_seq moved
+	ctx           context.Context
+	tx            pgx.Tx
+	store.TxState                     // the execution with the deferred writes applied
+	logRows       []stmt              // deferred log inserts
+	execRow       *store.ExecutionRow // deferred execution update, when PutExecution was called
+	seqDirty      bool                // last_seq moved
 }
 
 // flush sends the deferred writes in one round trip.
@@ -104,41 +101,20 @@ func (t *execTx) flush() error {
 		started_at = $16, completed_at = $17, updated_at = $18, last_seq = $19 WHERE execution_id = $1`,
 			[]any{r.ID, r.Status, r.Outcome, r.TriggeredBy, r.PreviousExecutionID, r.FeatureBuildID, r.TotalTasks,
 				r.CompletedTasks, r.FailedTasks, r.SkippedTasks, r.RunningTasks, r.CurrentWave, r.WaveCount,
-				r.TotalAttempts, r.Detail, r.StartTime, r.EndTime, t.now, t.e.GetLastSeq()}})
+				r.TotalAttempts, r.Detail, r.StartTime, r.EndTime, t.At, t.Exec.GetLastSeq()}})
 	case t.seqDirty:
 		stmts = append(stmts, stmt{"advance last seq", `UPDATE task_list_execution_runs SET last_seq = $2 WHERE execution_id = $1`,
-			[]any{t.id(), t.e.GetLastSeq()}})
+			[]any{t.ID(), t.Exec.GetLastSeq()}})
 	}
 	t.logRows, t.execRow, t.seqDirty = nil, nil, false
 	if err := execBatch(t.ctx, t.tx, stmts); err != nil {
-		return fmt.Errorf("scheduler store: update execution %q: %w", t.id(), err)
+		return fmt.Errorf("scheduler store: update execution %q: %w", t.ID(), err)
 	}
 	return nil
 }
-
-func (t *execTx) id() string { return t.e.GetId() }
-
-// check fails once UpdateExecution's function has returned.
-func (t *execTx) check() error {
-	if t.done {
-		return fmt.Errorf("execution %q: %w", t.id(), store.ErrTxDone)
-	}
-	return nil
-}
-
-func (t *execTx) Now() time.Time { return t.now }
-
-func (t *execTx) Execution() *schedulerv1.Execution { return proto.CloneOf(t.e) }
 
 func (t *execTx) PutExecution(e *schedulerv1.Execution) error {
-	if err := t.check(); err != nil {
-		return err
-	}
-	if e.GetId() != t.id() {
-		return fmt.Errorf("scheduler store: put execution %q in the transaction of %q", e.GetId(), t.id())
-	}
-	stored := store.KeepStored(e, t.e, t.now)
-	r, err := store.EncodeExecution(stored)
+	r, err := t.ExecutionRow(e)
 	if err != nil {
 		return err
 	}
@@ -146,23 +122,23 @@ func (t *execTx) PutExecution(e *schedulerv1.Execution) error {
 	if err != nil {
 		return err
 	}
-	t.e, t.execRow = e2, &r // written by flush
+	t.Exec, t.execRow = e2, &r // written by flush
 	return nil
 }
 
 func (t *execTx) Waves() ([]*schedulerv1.Wave, error) {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	waves, err := readWaves(t.ctx, t.tx, t.id())
+	waves, err := readWaves(t.ctx, t.tx, t.ID())
 	if err != nil {
-		return nil, fmt.Errorf("scheduler store: waves of %q: %w", t.id(), err)
+		return nil, fmt.Errorf("scheduler store: waves of %q: %w", t.ID(), err)
 	}
 	return waves, nil
 }
 
 func (t *execTx) PutWave(w *schedulerv1.Wave) error {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return err
 	}
 	r, err := store.EncodeWave(w)
@@ -173,25 +149,25 @@ func (t *execTx) PutWave(w *schedulerv1.Wave) error {
 		completed_count = $5, failed_count = $6, skipped_count = $7, active_agents = $8, base_commit = $9,
 		integration_commit = $10, detail = $11::jsonb, started_at = $12, completed_at = $13
 		WHERE wave_id = $1 AND execution_id = $2`,
-		r.ID, t.id(), r.Status, r.TaskCount, r.CompletedCount, r.FailedCount, r.SkippedCount, r.ActiveAgents,
+		r.ID, t.ID(), r.Status, r.TaskCount, r.CompletedCount, r.FailedCount, r.SkippedCount, r.ActiveAgents,
 		r.BaseCommit, r.IntegrationCommit, r.Detail, r.StartTime, r.EndTime)
 	if err != nil {
 		return fmt.Errorf("scheduler store: put wave %q: %w", w.GetId(), err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("wave %q of execution %q: %w", w.GetId(), t.id(), store.ErrNotFound)
+		return fmt.Errorf("wave %q of execution %q: %w", w.GetId(), t.ID(), store.ErrNotFound)
 	}
 	return nil
 }
 
 func (t *execTx) Assignment(id string) (*store.Assignment, error) {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return nil, err
 	}
 	a, err := scanAssignment(t.tx.QueryRow(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
-		WHERE a.assignment_id = $1 AND a.execution_id = $2`, id, t.id()))
+		WHERE a.assignment_id = $1 AND a.execution_id = $2`, id, t.ID()))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("assignment %q of execution %q: %w", id, t.id(), store.ErrNotFound)
+		return nil, fmt.Errorf("assignment %q of execution %q: %w", id, t.ID(), store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: assignment %q: %w", id, err)
@@ -200,22 +176,22 @@ func (t *execTx) Assignment(id string) (*store.Assignment, error) {
 }
 
 func (t *execTx) Assignments(q store.ListAssignmentsQuery) ([]*store.Assignment, error) {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	q.ExecutionID = t.id()
+	q.ExecutionID = t.ID()
 	list, err := readAssignments(t.ctx, t.tx, q, false)
 	if err != nil {
-		return nil, fmt.Errorf("scheduler store: assignments of %q: %w", t.id(), err)
+		return nil, fmt.Errorf("scheduler store: assignments of %q: %w", t.ID(), err)
 	}
 	return list, nil
 }
 
 func (t *execTx) NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKind) (*store.Assignment, error) {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	args := []any{t.id(), waveNumber}
+	args := []any{t.ID(), waveNumber}
 	query := `SELECT ` + assignmentColumns + ` FROM wave_task_assignments a
 		WHERE a.execution_id = $1 AND a.wave_number = $2 AND a.status = 'pending'`
 	if len(kinds) > 0 {
@@ -232,25 +208,25 @@ func (t *execTx) NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKin
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("scheduler store: next pending assignment of %q: %w", t.id(), err)
+		return nil, fmt.Errorf("scheduler store: next pending assignment of %q: %w", t.ID(), err)
 	}
 	return a, nil
 }
 
 func (t *execTx) InsertAssignment(a *store.Assignment) error {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return err
 	}
-	waves, err := readWaves(t.ctx, t.tx, t.id())
+	waves, err := readWaves(t.ctx, t.tx, t.ID())
 	if err != nil {
 		return fmt.Errorf("scheduler store: insert assignment: %w", err)
 	}
-	r, err := store.NewAssignmentRow(t.id(), a, waves)
+	r, err := store.NewAssignmentRow(t.ID(), a, waves)
 	if err != nil {
 		return err
 	}
 	// ON CONFLICT DO NOTHING: a duplicate is ErrAlreadyExists and leaves the transaction usable.
-	tag, err := t.tx.Exec(t.ctx, insertAssignmentSQL+` ON CONFLICT DO NOTHING`, assignmentArgs(r, t.now)...)
+	tag, err := t.tx.Exec(t.ctx, insertAssignmentSQL+` ON CONFLICT DO NOTHING`, assignmentArgs(r, t.At)...)
 	if err != nil {
 		return fmt.Errorf("scheduler store: insert assignment %q: %w", r.ID, err)
 	}
@@ -262,7 +238,7 @@ func (t *execTx) InsertAssignment(a *store.Assignment) error {
 }
 
 func (t *execTx) PutAssignment(a *store.Assignment) error {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return err
 	}
 	r, err := store.EncodeAssignment(a)
@@ -274,46 +250,46 @@ func (t *execTx) PutAssignment(a *store.Assignment) error {
 		last_report_seq = $10, position = $11, final_integration = $12, previous_errors = $13::jsonb,
 		merges = $14::jsonb, detail = $15::jsonb, updated_at = $16, session_id = $17
 		WHERE assignment_id = $1 AND execution_id = $2`,
-		r.ID, t.id(), r.Status, r.InstanceID, r.Attempt, r.FencingToken, r.LeaseExpireTime, r.AssignTime,
-		r.CompleteTime, r.LastReportSeq, r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail, t.now, r.SessionID)
+		r.ID, t.ID(), r.Status, r.InstanceID, r.Attempt, r.FencingToken, r.LeaseExpireTime, r.AssignTime,
+		r.CompleteTime, r.LastReportSeq, r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail, t.At, r.SessionID)
 	if err != nil {
 		return fmt.Errorf("scheduler store: put assignment %q: %w", r.ID, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("assignment %q of execution %q: %w", r.ID, t.id(), store.ErrNotFound)
+		return fmt.Errorf("assignment %q of execution %q: %w", r.ID, t.ID(), store.ErrNotFound)
 	}
 	return nil
 }
 
 func (t *execTx) Append(entries ...*commonv1.LogEntry) error {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return err
 	}
 	if len(entries) == 0 {
 		return nil
 	}
-	rows, err := store.LogRows(t.id(), t.e.GetLastSeq(), t.now, entries)
+	rows, err := store.LogRows(t.ID(), t.Exec.GetLastSeq(), t.At, entries)
 	if err != nil {
 		return err
 	}
 	for _, r := range rows {
 		t.logRows = append(t.logRows, stmt{fmt.Sprintf("insert log entry %d", r.Seq), insertLogSQL, logArgs(r)})
 	}
-	t.e.LastSeq, t.seqDirty = rows[len(rows)-1].Seq, true // written by flush
+	t.Exec.LastSeq, t.seqDirty = rows[len(rows)-1].Seq, true // written by flush
 	store.SetEntries(entries, rows)
 	return nil
 }
 
 func (t *execTx) PutCheckpoint(c *commonv1.Checkpoint, assignmentID string, attempt int32) error {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return err
 	}
 	if assignmentID != "" {
 		var found bool
 		err := t.tx.QueryRow(t.ctx, `SELECT true FROM wave_task_assignments WHERE assignment_id = $1 AND execution_id = $2`,
-			assignmentID, t.id()).Scan(&found)
+			assignmentID, t.ID()).Scan(&found)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("assignment %q of execution %q: %w", assignmentID, t.id(), store.ErrNotFound)
+			return fmt.Errorf("assignment %q of execution %q: %w", assignmentID, t.ID(), store.ErrNotFound)
 		}
 		if err != nil {
 			return fmt.Errorf("scheduler store: put checkpoint %q: %w", c.GetId(), err)
@@ -326,19 +302,19 @@ func (t *execTx) PutCheckpoint(c *commonv1.Checkpoint, assignmentID string, atte
 	tag, err := t.tx.Exec(t.ctx, `INSERT INTO checkpoints (checkpoint_id, execution_id, task_key, assignment_id,
 		attempt, instance_id, git_ref, files, metadata, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10) ON CONFLICT DO NOTHING`,
-		r.ID, t.id(), r.TaskKey, r.AssignmentID, r.Attempt, r.InstanceID, r.GitRef, r.Files, r.Metadata, t.now)
+		r.ID, t.ID(), r.TaskKey, r.AssignmentID, r.Attempt, r.InstanceID, r.GitRef, r.Files, r.Metadata, t.At)
 	if err != nil {
 		return fmt.Errorf("scheduler store: put checkpoint %q: %w", r.ID, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("checkpoint %q: %w", r.ID, store.ErrAlreadyExists)
 	}
-	c.ExecutionId, c.CreateTime = t.id(), timestamppb.New(t.now)
+	c.ExecutionId, c.CreateTime = t.ID(), timestamppb.New(t.At)
 	return nil
 }
 
 func (t *execTx) SetTaskStatus(taskID string, status commonv1.TaskStatus) error {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return err
 	}
 	name, err := store.TaskStatusName(status)
@@ -346,12 +322,12 @@ func (t *execTx) SetTaskStatus(taskID string, status commonv1.TaskStatus) error 
 		return err
 	}
 	tag, err := t.tx.Exec(t.ctx, `UPDATE tasks SET status = $3, updated_at = $4 WHERE task_list_id = $1 AND task_key = $2`,
-		t.e.GetTaskListId(), taskID, name, t.now)
+		t.Exec.GetTaskListId(), taskID, name, t.At)
 	if err != nil {
 		return fmt.Errorf("scheduler store: set status of task %q: %w", taskID, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("task %q of task list %q: %w", taskID, t.e.GetTaskListId(), store.ErrNotFound)
+		return fmt.Errorf("task %q of task list %q: %w", taskID, t.Exec.GetTaskListId(), store.ErrNotFound)
 	}
 	return nil
 }

@@ -5,9 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
@@ -32,9 +30,9 @@ func (s *Store) UpdateExecution(ctx context.Context, id string, fn func(tx store
 	if err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
 	}
-	etx := &execTx{ctx: ctx, tx: tx, now: now(), e: e}
+	etx := &execTx{ctx: ctx, tx: tx, TxState: store.TxState{Exec: e, At: now()}}
 	err = fn(etx)
-	etx.done = true
+	etx.Done = true
 	if err != nil {
 		return err
 	}
@@ -46,36 +44,13 @@ func (s *Store) UpdateExecution(ctx context.Context, id string, fn func(tx store
 
 // execTx is the ExecTx of one UpdateExecution.
 type execTx struct {
-	ctx  context.Context
-	tx   *sql.Tx
-	now  time.Time
-	e    *schedulerv1.Execution // as stored in the transaction
-	done bool
+	ctx context.Context
+	tx  *sql.Tx
+	store.TxState
 }
-
-func (t *execTx) id() string { return t.e.GetId() }
-
-// check fails once UpdateExecution's function has returned.
-func (t *execTx) check() error {
-	if t.done {
-		return fmt.Errorf("execution %q: %w", t.id(), store.ErrTxDone)
-	}
-	return nil
-}
-
-func (t *execTx) Now() time.Time { return t.now }
-
-func (t *execTx) Execution() *schedulerv1.Execution { return proto.CloneOf(t.e) }
 
 func (t *execTx) PutExecution(e *schedulerv1.Execution) error {
-	if err := t.check(); err != nil {
-		return err
-	}
-	if e.GetId() != t.id() {
-		return fmt.Errorf("scheduler store: put execution %q in the transaction of %q", e.GetId(), t.id())
-	}
-	stored := store.KeepStored(e, t.e, t.now)
-	r, err := store.EncodeExecution(stored)
+	r, err := t.ExecutionRow(e)
 	if err != nil {
 		return err
 	}
@@ -86,28 +61,28 @@ func (t *execTx) PutExecution(e *schedulerv1.Execution) error {
 		started_at = ?, completed_at = ?, updated_at = ? WHERE execution_id = ?`,
 		r.Status, r.Outcome, r.TriggeredBy, r.PreviousExecutionID, r.FeatureBuildID, r.TotalTasks,
 		r.CompletedTasks, r.FailedTasks, r.SkippedTasks, r.RunningTasks, r.CurrentWave, r.WaveCount,
-		r.TotalAttempts, r.Detail, nts(r.StartTime), nts(r.EndTime), ts(t.now), r.ID); err != nil {
-		return fmt.Errorf("scheduler store: put execution %q: %w", t.id(), err)
+		r.TotalAttempts, r.Detail, nts(r.StartTime), nts(r.EndTime), ts(t.At), r.ID); err != nil {
+		return fmt.Errorf("scheduler store: put execution %q: %w", t.ID(), err)
 	}
-	if t.e, err = store.DecodeExecution(r); err != nil {
+	if t.Exec, err = store.DecodeExecution(r); err != nil {
 		return err
 	}
 	return nil
 }
 
 func (t *execTx) Waves() ([]*schedulerv1.Wave, error) {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	waves, err := readWaves(t.ctx, t.tx, t.id())
+	waves, err := readWaves(t.ctx, t.tx, t.ID())
 	if err != nil {
-		return nil, fmt.Errorf("scheduler store: waves of %q: %w", t.id(), err)
+		return nil, fmt.Errorf("scheduler store: waves of %q: %w", t.ID(), err)
 	}
 	return waves, nil
 }
 
 func (t *execTx) PutWave(w *schedulerv1.Wave) error {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return err
 	}
 	r, err := store.EncodeWave(w)
@@ -119,24 +94,24 @@ func (t *execTx) PutWave(w *schedulerv1.Wave) error {
 		integration_commit = ?, detail = ?, started_at = ?, completed_at = ?
 		WHERE wave_id = ? AND execution_id = ?`,
 		r.Status, r.TaskCount, r.CompletedCount, r.FailedCount, r.SkippedCount, r.ActiveAgents,
-		r.BaseCommit, r.IntegrationCommit, r.Detail, nts(r.StartTime), nts(r.EndTime), r.ID, t.id())
+		r.BaseCommit, r.IntegrationCommit, r.Detail, nts(r.StartTime), nts(r.EndTime), r.ID, t.ID())
 	if err != nil {
 		return fmt.Errorf("scheduler store: put wave %q: %w", w.GetId(), err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return errors.Join(fmt.Errorf("wave %q of execution %q: %w", w.GetId(), t.id(), store.ErrNotFound), err)
+		return errors.Join(fmt.Errorf("wave %q of execution %q: %w", w.GetId(), t.ID(), store.ErrNotFound), err)
 	}
 	return nil
 }
 
 func (t *execTx) Assignment(id string) (*store.Assignment, error) {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return nil, err
 	}
 	a, err := scanAssignment(t.tx.QueryRowContext(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
-		WHERE a.assignment_id = ? AND a.execution_id = ?`, id, t.id()))
+		WHERE a.assignment_id = ? AND a.execution_id = ?`, id, t.ID()))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("assignment %q of execution %q: %w", id, t.id(), store.ErrNotFound)
+		return nil, fmt.Errorf("assignment %q of execution %q: %w", id, t.ID(), store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: assignment %q: %w", id, err)
@@ -145,22 +120,22 @@ func (t *execTx) Assignment(id string) (*store.Assignment, error) {
 }
 
 func (t *execTx) Assignments(q store.ListAssignmentsQuery) ([]*store.Assignment, error) {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	q.ExecutionID = t.id()
+	q.ExecutionID = t.ID()
 	list, err := readAssignments(t.ctx, t.tx, q, false)
 	if err != nil {
-		return nil, fmt.Errorf("scheduler store: assignments of %q: %w", t.id(), err)
+		return nil, fmt.Errorf("scheduler store: assignments of %q: %w", t.ID(), err)
 	}
 	return list, nil
 }
 
 func (t *execTx) NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKind) (*store.Assignment, error) {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	args := []any{t.id(), waveNumber}
+	args := []any{t.ID(), waveNumber}
 	query := `SELECT ` + assignmentColumns + ` FROM wave_task_assignments a
 		WHERE a.execution_id = ? AND a.wave_number = ? AND a.status = 'pending'`
 	if len(kinds) > 0 {
@@ -176,24 +151,24 @@ func (t *execTx) NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKin
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("scheduler store: next pending assignment of %q: %w", t.id(), err)
+		return nil, fmt.Errorf("scheduler store: next pending assignment of %q: %w", t.ID(), err)
 	}
 	return a, nil
 }
 
 func (t *execTx) InsertAssignment(a *store.Assignment) error {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return err
 	}
-	waves, err := readWaves(t.ctx, t.tx, t.id())
+	waves, err := readWaves(t.ctx, t.tx, t.ID())
 	if err != nil {
 		return fmt.Errorf("scheduler store: insert assignment: %w", err)
 	}
-	r, err := store.NewAssignmentRow(t.id(), a, waves)
+	r, err := store.NewAssignmentRow(t.ID(), a, waves)
 	if err != nil {
 		return err
 	}
-	res, err := t.tx.ExecContext(t.ctx, insertAssignmentSQL+` ON CONFLICT DO NOTHING`, assignmentArgs(r, t.now)...)
+	res, err := t.tx.ExecContext(t.ctx, insertAssignmentSQL+` ON CONFLICT DO NOTHING`, assignmentArgs(r, t.At)...)
 	if err != nil {
 		return fmt.Errorf("scheduler store: insert assignment %q: %w", r.ID, err)
 	}
@@ -207,7 +182,7 @@ func (t *execTx) InsertAssignment(a *store.Assignment) error {
 }
 
 func (t *execTx) PutAssignment(a *store.Assignment) error {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return err
 	}
 	r, err := store.EncodeAssignment(a)
@@ -221,46 +196,46 @@ func (t *execTx) PutAssignment(a *store.Assignment) error {
 		WHERE assignment_id = ? AND execution_id = ?`,
 		r.Status, r.InstanceID, r.Attempt, r.FencingToken, nts(r.LeaseExpireTime), nts(r.AssignTime),
 		nts(r.CompleteTime), r.LastReportSeq, r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail,
-		ts(t.now), r.SessionID, r.ID, t.id())
+		ts(t.At), r.SessionID, r.ID, t.ID())
 	if err != nil {
 		return fmt.Errorf("scheduler store: put assignment %q: %w", r.ID, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return errors.Join(fmt.Errorf("assignment %q of execution %q: %w", r.ID, t.id(), store.ErrNotFound), err)
+		return errors.Join(fmt.Errorf("assignment %q of execution %q: %w", r.ID, t.ID(), store.ErrNotFound), err)
 	}
 	return nil
 }
 
 func (t *execTx) Append(entries ...*commonv1.LogEntry) error {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return err
 	}
 	if len(entries) == 0 {
 		return nil
 	}
-	rows, err := insertLog(t.ctx, t.tx, t.id(), t.e.GetLastSeq(), t.now, entries)
+	rows, err := insertLog(t.ctx, t.tx, t.ID(), t.Exec.GetLastSeq(), t.At, entries)
 	if err != nil {
-		return fmt.Errorf("scheduler store: append to the log of %q: %w", t.id(), err)
+		return fmt.Errorf("scheduler store: append to the log of %q: %w", t.ID(), err)
 	}
 	last := rows[len(rows)-1].Seq
-	if _, err := t.tx.ExecContext(t.ctx, `UPDATE task_list_execution_runs SET last_seq = ? WHERE execution_id = ?`, last, t.id()); err != nil {
-		return fmt.Errorf("scheduler store: append to the log of %q: %w", t.id(), err)
+	if _, err := t.tx.ExecContext(t.ctx, `UPDATE task_list_execution_runs SET last_seq = ? WHERE execution_id = ?`, last, t.ID()); err != nil {
+		return fmt.Errorf("scheduler store: append to the log of %q: %w", t.ID(), err)
 	}
-	t.e.LastSeq = last
+	t.Exec.LastSeq = last
 	store.SetEntries(entries, rows)
 	return nil
 }
 
 func (t *execTx) PutCheckpoint(c *commonv1.Checkpoint, assignmentID string, attempt int32) error {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return err
 	}
 	if assignmentID != "" {
 		var found bool
 		err := t.tx.QueryRowContext(t.ctx, `SELECT true FROM wave_task_assignments WHERE assignment_id = ? AND execution_id = ?`,
-			assignmentID, t.id()).Scan(&found)
+			assignmentID, t.ID()).Scan(&found)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("assignment %q of execution %q: %w", assignmentID, t.id(), store.ErrNotFound)
+			return fmt.Errorf("assignment %q of execution %q: %w", assignmentID, t.ID(), store.ErrNotFound)
 		}
 		if err != nil {
 			return fmt.Errorf("scheduler store: put checkpoint %q: %w", c.GetId(), err)
@@ -273,7 +248,7 @@ func (t *execTx) PutCheckpoint(c *commonv1.Checkpoint, assignmentID string, atte
 	res, err := t.tx.ExecContext(t.ctx, `INSERT INTO checkpoints (checkpoint_id, execution_id, task_key, assignment_id,
 		attempt, instance_id, git_ref, files, metadata, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		r.ID, t.id(), r.TaskKey, r.AssignmentID, r.Attempt, r.InstanceID, r.GitRef, r.Files, r.Metadata, ts(t.now))
+		r.ID, t.ID(), r.TaskKey, r.AssignmentID, r.Attempt, r.InstanceID, r.GitRef, r.Files, r.Metadata, ts(t.At))
 	if err != nil {
 		return fmt.Errorf("scheduler store: put checkpoint %q: %w", r.ID, err)
 	}
@@ -282,12 +257,12 @@ func (t *execTx) PutCheckpoint(c *commonv1.Checkpoint, assignmentID string, atte
 	} else if n == 0 {
 		return fmt.Errorf("checkpoint %q: %w", r.ID, store.ErrAlreadyExists)
 	}
-	c.ExecutionId, c.CreateTime = t.id(), timestamppb.New(t.now)
+	c.ExecutionId, c.CreateTime = t.ID(), timestamppb.New(t.At)
 	return nil
 }
 
 func (t *execTx) SetTaskStatus(taskID string, status commonv1.TaskStatus) error {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return err
 	}
 	name, err := store.TaskStatusName(status)
@@ -295,12 +270,12 @@ func (t *execTx) SetTaskStatus(taskID string, status commonv1.TaskStatus) error 
 		return err
 	}
 	res, err := t.tx.ExecContext(t.ctx, `UPDATE tasks SET status = ?, updated_at = ? WHERE task_list_id = ? AND task_key = ?`,
-		name, ts(t.now), t.e.GetTaskListId(), taskID)
+		name, ts(t.At), t.Exec.GetTaskListId(), taskID)
 	if err != nil {
 		return fmt.Errorf("scheduler store: set status of task %q: %w", taskID, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return errors.Join(fmt.Errorf("task %q of task list %q: %w", taskID, t.e.GetTaskListId(), store.ErrNotFound), err)
+		return errors.Join(fmt.Errorf("task %q of task list %q: %w", taskID, t.Exec.GetTaskListId(), store.ErrNotFound), err)
 	}
 	return nil
 }
