@@ -180,8 +180,11 @@ func TestVerifyDoneOfALocalRepositoryIsACheckoutOfTheRunCommit(t *testing.T) {
 		v.mu.Lock()
 		require.Equal(t, []string{runCommit}, v.heads, "the checkout is at the integration commit, not the branch's tip")
 		v.mu.Unlock()
-		_, err := os.Stat(checkout)
-		require.True(t, os.IsNotExist(err), "the checkout is removed after Verify Done")
+		// Verify Done runs off the driver's loop: the run ends, then its checkout goes.
+		require.Eventually(t, func() bool {
+			_, err := os.Stat(checkout)
+			return os.IsNotExist(err)
+		}, 10*time.Second, 10*time.Millisecond, "the checkout is removed after Verify Done")
 	})
 }
 
@@ -207,7 +210,8 @@ func TestVerifyDoneOfALocalRepositoryThroughTheGitExport(t *testing.T) {
 		v.mu.Lock()
 		require.Equal(t, []string{runCommit}, v.heads, "the Verifier fetched the integration commit")
 		v.mu.Unlock()
-		require.NotEqual(t, runCommit, fetchHead(g.GetRepositoryUrl(), g.GetRef()), "the export ends with Verify Done")
+		require.Eventually(t, func() bool { return fetchHead(g.GetRepositoryUrl(), g.GetRef()) != runCommit },
+			10*time.Second, 20*time.Millisecond, "the export ends with Verify Done")
 		res, err := http.Get(srv.URL + "/export/anything/info/refs?service=git-upload-pack")
 		require.NoError(t, err)
 		_ = res.Body.Close()
