@@ -1,7 +1,7 @@
 # converge — one Makefile for the go.work monorepo. Targets loop over every module.
 # `make help` lists them.
 
-MODULES   := gen platform services/registry services/knowledge services/verifier services/scheduler services/agent cmd/converge tools bench/registry bench/knowledge bench/dag bench/report faults bench/load deploy
+MODULES   := gen platform services/registry services/knowledge services/verifier services/scheduler services/agent cmd/converge tools bench/registry bench/knowledge bench/dag bench/report faults bench/load deploy security
 TOOLS_DIR ?= $(CURDIR)/.tools
 TOOLS_BIN := $(TOOLS_DIR)/bin
 export PATH := $(TOOLS_BIN):$(PATH)

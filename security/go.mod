@@ -1,0 +1,3 @@
+module github.com/converge-dev/converge/security
+
+go 1.26.0
