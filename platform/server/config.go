@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -22,6 +21,8 @@ import (
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/protobuf/reflect/protodesc"
+
+	"github.com/converge-dev/converge/platform/auth"
 )
 
 // Defaults applied by Complete to zero-valued Config fields.
@@ -51,10 +52,20 @@ type Config struct {
 	// ClientCAFile is also set. Nil or empty means plaintext.
 	TLS *TLSConfig
 
-	// AuthTokens are the accepted bearer tokens ("authorization: Bearer
-	// <token>"). Every RPC except health and reflection must carry one of
-	// them. Empty turns token auth off.
+	// AuthTokens are accepted bearer tokens ("authorization: Bearer
+	// <token>"), each the principal auth.StaticTokenPrincipal with the role
+	// operator. Every RPC except health and reflection must then be
+	// authenticated.
 	AuthTokens []string
+
+	// AuthFile is an auth file (auth.File, YAML or JSON): principals with
+	// roles, hashed tokens and mTLS certificate identities. It is read by
+	// Complete and again on SIGHUP while serving (a file that does not load
+	// then keeps the previous one, and is logged). Set, every RPC except
+	// health and reflection is authenticated and checked against
+	// auth.Policy (PermissionDenied when the principal holds none of the
+	// method's roles).
+	AuthFile string
 
 	// AllowUnauthenticated must be set to listen on a non-loopback address
 	// with neither AuthTokens nor client certificates (TLS.ClientCAFile).
@@ -148,10 +159,10 @@ const readyProbeTimeout = 5 * time.Second
 type completedConfig struct {
 	Config
 
-	tlsConfig   *tls.Config
-	tokenHashes [][sha256.Size]byte
-	gatherer    prometheus.Gatherer
-	validator   protovalidate.Validator
+	tlsConfig *tls.Config
+	authTable *auth.Table
+	gatherer  prometheus.Gatherer
+	validator protovalidate.Validator
 }
 
 // Complete validates c, applies defaults, loads TLS material and builds a
@@ -204,14 +215,16 @@ func (c Config) complete() (*completedConfig, error) {
 		}
 	}
 
-	// Tokens are compared as SHA-256 hashes so that every comparison takes
-	// the same time whatever the length of the presented token.
 	for i, tok := range cc.AuthTokens {
 		if tok == "" {
 			return nil, fmt.Errorf("server: AuthTokens[%d] is empty", i)
 		}
-		cc.tokenHashes = append(cc.tokenHashes, sha256.Sum256([]byte(tok)))
 	}
+	table, err := cc.loadAuth()
+	if err != nil {
+		return nil, err
+	}
+	cc.authTable = table
 
 	tlsConfig, err := loadTLS(cc.TLS)
 	if err != nil {
@@ -251,7 +264,27 @@ func (c Config) complete() (*completedConfig, error) {
 // authenticates reports whether callers must prove who they are, by token or
 // by client certificate.
 func (cc *completedConfig) authenticates() bool {
-	return len(cc.tokenHashes) > 0 || (cc.TLS != nil && cc.TLS.ClientCAFile != "")
+	return len(cc.AuthTokens) > 0 || cc.AuthFile != "" || cc.mtls()
+}
+
+func (cc *completedConfig) mtls() bool { return cc.TLS != nil && cc.TLS.ClientCAFile != "" }
+
+// loadAuth builds the principals table: the auth file's principals and the plain tokens. A
+// verified client certificate no entry names is an operator only on a server with neither an
+// auth file nor tokens (mTLS alone, as before auth files existed).
+func (cc *completedConfig) loadAuth() (*auth.Table, error) {
+	var f *auth.File
+	if cc.AuthFile != "" {
+		var err error
+		if f, err = auth.LoadFile(cc.AuthFile); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
+	t, err := auth.NewTable(f, cc.AuthTokens, cc.AuthFile == "" && len(cc.AuthTokens) == 0)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return t, nil
 }
 
 // loadTLS checks and loads the TLS files. It returns nil for plaintext.
@@ -354,6 +387,6 @@ func isLoopbackAddr(addr string) bool {
 
 // unauthenticatedHint names what an operator sets (flags and environment) to serve a non-loopback
 // address; programs embedding the server set the Config fields of the same names.
-const unauthenticatedHint = "give --auth-token (CONVERGE_AUTH_TOKENS) or --tls-client-ca (CONVERGE_TLS_CLIENT_CA), " +
+const unauthenticatedHint = "give --auth-file (CONVERGE_AUTH_FILE), --auth-token (CONVERGE_AUTH_TOKENS) or --tls-client-ca (CONVERGE_TLS_CLIENT_CA), " +
 	"or accept unauthenticated calls with --allow-unauthenticated (CONVERGE_ALLOW_UNAUTHENTICATED=true); " +
-	"embedding programs set Config.AuthTokens, TLS.ClientCAFile or AllowUnauthenticated"
+	"embedding programs set Config.AuthFile, AuthTokens, TLS.ClientCAFile or AllowUnauthenticated"

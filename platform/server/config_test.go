@@ -38,7 +38,7 @@ func TestCompleteRefusesOpenNonLoopback(t *testing.T) {
 		{name: "IPv4Loopback", cfg: server.Config{ListenAddr: "127.0.0.1:0"}},
 		{name: "IPv6Loopback", cfg: server.Config{ListenAddr: "[::1]:7070"}},
 		{name: "Localhost", cfg: server.Config{ListenAddr: "localhost:7070"}},
-		{name: "AllInterfaces", cfg: server.Config{ListenAddr: "0.0.0.0:7070"}, wantErr: `refusing to listen on non-loopback address "0.0.0.0:7070" without authentication: give --auth-token (CONVERGE_AUTH_TOKENS) or --tls-client-ca (CONVERGE_TLS_CLIENT_CA), or accept unauthenticated calls with --allow-unauthenticated`},
+		{name: "AllInterfaces", cfg: server.Config{ListenAddr: "0.0.0.0:7070"}, wantErr: `refusing to listen on non-loopback address "0.0.0.0:7070" without authentication: give --auth-file (CONVERGE_AUTH_FILE), --auth-token (CONVERGE_AUTH_TOKENS) or --tls-client-ca (CONVERGE_TLS_CLIENT_CA), or accept unauthenticated calls with --allow-unauthenticated`},
 		{name: "EmptyHost", cfg: server.Config{ListenAddr: ":7070"}, wantErr: "refusing to listen"},
 		{name: "IPv6Any", cfg: server.Config{ListenAddr: "[::]:7070"}, wantErr: "refusing to listen"},
 		{name: "Hostname", cfg: server.Config{ListenAddr: "registry.internal:7070"}, wantErr: "refusing to listen"},

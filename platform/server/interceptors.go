@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,7 +14,6 @@ import (
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	grpcmiddleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
@@ -24,8 +21,6 @@ import (
 	"google.golang.org/grpc/codes"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
-	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
-	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -59,7 +54,10 @@ func RequestID(ctx context.Context) string {
 //     and health changes are logged by the readiness loop).
 //  3. metrics: Prometheus counters and a handling-time histogram per method.
 //     It sits outside auth and validation so rejected calls are counted too.
-//  4. auth: bearer token, except for health and reflection (DESIGN §9).
+//  4. auth: the caller's principal (bearer token or mTLS client certificate,
+//     auth.Table) into the context, and the method's policy (auth.Policy):
+//     Unauthenticated / PermissionDenied; health and reflection stay open
+//     (DESIGN §9; authz.go).
 //  5. errors: every error of the steps below and of the handler goes through
 //     grpcerr.Resolve, the one path for what a service did not map itself: a
 //     store that cannot answer is Unavailable, anything unexpected is logged
@@ -97,9 +95,9 @@ func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.Unary
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
 		metrics.StreamServerInterceptor(),
 	}
-	if len(s.cfg.tokenHashes) > 0 {
-		unary = append(unary, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.authenticate), selector.MatchFunc(requiresAuth)))
-		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.authenticate), selector.MatchFunc(requiresAuth)))
+	if s.cfg.authenticates() {
+		unary = append(unary, s.unaryAuth)
+		stream = append(stream, s.streamAuth)
 	}
 	unary = append(unary,
 		s.unaryResolve,
@@ -215,39 +213,6 @@ func validRequestID(id string) bool {
 		}
 	}
 	return true
-}
-
-// --- auth ---
-
-// requiresAuth exempts health and reflection from auth: load balancers and
-// operators' grpcurl must reach them without a token.
-func requiresAuth(_ context.Context, c interceptors.CallMeta) bool {
-	switch c.Service {
-	case healthgrpc.Health_ServiceDesc.ServiceName,
-		reflectionv1.ServerReflection_ServiceDesc.ServiceName,
-		reflectionv1alpha.ServerReflection_ServiceDesc.ServiceName:
-		return false
-	}
-	return true
-}
-
-// authenticate accepts a call carrying one of the configured bearer tokens.
-// Every configured token is compared, in constant time, so the time taken does
-// not reveal which one matched or how much of it.
-func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
-	token, err := auth.AuthFromMD(ctx, "bearer")
-	if err != nil {
-		return nil, status.Error(codes.Unauthenticated, `missing bearer token: send metadata "authorization: Bearer <token>"`)
-	}
-	got := sha256.Sum256([]byte(token))
-	match := 0
-	for _, want := range s.cfg.tokenHashes {
-		match |= subtle.ConstantTimeCompare(got[:], want[:])
-	}
-	if match != 1 {
-		return nil, status.Error(codes.Unauthenticated, "invalid bearer token")
-	}
-	return ctx, nil
 }
 
 // --- validation ---

@@ -51,6 +51,8 @@ import (
 	"google.golang.org/grpc/reflection"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+
+	"github.com/converge-dev/converge/platform/auth"
 )
 
 // Server is a completed, runnable gRPC server. Build it with Config.Complete
@@ -67,6 +69,9 @@ type Server struct {
 	stopAll context.CancelFunc
 
 	started atomic.Bool
+
+	// authTable is who may call (authz.go); replaced whole by ReloadAuth.
+	authTable atomic.Pointer[auth.Table]
 
 	mu      sync.Mutex
 	serving map[string]bool // service name → ready
@@ -85,6 +90,7 @@ func newServer(cc *completedConfig) (*Server, error) {
 		everReady: make(map[string]bool, len(cc.Services)),
 	}
 	s.stopCtx, s.stopAll = context.WithCancel(context.Background())
+	s.authTable.Store(cc.authTable)
 
 	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
 	if err := cc.Registerer.Register(metrics); err != nil {
@@ -193,6 +199,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return err
 	}
 
+	s.reloadOnHangup(ctx)
 	metricsSrv, err := s.startMetrics(ctx)
 	if err != nil {
 		_ = lis.Close()
@@ -345,11 +352,12 @@ func (s *Server) serviceNames() []string {
 
 // authMode describes how callers authenticate, for the startup log.
 func (s *Server) authMode() string {
-	mtls := s.cfg.TLS != nil && s.cfg.TLS.ClientCAFile != ""
+	mtls := s.cfg.mtls()
+	tokens := s.cfg.AuthFile != "" || len(s.cfg.AuthTokens) > 0
 	switch {
-	case len(s.cfg.tokenHashes) > 0 && mtls:
+	case tokens && mtls:
 		return "bearer+mtls"
-	case len(s.cfg.tokenHashes) > 0:
+	case tokens:
 		return "bearer"
 	case mtls:
 		return "mtls"

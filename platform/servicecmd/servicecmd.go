@@ -42,8 +42,11 @@ type Flags struct {
 	MetricsListen string
 	// TLSCert, TLSKey and TLSClientCA are PEM files; cert and key turn TLS on, the CA mutual TLS.
 	TLSCert, TLSKey, TLSClientCA string
-	// AuthTokens are accepted bearer tokens.
+	// AuthTokens are accepted bearer tokens (each the operator principal, auth.StaticTokenPrincipal).
 	AuthTokens []string
+	// AuthFile is the auth file: principals, roles, hashed tokens, certificate identities
+	// (auth.File); reloaded on SIGHUP.
+	AuthFile string
 	// AllowUnauthenticated permits a non-loopback listener without tokens or client certificates.
 	AllowUnauthenticated bool
 	// PostgresURL is the durable store.
@@ -66,8 +69,9 @@ func (f *Flags) Bind(cmd *cobra.Command, defaultListen string, needs Needs) {
 	fs.StringVar(&f.TLSCert, "tls-cert", env("CONVERGE_TLS_CERT", ""), "server certificate PEM file; with --tls-key turns TLS on [CONVERGE_TLS_CERT]")
 	fs.StringVar(&f.TLSKey, "tls-key", env("CONVERGE_TLS_KEY", ""), "server private key PEM file [CONVERGE_TLS_KEY]")
 	fs.StringVar(&f.TLSClientCA, "tls-client-ca", env("CONVERGE_TLS_CLIENT_CA", ""), "client CA PEM file; turns mutual TLS on [CONVERGE_TLS_CLIENT_CA]")
-	fs.StringSliceVar(&f.AuthTokens, "auth-token", splitList(os.Getenv("CONVERGE_AUTH_TOKENS")), "accepted bearer token, repeatable [CONVERGE_AUTH_TOKENS, comma-separated]")
-	fs.BoolVar(&f.AllowUnauthenticated, "allow-unauthenticated", envBool("CONVERGE_ALLOW_UNAUTHENTICATED"), "serve a non-loopback address without tokens or client certificates [CONVERGE_ALLOW_UNAUTHENTICATED]")
+	fs.StringSliceVar(&f.AuthTokens, "auth-token", splitList(os.Getenv("CONVERGE_AUTH_TOKENS")), "accepted bearer token, repeatable; each is the principal \"operator\" (role operator): give other callers an --auth-file [CONVERGE_AUTH_TOKENS, comma-separated]")
+	fs.StringVar(&f.AuthFile, "auth-file", env("CONVERGE_AUTH_FILE", ""), "auth file (YAML or JSON): principals with roles, sha256 token hashes and mTLS certificate identities; reloaded on SIGHUP [CONVERGE_AUTH_FILE]")
+	fs.BoolVar(&f.AllowUnauthenticated, "allow-unauthenticated", envBool("CONVERGE_ALLOW_UNAUTHENTICATED"), "serve a non-loopback address without an auth file, tokens or client certificates [CONVERGE_ALLOW_UNAUTHENTICATED]")
 	fs.StringVar(&f.LogFormat, "log-format", env("CONVERGE_LOG_FORMAT", "text"), "log format: text or json [CONVERGE_LOG_FORMAT]")
 	fs.StringVar(&f.LogLevel, "log-level", env("CONVERGE_LOG_LEVEL", "info"), "log level: debug, info, warn or error [CONVERGE_LOG_LEVEL]")
 	if needs&NeedsPostgres != 0 {
@@ -102,6 +106,7 @@ func (f *Flags) ServerConfig(name string, logger *slog.Logger) server.Config {
 		Name:                 name,
 		ListenAddr:           f.Listen,
 		AuthTokens:           f.AuthTokens,
+		AuthFile:             f.AuthFile,
 		AllowUnauthenticated: f.AllowUnauthenticated,
 		MetricsAddr:          f.MetricsListen,
 		Logger:               logger,
