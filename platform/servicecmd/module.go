@@ -90,6 +90,9 @@ func (m Module) Command() *cobra.Command {
 		Short: m.Short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := SecretsFromFiles(cmd); err != nil {
+				return err
+			}
 			for flag, env := range m.DurationEnv {
 				if err := DurationFromEnv(cmd, flag, env); err != nil {
 					return err

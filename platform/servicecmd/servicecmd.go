@@ -69,17 +69,17 @@ func (f *Flags) Bind(cmd *cobra.Command, defaultListen string, needs Needs) {
 	fs.StringVar(&f.TLSCert, "tls-cert", env("CONVERGE_TLS_CERT", ""), "server certificate PEM file; with --tls-key turns TLS on [CONVERGE_TLS_CERT]")
 	fs.StringVar(&f.TLSKey, "tls-key", env("CONVERGE_TLS_KEY", ""), "server private key PEM file [CONVERGE_TLS_KEY]")
 	fs.StringVar(&f.TLSClientCA, "tls-client-ca", env("CONVERGE_TLS_CLIENT_CA", ""), "client CA PEM file; turns mutual TLS on [CONVERGE_TLS_CLIENT_CA]")
-	fs.StringSliceVar(&f.AuthTokens, "auth-token", splitList(os.Getenv("CONVERGE_AUTH_TOKENS")), "accepted bearer token, repeatable; each is the principal \"operator\" (role operator): give other callers an --auth-file [CONVERGE_AUTH_TOKENS, comma-separated]")
+	fs.StringSliceVar(&f.AuthTokens, "auth-token", splitList(os.Getenv("CONVERGE_AUTH_TOKENS")), "accepted bearer token, repeatable; each is the principal \"operator\" (role operator): give other callers an --auth-file [CONVERGE_AUTH_TOKENS, comma-separated; or CONVERGE_AUTH_TOKENS_FILE, one per line]")
 	fs.StringVar(&f.AuthFile, "auth-file", env("CONVERGE_AUTH_FILE", ""), "auth file (YAML or JSON): principals with roles, sha256 token hashes and mTLS certificate identities; reloaded on SIGHUP [CONVERGE_AUTH_FILE]")
 	fs.BoolVar(&f.AllowUnauthenticated, "allow-unauthenticated", envBool("CONVERGE_ALLOW_UNAUTHENTICATED"), "serve a non-loopback address without an auth file, tokens or client certificates [CONVERGE_ALLOW_UNAUTHENTICATED]")
 	fs.StringVar(&f.LogFormat, "log-format", env("CONVERGE_LOG_FORMAT", "text"), "log format: text or json [CONVERGE_LOG_FORMAT]")
 	fs.StringVar(&f.LogLevel, "log-level", env("CONVERGE_LOG_LEVEL", "info"), "log level: debug, info, warn or error [CONVERGE_LOG_LEVEL]")
 	if needs&NeedsPostgres != 0 {
-		fs.StringVar(&f.PostgresURL, "postgres-url", env("CONVERGE_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/converge?sslmode=disable"), "Postgres URL [CONVERGE_POSTGRES_URL]")
+		fs.StringVar(&f.PostgresURL, "postgres-url", env("CONVERGE_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/converge?sslmode=disable"), "Postgres URL [CONVERGE_POSTGRES_URL, or a file named by CONVERGE_POSTGRES_URL_FILE]")
 		fs.BoolVar(&f.Migrate, "migrate", envBool("CONVERGE_MIGRATE"), "apply pending schema migrations when Postgres first answers [CONVERGE_MIGRATE]")
 	}
 	if needs&NeedsRedis != 0 {
-		fs.StringVar(&f.RedisURL, "redis-url", env("CONVERGE_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL [CONVERGE_REDIS_URL]")
+		fs.StringVar(&f.RedisURL, "redis-url", env("CONVERGE_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL [CONVERGE_REDIS_URL, or a file named by CONVERGE_REDIS_URL_FILE]")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/converge-dev/converge/platform/grpcerr"
@@ -102,6 +103,7 @@ func (s *Server) toStatus(err error) error {
 		noReport *noCompleteReportError
 		other    *reportOfOtherLoopError
 		pre      *preconditionError
+		perm     *permissionError
 		exists   *store.IterationExistsError
 		behind   *store.IterationBehindError
 	)
@@ -123,6 +125,8 @@ func (s *Server) toStatus(err error) error {
 		return grpcerr.FailedPrecondition("%s: iterations only move forward", behind.Error())
 	case errors.As(err, &pre):
 		return grpcerr.FailedPrecondition("%s", pre.Error())
+	case errors.As(err, &perm):
+		return status.Error(codes.PermissionDenied, perm.Error())
 	case errors.Is(err, errBusy):
 		return grpcerr.ResourceExhausted("the verifier already runs its maximum of %d verifications: retry later", s.cfg.maxVerifications)
 	}

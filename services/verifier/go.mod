@@ -3,7 +3,9 @@ module github.com/converge-dev/converge/services/verifier
 go 1.26.0
 
 require (
+	buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go v1.36.12-20260825204119-511051f7f437.2
 	buf.build/go/protovalidate v1.4.0
+	cel.dev/cel-go v0.32.0
 	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/converge-dev/converge/gen v0.0.0-00010101000000-000000000000
 	github.com/converge-dev/converge/platform v0.0.0-00010101000000-000000000000
@@ -13,8 +15,6 @@ require (
 )
 
 require (
-	buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go v1.36.12-20260825204119-511051f7f437.2 // indirect
-	cel.dev/cel-go v0.32.0 // indirect
 	cel.dev/expr v0.25.3 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

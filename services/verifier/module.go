@@ -4,10 +4,12 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/auth"
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/server"
 	"github.com/converge-dev/converge/platform/servicecmd"
@@ -23,6 +25,9 @@ func Module() servicecmd.Module {
 		allowedRoots     []string
 		scratchDir       string
 		maxVerifications int
+		allowEnv         []string
+		commandChecks    bool
+		commandRole      string
 	)
 	return servicecmd.Module{
 		Name:   "verifier",
@@ -37,7 +42,15 @@ func Module() servicecmd.Module {
 				"where repository checkouts and command scratch directories go (default: the OS temporary directory) [CONVERGE_VERIFIER_SCRATCH_DIR]")
 			fs.IntVar(&maxVerifications, "max-verifications", envInt("CONVERGE_VERIFIER_MAX_VERIFICATIONS", DefaultMaxVerifications),
 				"verifications run at once; more answer ResourceExhausted [CONVERGE_VERIFIER_MAX_VERIFICATIONS]")
+			fs.StringSliceVar(&allowEnv, "allow-env", splitEnvList(EnvAllowEnv),
+				"name of a verifier environment variable checks may read (env_passthrough, header_env, metadata_env), repeatable; "+
+					"none by default, CONVERGE_* never; its value is redacted from reports ["+EnvAllowEnv+", comma-separated]")
+			fs.BoolVar(&commandChecks, "allow-command-checks", envBool("CONVERGE_VERIFIER_ALLOW_COMMAND_CHECKS", true),
+				"run command checks (they run the caller's commands on this host, sandboxed where it can); false refuses them [CONVERGE_VERIFIER_ALLOW_COMMAND_CHECKS]")
+			fs.StringVar(&commandRole, "command-check-role", os.Getenv("CONVERGE_VERIFIER_COMMAND_CHECK_ROLE"),
+				"role a caller must hold for command checks (e.g. operator); empty: any authenticated caller [CONVERGE_VERIFIER_COMMAND_CHECK_ROLE]")
 		},
+		Check: func() error { return CheckAllowedEnv(allowEnv) },
 		Build: func(ctx context.Context, rt servicecmd.Runtime) (servicecmd.Built, error) {
 			var (
 				st interface {
@@ -48,12 +61,18 @@ func Module() servicecmd.Module {
 				opts = []Option{WithLogger(rt.Logger)}
 			)
 			if e := rt.Embedded; e != nil {
+				allowEnv = splitEnvList(EnvAllowEnv)
+				if err := CheckAllowedEnv(allowEnv); err != nil {
+					return servicecmd.Built{}, err
+				}
+				opts = append(opts, WithAllowedEnv(allowEnv...))
 				st, err = sqlite.New(ctx, e.SQLite, database.WithLogger(rt.Logger), database.WithMigrate())
 				opts = append(opts, WithAllowedRoots(append(append([]string{}, e.AllowedRoots...), e.WorkDir)...))
 			} else {
 				st, err = postgres.New(ctx, rt.Flags.PostgresURL, database.WithLogger(rt.Logger))
 				opts = append(opts, WithAllowedRoots(allowedRoots...), WithScratchDir(scratchDir),
-					WithMaxVerifications(maxVerifications))
+					WithMaxVerifications(maxVerifications), WithAllowedEnv(allowEnv...), WithCommandChecks(commandChecks),
+					WithCommandCheckRole(auth.Role(commandRole)))
 			}
 			if err != nil {
 				return servicecmd.Built{}, err
@@ -71,6 +90,28 @@ func Module() servicecmd.Module {
 func envInt(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
 		return n
+	}
+	return def
+}
+
+// EnvAllowEnv names the variable listing the verifier's variables checks may read.
+const EnvAllowEnv = "CONVERGE_VERIFIER_ALLOW_ENV"
+
+// splitEnvList reads a comma-separated list from the environment.
+func splitEnvList(name string) []string {
+	var out []string
+	for _, s := range strings.Split(os.Getenv(name), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// envBool reads a boolean from the environment, or def.
+func envBool(name string, def bool) bool {
+	if b, err := strconv.ParseBool(os.Getenv(name)); err == nil {
+		return b
 	}
 	return def
 }

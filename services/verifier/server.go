@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/auth"
 	"github.com/converge-dev/converge/platform/ids"
 	"github.com/converge-dev/converge/platform/pagetoken"
 	"github.com/converge-dev/converge/services/verifier/criteria"
@@ -62,6 +63,10 @@ type config struct {
 	lookupEnv        func(string) (string, bool)
 	now              func() time.Time
 	logger           *slog.Logger
+
+	allowedEnv      map[string]bool // names checks may read (WithAllowedEnv)
+	noCommandChecks bool            // WithCommandChecks(false)
+	commandRole     auth.Role       // WithCommandCheckRole
 }
 
 // Option configures a Server.

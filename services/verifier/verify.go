@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -38,6 +39,10 @@ func (s *Server) verify(ctx context.Context, req *verifierv1.VerifyRequest, emit
 		return nil, err
 	}
 	run, err := s.checkRequest(req, crit)
+	if err != nil {
+		return nil, err
+	}
+	red, err := s.checkPolicy(ctx, req, crit, run)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +81,7 @@ func (s *Server) verify(ctx context.Context, req *verifierv1.VerifyRequest, emit
 	// Progress events are sent one at a time, numbered; a stream that breaks stops the run.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ev := &events{emit: emit, cancel: cancel, now: s.cfg.now, total: int32(len(crit))}
+	ev := &events{emit: emit, cancel: cancel, now: s.cfg.now, total: int32(len(crit)), redact: red}
 	parallelism := int(req.GetParallelism())
 	if parallelism == 0 {
 		parallelism = defaultParallelism
@@ -160,6 +165,7 @@ func (s *Server) verify(ctx context.Context, req *verifierv1.VerifyRequest, emit
 		Labels:       req.GetLabels(),
 	}
 	report.Finish(r, crit, locations)
+	red.redact(r)
 	report.Sanitize(r)
 	report.Shrink(r, report.MaxBytes)
 	r.Duration = durationpb.New(s.cfg.now().Sub(start))
@@ -299,6 +305,7 @@ type events struct {
 	cancel context.CancelFunc
 	now    func() time.Time
 	total  int32
+	redact *redactor
 
 	mu      sync.Mutex
 	seq     int64
@@ -340,6 +347,10 @@ func (e *events) finished(res *verifierv1.CriterionResult) {
 	e.done++
 	if e.emit == nil {
 		return
+	}
+	if e.redact != nil && len(e.redact.values) > 0 {
+		res = proto.CloneOf(res)
+		e.redact.redact(res)
 	}
 	e.sendLocked(&verifierv1.VerifyStreamResponse{Event: &verifierv1.VerifyStreamResponse_CriterionFinished{
 		CriterionFinished: &verifierv1.CriterionFinished{Result: res, DoneCount: e.done, TotalCount: e.total},

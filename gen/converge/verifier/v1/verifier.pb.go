@@ -5697,10 +5697,10 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\x04grpc\x18\r \x01(\v2\x1f.converge.verifier.v1.GrpcCheckH\x00R\x04grpc:\xec\x02\xbaH\xe8\x02\x1a\xc5\x01\n" +
 	"\x18criterion.check_required\x12OAUTO_VERIFY and TOOL_VERIFY criteria need a check (command, http, file or grpc)\x1aXthis.tag == 2 || has(this.command) || has(this.http) || has(this.file) || has(this.grpc)\x1a\x9d\x01\n" +
 	"\x18criterion.human_no_check\x12$HUMAN_VERIFY criteria carry no check\x1a[this.tag != 2 || !(has(this.command) || has(this.http) || has(this.file) || has(this.grpc))B\a\n" +
-	"\x05check\"\xd2\x01\n" +
+	"\x05check\"\xd4\x01\n" +
 	"\vCriteriaSet\x12H\n" +
-	"\bcriteria\x18\x01 \x03(\v2\x1f.converge.verifier.v1.CriterionB\v\xbaH\b\x92\x01\x05\b\x01\x10\xf4\x03R\bcriteria:y\xbaHv\x1at\n" +
-	"\x13criteria.unique_ids\x12\x1ccriterion ids must be unique\x1a?this.criteria.all(c, this.criteria.exists_one(d, d.id == c.id))\"\xa3\x01\n" +
+	"\bcriteria\x18\x01 \x03(\v2\x1f.converge.verifier.v1.CriterionB\v\xbaH\b\x92\x01\x05\b\x01\x10\xf4\x03R\bcriteria:{\xbaHx\x1av\n" +
+	"\x13criteria.unique_ids\x12\x1ccriterion ids must be unique\x1aAthis.criteria.size() > 500 || this.criteria.map(c, c.id).unique()\"\xa3\x01\n" +
 	"\x0fTextExpectation\x12-\n" +
 	"\bcontains\x18\x01 \x03(\tB\x11\xbaH\x0e\x92\x01\v\x10 \"\ar\x05\x10\x01\x18\x80 R\bcontains\x124\n" +
 	"\fnot_contains\x18\x02 \x03(\tB\x11\xbaH\x0e\x92\x01\v\x10 \"\ar\x05\x10\x01\x18\x80 R\vnotContains\x12+\n" +
