@@ -64,6 +64,11 @@ func devCommand() *cobra.Command {
 			if opts.Agents < 0 {
 				return usagef("--agents %d: want 0 or more", opts.Agents)
 			}
+			for flag, env := range servicecmd.LimitDurationEnv {
+				if err := servicecmd.DurationFromEnv(cmd, flag, env); err != nil {
+					return err
+				}
+			}
 			ctx, stop := server.SignalContext(cmd.Context())
 			defer stop()
 			lis, err := net.Listen("tcp", opts.Listen)

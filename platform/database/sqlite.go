@@ -14,6 +14,13 @@ import (
 	_ "modernc.org/sqlite"
 )
 
+// SQLiteMaxOpenConns bounds the connections a file database's pool opens; SQLiteMaxIdleConns
+// is how many it keeps when idle.
+const (
+	SQLiteMaxOpenConns = 16
+	SQLiteMaxIdleConns = 4
+)
+
 // SQLiteMemory is the path that makes [OpenSQLite] open a private in-memory database.
 const SQLiteMemory = ":memory:"
 
@@ -73,6 +80,13 @@ func OpenSQLite(path string) (*sql.DB, error) {
 		db.SetMaxIdleConns(1)
 		db.SetConnMaxIdleTime(0)
 		db.SetConnMaxLifetime(0)
+	} else {
+		// Bounded: every connection is a file descriptor (two with the WAL) and a page cache, and
+		// a crowd of callers (10,000 watch streams) must wait for one rather than open one each;
+		// the connections a burst opened are closed again once idle.
+		db.SetMaxOpenConns(SQLiteMaxOpenConns)
+		db.SetMaxIdleConns(SQLiteMaxIdleConns)
+		db.SetConnMaxIdleTime(time.Minute)
 	}
 	// Unlike Postgres, a local file is either usable now or misconfigured: fail fast.
 	ctx, cancel := context.WithTimeout(context.Background(), SQLiteBusyTimeout+time.Second)

@@ -124,6 +124,10 @@ type Config struct {
 	// Services are the gRPC services to serve. Health and reflection are
 	// always added.
 	Services []Service
+
+	// Limits bound connections, streams and per-principal calls (limits.go); zero fields take
+	// the defaults.
+	Limits Limits
 }
 
 // TLSConfig names the PEM files for TLS.
@@ -201,6 +205,7 @@ func (c Config) complete() (*completedConfig, error) {
 	if cc.MaxRecvMsgBytes <= 0 {
 		cc.MaxRecvMsgBytes = DefaultMaxRecvMsgBytes
 	}
+	cc.Limits = completeLimits(cc.Limits)
 	if cc.Logger == nil {
 		cc.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}

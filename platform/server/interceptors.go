@@ -58,6 +58,8 @@ func RequestID(ctx context.Context) string {
 //     auth.Table) into the context, and the method's policy (auth.Policy):
 //     Unauthenticated / PermissionDenied; health and reflection stay open
 //     (DESIGN §9; authz.go).
+//     Then the per-principal quotas (limits.go): ResourceExhausted naming
+//     the quota when the caller already has its share of calls in flight.
 //  5. errors: every error of the steps below and of the handler goes through
 //     grpcerr.Resolve, the one path for what a service did not map itself: a
 //     store that cannot answer is Unavailable, anything unexpected is logged
@@ -99,6 +101,9 @@ func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.Unary
 		unary = append(unary, s.unaryAuth)
 		stream = append(stream, s.streamAuth)
 	}
+	// Per-principal quotas, once the principal is known (limits.go).
+	unary = append(unary, s.unaryQuota)
+	stream = append(stream, s.streamQuota)
 	unary = append(unary,
 		s.unaryResolve,
 		unaryValidate(s.cfg.validator),

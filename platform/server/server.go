@@ -47,7 +47,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
@@ -72,6 +71,8 @@ type Server struct {
 
 	// authTable is who may call (authz.go); replaced whole by ReloadAuth.
 	authTable atomic.Pointer[auth.Table]
+	conns  *connTracker // the listener's connections (limits.go)
+	quotas *quotas      // per-principal calls in flight (limits.go)
 
 	mu      sync.Mutex
 	serving map[string]bool // service name → ready
@@ -91,6 +92,8 @@ func newServer(cc *completedConfig) (*Server, error) {
 	}
 	s.stopCtx, s.stopAll = context.WithCancel(context.Background())
 	s.authTable.Store(cc.authTable)
+	s.conns = newConnTracker(cc.Limits.MaxConnections, cc.Logger)
+	s.quotas = newQuotas(cc.Limits)
 
 	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
 	if err := cc.Registerer.Register(metrics); err != nil {
@@ -113,13 +116,9 @@ func newServer(cc *completedConfig) (*Server, error) {
 		grpc.MaxRecvMsgSize(cc.MaxRecvMsgBytes),
 		// A request that does not decode is InvalidArgument, not grpc-go's Internal (codec.go).
 		grpc.ForceServerCodecV2(newRequestCodec()),
-		// Let clients keep idle connections (long polls, watch streams)
-		// alive with pings every 10s or more without being disconnected.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-			MinTime:             10 * time.Second,
-			PermitWithoutStream: true,
-		}),
 	}
+	// Connections, streams, keepalive (limits.go).
+	opts = append(opts, s.limitOptions()...)
 	if cc.tlsConfig != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cc.tlsConfig)))
 	}
@@ -205,6 +204,9 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		_ = lis.Close()
 		return err
 	}
+	if s.cfg.Limits.MaxConnections > 0 {
+		lis = &limitListener{Listener: lis, t: s.conns}
+	}
 
 	// Readiness loops run until shutdown begins.
 	probeCtx, stopProbes := context.WithCancel(ctx)
@@ -227,6 +229,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		"services", s.serviceNames(),
 		"tls", s.cfg.tlsConfig != nil,
 		"auth", s.authMode(),
+		"limits", s.cfg.Limits.String(),
 	)
 
 	select {

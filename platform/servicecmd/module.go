@@ -93,6 +93,11 @@ func (m Module) Command() *cobra.Command {
 			if err := SecretsFromFiles(cmd); err != nil {
 				return err
 			}
+			for flag, env := range LimitDurationEnv {
+				if err := DurationFromEnv(cmd, flag, env); err != nil {
+					return err
+				}
+			}
 			for flag, env := range m.DurationEnv {
 				if err := DurationFromEnv(cmd, flag, env); err != nil {
 					return err

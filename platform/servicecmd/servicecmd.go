@@ -59,6 +59,8 @@ type Flags struct {
 	LogFormat string
 	// LogLevel is "debug", "info", "warn" or "error".
 	LogLevel string
+	// LimitFlags are the resource limits (limits.go).
+	LimitFlags
 }
 
 // Bind registers the flags on cmd, with defaults from the CONVERGE_* environment.
@@ -74,6 +76,7 @@ func (f *Flags) Bind(cmd *cobra.Command, defaultListen string, needs Needs) {
 	fs.BoolVar(&f.AllowUnauthenticated, "allow-unauthenticated", envBool("CONVERGE_ALLOW_UNAUTHENTICATED"), "serve a non-loopback address without an auth file, tokens or client certificates [CONVERGE_ALLOW_UNAUTHENTICATED]")
 	fs.StringVar(&f.LogFormat, "log-format", env("CONVERGE_LOG_FORMAT", "text"), "log format: text or json [CONVERGE_LOG_FORMAT]")
 	fs.StringVar(&f.LogLevel, "log-level", env("CONVERGE_LOG_LEVEL", "info"), "log level: debug, info, warn or error [CONVERGE_LOG_LEVEL]")
+	f.LimitFlags.bind(fs)
 	if needs&NeedsPostgres != 0 {
 		fs.StringVar(&f.PostgresURL, "postgres-url", env("CONVERGE_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/converge?sslmode=disable"), "Postgres URL [CONVERGE_POSTGRES_URL, or a file named by CONVERGE_POSTGRES_URL_FILE]")
 		fs.BoolVar(&f.Migrate, "migrate", envBool("CONVERGE_MIGRATE"), "apply pending schema migrations when Postgres first answers [CONVERGE_MIGRATE]")
@@ -110,6 +113,7 @@ func (f *Flags) ServerConfig(name string, logger *slog.Logger) server.Config {
 		AllowUnauthenticated: f.AllowUnauthenticated,
 		MetricsAddr:          f.MetricsListen,
 		Logger:               logger,
+		Limits:               f.Limits(),
 	}
 	if f.TLSCert != "" || f.TLSKey != "" || f.TLSClientCA != "" {
 		cfg.TLS = &server.TLSConfig{CertFile: f.TLSCert, KeyFile: f.TLSKey, ClientCAFile: f.TLSClientCA}
