@@ -71,8 +71,8 @@ type Server struct {
 
 	// authTable is who may call (authz.go); replaced whole by ReloadAuth.
 	authTable atomic.Pointer[auth.Table]
-	conns  *connTracker // the listener's connections (limits.go)
-	quotas *quotas      // per-principal calls in flight (limits.go)
+	conns     *connTracker // the listener's connections (limits.go)
+	quotas    *quotas      // per-principal calls in flight (limits.go)
 
 	mu      sync.Mutex
 	serving map[string]bool // service name → ready
