@@ -68,12 +68,15 @@ func TestComposeFileIsValid(t *testing.T) {
 	}
 	require.Equal(t, "redis://redis:6379/0", *p.Services["registry"].Environment["CONVERGE_REDIS_URL"])
 
-	// Only the Scheduler is published, for converge run and grpcurl.
+	// Only the Scheduler is published: gRPC for converge run and grpcurl, and its dashboard.
 	for name, s := range p.Services {
 		if name == "scheduler" {
-			require.Len(t, s.Ports, 1)
+			require.Len(t, s.Ports, 2)
 			require.Equal(t, uint32(7071), s.Ports[0].Target)
 			require.Equal(t, "7071", s.Ports[0].Published)
+			require.Equal(t, uint32(7080), s.Ports[1].Target)
+			require.Equal(t, "7080", s.Ports[1].Published)
+			require.Equal(t, "0.0.0.0:7080", *s.Environment["CONVERGE_DASHBOARD"])
 			continue
 		}
 		require.Empty(t, s.Ports, name)

@@ -305,7 +305,8 @@ func TestKubernetesNetworkPolicies(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"scheduler", "agent"}, from["converge-registry"])
 	require.ElementsMatch(t, []string{"scheduler"}, from["converge-verifier"])
-	require.ElementsMatch(t, []string{"agent"}, from["converge-knowledge"])
+	// The Scheduler reads Knowledge for its dashboard's knowledge pages.
+	require.ElementsMatch(t, []string{"scheduler", "agent"}, from["converge-knowledge"])
 	require.ElementsMatch(t, []string{"scheduler", "registry", "knowledge", "verifier"}, from["converge-postgres"])
 	require.ElementsMatch(t, []string{"registry"}, from["converge-redis"])
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/converge-dev/converge/platform/dashboard"
 )
 
 // TestDevServesTheDashboard: with Dashboard.Listen set, runDev serves the dashboard on its own
@@ -83,9 +85,9 @@ func TestDevDashboardNeverOpensTheSuite(t *testing.T) {
 	_, err := startDashboard(t.Context(), opts, slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "--tls-client-ca")
 
-	require.True(t, loopback("127.0.0.1:7080"))
-	require.True(t, loopback("[::1]:7080"))
-	require.True(t, loopback("localhost:7080"))
-	require.False(t, loopback("0.0.0.0:7080"))
-	require.False(t, loopback(":7080"))
+	require.True(t, dashboard.Loopback("127.0.0.1:7080"))
+	require.True(t, dashboard.Loopback("[::1]:7080"))
+	require.True(t, dashboard.Loopback("localhost:7080"))
+	require.False(t, dashboard.Loopback("0.0.0.0:7080"))
+	require.False(t, dashboard.Loopback(":7080"))
 }

@@ -153,6 +153,9 @@ func Start(tb TB, opts Options) *Cluster {
 		if c.VerifierAddr != "" {
 			args = append(args, "--verifier", c.VerifierAddr)
 		}
+		if c.KnowledgeAddr != "" { // read by the Scheduler's dashboard (--dashboard) only
+			args = append(args, "--knowledge", c.KnowledgeAddr)
+		}
 		p := c.start(fmt.Sprintf("scheduler-%d", i), "converge-scheduler", c.schedEnv, append(args, opts.SchedulerArgs...))
 		c.sched = append(c.sched, p)
 		c.waitServing(p, addr)

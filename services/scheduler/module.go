@@ -39,6 +39,7 @@ func Module() servicecmd.Module {
 		workDir      string
 		gitListen    string
 		gitURL       string
+		dash         dashboardFlags
 	)
 	return servicecmd.Module{
 		Name:        "scheduler",
@@ -53,6 +54,7 @@ func Module() servicecmd.Module {
 			fs.StringVar(&token, "token", envOr("CONVERGE_TOKEN", ""), "bearer token sent to the Verifier and the Registry [CONVERGE_TOKEN]")
 			fs.StringVar(&gitListen, "git-listen", envOr("CONVERGE_SCHEDULER_GIT_LISTEN", ""), "HTTP address (host:port) where local repositories are served read-only to the Verifier over git's smart HTTP while Verify Done runs, each under a random path; empty = local repositories are checked out under --work-dir instead [CONVERGE_SCHEDULER_GIT_LISTEN]")
 			fs.StringVar(&gitURL, "git-url", envOr("CONVERGE_SCHEDULER_GIT_URL", ""), "URL the Verifier reaches --git-listen at, e.g. http://scheduler-0.scheduler:7076 (default http://<--git-listen>) [CONVERGE_SCHEDULER_GIT_URL]")
+			dash.bind(fs)
 			fs.StringVar(&workDir, "work-dir", envOr("CONVERGE_SCHEDULER_WORK_DIR", os.TempDir()), "where Verify Done checks run branches out for the Verifier when it cannot fetch them itself (local paths, non-http(s) URLs; the Verifier must allow it as a root) [CONVERGE_SCHEDULER_WORK_DIR]")
 		},
 		Build: func(ctx context.Context, rt servicecmd.Runtime) (servicecmd.Built, error) {
@@ -127,6 +129,13 @@ func Module() servicecmd.Module {
 			}
 			s := New(st, opts...)
 			serveGit(s)
+			if rt.Embedded == nil && dash.Listen != "" {
+				stop, err := dash.serve(ctx, rt, verifierAddr, registryAddr)
+				if err != nil {
+					return servicecmd.Built{Close: closeAll}, err
+				}
+				closers = append(closers, stop)
+			}
 			// The driver (lease reaper, Verify Done) runs on every replica; one leads at a time. It
 			// starts once the schema is current (the readiness probe's first success).
 			return servicecmd.Built{

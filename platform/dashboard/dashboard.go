@@ -21,7 +21,6 @@ import (
 	"net/url"
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -62,14 +61,18 @@ type Dashboard struct {
 	mux      *http.ServeMux
 }
 
-// New answers a dashboard that calls the services over conn (a connection to a deployment's
-// address, with no credentials of its own: each call carries the viewer's token).
-func New(conn grpc.ClientConnInterface, opts Options) (*Dashboard, error) {
+// New answers a dashboard that calls the services over c (connections to a deployment's
+// services, with no credentials of their own: each call carries the viewer's token). The Scheduler
+// is required; a service without a connection answers Unavailable on its pages.
+func New(c Conns, opts Options) (*Dashboard, error) {
+	if c.Scheduler == nil {
+		return nil, errors.New("dashboard: no connection to the Scheduler")
+	}
 	d := &Dashboard{
-		sched:    schedulerv1.NewSchedulerServiceClient(conn),
-		verifier: verifierv1.NewVerifierServiceClient(conn),
-		registry: registryv1.NewRegistryServiceClient(conn),
-		know:     knowledgev1.NewKnowledgeServiceClient(conn),
+		sched:    schedulerv1.NewSchedulerServiceClient(c.Scheduler),
+		verifier: verifierv1.NewVerifierServiceClient(orMissing(c.Verifier, "Verifier")),
+		registry: registryv1.NewRegistryServiceClient(orMissing(c.Registry, "Registry")),
+		know:     knowledgev1.NewKnowledgeServiceClient(orMissing(c.Knowledge, "Knowledge")),
 		opts:     opts,
 		log:      opts.Logger,
 		pages:    map[string]*template.Template{},

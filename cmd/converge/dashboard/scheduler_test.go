@@ -1,0 +1,91 @@
+package dashboard_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/client"
+	"github.com/converge-dev/converge/platform/clustertest"
+)
+
+// TestSchedulerServesTheDashboard: converge-scheduler --dashboard, in a deployment of separate
+// processes on Postgres and Redis with tokens configured, serves the dashboard, reading the
+// Scheduler through its own gRPC address and the Verifier, Registry and Knowledge through theirs,
+// always with the viewer's token: the Scheduler's own token (CONVERGE_TOKEN, which the services
+// accept) is never lent to a viewer who has none.
+func TestSchedulerServesTheDashboard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs the services' binaries on Postgres and Redis")
+	}
+	t.Parallel()
+	const token = "deployment-secret"
+	dash := clustertest.FreeAddr(t)
+	c := clustertest.Start(t, clustertest.Options{Agents: 2, LogLevel: "warn",
+		Env:           []string{"CONVERGE_AUTH_TOKENS=" + token, "CONVERGE_TOKEN=" + token},
+		SchedulerArgs: []string{"--dashboard", dash}})
+	conn, err := client.Dial(c.SchedulerAddr(0), client.Options{Token: token})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	sched := schedulerv1.NewSchedulerServiceClient(conn)
+	ctx := t.Context()
+	repo := clustertest.GitRepo(t)
+	tl, err := sched.CreateTaskList(ctx, &schedulerv1.CreateTaskListRequest{Spec: clustertest.Layered("dashboard", repo, 3, "0")})
+	require.NoError(t, err)
+	ex, err := sched.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId()})
+	require.NoError(t, err)
+	id := ex.GetExecution().GetId()
+	require.Eventually(t, func() bool {
+		res, err := sched.GetExecution(ctx, &schedulerv1.GetExecutionRequest{ExecutionId: id})
+		return err == nil && clustertest.Ended(res.GetExecution())
+	}, 3*time.Minute, 100*time.Millisecond)
+
+	s := &suite{url: "http://" + dash}
+	auth := "Authorization: Bearer " + token
+	// No token: every page asks to sign in, whichever service it reads.
+	for _, path := range []string{"/", "/runs/" + id, "/agents", "/knowledge", "/runs/" + id + "/verify"} {
+		code, body := s.get(t, path)
+		require.Equal(t, http.StatusUnauthorized, code, path)
+		require.Contains(t, body, `name="token"`, path)
+	}
+	code, _ := s.do(t, http.MethodPost, "/runs/"+id+"/cancel", "reason=x")
+	require.Equal(t, http.StatusUnauthorized, code)
+
+	// With the token: the run, its tasks, the verify report (Verifier), agents and locks
+	// (Registry), knowledge (Knowledge).
+	code, body := s.get(t, "/", auth)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `href="/runs/`+id+`"`)
+	require.Contains(t, body, "COMPLETED")
+	code, body = s.get(t, "/runs/"+id, auth)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `data-task="t002"`)
+	code, body = s.get(t, "/runs/"+id+"/tasks/t001", auth)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "out/001.txt")
+	code, body = s.get(t, "/runs/"+id+"/verify", auth)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "F1")
+	require.Contains(t, body, "CONVERGED")
+	regConn, err := client.Dial(c.RegistryAddr, client.Options{Token: token})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = regConn.Close() })
+	ag, err := registryv1.NewRegistryServiceClient(regConn).ListAgents(context.Background(), &registryv1.ListAgentsRequest{})
+	require.NoError(t, err)
+	require.Len(t, ag.GetAgents(), 2)
+	code, body = s.get(t, "/agents", auth)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, ag.GetAgents()[0].GetInstanceId())
+	code, body = s.get(t, "/knowledge", auth)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "Knowledge")
+	// Events replay from the Scheduler's stream.
+	seqs, ended := readEvents(t, s.url+"/runs/"+id+"/events", auth)
+	require.NotEmpty(t, seqs)
+	require.True(t, ended)
+}
