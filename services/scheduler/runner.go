@@ -91,8 +91,9 @@ type runner struct {
 	e   *schedulerv1.Execution
 	tl  *store.TaskList
 	idx map[string]int
-	// waves, read once per transaction when needed.
+	// waves, read once per transaction when needed; one, the waves read one by one before.
 	waves []*schedulerv1.Wave
+	one   map[int32]*schedulerv1.Wave
 	// changed: e must be stored; notify: waiters should wake.
 	changed bool
 }
@@ -134,26 +135,45 @@ func (r *runner) now() *timestamppb.Timestamp { return timestamppb.New(r.tx.Now(
 
 func (r *runner) log(entries ...*commonv1.LogEntry) error { return r.tx.Append(entries...) }
 
+// allWaves reads every wave once per transaction (a wave read before by wave keeps its copy, so
+// no change to it is lost).
 func (r *runner) allWaves() ([]*schedulerv1.Wave, error) {
 	if r.waves == nil {
-		w, err := r.tx.Waves()
+		ws, err := r.tx.Waves()
 		if err != nil {
 			return nil, err
 		}
-		r.waves = w
+		for i, w := range ws {
+			if seen, ok := r.one[w.GetWaveNumber()]; ok {
+				ws[i] = seen
+			}
+		}
+		r.waves = ws
 	}
 	return r.waves, nil
 }
 
+// wave reads wave n once per transaction: one row, not the execution's every wave (a chain of n
+// tasks has n waves; a claim or a completion touches one).
 func (r *runner) wave(n int32) (*schedulerv1.Wave, error) {
-	ws, err := r.allWaves()
+	if r.waves != nil {
+		if n < 1 || int(n) > len(r.waves) {
+			return nil, fmt.Errorf("wave %d of execution %s: %w", n, r.e.GetId(), store.ErrNotFound)
+		}
+		return r.waves[n-1], nil
+	}
+	if w, ok := r.one[n]; ok {
+		return w, nil
+	}
+	w, err := r.tx.Wave(n)
 	if err != nil {
 		return nil, err
 	}
-	if n < 1 || int(n) > len(ws) {
-		return nil, fmt.Errorf("wave %d of execution %s: %w", n, r.e.GetId(), store.ErrNotFound)
+	if r.one == nil {
+		r.one = map[int32]*schedulerv1.Wave{}
 	}
-	return ws[n-1], nil
+	r.one[n] = w
+	return w, nil
 }
 
 // finish ends the execution.

@@ -277,7 +277,9 @@ func EncodeWave(w *schedulerv1.Wave) (WaveRow, error) {
 // DecodeWave builds a wave from its row.
 func DecodeWave(r WaveRow) (*schedulerv1.Wave, error) {
 	w := &schedulerv1.Wave{}
-	if err := unmarshal.Unmarshal([]byte(r.Detail), w); err != nil {
+	if r.Detail == "{}" {
+		// No placements (ExecTx reads none): nothing to decode.
+	} else if err := unmarshal.Unmarshal([]byte(r.Detail), w); err != nil {
 		return nil, fmt.Errorf("store: wave %q: detail: %w", r.ID, err)
 	}
 	status, err := enumNumber(schedulerv1.WaveStatus(0).Descriptor(), waveStatusPrefix, r.Status)

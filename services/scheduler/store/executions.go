@@ -122,9 +122,15 @@ type ExecTx interface {
 	// id, create time and LastSeq are the store's: e's are ignored. Counters (RunningTasks, ...)
 	// are stored as given.
 	PutExecution(e *schedulerv1.Execution) error
-	// Waves returns the execution's waves in wave order.
+	// Waves returns the execution's waves in wave order, without their placements (fixed when
+	// the execution is created; GetExecution has them): a claim or a completion must not decode
+	// every task of a wave.
 	Waves() ([]*schedulerv1.Wave, error)
-	// PutWave stores w, an existing wave of the execution (found by w.Id; its number is fixed).
+	// Wave returns wave n of the execution, without its placements; ErrNotFound when there is no
+	// such wave.
+	Wave(n int32) (*schedulerv1.Wave, error)
+	// PutWave stores w, an existing wave of the execution (found by w.Id; its number is fixed):
+	// its status, counters, commits and times. Its placements are fixed at creation and kept.
 	PutWave(w *schedulerv1.Wave) error
 	// Assignment returns one assignment of the execution; ErrNotFound otherwise.
 	Assignment(id string) (*Assignment, error)

@@ -130,11 +130,28 @@ func (t *execTx) Waves() ([]*schedulerv1.Wave, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	waves, err := readWaves(t.ctx, t.tx, t.ID())
+	rows, err := t.tx.Query(t.ctx, `SELECT `+waveCountColumns+` FROM parallel_execution_waves w
+		WHERE w.execution_id = $1 ORDER BY w.wave_number`, t.ID())
+	waves, err := collect(rows, err, scanWave)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: waves of %q: %w", t.ID(), err)
 	}
 	return waves, nil
+}
+
+func (t *execTx) Wave(n int32) (*schedulerv1.Wave, error) {
+	if err := t.Check(); err != nil {
+		return nil, err
+	}
+	w, err := scanWave(t.tx.QueryRow(t.ctx, `SELECT `+waveCountColumns+` FROM parallel_execution_waves w
+		WHERE w.execution_id = $1 AND w.wave_number = $2`, t.ID(), n))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("wave %d of execution %q: %w", n, t.ID(), store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: wave %d of %q: %w", n, t.ID(), err)
+	}
+	return w, nil
 }
 
 func (t *execTx) PutWave(w *schedulerv1.Wave) error {
@@ -147,10 +164,10 @@ func (t *execTx) PutWave(w *schedulerv1.Wave) error {
 	}
 	tag, err := t.tx.Exec(t.ctx, `UPDATE parallel_execution_waves SET status = $3, task_count = $4,
 		completed_count = $5, failed_count = $6, skipped_count = $7, active_agents = $8, base_commit = $9,
-		integration_commit = $10, detail = $11::jsonb, started_at = $12, completed_at = $13
+		integration_commit = $10, started_at = $11, completed_at = $12
 		WHERE wave_id = $1 AND execution_id = $2`,
 		r.ID, t.ID(), r.Status, r.TaskCount, r.CompletedCount, r.FailedCount, r.SkippedCount, r.ActiveAgents,
-		r.BaseCommit, r.IntegrationCommit, r.Detail, r.StartTime, r.EndTime)
+		r.BaseCommit, r.IntegrationCommit, r.StartTime, r.EndTime)
 	if err != nil {
 		return fmt.Errorf("scheduler store: put wave %q: %w", w.GetId(), err)
 	}

@@ -26,6 +26,10 @@ const (
 	waveColumns = `w.wave_id, w.execution_id, w.wave_number, w.status, w.task_count, w.completed_count,
 	w.failed_count, w.skipped_count, w.active_agents, w.base_commit, w.integration_commit,
 	w.detail::text, w.started_at, w.completed_at`
+	// waveCountColumns are waveColumns without the placements (the detail), for ExecTx.
+	waveCountColumns = `w.wave_id, w.execution_id, w.wave_number, w.status, w.task_count, w.completed_count,
+	w.failed_count, w.skipped_count, w.active_agents, w.base_commit, w.integration_commit,
+	'{}'::text, w.started_at, w.completed_at`
 	assignmentColumns = `a.assignment_id, a.execution_id, a.wave_id, a.wave_number, a.kind, a.task_key,
 	a.status, a.instance_id, a.attempt, a.fencing_token, a.lease_expires_at, a.assigned_at,
 	a.completed_at, a.last_report_seq, a.position, a.final_integration, a.previous_errors::text,

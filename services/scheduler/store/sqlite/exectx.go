@@ -17,6 +17,8 @@ import (
 // (BEGIN IMMEDIATE, see database.OpenSQLite): writers wait for each other, so fn is never run
 // twice.
 func (s *Store) UpdateExecution(ctx context.Context, id string, fn func(tx store.ExecTx) error) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	tx, err := s.DB().BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
@@ -74,11 +76,28 @@ func (t *execTx) Waves() ([]*schedulerv1.Wave, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	waves, err := readWaves(t.ctx, t.tx, t.ID())
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT `+waveCountColumns+` FROM parallel_execution_waves w
+		WHERE w.execution_id = ? ORDER BY w.wave_number`, t.ID())
+	waves, err := collect(rows, err, scanWave)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: waves of %q: %w", t.ID(), err)
 	}
 	return waves, nil
+}
+
+func (t *execTx) Wave(n int32) (*schedulerv1.Wave, error) {
+	if err := t.Check(); err != nil {
+		return nil, err
+	}
+	w, err := scanWave(t.tx.QueryRowContext(t.ctx, `SELECT `+waveCountColumns+` FROM parallel_execution_waves w
+		WHERE w.execution_id = ? AND w.wave_number = ?`, t.ID(), n))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("wave %d of execution %q: %w", n, t.ID(), store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: wave %d of %q: %w", n, t.ID(), err)
+	}
+	return w, nil
 }
 
 func (t *execTx) PutWave(w *schedulerv1.Wave) error {
@@ -91,10 +110,10 @@ func (t *execTx) PutWave(w *schedulerv1.Wave) error {
 	}
 	res, err := t.tx.ExecContext(t.ctx, `UPDATE parallel_execution_waves SET status = ?, task_count = ?,
 		completed_count = ?, failed_count = ?, skipped_count = ?, active_agents = ?, base_commit = ?,
-		integration_commit = ?, detail = ?, started_at = ?, completed_at = ?
+		integration_commit = ?, started_at = ?, completed_at = ?
 		WHERE wave_id = ? AND execution_id = ?`,
 		r.Status, r.TaskCount, r.CompletedCount, r.FailedCount, r.SkippedCount, r.ActiveAgents,
-		r.BaseCommit, r.IntegrationCommit, r.Detail, nts(r.StartTime), nts(r.EndTime), r.ID, t.ID())
+		r.BaseCommit, r.IntegrationCommit, nts(r.StartTime), nts(r.EndTime), r.ID, t.ID())
 	if err != nil {
 		return fmt.Errorf("scheduler store: put wave %q: %w", w.GetId(), err)
 	}

@@ -4,6 +4,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/services/scheduler/store"
@@ -13,6 +14,10 @@ import (
 // MigrationStatus and DB.
 type Store struct {
 	*database.SQLite
+	// writeMu serialises UpdateExecution's write transactions in this process. SQLite has one
+	// writer; without it two transactions meet in BEGIN IMMEDIATE and the loser sleeps in SQLite's
+	// busy handler (1, 2, 5, 10 ms ...) instead of being handed the lock the moment it is free.
+	writeMu sync.Mutex
 }
 
 var _ store.Store = (*Store)(nil)

@@ -22,6 +22,7 @@ func testUpdateCommits(t *testing.T, newStore func(t *testing.T) store.Store) {
 	newList(t, s, "tl", 2)
 	r := newRun("ex", "tl", []string{"t0", "t1"}, []string{"t2"})
 	r.e.RequestId = "req"
+	r.waves[0].Placements = []*schedulerv1.WavePlacement{{TaskId: "t0", Message: "level 0"}, {TaskId: "t1", Message: "level 0"}}
 	r.create(t, s)
 
 	var txNow time.Time
@@ -48,8 +49,17 @@ func testUpdateCommits(t *testing.T, newStore func(t *testing.T) store.Store) {
 		waves, err := tx.Waves()
 		require.NoError(t, err)
 		require.Len(t, waves, 2)
+		require.Empty(t, waves[0].Placements, "a transaction reads no placements")
 		waves[1].Status, waves[1].BaseCommit, waves[1].ActiveAgents = wvRunning, "abc", 2
 		require.NoError(t, tx.PutWave(waves[1]))
+		one, err := tx.Wave(1)
+		require.NoError(t, err)
+		require.Equal(t, waves[0].Id, one.Id)
+		require.Empty(t, one.Placements)
+		one.ActiveAgents = 3
+		require.NoError(t, tx.PutWave(one), "a wave read without its placements is stored without losing them")
+		_, err = tx.Wave(3)
+		require.ErrorIs(t, err, store.ErrNotFound)
 
 		a, err := tx.Assignment("ex/t1")
 		require.NoError(t, err)
@@ -81,6 +91,8 @@ func testUpdateCommits(t *testing.T, newStore func(t *testing.T) store.Store) {
 	require.True(t, e.UpdateTime.AsTime().Equal(txNow), "update time %v, tx now %v", e.UpdateTime.AsTime(), txNow)
 	require.Equal(t, wvRunning, waves[1].Status)
 	require.EqualValues(t, 2, waves[1].ActiveAgents)
+	require.EqualValues(t, 3, waves[0].ActiveAgents)
+	require.Len(t, waves[0].Placements, 2, "placements are kept")
 	require.Equal(t, "abc", waves[1].BaseCommit)
 	as, _, err := s.ListAssignments(ctx, store.ListAssignmentsQuery{ExecutionID: "ex", TaskID: "t1", PageSize: 5})
 	require.NoError(t, err)

@@ -1,0 +1,167 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/platform/database/dbtest"
+	"github.com/converge-dev/converge/platform/server"
+	"github.com/converge-dev/converge/platform/server/servertest"
+	"github.com/converge-dev/converge/services/scheduler/store"
+	"github.com/converge-dev/converge/services/scheduler/store/postgres"
+	"github.com/converge-dev/converge/services/scheduler/store/sqlite"
+)
+
+// BenchmarkFanout runs a fan-out of n no-op tasks (one wave) through the Scheduler's gRPC server
+// (bufconn, interceptors) with two in-process agents doing what converge-agent does per task:
+// ClaimTask, one ReportProgress with TASK_STARTED, CompleteTask (fused with the next claim when
+// the sub-benchmark says so). It reports the time and the heap per task: the claim/complete path
+// without process spawns, git or the Registry. The sizes grow by 10× so an O(tasks) step shows
+// as a growing ns/task (P1b in bench/RESULTS.md).
+//
+//	go test -run '^$' -bench BenchmarkFanout -benchtime 1x ./
+func BenchmarkFanout(b *testing.B) {
+	sizes := []int{100, 1000, 10000}
+	for _, name := range []string{"sqlite", "postgres"} {
+		for _, n := range sizes {
+			b.Run(fmt.Sprintf("%s/tasks=%d", name, n), func(b *testing.B) {
+				for range b.N {
+					fanout(b, name, n, 2)
+				}
+			})
+		}
+	}
+}
+
+func benchStore(b *testing.B, name string) store.Store {
+	var (
+		st  store.Store
+		err error
+	)
+	if name == "postgres" {
+		st, err = postgres.New(b.Context(), dbtest.Postgres(b), database.WithMigrate())
+	} else {
+		st, err = sqlite.New(b.Context(), dbtest.SQLite(b), database.WithMigrate())
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+func fanout(b *testing.B, backend string, n, agents int) {
+	b.StopTimer()
+	st := benchStore(b, backend)
+	s := New(st, WithWorkDir(b.TempDir()))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.Start(ctx)
+	conn := servertest.Serve(b, server.Config{
+		Name:     "scheduler-bench",
+		Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}},
+	})
+	c := schedulerv1.NewSchedulerServiceClient(conn)
+	spec := &schedulerv1.TaskListSpec{Name: "fanout"}
+	for i := range n {
+		id := fmt.Sprintf("t%06d", i)
+		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: id, Title: "task " + id, Action: commonv1.TaskAction_TASK_ACTION_RUN,
+			Command: "true", File: "out/" + id + ".txt"})
+	}
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	cpu0 := cpuTime()
+	b.StartTimer()
+	start := time.Now()
+	tl, err := c.CreateTaskList(ctx, &schedulerv1.CreateTaskListRequest{Spec: spec})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := c.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId(),
+		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(agents)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, agents)
+	for i := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- benchAgent(ctx, c, fmt.Sprintf("agent-%d", i), e.GetExecution().GetId())
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
+	b.StopTimer()
+	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "cpu-µs/task")
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(elapsed.Microseconds())/float64(n), "µs/task")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(n), "alloc-B/task")
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(int64(after.HeapInuse)-int64(before.HeapInuse))/float64(n), "heap-B/task")
+	b.StartTimer()
+}
+
+// benchAgent claims, reports and completes until the execution has nothing left for it.
+func benchAgent(ctx context.Context, c schedulerv1.SchedulerServiceClient, instance, execution string) error {
+	caps := []string{"executor:command", "integration"}
+	for {
+		res, err := c.ClaimTask(ctx, &schedulerv1.ClaimTaskRequest{InstanceId: instance, Capabilities: caps,
+			Wait: durationpb.New(200 * time.Millisecond), ExecutionId: execution})
+		if err != nil {
+			return err
+		}
+		ca := res.GetAssignment()
+		if ca == nil {
+			g, err := c.GetExecution(ctx, &schedulerv1.GetExecutionRequest{ExecutionId: execution})
+			if err != nil {
+				return err
+			}
+			if ended(g.GetExecution()) {
+				return nil
+			}
+			continue
+		}
+		a := ca.GetAssignment()
+		if _, err := c.ReportProgress(ctx, &schedulerv1.ReportProgressRequest{AssignmentId: a.GetId(), InstanceId: instance,
+			FencingToken: a.GetFencingToken(), ReportSeq: 1, Message: "started",
+			Events: []*schedulerv1.AgentEvent{{EventType: commonv1.EventType_EVENT_TYPE_TASK_STARTED, Message: "started"}}}); err != nil {
+			return err
+		}
+		if _, err := c.CompleteTask(ctx, &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(), InstanceId: instance,
+			FencingToken: a.GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, Tries: 1}); err != nil {
+			return err
+		}
+	}
+}
+
+// cpuTime is the process's user + system CPU time: on a shared machine it says what a task costs
+// better than the wall time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
