@@ -24,7 +24,8 @@ var mirrorRefspecs = []string{
 // Cache keeps mirror clones and worktrees under one root directory. It is safe for concurrent
 // use by goroutines; separate processes must use separate roots.
 type Cache struct {
-	root string
+	root  string
+	roots *Roots // nil: every local repository may be opened
 
 	mu    sync.Mutex
 	repos map[string]*Repo // by mirror key
@@ -54,6 +55,14 @@ func NewCache(root string) (*Cache, error) {
 // Root is the cache's absolute root directory.
 func (c *Cache) Root() string { return c.root }
 
+// Restrict makes Open refuse local repositories outside roots (ErrOutsideRoots); nil lifts the
+// restriction. Call it before the cache is used.
+func (c *Cache) Restrict(roots *Roots) {
+	c.mu.Lock()
+	c.roots = roots
+	c.mu.Unlock()
+}
+
 // Repo is one origin repository and its mirror in a Cache.
 type Repo struct {
 	cache  *Cache
@@ -76,9 +85,21 @@ func (r *Repo) MirrorDir() string { return r.dir }
 // first Open of a source clones its mirror; later ones fetch. A local path that does not exist
 // or is not the top of a git repository (a work tree root or a bare repository) is an error
 // wrapping ErrNotARepository.
+//
+// A cache restricted to roots (Restrict) refuses a local repository outside them before it
+// reads anything of it: the error wraps ErrOutsideRoots.
 func (c *Cache) Open(ctx context.Context, source string) (*Repo, error) {
+	c.mu.Lock()
+	roots := c.roots
+	c.mu.Unlock()
+	if err := roots.Check(source); err != nil {
+		return nil, err
+	}
 	norm, err := normalizeSource(ctx, source)
 	if err != nil {
+		return nil, err
+	}
+	if err := roots.Check(norm); err != nil { // what the path resolved to
 		return nil, err
 	}
 	r := c.repo(mirrorKey(norm), norm)

@@ -199,7 +199,17 @@ func (w *Worktree) Push(ctx context.Context, sha, ref string, force bool) error 
 	if force {
 		spec = "+" + spec
 	}
-	if _, err := w.git(ctx, "push", "--quiet", "--no-verify", "--", w.repo.source, spec); err != nil {
+	args := []string{"push", "--quiet", "--no-verify"}
+	if _, local, _ := LocalPath(w.repo.source); local {
+		// git runs the receiving side of a push into a local repository itself, as this
+		// process's user, with the origin's configuration: its pre-receive, update,
+		// post-receive and reference-transaction hooks would run a program of the origin's
+		// choosing. receive-pack is told to run none (the -c of this command does not reach it:
+		// git clears GIT_CONFIG_PARAMETERS for a local transport).
+		args = append(args, "--receive-pack=git -c core.hooksPath=/dev/null -c receive.denyCurrentBranch=refuse receive-pack")
+	}
+	args = append(args, "--", w.repo.source, spec)
+	if _, err := w.git(ctx, args...); err != nil {
 		var ge *GitError
 		if errors.As(err, &ge) && strings.Contains(ge.Stderr, "rejected") {
 			return fmt.Errorf("workspace: push %s to %s: %w: %w", full, ref, ErrPushRejected, err)
