@@ -45,6 +45,9 @@ type Options struct {
 	RegistryArgs  []string // added to the Registry's arguments
 	SchedulerArgs []string // added to every Scheduler's arguments
 	AgentArgs     []string // added to every agent's arguments
+	// AgentAllowedRoots are every agent's --allowed-root (nil: WorkDir and the temporary
+	// directory, where tests make their repositories; empty: none, no local repository).
+	AgentAllowedRoots []string
 	// VerifierNoAllowedRoot starts the Verifier without --allowed-root WorkDir: it refuses the
 	// local directories the Schedulers hand it.
 	VerifierNoAllowedRoot bool
@@ -270,6 +273,13 @@ func (c *Cluster) AddAgent(id string, i int) *Process {
 	addr := FreeAddr(c.tb)
 	args := []string{"--listen", addr, "--scheduler", sched, "--registry", c.RegistryAddr, "--instance-id", id,
 		"--data-dir", filepath.Join(c.WorkDir, "agents", id)}
+	roots := c.opts.AgentAllowedRoots
+	if roots == nil {
+		roots = []string{c.WorkDir, os.TempDir()}
+	}
+	for _, r := range roots {
+		args = append(args, "--allowed-root", r)
+	}
 	if c.KnowledgeAddr != "" {
 		args = append(args, "--knowledge", c.KnowledgeAddr)
 	}

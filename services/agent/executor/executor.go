@@ -162,6 +162,10 @@ type options struct {
 	httpClient  *http.Client
 	passthrough []string
 	groups      proc.Recorder
+	// allowedEnv, when restrictEnv, are the only variables a spec may name (env_passthrough,
+	// api_key_env).
+	allowedEnv  map[string]bool
+	restrictEnv bool
 }
 
 // WithLookupEnv reads the agent's environment through lookup instead of os.LookupEnv: for
@@ -188,6 +192,41 @@ func WithEnvPassthrough(names ...string) Option {
 // stops, or by the next agent when it was killed.
 func WithProcessGroups(r proc.Recorder) Option {
 	return func(o *options) { o.groups = r }
+}
+
+// WithAllowedEnv restricts the variables of the agent's environment an executor spec may name
+// (env_passthrough, api_key_env) to names: a task list is written by whoever may submit one,
+// and without the restriction it could have any secret of the agent's environment passed to
+// its command or sent to the base_url of its choice. New refuses a spec naming another
+// variable. Without this option every name is allowed (embedders that judge specs themselves);
+// the agent always gives it (--allow-env), and a CONVERGE_* name is refused either way.
+func WithAllowedEnv(names ...string) Option {
+	return func(o *options) {
+		o.restrictEnv = true
+		if o.allowedEnv == nil {
+			o.allowedEnv = map[string]bool{}
+		}
+		for _, n := range names {
+			o.allowedEnv[n] = true
+		}
+	}
+}
+
+// checkEnvNames refuses the names a spec may not name: CONVERGE_* (the agent's own
+// configuration and secrets), and with WithAllowedEnv every name not on the list.
+func (o *options) checkEnvNames(field string, names ...string) error {
+	for _, n := range names {
+		if n == "" {
+			continue
+		}
+		if strings.HasPrefix(strings.ToUpper(n), "CONVERGE_") {
+			return fmt.Errorf("executor: %s names %s: the agent's CONVERGE_* variables are never passed to a task", field, n)
+		}
+		if o.restrictEnv && !o.allowedEnv[n] {
+			return fmt.Errorf("executor: %s names %s, which is not on this agent's allow-list of variables (its --allow-env flag, CONVERGE_AGENT_ALLOW_ENV)", field, n)
+		}
+	}
+	return nil
 }
 
 func newOptions(opts []Option) *options {
@@ -224,15 +263,24 @@ func New(spec *commonv1.ExecutorSpec, opts ...Option) (Executor, error) {
 	}
 	switch {
 	case spec.GetCommand() != nil:
+		if err := o.checkEnvNames("command.env_passthrough", spec.GetCommand().GetEnvPassthrough()...); err != nil {
+			return nil, err
+		}
 		return &commandExecutor{spec: spec.GetCommand(), opts: o}, nil
 	case spec.GetAgentCli() != nil:
 		cli := spec.GetAgentCli()
 		if len(cli.GetArgv()) == 0 || cli.GetArgv()[0] == "" {
 			return nil, errors.New("executor: agent_cli.argv names no program")
 		}
+		if err := o.checkEnvNames("agent_cli.env_passthrough", cli.GetEnvPassthrough()...); err != nil {
+			return nil, err
+		}
 		return &agentCLIExecutor{spec: cli, opts: o}, nil
 	case spec.GetOpenai() != nil:
 		oa := spec.GetOpenai()
+		if err := o.checkEnvNames("openai.api_key_env", oa.GetApiKeyEnv()); err != nil {
+			return nil, err
+		}
 		u, err := url.Parse(oa.GetBaseUrl())
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("executor: openai.base_url %q is not an http(s) URL", oa.GetBaseUrl())

@@ -31,7 +31,7 @@ func (w *Worker) integrate(ctx context.Context, l *lease) outcome {
 	l.progress(10, "integrate")
 	wt, err := w.worktree(ctx, ca, fmt.Sprintf("%s-wave%d-%d", a.GetExecutionId(), a.GetWaveNumber(), a.GetAttempt()))
 	if err != nil {
-		return fail("WORKSPACE", err.Error())
+		return fail(workspaceCode(err), err.Error())
 	}
 	defer w.removeWorktree(ctx, wt)
 	head := ca.GetBaseCommit()

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -20,6 +22,14 @@ import (
 //	lock         locked (flock) while the process lives: the kernel unlocks it when it dies
 //	groups/      one file per live executor process group (proc.GroupDir)
 //	worktrees/   one file per worktree or scratch directory in use, by directory name
+//	watchdog     the pid of the session's watchdog
+//
+// The watchdog is a small shell process outside the agent's process group that reads a pipe only
+// the agent holds open: when the agent dies, even by SIGKILL, the kernel closes the pipe and the
+// watchdog kills every process group recorded in groups/ at once (each leader also gets SIGKILL
+// from the kernel, Pdeathsig, but what it started would live on). Without it a killed agent's
+// task keeps running while the Scheduler requeues it, and the task runs twice. The records stay
+// for the next agent on the data dir, which kills what is left (if the watchdog was killed too).
 //
 // An agent starting on the data dir (cleanUpDataDir) takes every other session's lock it can: those
 // sessions are dead, so it kills the process groups they recorded and deletes their records;
@@ -35,6 +45,9 @@ type session struct {
 	dir    string
 	lock   *os.File
 	groups *proc.GroupDir
+	// watchdog kills the recorded groups once feed is closed (the agent stops or dies).
+	watchdog *exec.Cmd
+	feed     *os.File
 
 	mu     sync.Mutex
 	closed bool
@@ -58,7 +71,51 @@ func openSession(dataDir, id string) (*session, error) {
 		_ = lock.Close()
 		return nil, err
 	}
-	return &session{dir: dir, lock: lock, groups: groups}, nil
+	s := &session{dir: dir, lock: lock, groups: groups}
+	if err := s.startWatchdog(); err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("worker: session watchdog: %w", err)
+	}
+	return s, nil
+}
+
+// watchdogScript waits for end of file on its standard input (the agent is gone), then kills
+// every process group recorded in the directory $1 whose leader, if still there, started when
+// its record says (else the id was reused by an unrelated process).
+const watchdogScript = `cat >/dev/null
+for f in "$1"/*; do
+  [ -f "$f" ] || continue
+  pg=${f##*/}
+  case $pg in ''|*[!0-9]*) continue ;; esac
+  [ "$pg" -gt 1 ] || continue
+  want=$(cat "$f" 2>/dev/null)
+  if [ -n "$want" ] && [ -r "/proc/$pg/stat" ]; then
+    now=$(sed 's/.*) //' "/proc/$pg/stat" | cut -d' ' -f20)
+    [ -z "$now" ] || [ "$now" = "$want" ] || continue
+  fi
+  kill -9 "-$pg" 2>/dev/null
+done
+exit 0`
+
+// startWatchdog starts the session's watchdog (see the top of this file).
+func (s *session) startWatchdog() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	cmd := exec.Command("sh", "-c", watchdogScript, "converge-agent-watchdog", s.groups.Dir())
+	cmd.Stdin = r
+	cmd.Env = proc.Env(nil, nil)
+	// A group of its own: a Ctrl-C or a kill of the agent's group must not take it first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = w.Close()
+		return err
+	}
+	_ = os.WriteFile(filepath.Join(s.dir, "watchdog"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+	s.watchdog, s.feed = cmd, w
+	return nil
 }
 
 // tryLock opens (creating) and locks path without waiting; locked is false when another open
@@ -98,6 +155,10 @@ func (s *session) close() int {
 	s.closed = true
 	n := s.groups.KillAll()
 	_ = os.RemoveAll(s.dir)
+	if s.feed != nil {
+		_ = s.feed.Close() // the watchdog finds nothing left and exits
+		_ = s.watchdog.Wait()
+	}
 	_ = s.lock.Close()
 	return n
 }

@@ -138,7 +138,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	l.progress(10, "workspace")
 	wt, err := w.worktree(ctx, ca, fmt.Sprintf("%s-%s-%d", a.GetExecutionId(), t.GetId(), a.GetAttempt()))
 	if err != nil {
-		return fail("WORKSPACE", err.Error(), 0)
+		return fail(workspaceCode(err), err.Error(), 0)
 	}
 	keep := false
 	defer func() {
@@ -151,7 +151,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		return fail("CHECKPOINT", err.Error(), 0)
 	}
 	l.event(commonv1.EventType_EVENT_TYPE_CHECKPOINT_CREATED, "checkpoint at "+short(cp.Commit), map[string]any{"commit": cp.Commit, "files": float64(len(cp.Files))})
-	ex, err := executor.New(ca.GetOptions().GetExecutor(), executor.WithProcessGroups(w.sess.groups))
+	ex, err := executor.New(ca.GetOptions().GetExecutor(), executor.WithProcessGroups(w.sess.groups), executor.WithAllowedEnv(w.cfg.AllowedEnv...))
 	if err != nil {
 		return fail("EXECUTOR", err.Error(), 0)
 	}
@@ -483,6 +483,15 @@ func (w *Worker) worktree(ctx context.Context, ca *schedulerv1.ClaimedAssignment
 		}
 	}
 	return r.AddWorktree(ctx, name, base)
+}
+
+// workspaceCode is the error code of a workspace that could not be made: REPOSITORY_NOT_ALLOWED
+// for a local repository outside the agent's allowed roots, WORKSPACE otherwise.
+func workspaceCode(err error) string {
+	if errors.Is(err, workspace.ErrOutsideRoots) {
+		return "REPOSITORY_NOT_ALLOWED"
+	}
+	return "WORKSPACE"
 }
 
 // conventionsOf is the conventions text given to the prompt (the names of the sources; the agent

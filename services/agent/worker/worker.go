@@ -60,6 +60,15 @@ type Config struct {
 	// StandAlone allows a worker without Scheduler (and Registry) clients: it serves RunTask only
 	// (no file locks without a Registry) and Run returns at once.
 	StandAlone bool
+	// Roots are where local repositories (paths and file:// URLs) may be: a task list naming
+	// one outside them fails with REPOSITORY_NOT_ALLOWED before anything of it is read or
+	// written. workspace.NewRoots(nil) allows none; nil allows every one (tests; converge-agent
+	// and converge dev always set them).
+	Roots *workspace.Roots
+	// AllowedEnv are the variables of the agent's environment an executor spec may name
+	// (env_passthrough, api_key_env); others fail the task with EXECUTOR. Empty = none.
+	// CONVERGE_* names are refused either way.
+	AllowedEnv []string
 }
 
 // DefaultCapabilities are announced when Config.Capabilities is empty.
@@ -163,6 +172,7 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	cache.Restrict(cfg.Roots)
 	sess, err := openSession(cache.Root(), cfg.SessionID)
 	if err != nil {
 		return nil, err

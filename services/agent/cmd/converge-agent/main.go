@@ -25,6 +25,7 @@ import (
 	"github.com/converge-dev/converge/platform/servicecmd"
 	"github.com/converge-dev/converge/services/agent"
 	"github.com/converge-dev/converge/services/agent/worker"
+	"github.com/converge-dev/converge/services/agent/workspace"
 )
 
 func main() { os.Exit(servicecmd.Execute(command())) }
@@ -33,10 +34,11 @@ func main() { os.Exit(servicecmd.Execute(command())) }
 type agentFlags struct {
 	servicecmd.Flags
 	scheduler, registry, knowledge string
-	token                          string
+	token, tokenFile               string
 	dataDir, instanceID, execution string
 	capabilities                   []string
 	drainTimeout                   time.Duration
+	allowedRoots, allowEnv         []string
 }
 
 func envOr(name, def string) string {
@@ -67,6 +69,18 @@ func command() *cobra.Command {
 					return fmt.Errorf("CONVERGE_AGENT_DRAIN_TIMEOUT %q: want a duration such as 30s", v)
 				}
 			}
+			token, err := f.clientToken(cmd, logger)
+			if err != nil {
+				return err
+			}
+			roots, err := workspace.NewRoots(f.allowedRoots)
+			if err != nil {
+				return fmt.Errorf("--allowed-root: %w", err)
+			}
+			if len(roots.Dirs()) == 0 {
+				logger.Warn("no --allowed-root: this agent builds in no local repository (task lists naming a path or a file:// URL fail with REPOSITORY_NOT_ALLOWED)")
+			}
+			hideEnvironment()
 			if f.instanceID == "" {
 				f.instanceID = worker.DefaultInstanceID()
 			}
@@ -76,7 +90,7 @@ func command() *cobra.Command {
 				// previous process left (and cleans it up).
 				f.dataDir = filepath.Join(".converge", "agent", f.instanceID)
 			}
-			dial := func(addr string) (*grpc.ClientConn, error) { return client.Dial(addr, client.Options{Token: f.token}) }
+			dial := func(addr string) (*grpc.ClientConn, error) { return client.Dial(addr, client.Options{Token: token}) }
 			sc, err := dial(f.scheduler)
 			if err != nil {
 				return err
@@ -89,7 +103,7 @@ func command() *cobra.Command {
 			defer rc.Close()
 			cfg := worker.Config{InstanceID: f.instanceID, Scheduler: schedulerv1.NewSchedulerServiceClient(sc),
 				Registry: registryv1.NewRegistryServiceClient(rc), DataDir: f.dataDir, Capabilities: f.capabilities,
-				ExecutionID: f.execution, Logger: logger}
+				ExecutionID: f.execution, Logger: logger, Roots: roots, AllowedEnv: f.allowEnv}
 			if f.knowledge != "" {
 				kc, err := dial(f.knowledge)
 				if err != nil {
@@ -155,7 +169,10 @@ func command() *cobra.Command {
 	fl.StringVar(&f.scheduler, "scheduler", envOr("CONVERGE_SCHEDULER_ADDR", ""), "Scheduler address host:port [CONVERGE_SCHEDULER_ADDR]")
 	fl.StringVar(&f.registry, "registry", envOr("CONVERGE_REGISTRY_ADDR", ""), "Registry address host:port [CONVERGE_REGISTRY_ADDR]")
 	fl.StringVar(&f.knowledge, "knowledge", envOr("CONVERGE_KNOWLEDGE_ADDR", ""), "Knowledge address host:port; empty = no gotchas [CONVERGE_KNOWLEDGE_ADDR]")
-	fl.StringVar(&f.token, "token", envOr("CONVERGE_TOKEN", ""), "bearer token sent to the services [CONVERGE_TOKEN]")
+	fl.StringVar(&f.token, "token", envOr("CONVERGE_TOKEN", ""), "bearer token sent to the services; prefer --token-file: a token in the arguments is visible to every process of the host [CONVERGE_TOKEN]")
+	fl.StringVar(&f.tokenFile, "token-file", envOr("CONVERGE_TOKEN_FILE", ""), "file holding the bearer token sent to the services (read once at start) [CONVERGE_TOKEN_FILE]")
+	fl.StringArrayVar(&f.allowedRoots, "allowed-root", splitPathList("CONVERGE_ALLOWED_ROOTS"), "directory under which local repositories (paths, file:// URLs) may be built in and pushed to, after resolving symbolic links; repeatable; none = no local repository [CONVERGE_ALLOWED_ROOTS, ':'-separated]")
+	fl.StringSliceVar(&f.allowEnv, "allow-env", splitEnv("CONVERGE_AGENT_ALLOW_ENV"), "variable of the agent's environment a task list's executor may name (env_passthrough, api_key_env); repeatable; none = no variable; CONVERGE_* never [CONVERGE_AGENT_ALLOW_ENV, comma-separated]")
 	fl.StringVar(&f.dataDir, "data-dir", envOr("CONVERGE_AGENT_DATA_DIR", ""), "mirror clones, worktrees and the records of running processes; empty = .converge/agent/<instance-id>, one per instance (two agent processes never share one) [CONVERGE_AGENT_DATA_DIR]")
 	fl.StringVar(&f.instanceID, "instance-id", envOr("CONVERGE_INSTANCE_ID", ""), "agent instance id; empty = agent-<host>-<random> [CONVERGE_INSTANCE_ID]")
 	fl.StringVar(&f.execution, "execution", envOr("CONVERGE_AGENT_EXECUTION", ""), "claim only this execution's assignments [CONVERGE_AGENT_EXECUTION]")
@@ -169,6 +186,40 @@ func command() *cobra.Command {
 func envDuration(name string) time.Duration {
 	d, _ := time.ParseDuration(os.Getenv(name))
 	return d
+}
+
+// clientToken answers the bearer token sent to the services: --token-file's content, else
+// --token (CONVERGE_TOKEN), with a warning when it was given on the command line.
+func (f *agentFlags) clientToken(cmd *cobra.Command, logger interface{ Warn(string, ...any) }) (string, error) {
+	if f.tokenFile != "" {
+		if cmd.Flags().Changed("token") {
+			return "", fmt.Errorf("--token and --token-file are exclusive: give the token in the file only")
+		}
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" || strings.ContainsAny(tok, "\r\n") {
+			return "", fmt.Errorf("--token-file %s: want one token on one line", f.tokenFile)
+		}
+		return tok, nil
+	}
+	if cmd.Flags().Changed("token") {
+		logger.Warn("--token puts the token in the agent's arguments, which every process of the host can read (/proc/PID/cmdline): use --token-file")
+	}
+	return f.token, nil
+}
+
+// splitPathList reads a ':'-separated list of directories; unset or empty is none.
+func splitPathList(name string) []string {
+	var out []string
+	for _, d := range filepath.SplitList(os.Getenv(name)) {
+		if d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func splitEnv(name string) []string {

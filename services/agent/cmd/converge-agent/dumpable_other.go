@@ -1,0 +1,6 @@
+//go:build !linux
+
+package main
+
+// hideEnvironment does nothing: only Linux has PR_SET_DUMPABLE.
+func hideEnvironment() {}
