@@ -169,7 +169,7 @@ func startAgentProc(t *testing.T, args ...string) *clustertest.Process {
 // agentArgs are the flags of an agent binary against a `converge dev` suite.
 func agentArgs(devAddr, listen, id, dataDir string) []string {
 	return []string{"--listen", listen, "--scheduler", devAddr, "--registry", devAddr, "--knowledge", devAddr,
-		"--instance-id", id, "--data-dir", dataDir, "--log-level", "debug"}
+		"--instance-id", id, "--data-dir", dataDir, "--log-level", "debug", "--allowed-root", os.TempDir()}
 }
 
 // Issue 12 defect 7: an agent whose port is taken exits non-zero before it registers: no ghost
@@ -262,6 +262,17 @@ func TestAgentRestartCleansUpAfterAKill(t *testing.T) {
 	require.Len(t, worktrees, 1)
 	worktree := filepath.Join(data, "worktrees", worktrees[0].Name())
 
+	// The agent's watchdog would kill the child as soon as the agent dies (security/
+	// TestFinding6KilledAgentTakesItsTaskProcessesWithIt): killed first, as when the whole host
+	// side goes (an OOM kill of both), it leaves the child to the next agent.
+	watchdogs, err := filepath.Glob(filepath.Join(data, "sessions", "*", "watchdog"))
+	require.NoError(t, err)
+	require.Len(t, watchdogs, 1)
+	wb, err := os.ReadFile(watchdogs[0])
+	require.NoError(t, err)
+	watchdog, err := strconv.Atoi(string(wb))
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(watchdog, syscall.SIGKILL))
 	p.Kill()
 	require.True(t, clustertest.Eventually(10*time.Second, p.Exited))
 	require.True(t, agentPidAlive(child), "the killed agent's child outlives it")

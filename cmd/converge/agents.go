@@ -22,6 +22,7 @@ import (
 	"github.com/converge-dev/converge/platform/client"
 	"github.com/converge-dev/converge/platform/servicecmd"
 	"github.com/converge-dev/converge/services/agent/worker"
+	"github.com/converge-dev/converge/services/agent/workspace"
 )
 
 // agentPool is the local agents of `converge dev --agents N` and `converge run`: N workers in the
@@ -38,9 +39,17 @@ type agentPool struct {
 }
 
 // create makes n workers (not running yet), each with its data dir under dir: dir/1, dir/2, ...
-func (p *agentPool) create(n int, conn grpc.ClientConnInterface, dir string) error {
+// Local repositories must be inside roots (nil: anywhere).
+func (p *agentPool) create(n int, conn grpc.ClientConnInterface, dir string, roots []string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var allowed *workspace.Roots
+	if roots != nil {
+		var err error
+		if allowed, err = workspace.NewRoots(roots); err != nil {
+			return fmt.Errorf("local agents: %w", err)
+		}
+	}
 	suffix := randomHex(2) // instance ids stay unique across restarts on one data dir
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("agent-%d-%s", i, suffix)
@@ -55,6 +64,7 @@ func (p *agentPool) create(n int, conn grpc.ClientConnInterface, dir string) err
 			Knowledge:  knowledgev1.NewKnowledgeServiceClient(conn),
 			DataDir:    data,
 			Logger:     p.logger.With("agent", id),
+			Roots:      allowed,
 		})
 		if err != nil {
 			return fmt.Errorf("local agent %d: %w", i, err)
@@ -63,6 +73,22 @@ func (p *agentPool) create(n int, conn grpc.ClientConnInterface, dir string) err
 	}
 	p.dir = dir
 	return nil
+}
+
+// agentRootsFromEnv answers the directories of $CONVERGE_ALLOWED_ROOTS (':'-separated), or def
+// when it is not set.
+func agentRootsFromEnv(def ...string) []string {
+	v, ok := os.LookupEnv("CONVERGE_ALLOWED_ROOTS")
+	if !ok {
+		return def
+	}
+	out := []string{}
+	for _, d := range filepath.SplitList(v) {
+		if d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // first is the first worker, nil without any: the one the process's AgentService shows.

@@ -38,6 +38,10 @@ type devOptions struct {
 	VerifierAllowedRoots []string
 	// Agents is how many local agent workers run in the process (0 = none).
 	Agents int
+	// AgentAllowedRoots are where the local agents may build in local repositories (paths and
+	// file:// URLs, symbolic links resolved); nil = anywhere (the CLI always gives at least the
+	// working directory, `converge run` the repository it builds in).
+	AgentAllowedRoots []string
 	// AgentDrainTimeout bounds how long stopping waits for the agents to finish their current
 	// assignment before they are cancelled (default 30 s).
 	AgentDrainTimeout time.Duration
@@ -83,6 +87,7 @@ func devCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&opts.InMemory, "in-memory", false, "keep nothing: in-memory databases and temporary work dirs, for throwaway runs")
 	cmd.Flags().StringArrayVar(&opts.VerifierAllowedRoots, "verifier-allowed-root", verifier.AllowedRootsFromEnv("."), "directory the Verifier may check as a local_dir target, repeatable (default: the working directory) ["+verifier.EnvAllowedRoots+", ':'-separated]")
 	cmd.Flags().IntVar(&opts.Agents, "agents", 0, "local agent workers to run in the process (they claim work from this server)")
+	cmd.Flags().StringArrayVar(&opts.AgentAllowedRoots, "agent-allowed-root", agentRootsFromEnv("."), "directory under which the local agents may build in and push to local repositories, repeatable (default: the working directory) [CONVERGE_ALLOWED_ROOTS, ':'-separated]")
 	cmd.Flags().DurationVar(&opts.AgentDrainTimeout, "agent-drain-timeout", 30*time.Second, "on stop, how long the local agents may finish their current assignment before it is cancelled")
 	opts.Dashboard.bind(cmd)
 	return cmd
@@ -163,7 +168,7 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 	// The local agents are made now (the Agent service shows the first) and started once every
 	// service is SERVING.
 	pool := &agentPool{logger: logger}
-	if err := pool.create(opts.Agents, self, filepath.Join(base, "agents")); err != nil {
+	if err := pool.create(opts.Agents, self, filepath.Join(base, "agents"), opts.AgentAllowedRoots); err != nil {
 		_ = lis.Close()
 		return err
 	}

@@ -40,6 +40,9 @@ type runOptions struct {
 	Format string
 	// Repo overrides the list's repository (a local git repository).
 	Repo string
+	// repoDir is the local repository the run builds in, once resolved: the in-process agents'
+	// only allowed root.
+	repoDir string
 	// Criteria is a done-criteria.md that overrides the list's.
 	Criteria string
 	// Agents is the number of local agents of the in-process suite.
@@ -242,6 +245,7 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 		converged bool
 	)
 	if inProcess {
+		o.repoDir = base.GetRepository().GetPath()
 		s, err := startSuite(sigCtx, o, env)
 		if err != nil {
 			return err
@@ -458,6 +462,11 @@ func startSuite(sigCtx context.Context, o runOptions, env runEnv) (*suite, error
 	dopts := devOptions{
 		DataDir: o.DataDir, InMemory: o.DataDir == "", Agents: o.Agents,
 		AgentDrainTimeout: 2 * time.Second, DrainDelay: time.Millisecond,
+		// The local agents build in the run's repository and nowhere else.
+		AgentAllowedRoots: []string{},
+	}
+	if dir := o.repoDir; dir != "" {
+		dopts.AgentAllowedRoots = []string{dir}
 	}
 	dopts.LogFormat, dopts.LogLevel = "text", "info"
 	dopts.Flags.Listen = lis.Addr().String()
