@@ -42,9 +42,17 @@ var snapshotEvents = map[commonv1.EventType]bool{
 // every entry was sent, or the client goes away.
 func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream grpc.ServerStreamingServer[schedulerv1.WatchExecutionResponse]) error {
 	ctx := stream.Context()
+	leave, err := s.watchers.enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
 	e, _, err := s.store.GetExecution(ctx, req.GetExecutionId())
 	if err != nil {
 		return toStatus(err)
+	}
+	if err := s.checkCursor(ctx, e, req.GetAfterSeq()); err != nil {
+		return err
 	}
 	cursor := req.GetAfterSeq()
 	if req.GetIncludeSnapshots() {

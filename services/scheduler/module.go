@@ -40,6 +40,7 @@ func Module() servicecmd.Module {
 		gitListen    string
 		gitURL       string
 		dash         dashboardFlags
+		maxWatchers  = DefaultMaxWatchers
 	)
 	return servicecmd.Module{
 		Name:        "scheduler",
@@ -55,6 +56,7 @@ func Module() servicecmd.Module {
 			fs.StringVar(&gitListen, "git-listen", envOr("CONVERGE_SCHEDULER_GIT_LISTEN", ""), "HTTP address (host:port) where local repositories are served read-only to the Verifier over git's smart HTTP while Verify Done runs, each under a random path; empty = local repositories are checked out under --work-dir instead [CONVERGE_SCHEDULER_GIT_LISTEN]")
 			fs.StringVar(&gitURL, "git-url", envOr("CONVERGE_SCHEDULER_GIT_URL", ""), "URL the Verifier reaches --git-listen at, e.g. http://scheduler-0.scheduler:7076 (default http://<--git-listen>) [CONVERGE_SCHEDULER_GIT_URL]")
 			dash.bind(fs)
+			fs.IntVar(&maxWatchers, "max-watchers", envInt("CONVERGE_MAX_WATCHERS", DefaultMaxWatchers), "most WatchExecution streams served at once (every caller together); one more is ResourceExhausted; 0 for no limit [CONVERGE_MAX_WATCHERS]")
 			fs.StringVar(&workDir, "work-dir", envOr("CONVERGE_SCHEDULER_WORK_DIR", os.TempDir()), "where Verify Done checks run branches out for the Verifier when it cannot fetch them itself (local paths, non-http(s) URLs; the Verifier must allow it as a root) [CONVERGE_SCHEDULER_WORK_DIR]")
 		},
 		Build: func(ctx context.Context, rt servicecmd.Runtime) (servicecmd.Built, error) {
@@ -72,7 +74,7 @@ func Module() servicecmd.Module {
 				err                   error
 				verifierConn, regConn *grpc.ClientConn
 			)
-			opts := []Option{WithLogger(rt.Logger)}
+			opts := []Option{WithLogger(rt.Logger), WithMaxWatchers(maxWatchers)}
 			serveGit := func(*Server) {}
 			if e := rt.Embedded; e != nil {
 				st, err = sqlite.New(ctx, e.SQLite, database.WithLogger(rt.Logger), database.WithMigrate())

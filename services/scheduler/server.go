@@ -50,6 +50,8 @@ type Server struct {
 	verifying     sync.Map
 	// gitExport serves local repositories to the Verifier (WithGitExport); nil: none.
 	gitExport *gitExport
+	// watchers bounds the WatchExecution streams in flight (watchlimits.go).
+	watchers watchers
 	// now is the clock of ids and of the driver's own deadlines (default time.Now); lease times
 	// come from the store's clock.
 	now func() time.Time
@@ -63,7 +65,8 @@ func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = n
 func New(st store.Store, opts ...Option) *Server {
 	s := &Server{
 		store: st, log: slog.New(slog.DiscardHandler), driverEvery: driverInterval, wake: newSignal(), now: time.Now,
-		lists: lists{m: map[string]*store.TaskList{}, index: map[string]map[string]int{}, byExecution: map[string]string{}},
+		watchers: watchers{max: DefaultMaxWatchers},
+		lists:    lists{m: map[string]*store.TaskList{}, index: map[string]map[string]int{}, byExecution: map[string]string{}},
 	}
 	for _, o := range opts {
 		o(s)

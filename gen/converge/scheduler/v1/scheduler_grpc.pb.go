@@ -107,8 +107,11 @@ type SchedulerServiceClient interface {
 	// After the entry that ends the execution (EXECUTION_COMPLETED or EXECUTION_CANCELLED) the stream
 	// closes with OK; watching an ended execution replays and closes. When nothing happens for 30 s
 	// the server sends a keep-alive message with neither entry nor execution set. NotFound for an
-	// unknown execution; OutOfRange when after_seq is beyond the execution's last seq;
-	// ResourceExhausted when the server's watcher limit is reached.
+	// unknown execution; OutOfRange when after_seq is beyond the execution's last seq or older than
+	// the oldest entry the log retains (an ErrorInfo with reason CURSOR_OUT_OF_RANGE carries
+	// oldest_cursor, the smallest after_seq that resumes without a gap, and last_seq);
+	// ResourceExhausted when the server's watcher limit (--max-watchers) or the caller's stream
+	// quota is reached.
 	WatchExecution(ctx context.Context, in *WatchExecutionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchExecutionResponse], error)
 	// Pauses an execution: no new claims (task or integration) until resumed; running assignments
 	// finish normally. Idempotent on a PAUSED execution. NotFound when it does not exist;
@@ -522,8 +525,11 @@ type SchedulerServiceServer interface {
 	// After the entry that ends the execution (EXECUTION_COMPLETED or EXECUTION_CANCELLED) the stream
 	// closes with OK; watching an ended execution replays and closes. When nothing happens for 30 s
 	// the server sends a keep-alive message with neither entry nor execution set. NotFound for an
-	// unknown execution; OutOfRange when after_seq is beyond the execution's last seq;
-	// ResourceExhausted when the server's watcher limit is reached.
+	// unknown execution; OutOfRange when after_seq is beyond the execution's last seq or older than
+	// the oldest entry the log retains (an ErrorInfo with reason CURSOR_OUT_OF_RANGE carries
+	// oldest_cursor, the smallest after_seq that resumes without a gap, and last_seq);
+	// ResourceExhausted when the server's watcher limit (--max-watchers) or the caller's stream
+	// quota is reached.
 	WatchExecution(*WatchExecutionRequest, grpc.ServerStreamingServer[WatchExecutionResponse]) error
 	// Pauses an execution: no new claims (task or integration) until resumed; running assignments
 	// finish normally. Idempotent on a PAUSED execution. NotFound when it does not exist;
