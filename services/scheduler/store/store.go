@@ -72,6 +72,8 @@ type Store interface {
 	// Executions keeps execution runs, waves, assignments, the log and checkpoints
 	// (executions.go).
 	Executions
+	// FeatureBuilds keeps the build-feature loop's state (featurebuilds.go).
+	FeatureBuilds
 }
 
 // Errors of the store. Backends wrap them with what they concern; match them with errors.Is.

@@ -29,6 +29,7 @@ var indexes = map[string]harness.Index{
 	"idx_checkpoints_assignment":              {Table: "checkpoints"},
 	"feature_builds_active_uniq":              {Table: "feature_builds", Unique: true, Partial: true},
 	"feature_builds_feature_idx":              {Table: "feature_builds"},
+	"feature_builds_open_idx":                 {Table: "feature_builds", Partial: true},
 }
 
 // schema is every Scheduler table with exactly its columns.
@@ -80,6 +81,7 @@ var schema = harness.Schema{
 		"id", "feature", "task_list_id", "status", "status_reason", "max_iterations",
 		"current_iteration", "dry_run", "options", "criteria_summary", "repeated_failures",
 		"regressions", "loop_key", "started_at", "updated_at", "completed_at",
+		"build_status", "state", "done_criteria",
 	},
 	"feature_build_iterations": {
 		"feature_build_id", "number", "execution_id", "verdict", "pass_count", "fail_count",

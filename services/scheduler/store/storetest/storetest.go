@@ -37,6 +37,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		t.Parallel()
 		runTests(t, newStore, executionTests)
 	})
+	t.Run("FeatureBuilds", func(t *testing.T) {
+		t.Parallel()
+		runTests(t, newStore, featureBuildTests)
+	})
 }
 
 // test is one test of the suite: it runs on a store newStore returns (new, empty, migrated).
