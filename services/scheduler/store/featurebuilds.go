@@ -60,19 +60,19 @@ type ListFeatureBuildsQuery struct {
 
 // FeatureBuildRow is a feature build as its columns hold it.
 type FeatureBuildRow struct {
-	ID, Feature          string
-	TaskListID           *string
-	Status, BuildStatus  string // the seed's status (IN_PROGRESS, ...) and the API's (pending, ...)
-	StatusReason         string
-	MaxIterations        int32
-	CurrentIteration     int32
-	RepeatedFailures     int32
-	Regressions          int32
-	LoopKey              string
-	State, DoneCriteria  string // protojson of the rest; done-criteria.md
-	CriteriaSummary      string // JSON object (seed §16.2 criteria)
-	CreateTime, Updated  time.Time
-	CompletedAt          *time.Time
+	ID, Feature         string
+	TaskListID          *string
+	Status, BuildStatus string // the seed's status (IN_PROGRESS, ...) and the API's (pending, ...)
+	StatusReason        string
+	MaxIterations       int32
+	CurrentIteration    int32
+	RepeatedFailures    int32
+	Regressions         int32
+	LoopKey             string
+	State, DoneCriteria string // protojson of the rest; done-criteria.md
+	CriteriaSummary     string // JSON object (seed §16.2 criteria)
+	CreateTime, Updated time.Time
+	CompletedAt         *time.Time
 }
 
 // FeatureBuildStatusName is the build_status column's name of s (UNSPECIFIED: pending).
