@@ -139,7 +139,7 @@ func (s *Server) driveOnce(ctx context.Context) error {
 			s.startVerify(ctx, e)
 		}
 	}
-	return nil
+	return s.driveFeatureBuilds(ctx)
 }
 
 // overtime ends an execution that ran past its wall-time budget.

@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/platform/grpcerr"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
@@ -18,12 +17,6 @@ import (
 // is, for the platform server's one error path (grpcerr.Resolve): a store that cannot answer is
 // Unavailable, anything else a bug, logged with the request id and answered Internal without its
 // text.
-
-// unimplemented answers an RPC whose behaviour is not built yet, naming what is missing.
-func unimplemented(method, what string) error {
-	return grpcerr.Unimplemented("%s/%s is not implemented yet: %s",
-		schedulerv1.SchedulerService_ServiceDesc.ServiceName, method, what)
-}
 
 // badRequest is a request that breaks the service's own rules (those protovalidate cannot check:
 // a task list's dependencies, cycles, paths; a document that does not parse), one violation per

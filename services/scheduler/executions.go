@@ -22,6 +22,12 @@ const (
 // StartExecution plans the list's remaining tasks into waves, stores the execution with its
 // waves and assignments, and opens the first wave.
 func (s *Server) StartExecution(ctx context.Context, req *schedulerv1.StartExecutionRequest) (*schedulerv1.StartExecutionResponse, error) {
+	return s.startExecution(ctx, req, nil)
+}
+
+// startExecution is StartExecution; fb is set for an iteration of a feature build
+// (featurebuild_loop.go): its base commit, run branch and build id.
+func (s *Server) startExecution(ctx context.Context, req *schedulerv1.StartExecutionRequest, fb *buildRun) (*schedulerv1.StartExecutionResponse, error) {
 	if id := req.GetRequestId(); id != "" && !req.GetOptions().GetDryRun() {
 		existing, err := s.store.ExecutionIDByRequest(ctx, req.GetTaskListId(), id)
 		if err == nil {
@@ -59,6 +65,9 @@ func (s *Server) StartExecution(ctx context.Context, req *schedulerv1.StartExecu
 			}
 		}
 	}
+	if fb != nil {
+		trigger, baseCommit = schedulerv1.ExecutionTrigger_EXECUTION_TRIGGER_FEATURE_BUILD, fb.baseCommit
+	}
 	tasks, _ := plan.FromSpec(tl.Spec, false)
 	if len(tasks) == 0 {
 		return nil, toStatus(failedPrecondition("every task of task list %s is already completed: nothing to run", tl.ID))
@@ -92,6 +101,12 @@ func (s *Server) StartExecution(ctx context.Context, req *schedulerv1.StartExecu
 	e.Id = ids.New("ex", now)
 	if repo != nil {
 		e.RunBranch = "converge/" + e.Id
+	}
+	if fb != nil {
+		e.FeatureBuildId = fb.id
+		if repo != nil {
+			e.RunBranch = fb.runBranch
+		}
 	}
 	var (
 		waves       []*schedulerv1.Wave

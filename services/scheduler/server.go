@@ -18,7 +18,6 @@
 package scheduler
 
 import (
-	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -75,28 +74,6 @@ func New(st store.Store, opts ...Option) *Server {
 }
 
 var _ schedulerv1.SchedulerServiceServer = (*Server)(nil)
-
-// The RPCs below answer Unimplemented until the rest of the Scheduler issue (#5) builds them.
-
-// StartFeatureBuild answers Unimplemented until the build-feature loop is built.
-func (s *Server) StartFeatureBuild(context.Context, *schedulerv1.StartFeatureBuildRequest) (*schedulerv1.StartFeatureBuildResponse, error) {
-	return nil, unimplemented("StartFeatureBuild", "the build-feature loop")
-}
-
-// GetFeatureBuild answers Unimplemented until the build-feature loop is built.
-func (s *Server) GetFeatureBuild(context.Context, *schedulerv1.GetFeatureBuildRequest) (*schedulerv1.GetFeatureBuildResponse, error) {
-	return nil, unimplemented("GetFeatureBuild", "the build-feature loop")
-}
-
-// ListFeatureBuilds answers Unimplemented until the build-feature loop is built.
-func (s *Server) ListFeatureBuilds(context.Context, *schedulerv1.ListFeatureBuildsRequest) (*schedulerv1.ListFeatureBuildsResponse, error) {
-	return nil, unimplemented("ListFeatureBuilds", "the build-feature loop")
-}
-
-// CancelFeatureBuild answers Unimplemented until the build-feature loop is built.
-func (s *Server) CancelFeatureBuild(context.Context, *schedulerv1.CancelFeatureBuildRequest) (*schedulerv1.CancelFeatureBuildResponse, error) {
-	return nil, unimplemented("CancelFeatureBuild", "the build-feature loop")
-}
 
 // Option configures a Server.
 type Option func(*Server)

@@ -94,12 +94,3 @@ func example(t *testing.T, name string) []byte {
 	require.NoError(t, err)
 	return b
 }
-
-// The build-feature loop is not built yet; its RPCs say what is missing.
-func TestFeatureBuildsStillUnimplemented(t *testing.T) {
-	t.Parallel()
-	b := setup(t, backends["sqlite"](t))
-	_, err := b.client.GetFeatureBuild(t.Context(), &schedulerv1.GetFeatureBuildRequest{Key: &schedulerv1.GetFeatureBuildRequest_FeatureBuildId{FeatureBuildId: "fb_1"}})
-	requireCode(t, err, codes.Unimplemented)
-	require.Contains(t, status.Convert(err).Message(), "not implemented yet")
-}

@@ -104,10 +104,23 @@ func (s *Server) verify(ctx context.Context, e *schedulerv1.Execution, commit st
 		}
 	}
 	now := timestamppb.Now()
-	req := &verifierv1.VerifyRequest{LoopKey: e.GetId(), Parallelism: 4,
+	loopKey, criteria := e.GetId(), tl.Spec.GetDoneCriteria()
+	if e.GetFeatureBuildId() != "" { // an iteration of a feature build: its criteria, its loop
+		var skip bool
+		if loopKey, criteria, skip, err = s.iterationCriteria(ctx, e); err != nil {
+			s.log.Warn("verify: feature build", "execution", e.GetId(), "err", err)
+			return
+		}
+		if skip {
+			end(commonv1.Outcome_OUTCOME_ESCALATED, &schedulerv1.VerifySummary{VerifyTime: now, BlockReason: "skip_verify"},
+				"every wave integrated; verification skipped (skip_verify): built, not verified, so not done")
+			return
+		}
+	}
+	req := &verifierv1.VerifyRequest{LoopKey: loopKey, Parallelism: 4,
 		DefaultCheckTimeout: durationpb.New(e.GetOptions().GetAgentConfig().GetValidationTimeout().AsDuration())}
-	if md := strings.TrimSpace(tl.Spec.GetDoneCriteria()); md != "" {
-		req.CriteriaSource = &verifierv1.VerifyRequest_CriteriaMarkdown{CriteriaMarkdown: tl.Spec.GetDoneCriteria()}
+	if md := strings.TrimSpace(criteria); md != "" {
+		req.CriteriaSource = &verifierv1.VerifyRequest_CriteriaMarkdown{CriteriaMarkdown: criteria}
 	} else {
 		set := implicitCriteria(tl.Spec)
 		if len(set.GetCriteria()) == 0 {

@@ -1,0 +1,300 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/services/scheduler/store"
+)
+
+// loopVerifier is a scripted Verifier for the loop's decisions: criteria F1..F3 (AUTO_VERIFY),
+// the n-th Verify fails the criteria failing(n) names; reports are kept for GetReport, and
+// AnalyzeThrashing answers the seed's §13.2 questions on them. (The real Verifier runs in
+// cmd/converge's feature-build tests.)
+type loopVerifier struct {
+	verifierv1.UnimplementedVerifierServiceServer
+	failing func(n int) []string
+	blocked func(n int) bool
+	mu      sync.Mutex
+	reqs    []*verifierv1.VerifyRequest
+	reports []*verifierv1.VerifyReport
+}
+
+var loopCriteria = []string{"F1", "F2", "F3"}
+
+func (v *loopVerifier) ParseCriteria(_ context.Context, req *verifierv1.ParseCriteriaRequest) (*verifierv1.ParseCriteriaResponse, error) {
+	if strings.Contains(req.GetMarkdown(), "BROKEN") {
+		st, _ := status.New(codes.InvalidArgument, "criteria do not parse").WithDetails(&errdetails.BadRequest{
+			FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "markdown:L2", Description: `unknown check kind "ftp"`}}})
+		return nil, st.Err()
+	}
+	res := &verifierv1.ParseCriteriaResponse{}
+	for _, id := range loopCriteria {
+		res.Criteria = append(res.Criteria, &verifierv1.Criterion{Id: id, Name: "criterion " + id, Tag: verifierv1.CriterionTag_CRITERION_TAG_AUTO_VERIFY,
+			RelatedFiles: []string{"src/" + strings.ToLower(id) + ".go"}})
+	}
+	return res, nil
+}
+
+func (v *loopVerifier) Verify(_ context.Context, req *verifierv1.VerifyRequest) (*verifierv1.VerifyResponse, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.reqs = append(v.reqs, req)
+	n := len(v.reqs)
+	rep := &verifierv1.VerifyReport{Id: fmt.Sprintf("vr_%d", n), LoopKey: req.GetLoopKey(), Iteration: int32(n)}
+	failing := v.failing(n)
+	for _, id := range loopCriteria {
+		r := &verifierv1.CriterionResult{CriterionId: id, Name: "criterion " + id, Status: verifierv1.CriterionStatus_CRITERION_STATUS_PASS}
+		if slices.Contains(failing, id) {
+			r.Status = verifierv1.CriterionStatus_CRITERION_STATUS_FAIL
+			r.Evidence = &verifierv1.Evidence{Summary: "exit status 1", Kind: &verifierv1.Evidence_Command{Command: &verifierv1.CommandEvidence{StderrTail: id + ": want 7 columns, got 6"}}}
+			rep.Failures = append(rep.Failures, &verifierv1.FailureDetail{CriterionId: id, CriterionName: "criterion " + id,
+				Expected: "7 columns", Actual: "6 columns", Gap: "location missing", File: "src/" + strings.ToLower(id) + ".go", SuggestedFix: "add location"})
+			rep.FailCount++
+		} else {
+			rep.PassCount++
+		}
+		rep.Results = append(rep.Results, r)
+	}
+	rep.FailedIds = failing
+	rep.FailureSignature = signature(failing)
+	switch {
+	case v.blocked != nil && v.blocked(n):
+		rep.Verdict, rep.BlockDetail = commonv1.Verdict_VERDICT_BLOCKED, "connect 127.0.0.1:8080: connection refused"
+	case len(failing) > 0:
+		rep.Verdict = commonv1.Verdict_VERDICT_FAILED
+	default:
+		rep.Verdict = commonv1.Verdict_VERDICT_CONVERGED
+	}
+	v.reports = append(v.reports, rep)
+	return &verifierv1.VerifyResponse{Report: rep}, nil
+}
+
+func (v *loopVerifier) GetReport(_ context.Context, req *verifierv1.GetReportRequest) (*verifierv1.GetReportResponse, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, r := range v.reports {
+		if r.GetId() == req.GetId() {
+			return &verifierv1.GetReportResponse{Report: r}, nil
+		}
+	}
+	return nil, status.Error(codes.NotFound, "no report")
+}
+
+func (v *loopVerifier) AnalyzeThrashing(_ context.Context, req *verifierv1.AnalyzeThrashingRequest) (*verifierv1.AnalyzeThrashingResponse, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var reps []*verifierv1.VerifyReport
+	for _, r := range v.reports {
+		if r.GetLoopKey() == req.GetLoopKey() {
+			reps = append(reps, r)
+		}
+	}
+	res := &verifierv1.AnalyzeThrashingResponse{LoopKey: req.GetLoopKey(), Recommendation: verifierv1.LoopRecommendation_LOOP_RECOMMENDATION_CONTINUE}
+	n := len(reps)
+	if n == 0 {
+		return nil, status.Error(codes.NotFound, "no report")
+	}
+	sig := func(i int) string { return reps[i].GetFailureSignature() }
+	if n >= 2 {
+		for _, r := range reps[n-2].GetResults() {
+			if r.GetStatus() == verifierv1.CriterionStatus_CRITERION_STATUS_PASS && slices.Contains(reps[n-1].GetFailedIds(), r.GetCriterionId()) {
+				res.Regressions = append(res.Regressions, &verifierv1.Regression{CriterionId: r.GetCriterionId(), Current: true})
+			}
+		}
+	}
+	switch {
+	case n >= 2 && sig(n-1) == sig(n-2):
+		res.Recommendation, res.Explanation = verifierv1.LoopRecommendation_LOOP_RECOMMENDATION_STUCK_REPEATING, "same signature twice"
+	case n >= 3 && sig(n-1) == sig(n-3):
+		res.Recommendation, res.Explanation = verifierv1.LoopRecommendation_LOOP_RECOMMENDATION_STUCK_OSCILLATING, "A → B → A"
+	case len(res.Regressions) > 0:
+		res.Recommendation = verifierv1.LoopRecommendation_LOOP_RECOMMENDATION_REGRESSION
+	}
+	return res, nil
+}
+
+func (v *loopVerifier) requests() []*verifierv1.VerifyRequest {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.reqs)
+}
+
+// buildBundle serves a Scheduler with the scripted Verifier and an agent that completes every
+// assignment it gets.
+func buildBundle(t *testing.T, st store.Store, v *loopVerifier) *testBundle {
+	t.Helper()
+	b := bundleWith(t, st, WithVerifier(serveVerifier(t, v)))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			res, err := b.client.ClaimTask(ctx, &schedulerv1.ClaimTaskRequest{InstanceId: "agent-1", Capabilities: agentCaps, Wait: durationpb.New(200 * time.Millisecond)})
+			if err != nil || res.GetAssignment() == nil {
+				continue
+			}
+			_, _ = b.complete(ctx, res.GetAssignment(), schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
+		}
+	}()
+	return b
+}
+
+const loopDoneCriteria = "## F1: one\n## F2: two\n## F3: three\n"
+
+func (b *testBundle) startBuild(t *testing.T, req *schedulerv1.StartFeatureBuildRequest) *schedulerv1.FeatureBuild {
+	t.Helper()
+	if req.GetTaskListSource() == nil {
+		req.TaskListSource = &schedulerv1.StartFeatureBuildRequest_TaskListId{TaskListId: b.createList(t, diamond("feature"))}
+	}
+	if req.GetDoneCriteria() == "" {
+		req.DoneCriteria = loopDoneCriteria
+	}
+	res, err := b.client.StartFeatureBuild(t.Context(), req)
+	require.NoError(t, err)
+	require.NotEmpty(t, res.GetFeatureBuild().GetId())
+	return res.GetFeatureBuild()
+}
+
+// waitBuild polls until the build has ended.
+func (b *testBundle) waitBuild(t *testing.T, id string) *schedulerv1.FeatureBuild {
+	t.Helper()
+	var fb *schedulerv1.FeatureBuild
+	require.Eventually(t, func() bool {
+		res, err := b.client.GetFeatureBuild(t.Context(), &schedulerv1.GetFeatureBuildRequest{Key: &schedulerv1.GetFeatureBuildRequest_FeatureBuildId{FeatureBuildId: id}})
+		require.NoError(t, err)
+		fb = res.GetFeatureBuild()
+		return store.FeatureBuildEnded(fb.GetStatus())
+	}, 60*time.Second, 20*time.Millisecond)
+	return fb
+}
+
+// Iteration 1 runs the list and leaves F2 and F3 failing; iteration 2 runs one fix task per failed
+// criterion (from the failure details, with the criterion's files), on the same build, and
+// converges: SUCCESS with the seed's success report.
+func TestFeatureBuildConvergesInTwoIterations(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		v := &loopVerifier{failing: func(n int) []string {
+			if n == 1 {
+				return []string{"F2", "F3"}
+			}
+			return nil
+		}}
+		b := buildBundle(t, st, v)
+		fb := b.waitBuild(t, b.startBuild(t, &schedulerv1.StartFeatureBuildRequest{Feature: "inventory-export"}).GetId())
+		require.Equal(t, schedulerv1.FeatureBuildStatus_FEATURE_BUILD_STATUS_COMPLETED, fb.GetStatus(), fb.GetExitMessage())
+		require.Equal(t, commonv1.Outcome_OUTCOME_CONVERGED, fb.GetOutcome())
+		require.Equal(t, schedulerv1.ExitReason_EXIT_REASON_SUCCESS, fb.GetExitReason())
+		require.Len(t, fb.GetIterations(), 2)
+		require.EqualValues(t, 2, fb.GetCurrentIteration())
+		require.EqualValues(t, 100, fb.GetProgressPercent())
+		require.EqualValues(t, 33, fb.GetIterations()[0].GetProgressPercent())
+		require.Equal(t, []string{"F2", "F3"}, fb.GetIterations()[0].GetVerification().GetFailedCriteria())
+		require.Contains(t, fb.GetExitMessage(), "## Build Feature - CONVERGED ✅")
+		require.Contains(t, fb.GetExitMessage(), "| 2 | 3/3 | Fixed F2, F3 |")
+
+		for _, r := range v.requests() {
+			require.Equal(t, fb.GetId(), r.GetLoopKey(), "every iteration verifies in the build's loop")
+		}
+		ex1, _ := b.execution(t, fb.GetIterations()[0].GetExecutionId())
+		ex2, _ := b.execution(t, fb.GetIterations()[1].GetExecutionId())
+		for _, ex := range []*schedulerv1.Execution{ex1, ex2} {
+			require.Equal(t, schedulerv1.ExecutionTrigger_EXECUTION_TRIGGER_FEATURE_BUILD, ex.GetTriggeredBy())
+			require.Equal(t, fb.GetId(), ex.GetFeatureBuildId())
+		}
+		require.Equal(t, fb.GetTaskListId(), ex1.GetTaskListId())
+		tl, err := b.client.GetTaskList(t.Context(), &schedulerv1.GetTaskListRequest{TaskListId: ex2.GetTaskListId()})
+		require.NoError(t, err)
+		tasks := tl.GetTaskList().GetSpec().GetTasks()
+		require.Len(t, tasks, 2, "only the fix tasks: every task of iteration 1 completed")
+		fix := tasks[0]
+		require.Equal(t, "fix-F2", fix.GetId())
+		require.Equal(t, "src/f2.go", fix.GetFile())
+		for _, want := range []string{"Expected: 7 columns", "Actual: 6 columns", "Gap: location missing", "Suggested fix", "F2: want 7 columns, got 6",
+			"Iteration 1 (FAILED)", "Do NOT regress these passing criteria: F1"} {
+			require.Contains(t, fix.GetDescription(), want)
+		}
+		list, err := b.client.ListExecutions(t.Context(), &schedulerv1.ListExecutionsRequest{FeatureBuildId: fb.GetId()})
+		require.NoError(t, err)
+		require.Len(t, list.GetExecutions(), 2)
+		var started int
+		for _, e := range logOf(t, b, ex2.GetId(), commonv1.EventType_EVENT_TYPE_INFO) {
+			if strings.Contains(e.GetMessage(), "Iteration 2 of 5") {
+				started++
+			}
+		}
+		require.Equal(t, 1, started, "the iteration's start is on its execution's event stream")
+	})
+}
+
+// The exits of §12.2 / §17.1, each with its report.
+func TestFeatureBuildExits(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		failing  func(n int) []string
+		blocked  func(n int) bool
+		req      *schedulerv1.StartFeatureBuildRequest
+		reason   schedulerv1.ExitReason
+		outcome  commonv1.Outcome
+		iters    int
+		contains string
+	}{
+		{name: "stuck repeating", failing: func(int) []string { return []string{"F2"} },
+			reason: schedulerv1.ExitReason_EXIT_REASON_STUCK, outcome: commonv1.Outcome_OUTCOME_ESCALATED, iters: 2, contains: "### Stuck Point"},
+		{name: "stuck oscillating", failing: func(n int) []string { return [][]string{{"F2"}, {"F3"}}[(n-1)%2] },
+			req:    &schedulerv1.StartFeatureBuildRequest{Autonomy: schedulerv1.Autonomy_AUTONOMY_AUTONOMOUS}, // regressions do not stop it
+			reason: schedulerv1.ExitReason_EXIT_REASON_STUCK, outcome: commonv1.Outcome_OUTCOME_ESCALATED, iters: 3, contains: "A → B → A"},
+		{name: "regression", failing: func(n int) []string { return [][]string{{"F2"}, {"F1"}}[min(n, 2)-1] },
+			reason: schedulerv1.ExitReason_EXIT_REASON_REGRESSION, outcome: commonv1.Outcome_OUTCOME_ESCALATED, iters: 2, contains: "F1 passed in iteration 1 and fail in iteration 2"},
+		{name: "max iterations", failing: func(n int) []string { return [][]string{{"F1", "F2"}, {"F2"}}[min(n, 2)-1] },
+			req:    &schedulerv1.StartFeatureBuildRequest{MaxIterations: ptr(int32(2))},
+			reason: schedulerv1.ExitReason_EXIT_REASON_MAX_ITERATIONS, outcome: commonv1.Outcome_OUTCOME_ESCALATED, iters: 2, contains: "Maximum iterations (2)"},
+		{name: "blocked", failing: func(int) []string { return nil }, blocked: func(int) bool { return true },
+			reason: schedulerv1.ExitReason_EXIT_REASON_BLOCKED, outcome: commonv1.Outcome_OUTCOME_BLOCKED, iters: 1, contains: "connection refused"},
+		{name: "cautious", failing: func(int) []string { return []string{"F3"} },
+			req:    &schedulerv1.StartFeatureBuildRequest{Autonomy: schedulerv1.Autonomy_AUTONOMY_CAUTIOUS},
+			reason: schedulerv1.ExitReason_EXIT_REASON_BLOCKED, outcome: commonv1.Outcome_OUTCOME_BLOCKED, iters: 1, contains: "Cautious autonomy"},
+		{name: "skip verify", failing: func(int) []string { return nil },
+			req:    &schedulerv1.StartFeatureBuildRequest{SkipVerify: true},
+			reason: schedulerv1.ExitReason_EXIT_REASON_VERIFY_SKIPPED, outcome: commonv1.Outcome_OUTCOME_ESCALATED, iters: 1, contains: "Verification skipped"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			v := &loopVerifier{failing: tc.failing, blocked: tc.blocked}
+			b := buildBundle(t, backends["sqlite"](t), v)
+			req := tc.req
+			if req == nil {
+				req = &schedulerv1.StartFeatureBuildRequest{}
+			}
+			req.Feature = "f"
+			fb := b.waitBuild(t, b.startBuild(t, req).GetId())
+			require.Equal(t, tc.reason, fb.GetExitReason(), fb.GetExitMessage())
+			require.Equal(t, tc.outcome, fb.GetOutcome())
+			require.Equal(t, schedulerv1.FeatureBuildStatus_FEATURE_BUILD_STATUS_FAILED, fb.GetStatus())
+			require.Len(t, fb.GetIterations(), tc.iters)
+			require.Contains(t, fb.GetExitMessage(), tc.contains)
+			require.Contains(t, fb.GetExitMessage(), "converge build f --resume")
+			if req.GetSkipVerify() {
+				require.Empty(t, v.requests(), "nothing was verified")
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
