@@ -36,7 +36,7 @@ func startDashboard(ctx context.Context, opts devOptions, logger *slog.Logger) (
 	// Never weaker than the API: the dashboard passes on the viewer's bearer token, and has no
 	// client certificate of a viewer to pass on; and it does not open the suite to the network when
 	// the API would refuse to be opened so.
-	if err := dashboard.CheckExposure(dashboard.Exposure{Listen: opts.Dashboard.Listen, AuthTokens: len(opts.AuthTokens) > 0,
+	if err := dashboard.CheckExposure(dashboard.Exposure{Listen: opts.Dashboard.Listen, AuthTokens: len(opts.AuthTokens) > 0 || opts.AuthFile != "",
 		AllowUnauthenticated: opts.AllowUnauthenticated, ClientCA: opts.TLSClientCA != ""}); err != nil {
 		return nil, usageError{err}
 	}

@@ -44,7 +44,7 @@ func Same(conn grpc.ClientConnInterface) Conns {
 type Exposure struct {
 	// Listen is the dashboard's HTTP address.
 	Listen string
-	// AuthTokens is set when the API requires bearer tokens.
+	// AuthTokens is set when the API requires bearer tokens (--auth-token or --auth-file).
 	AuthTokens bool
 	// AllowUnauthenticated is set when the API was opened on purpose (--allow-unauthenticated).
 	AllowUnauthenticated bool

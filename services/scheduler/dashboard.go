@@ -34,7 +34,7 @@ func (f *dashboardFlags) bind(fs *pflag.FlagSet) {
 // serve starts the dashboard; stop closes it and its connections.
 func (f *dashboardFlags) serve(ctx context.Context, rt servicecmd.Runtime, verifierAddr, registryAddr string) (stop func(), err error) {
 	fl := rt.Flags
-	if err := dashboard.CheckExposure(dashboard.Exposure{Listen: f.Listen, AuthTokens: len(fl.AuthTokens) > 0,
+	if err := dashboard.CheckExposure(dashboard.Exposure{Listen: f.Listen, AuthTokens: len(fl.AuthTokens) > 0 || fl.AuthFile != "",
 		AllowUnauthenticated: fl.AllowUnauthenticated, ClientCA: fl.TLSClientCA != ""}); err != nil {
 		return nil, err
 	}

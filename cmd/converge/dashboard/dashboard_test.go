@@ -3,7 +3,12 @@ package dashboard_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -244,4 +249,56 @@ func TestSignInNeededWithoutReadToken(t *testing.T) {
 	// A sign-in redirect stays on this site.
 	code, _ = s.do(t, http.MethodPost, "/login", "token=x&next=//evil.example/")
 	require.Equal(t, http.StatusSeeOther, code)
+}
+
+// TestReadOnlyRoleCannotCancel: with an auth file, a viewer whose token has the read-only role
+// reads every page but cannot cancel, pause or skip — the dashboard sends their token and the API
+// answers PermissionDenied, shown as the sign-in page with 403 — while the operator's token can.
+func TestReadOnlyRoleCannotCancel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs a real converge dev")
+	}
+	t.Parallel()
+	const operator, viewer = "operator-secret-token", "viewer-secret-token"
+	hash := func(tok string) string { s := sha256.Sum256([]byte(tok)); return hex.EncodeToString(s[:]) }
+	authFile := filepath.Join(t.TempDir(), "auth.yaml")
+	require.NoError(t, os.WriteFile(authFile, []byte(fmt.Sprintf(`principals:
+  - name: ops
+    roles: [operator]
+    token_sha256: [%q]
+  - name: viewer
+    roles: [read-only]
+    token_sha256: [%q]
+`, hash(operator), hash(viewer))), 0o600))
+	// No agents: the run waits for claims, so it is still running when the viewer tries.
+	s := startDev(t, "--auth-file", authFile)
+	s.runGreeter(t, "--token", operator)
+	id := s.firstExecution(t, operator)
+	sched := schedulerv1.NewSchedulerServiceClient(s.conn(t, operator))
+
+	// The viewer signs in with their token and reads.
+	code, _ := s.do(t, http.MethodPost, "/login", "token="+viewer+"&next=/runs/"+id)
+	require.Equal(t, http.StatusSeeOther, code)
+	cookie := "Cookie: converge_token=" + viewer
+	for _, path := range []string{"/", "/runs/" + id, "/runs/" + id + "/tasks/1.1", "/runs/" + id + "/verify", "/agents", "/knowledge"} {
+		code, body := s.get(t, path, cookie)
+		require.Equal(t, http.StatusOK, code, "%s: %s", path, body)
+	}
+	// Every action is refused by the API, as its RPC is for that token.
+	for _, action := range []string{"/runs/" + id + "/cancel", "/runs/" + id + "/pause", "/runs/" + id + "/tasks/1.1/skip"} {
+		code, body := s.do(t, http.MethodPost, action, "reason=viewer", cookie)
+		require.Equal(t, http.StatusForbidden, code, "%s: %s", action, body)
+		require.Contains(t, body, "Sign in", action)
+	}
+	ex, err := sched.GetExecution(context.Background(), &schedulerv1.GetExecutionRequest{ExecutionId: id})
+	require.NoError(t, err)
+	require.NotEqual(t, schedulerv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED, ex.GetExecution().GetStatus())
+	require.NotEqual(t, schedulerv1.ExecutionStatus_EXECUTION_STATUS_PAUSED, ex.GetExecution().GetStatus())
+
+	// The operator's token cancels.
+	code, body := s.do(t, http.MethodPost, "/runs/"+id+"/cancel", "reason=operator", "Cookie: converge_token="+operator)
+	require.Equal(t, http.StatusSeeOther, code, body)
+	ex, err = sched.GetExecution(context.Background(), &schedulerv1.GetExecutionRequest{ExecutionId: id})
+	require.NoError(t, err)
+	require.Equal(t, schedulerv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED, ex.GetExecution().GetStatus())
 }
