@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -158,4 +159,37 @@ func (e *DeniedError) Error() string {
 // agent's locks).
 func ActsFor(p Principal, authenticated bool, owner string) bool {
 	return !authenticated || owner == "" || p.Name == owner || p.Has(RoleOperator)
+}
+
+// NotYoursError is a caller acting as an identity another principal owns: an agent instance, a
+// lock holder, an assignment. Services map it to PermissionDenied.
+type NotYoursError struct {
+	// Principal is the caller.
+	Principal string
+	// What names the identity, e.g. `agent instance "agent-1"`.
+	What string
+	// Owner is the principal that owns it.
+	Owner string
+}
+
+func (e *NotYoursError) Error() string {
+	return fmt.Sprintf("principal %q may not act as %s: it belongs to principal %q (only it, or an operator, may)",
+		e.Principal, e.What, e.Owner)
+}
+
+// CheckActsFor answers nil when the caller of ctx may act as what, owned by owner (see ActsFor),
+// else a *NotYoursError.
+func CheckActsFor(ctx context.Context, what, owner string) error {
+	p, ok := FromContext(ctx)
+	if ActsFor(p, ok, owner) {
+		return nil
+	}
+	return &NotYoursError{Principal: p.Name, What: what, Owner: owner}
+}
+
+// Name answers the name of the caller of ctx, "" when the server authenticates nobody: what a
+// service records as the owner of what the caller creates.
+func Name(ctx context.Context) string {
+	p, _ := FromContext(ctx)
+	return p.Name
 }

@@ -136,6 +136,13 @@ func Unavailable(format string, args ...any) error {
 	return newf(codes.Unavailable, format, args...)
 }
 
+// PermissionDenied returns a PermissionDenied status (the authenticated caller
+// may not do this, e.g. act as an identity another principal owns) with a
+// formatted message.
+func PermissionDenied(format string, args ...any) error {
+	return newf(codes.PermissionDenied, format, args...)
+}
+
 // Unimplemented returns an Unimplemented status with a formatted message.
 func Unimplemented(format string, args ...any) error {
 	return newf(codes.Unimplemented, format, args...)

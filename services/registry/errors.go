@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/converge-dev/converge/platform/auth"
 	"github.com/converge-dev/converge/platform/grpcerr"
 	"github.com/converge-dev/converge/services/registry/hot"
 	"github.com/converge-dev/converge/services/registry/store"
@@ -26,10 +27,13 @@ func (s *Server) toStatus(_ context.Context, err error) error {
 		stale      *hot.StaleTokenError
 		wrongToken *hot.WrongTokenError
 		other      *hot.HeldByOtherError
+		notYours   *auth.NotYoursError
 	)
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &notYours):
+		return grpcerr.PermissionDenied("%s", notYours.Error())
 	case errors.As(err, &notFound):
 		return grpcerr.NotFound("%s", notFound.Error())
 	case errors.As(err, &free):

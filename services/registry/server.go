@@ -56,6 +56,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	"github.com/converge-dev/converge/platform/auth"
 	"github.com/converge-dev/converge/platform/repopath"
 	"github.com/converge-dev/converge/services/registry/hot"
 	"github.com/converge-dev/converge/services/registry/store"
@@ -212,6 +213,9 @@ func (s *Server) AcquireLock(ctx context.Context, req *registryv1.AcquireLockReq
 	if req.GetTtl() == nil || ttl <= 0 {
 		return nil, invalid(msg, "ttl", "value is required")
 	}
+	if err := s.checkHolder(ctx, req.GetHolder()); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
 	lock, granted, err := s.hot.Acquire(ctx, resource, req.GetHolder(), ttl, req.GetWait().AsDuration())
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -230,6 +234,9 @@ func (s *Server) RenewLock(ctx context.Context, req *registryv1.RenewLockRequest
 	if req.GetTtl() == nil || ttl <= 0 {
 		return nil, invalid(msg, "ttl", "value is required")
 	}
+	if err := s.checkHolder(ctx, req.GetHolder()); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
 	lock, err := s.hot.Renew(ctx, resource, req.GetHolder(), req.GetToken(), ttl)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -242,6 +249,9 @@ func (s *Server) ReleaseLock(ctx context.Context, req *registryv1.ReleaseLockReq
 	resource, err := repopath.Clean(req.GetResource())
 	if err != nil {
 		return nil, invalidPath("ReleaseLockRequest", "resource", err)
+	}
+	if err := s.checkHolder(ctx, req.GetHolder()); err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
 	if err := s.hot.Release(ctx, resource, req.GetHolder(), req.GetToken()); err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -363,6 +373,9 @@ func livenessTTL(a store.Agent) time.Duration {
 // RegisterAgent records an agent instance and puts it in the liveness index. A new session of
 // the instance releases the locks the instance holds.
 func (s *Server) RegisterAgent(ctx context.Context, req *registryv1.RegisterAgentRequest) (*registryv1.RegisterAgentResponse, error) {
+	if err := s.checkInstance(ctx, req.GetInstanceId()); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
 	reg, err := s.store.RegisterAgent(ctx, store.NewAgent{
 		InstanceID:  req.GetInstanceId(),
 		ExecutionID: req.GetExecutionId(),
@@ -371,6 +384,7 @@ func (s *Server) RegisterAgent(ctx context.Context, req *registryv1.RegisterAgen
 		Config:      configFromProto(req.GetConfig()),
 		Host:        req.GetHost(),
 		SessionID:   req.GetSessionId(),
+		Principal:   auth.Name(ctx),
 	})
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -417,6 +431,9 @@ func (s *Server) Heartbeat(ctx context.Context, req *registryv1.HeartbeatRequest
 	}
 	if req.GetErrorContext() != nil && status != store.AgentFailed && status != store.AgentStuck {
 		return nil, invalid("HeartbeatRequest", "error_context", "only with status AGENT_STATUS_FAILED or AGENT_STATUS_STUCK")
+	}
+	if err := s.checkInstance(ctx, req.GetInstanceId()); err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
 	a, _, err := s.store.Heartbeat(ctx, store.Beat{
 		InstanceID:      req.GetInstanceId(),

@@ -12,6 +12,7 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/auth"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -31,6 +32,9 @@ var errNothing = errors.New("nothing to claim")
 func (s *Server) ClaimTask(ctx context.Context, req *schedulerv1.ClaimTaskRequest) (*schedulerv1.ClaimTaskResponse, error) {
 	wait := req.GetWait().AsDuration()
 	deadline := time.Now().Add(wait)
+	if err := s.checkInstance(ctx, req.GetInstanceId()); err != nil {
+		return nil, toStatus(err)
+	}
 	// A new session of the instance (its process restarted) takes back what the old one held.
 	if err := s.replaceSessions(ctx, req.GetInstanceId(), req.GetSessionId()); err != nil {
 		return nil, toStatus(err)
@@ -98,7 +102,7 @@ func (s *Server) claimOnce(ctx context.Context, req *schedulerv1.ClaimTaskReques
 		var claimed *schedulerv1.ClaimedAssignment
 		err := s.update(ctx, e.GetId(), func(r *runner) error {
 			var err error
-			claimed, err = r.lease(req.GetInstanceId(), req.GetSessionId(), kinds)
+			claimed, err = r.lease(req.GetInstanceId(), req.GetSessionId(), auth.Name(ctx), kinds)
 			return err
 		})
 		if errors.Is(err, errNothing) || errors.Is(err, store.ErrNotFound) {
@@ -112,8 +116,9 @@ func (s *Server) claimOnce(ctx context.Context, req *schedulerv1.ClaimTaskReques
 	return nil, nil
 }
 
-// lease hands the next pending assignment of the open wave to instance (its process's session).
-func (r *runner) lease(instance, session string, kinds []schedulerv1.AssignmentKind) (*schedulerv1.ClaimedAssignment, error) {
+// lease hands the next pending assignment of the open wave to instance (its process's session),
+// claimed by principal ("" when the server authenticates nobody).
+func (r *runner) lease(instance, session, principal string, kinds []schedulerv1.AssignmentKind) (*schedulerv1.ClaimedAssignment, error) {
 	if r.e.GetStatus() != schedulerv1.ExecutionStatus_EXECUTION_STATUS_RUNNING || r.e.GetCurrentWave() == 0 {
 		return nil, errNothing
 	}
@@ -132,6 +137,7 @@ func (r *runner) lease(instance, session string, kinds []schedulerv1.AssignmentK
 	a.Status = schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_ASSIGNED
 	a.InstanceId = instance
 	a.SessionID = session
+	a.Principal = principal
 	a.FencingToken++
 	a.LeaseExpireTime = timestamppb.New(r.tx.Now().Add(d))
 	a.AssignTime = r.now()

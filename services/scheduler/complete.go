@@ -23,7 +23,7 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 		return nil, toStatus(err)
 	}
 	err = s.update(ctx, eid, func(r *runner) error {
-		a, err := r.holder(req.GetAssignmentId(), req.GetInstanceId(), req.GetFencingToken())
+		a, err := r.holder(ctx, req.GetAssignmentId(), req.GetInstanceId(), req.GetFencingToken())
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/converge-dev/converge/platform/auth"
 	"github.com/converge-dev/converge/platform/grpcerr"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
@@ -77,10 +78,13 @@ func toStatus(err error) error {
 		return nil
 	}
 	var (
-		bad   *badRequest
-		state *stateError
+		bad      *badRequest
+		state    *stateError
+		notYours *auth.NotYoursError
 	)
 	switch {
+	case errors.As(err, &notYours):
+		return grpcerr.PermissionDenied("%s", notYours.Error())
 	case errors.As(err, &state):
 		return status.Error(state.code, state.msg)
 	case errors.As(err, &bad):

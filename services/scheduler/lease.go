@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -20,9 +21,13 @@ func leaseDuration(o *schedulerv1.ExecutionOptions) time.Duration {
 }
 
 // holder checks that the caller still holds assignment id with token: Aborted otherwise.
-func (r *runner) holder(id, instance string, token int64) (*store.Assignment, error) {
+func (r *runner) holder(ctx context.Context, id, instance string, token int64) (*store.Assignment, error) {
 	a, err := r.tx.Assignment(id)
 	if err != nil {
+		return nil, err
+	}
+	// Whose it is comes first: another principal learns nothing of the lease's token.
+	if err := checkAssignment(ctx, a); err != nil {
 		return nil, err
 	}
 	switch {

@@ -38,7 +38,7 @@ func (s *Server) ReportProgress(ctx context.Context, req *schedulerv1.ReportProg
 		return nil, toStatus(err)
 	}
 	err = s.update(ctx, eid, func(r *runner) error {
-		a, err := r.holder(req.GetAssignmentId(), req.GetInstanceId(), req.GetFencingToken())
+		a, err := r.holder(ctx, req.GetAssignmentId(), req.GetInstanceId(), req.GetFencingToken())
 		if err != nil {
 			return err
 		}
@@ -94,7 +94,7 @@ func (s *Server) RecordCheckpoint(ctx context.Context, req *schedulerv1.RecordCh
 		return nil, toStatus(err)
 	}
 	err = s.update(ctx, eid, func(r *runner) error {
-		a, err := r.holder(req.GetAssignmentId(), req.GetInstanceId(), req.GetFencingToken())
+		a, err := r.holder(ctx, req.GetAssignmentId(), req.GetInstanceId(), req.GetFencingToken())
 		if err != nil {
 			return err
 		}

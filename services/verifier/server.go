@@ -306,7 +306,7 @@ func (s *Server) RecordHumanVerdict(ctx context.Context, req *verifierv1.RecordH
 		LoopKey:     loopKey,
 		CriterionId: req.GetCriterionId(),
 		Decision:    req.GetDecision(),
-		Who:         req.GetWho(),
+		Who:         verdictWho(ctx, req.GetWho()),
 		Note:        req.GetNote(),
 		ReportId:    reviewed.GetId(),
 	})
@@ -319,7 +319,7 @@ func (s *Server) RecordHumanVerdict(ctx context.Context, req *verifierv1.RecordH
 	}
 	loop := report.LoopVerdict(latest[0].VerifyReport, signoffs)
 	s.cfg.logger.InfoContext(ctx, "human verdict recorded", "loop_key", loopKey, "criterion", req.GetCriterionId(),
-		"decision", store.ShortName(req.GetDecision()), "who", req.GetWho(), "loop_verdict", store.ShortName(loop.GetVerdict()))
+		"decision", store.ShortName(req.GetDecision()), "who", hv.GetWho(), "loop_verdict", store.ShortName(loop.GetVerdict()))
 	return &verifierv1.RecordHumanVerdictResponse{HumanVerdict: hv, Loop: loop}, nil
 }
 
@@ -343,4 +343,18 @@ func (s *Server) ListHumanVerdicts(ctx context.Context, req *verifierv1.ListHuma
 		res.NextPageToken = pagetoken.Encode(req, list[size-1].GetId())
 	}
 	return res, nil
+}
+
+// verdictWho is who signed a verdict off: the authenticated principal, with the request's who in
+// parentheses when it says something else; the request's who on a server that authenticates
+// nobody.
+func verdictWho(ctx context.Context, given string) string {
+	p, ok := auth.FromContext(ctx)
+	switch {
+	case !ok:
+		return given
+	case given == "" || given == p.Name:
+		return p.Name
+	}
+	return p.Name + " (" + given + ")"
 }

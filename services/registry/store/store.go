@@ -261,6 +261,10 @@ type NewAgent struct {
 	Host string
 	// SessionID is the registering process's session (boot id); "" for none.
 	SessionID string
+	// Principal is the authenticated caller that registers it (auth.Principal.Name); "" when the
+	// server authenticates nobody. It is recorded by the first registration (or the first with
+	// one) and kept by later ones.
+	Principal string
 }
 
 // Registration is the outcome of RegisterAgent.
@@ -297,6 +301,8 @@ type Agent struct {
 	ReportedStatus AgentStatus
 	// SessionID is the session of the process that registered last; "" for none.
 	SessionID string
+	// Principal is the authenticated caller that registered the instance; "" for none.
+	Principal string
 	Host      string
 	Config    AgentConfig
 	// ErrorContext is the last error reported with status failed or stuck; nil when none.

@@ -3454,8 +3454,12 @@ type Assignment struct {
 	FilesChanged []string `protobuf:"bytes,23,rep,name=files_changed,json=filesChanged,proto3" json:"files_changed,omitempty"`
 	// Last 64 KiB of the task validation's output.
 	ValidationOutputTail string `protobuf:"bytes,24,opt,name=validation_output_tail,json=validationOutputTail,proto3" json:"validation_output_tail,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The authenticated principal that claimed the current lease (set by ClaimTask; empty when the
+	// server authenticates nobody). Only it, or an operator, may report progress, record
+	// checkpoints and complete the assignment (PermissionDenied otherwise; docs/security.md).
+	Principal     string `protobuf:"bytes,25,opt,name=principal,proto3" json:"principal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Assignment) Reset() {
@@ -3652,6 +3656,13 @@ func (x *Assignment) GetFilesChanged() []string {
 func (x *Assignment) GetValidationOutputTail() string {
 	if x != nil {
 		return x.ValidationOutputTail
+	}
+	return ""
+}
+
+func (x *Assignment) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
 	}
 	return ""
 }
@@ -7964,7 +7975,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"placements\x129\n" +
 	"\n" +
 	"start_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
-	"\bend_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xa1\b\n" +
+	"\bend_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xbf\b\n" +
 	"\n" +
 	"Assignment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x129\n" +
@@ -7995,7 +8006,8 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x05tries\x18\x15 \x01(\x05R\x05tries\x12+\n" +
 	"\x11discoveries_count\x18\x16 \x01(\x05R\x10discoveriesCount\x12#\n" +
 	"\rfiles_changed\x18\x17 \x03(\tR\ffilesChanged\x124\n" +
-	"\x16validation_output_tail\x18\x18 \x01(\tR\x14validationOutputTail\"\xd1\x04\n" +
+	"\x16validation_output_tail\x18\x18 \x01(\tR\x14validationOutputTail\x12\x1c\n" +
+	"\tprincipal\x18\x19 \x01(\tR\tprincipal\"\xd1\x04\n" +
 	"\x15StartExecutionRequest\x12L\n" +
 	"\ftask_list_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\n" +
 	"taskListId\x12A\n" +

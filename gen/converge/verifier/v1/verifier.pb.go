@@ -3808,7 +3808,9 @@ type HumanVerdict struct {
 	CriterionId string `protobuf:"bytes,3,opt,name=criterion_id,json=criterionId,proto3" json:"criterion_id,omitempty"`
 	// PASS or FAIL.
 	Decision HumanDecision `protobuf:"varint,4,opt,name=decision,proto3,enum=converge.verifier.v1.HumanDecision" json:"decision,omitempty"`
-	// Who decided, as given.
+	// Who decided: on a server that authenticates callers, the authenticated principal's name,
+	// followed by the request's `who` in parentheses when that differs ("ops-alice (Alice Smith)");
+	// as given when the server authenticates nobody.
 	Who string `protobuf:"bytes,5,opt,name=who,proto3" json:"who,omitempty"`
 	// Why, in words.
 	Note string `protobuf:"bytes,6,opt,name=note,proto3" json:"note,omitempty"`
@@ -5261,7 +5263,8 @@ type RecordHumanVerdictRequest struct {
 	CriterionId string `protobuf:"bytes,2,opt,name=criterion_id,json=criterionId,proto3" json:"criterion_id,omitempty"`
 	// PASS or FAIL. Required.
 	Decision HumanDecision `protobuf:"varint,3,opt,name=decision,proto3,enum=converge.verifier.v1.HumanDecision" json:"decision,omitempty"`
-	// Who decided (name or email). Required, 1 to 256 characters.
+	// Who decided (name or email). Required, 1 to 256 characters. Recorded after the authenticated
+	// principal's name (HumanVerdict.who) on a server that authenticates callers.
 	Who string `protobuf:"bytes,4,opt,name=who,proto3" json:"who,omitempty"`
 	// Why; required for FAIL (it becomes the failure's `actual` for the next iteration). At most
 	// 16384 characters.

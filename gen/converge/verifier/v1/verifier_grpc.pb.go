@@ -105,7 +105,8 @@ type VerifierServiceClient interface {
 	// except that a FAIL stops applying once a later report exists: the build gets one iteration to
 	// fix it (the note becomes the failure's `actual`), then the criterion is PENDING_HUMAN again for
 	// re-review. Sign-off is only for HUMAN_VERIFY criteria: automatic checks cannot be overridden.
-	// Deployments should grant this RPC to operators' credentials only, not to agents'.
+	// Only principals with the operator role may call it (PermissionDenied otherwise), and the
+	// verdict's `who` is recorded from the authenticated principal (docs/security.md).
 	//
 	// Errors: NotFound when the loop has no complete report, or report_id does not exist or belongs
 	// to another loop. FailedPrecondition when the criterion is not in the reviewed report or is not
@@ -291,7 +292,8 @@ type VerifierServiceServer interface {
 	// except that a FAIL stops applying once a later report exists: the build gets one iteration to
 	// fix it (the note becomes the failure's `actual`), then the criterion is PENDING_HUMAN again for
 	// re-review. Sign-off is only for HUMAN_VERIFY criteria: automatic checks cannot be overridden.
-	// Deployments should grant this RPC to operators' credentials only, not to agents'.
+	// Only principals with the operator role may call it (PermissionDenied otherwise), and the
+	// verdict's `who` is recorded from the authenticated principal (docs/security.md).
 	//
 	// Errors: NotFound when the loop has no complete report, or report_id does not exist or belongs
 	// to another loop. FailedPrecondition when the criterion is not in the reviewed report or is not

@@ -162,7 +162,7 @@ func (s *Store) ListOwners(ctx context.Context, q store.ListOwnersQuery) ([]stor
 func agentColumns(derivedStatus string) string {
 	return `instance_id, coalesce(execution_id, ''), agent_type, coalesce(current_task_id, ''),
 	coalesce(wave_number, 0), status, hostname, config, error_context, progress_percent, memory_usage_mb,
-	cpu_percent, spawned_at, last_heartbeat, completed_at, session_id, ` + derivedStatus
+	cpu_percent, spawned_at, last_heartbeat, completed_at, session_id, principal, ` + derivedStatus
 }
 
 // storedColumns are agentColumns without derivation: the status as stored.
@@ -190,7 +190,7 @@ func scanAgent(row pgx.Row, extra ...any) (store.Agent, error) {
 	)
 	dest := append([]any{&a.InstanceID, &a.ExecutionID, &a.AgentType, &a.CurrentTaskID, &a.WaveNumber,
 		&reported, &a.Host, &config, &errCtx, &a.ProgressPercent, &a.MemoryUsageMB, &a.CPUPercent,
-		&a.SpawnedAt, &lastHeartbeat, &completed, &a.SessionID, &status}, extra...)
+		&a.SpawnedAt, &lastHeartbeat, &completed, &a.SessionID, &a.Principal, &status}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return store.Agent{}, err
 	}
@@ -221,11 +221,11 @@ func (s *Store) RegisterAgent(ctx context.Context, n store.NewAgent) (reg store.
 	config := store.MarshalConfig(n.Config.WithDefaults())
 	err = pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
 		a, err := scanAgent(tx.QueryRow(ctx, `
-			INSERT INTO build_agent_instances (instance_id, execution_id, agent_type, wave_number, config, hostname, session_id)
-			VALUES ($1, nullif($2, ''), $3, nullif($4, 0), $5, $6, $7)
+			INSERT INTO build_agent_instances (instance_id, execution_id, agent_type, wave_number, config, hostname, session_id, principal)
+			VALUES ($1, nullif($2, ''), $3, nullif($4, 0), $5, $6, $7, $8)
 			ON CONFLICT (instance_id) DO NOTHING
 			RETURNING `+storedColumns,
-			n.InstanceID, n.ExecutionID, agentType, n.WaveNumber, config, n.Host, n.SessionID))
+			n.InstanceID, n.ExecutionID, agentType, n.WaveNumber, config, n.Host, n.SessionID, n.Principal))
 		if err == nil {
 			reg = store.Registration{Agent: a, Created: true}
 			return nil
@@ -260,10 +260,11 @@ func (s *Store) RegisterAgent(ctx context.Context, n store.NewAgent) (reg store.
 				previous_session_id = session_id, locks_release_pending = true,
 				status = 'initializing', current_task_id = NULL, error_context = NULL, progress_percent = 0,
 				memory_usage_mb = 0, cpu_percent = 0, consecutive_failures = 0, spawned_at = now(),
-				last_heartbeat = NULL, completed_at = NULL, updated_at = now()
+				last_heartbeat = NULL, completed_at = NULL, updated_at = now(),
+				principal = CASE WHEN principal = '' THEN $7 ELSE principal END
 			WHERE instance_id = $1
 			RETURNING `+storedColumns,
-			n.InstanceID, agentType, n.WaveNumber, config, n.Host, n.SessionID))
+			n.InstanceID, agentType, n.WaveNumber, config, n.Host, n.SessionID, n.Principal))
 		if err != nil {
 			return err
 		}

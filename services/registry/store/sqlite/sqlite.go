@@ -188,7 +188,7 @@ func (s *Store) ListOwners(ctx context.Context, q store.ListOwnersQuery) ([]stor
 func agentColumns(derivedStatus string) string {
 	return `instance_id, coalesce(execution_id, ''), agent_type, coalesce(current_task_id, ''),
 	coalesce(wave_number, 0), status, hostname, config, error_context, progress_percent, memory_usage_mb,
-	cpu_percent, spawned_at, last_heartbeat, completed_at, session_id, ` + derivedStatus
+	cpu_percent, spawned_at, last_heartbeat, completed_at, session_id, principal, ` + derivedStatus
 }
 
 // storedColumns are agentColumns without derivation: the status as stored.
@@ -232,7 +232,7 @@ func scanAgent(row scanner, extra ...any) (store.Agent, error) {
 	)
 	dest := append([]any{&a.InstanceID, &a.ExecutionID, &a.AgentType, &a.CurrentTaskID, &a.WaveNumber,
 		&reported, &a.Host, &config, &errCtx, &a.ProgressPercent, &a.MemoryUsageMB, &a.CPUPercent,
-		&spawned, &lastHeartbeat, &completed, &a.SessionID, &status}, extra...)
+		&spawned, &lastHeartbeat, &completed, &a.SessionID, &a.Principal, &status}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return store.Agent{}, err
 	}
@@ -297,10 +297,10 @@ func (s *Store) RegisterAgent(ctx context.Context, n store.NewAgent) (reg store.
 		}
 		if !found {
 			a, err := scanAgent(tx.QueryRowContext(ctx, `
-				INSERT INTO build_agent_instances (instance_id, execution_id, agent_type, wave_number, config, hostname, session_id, spawned_at, updated_at)
-				VALUES (?1, nullif(?2, ''), ?3, nullif(?4, 0), ?5, ?6, ?7, ?8, ?8)
+				INSERT INTO build_agent_instances (instance_id, execution_id, agent_type, wave_number, config, hostname, session_id, spawned_at, updated_at, principal)
+				VALUES (?1, nullif(?2, ''), ?3, nullif(?4, 0), ?5, ?6, ?7, ?8, ?8, ?9)
 				RETURNING `+storedColumns,
-				n.InstanceID, n.ExecutionID, agentType, n.WaveNumber, config, n.Host, n.SessionID, nowText))
+				n.InstanceID, n.ExecutionID, agentType, n.WaveNumber, config, n.Host, n.SessionID, nowText, n.Principal))
 			reg = store.Registration{Agent: a, Created: true}
 			return err
 		}
@@ -311,10 +311,11 @@ func (s *Store) RegisterAgent(ctx context.Context, n store.NewAgent) (reg store.
 				previous_session_id = session_id, locks_release_pending = 1,
 				status = 'initializing', current_task_id = NULL, error_context = NULL, progress_percent = 0,
 				memory_usage_mb = 0, cpu_percent = 0, consecutive_failures = 0, spawned_at = ?7,
-				last_heartbeat = NULL, completed_at = NULL, updated_at = ?7
+				last_heartbeat = NULL, completed_at = NULL, updated_at = ?7,
+				principal = CASE WHEN principal = '' THEN ?8 ELSE principal END
 			WHERE instance_id = ?1
 			RETURNING `+storedColumns,
-			n.InstanceID, agentType, n.WaveNumber, config, n.Host, n.SessionID, nowText))
+			n.InstanceID, agentType, n.WaveNumber, config, n.Host, n.SessionID, nowText, n.Principal))
 		reg = store.Registration{Agent: a, Replaced: true, ReplacedSession: existing.SessionID, ReleaseLocks: true}
 		return err
 	})

@@ -133,6 +133,28 @@ func runAgents(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.NoError(t, err)
 		require.False(t, reg.Created)
 	})
+	t.Run("ThePrincipalOfTheFirstRegistrationIsKept", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		reg, err := s.RegisterAgent(t.Context(), store.NewAgent{InstanceID: "owned", SessionID: "s1", Principal: "pool-a"})
+		require.NoError(t, err)
+		require.Equal(t, "pool-a", reg.Agent.Principal)
+		// A new session registered by someone else (an operator) keeps the owner.
+		reg, err = s.RegisterAgent(t.Context(), store.NewAgent{InstanceID: "owned", SessionID: "s2", Principal: "ops"})
+		require.NoError(t, err)
+		require.True(t, reg.Replaced)
+		require.Equal(t, "pool-a", reg.Agent.Principal)
+		got, err := s.GetAgent(t.Context(), "owned", windows)
+		require.NoError(t, err)
+		require.Equal(t, "pool-a", got.Principal)
+		// An instance registered with no principal takes the first one that comes.
+		_, err = s.RegisterAgent(t.Context(), store.NewAgent{InstanceID: "open", SessionID: "s1"})
+		require.NoError(t, err)
+		reg, err = s.RegisterAgent(t.Context(), store.NewAgent{InstanceID: "open", SessionID: "s2", Principal: "pool-b"})
+		require.NoError(t, err)
+		require.Equal(t, "pool-b", reg.Agent.Principal)
+	})
+
 	t.Run("GetAgentUnknown", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

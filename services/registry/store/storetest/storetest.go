@@ -46,7 +46,7 @@ var schema = harness.Schema{
 		"instance_id", "execution_id", "current_task_id", "wave_number", "agent_type", "status",
 		"hostname", "labels", "config", "error_context", "consecutive_failures", "spawned_at",
 		"last_heartbeat", "completed_at", "updated_at", "progress_percent", "memory_usage_mb", "cpu_percent",
-		"session_id", "previous_session_id", "locks_release_pending",
+		"session_id", "previous_session_id", "locks_release_pending", "principal",
 	},
 	"agent_heartbeats": {
 		"id", "instance_id", "status", "current_task_id", "progress_percent", "memory_usage_mb",
