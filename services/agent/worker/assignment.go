@@ -262,9 +262,14 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 	case schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED:
 		w.setState(func(s *Status) { s.Completed++; s.ConsecutiveFailures = 0 })
 	case schedulerv1.CompletionResult_COMPLETION_RESULT_FAILED:
+		// Stuck counts tasks, not tries (seed 000): one task failing all its tries is one
+		// failure; three different tasks failing in a row make the agent STUCK.
 		w.setState(func(s *Status) {
 			s.Failed++
 			s.LastError = out.err
+			if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK {
+				s.ConsecutiveFailures++
+			}
 		})
 	}
 	consecutive := w.Snapshot().ConsecutiveFailures

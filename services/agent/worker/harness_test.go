@@ -51,6 +51,27 @@ type fakeScheduler struct {
 	// onClaim, when set, runs when an assignment is handed out (before ClaimTask answers).
 	onClaim   func(*schedulerv1.ClaimedAssignment)
 	completed chan *schedulerv1.CompleteTaskRequest
+	// checkpoints are the RecordCheckpoint requests, in order.
+	checkpoints []*schedulerv1.RecordCheckpointRequest
+}
+
+func (f *fakeScheduler) RecordCheckpoint(_ context.Context, req *schedulerv1.RecordCheckpointRequest, _ ...grpc.CallOption) (*schedulerv1.RecordCheckpointResponse, error) {
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.checkpoints = append(f.checkpoints, proto.Clone(req).(*schedulerv1.RecordCheckpointRequest))
+	ck := proto.Clone(req.GetCheckpoint()).(*commonv1.Checkpoint)
+	ck.Id = fmt.Sprintf("ck_%d", len(f.checkpoints))
+	return &schedulerv1.RecordCheckpointResponse{Checkpoint: ck}, nil
+}
+
+// recorded answers the checkpoints recorded so far.
+func (f *fakeScheduler) recorded() []*schedulerv1.RecordCheckpointRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*schedulerv1.RecordCheckpointRequest(nil), f.checkpoints...)
 }
 
 func newFakeScheduler() *fakeScheduler {

@@ -43,7 +43,7 @@ func (w *Worker) RunTask(ctx context.Context, req *agentv1.RunTaskRequest, send 
 	ca := &schedulerv1.ClaimedAssignment{
 		Assignment: &schedulerv1.Assignment{Id: id, Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK, ExecutionId: id,
 			TaskId: t.GetId(), Attempt: 1, Status: schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_RUNNING},
-		Task: t, Repository: req.GetRepository(), Options: opts, Context: req.GetContext(),
+		Task: t, Repository: req.GetRepository(), Options: opts, Context: req.GetContext(), ScopeGuards: req.GetScopeGuards(),
 		LeaseDuration: durationpb.New(time.Minute), HeartbeatInterval: durationpb.New(time.Second),
 	}
 	for _, h := range req.GetHints() {

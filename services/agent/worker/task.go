@@ -178,6 +178,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 			return outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED, tries: int32(try - 1)}
 		}
 		l.progress(int32(20+60*(try-1)/maxTries), fmt.Sprintf("execute (try %d/%d)", try, maxTries))
+		w.recordCheckpoint(ctx, l, cp, try, hints)
 		text := prompt.Build(prompt.In{Task: t, Gotchas: gotchas, Hints: hints, Conventions: conventionsOf(ca), MaxBytes: 256 << 10})
 		res, err := ex.Run(ctx, executor.Request{Dir: wt.Dir, Task: t, Prompt: text, Timeout: timeout, OutputCap: outputCap, Attempt: try})
 		var why, code, output string
@@ -211,17 +212,20 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 					err: &commonv1.ErrorContext{Code: "FENCED", Message: "lease or file lock lost before writing: " + why, TaskId: t.GetId(), Timestamp: now()}}
 			}
 			out, err := w.finishTask(ctx, l, wt, res.Output, int32(try))
-			if err != nil {
+			var scope *scopeError
+			switch {
+			case errors.As(err, &scope):
+				code, why = codeScopeGuard, scope.Error()
+				l.event(commonv1.EventType_EVENT_TYPE_WARNING, why, map[string]any{"rule": scope.rule, "paths": anyList(scope.paths)})
+			case err != nil:
 				code, why = "COMMIT_FAILED", err.Error()
-			} else {
+			default:
 				out.validationOut = validationTail
 				keep = out.commit != "" && ca.GetTaskRef() == "" // unpushed commits are never deleted
-				w.setState(func(s *Status) { s.ConsecutiveFailures = 0 })
 				return out
 			}
 		}
 		// Failure: roll back to the checkpoint and retry with the failure as a hint.
-		w.setState(func(s *Status) { s.ConsecutiveFailures++ })
 		if line := lastLine(output); line != "" && !strings.Contains(why, line) {
 			why += ": " + line
 		}
@@ -295,6 +299,13 @@ func (w *Worker) finishTask(ctx context.Context, l *lease, wt *workspace.Worktre
 		l.event(commonv1.EventType_EVENT_TYPE_WARNING, msg, map[string]any{"discarded": list, "discarded_count": float64(len(stray))})
 		w.log.Warn("task changes not committed", "task", t.GetId(), "paths", len(stray), "declared", declared)
 	}
+	all := make([]string, len(changes))
+	for i, c := range changes {
+		all[i] = c.Path
+	}
+	if err := checkScope(ca.GetScopeGuards(), all, paths); err != nil {
+		return out, err
+	}
 	if len(paths) == 0 {
 		return out, nil // nothing of the task's changed: nothing to commit (e.g. a TEST task)
 	}
@@ -305,6 +316,9 @@ func (w *Worker) finishTask(ctx context.Context, l *lease, wt *workspace.Worktre
 	}
 	if err != nil {
 		return out, err
+	}
+	if err := checkLines(ca.GetScopeGuards(), lines, paths); err != nil {
+		return out, err // the commit is local: the try's rollback undoes it
 	}
 	if ref := ca.GetTaskRef(); ref != "" {
 		if err := wt.Push(ctx, sha, ref, true); err != nil {
@@ -483,6 +497,44 @@ func (w *Worker) worktree(ctx context.Context, ca *schedulerv1.ClaimedAssignment
 		}
 	}
 	return r.AddWorktree(ctx, name, base)
+}
+
+// recordCheckpoint records the checkpoint a try starts from with the Scheduler
+// (RecordCheckpoint), so that GetHandoffContext and a rollback can name it: the commit before the
+// try, its kind and the task's file hashes. Without a Scheduler (RunTask) or a repository (a
+// scratch directory has no commit) there is nothing to record; a refusal is a warning, never a
+// failed try.
+func (w *Worker) recordCheckpoint(ctx context.Context, l *lease, cp workspace.Checkpoint, try int, hints []string) {
+	if l.local != nil || w.cfg.Scheduler == nil || cp.Commit == "" {
+		return
+	}
+	a := l.ca.GetAssignment()
+	kind := "before_try"
+	reason := "first try"
+	if try > 1 {
+		kind, reason = "retry", lastLine(hints[len(hints)-1])
+	}
+	ck := &commonv1.Checkpoint{GitRef: cp.Commit, Metadata: map[string]string{
+		"kind": kind, "try": fmt.Sprint(try), "attempt": fmt.Sprint(a.GetAttempt()), "reason": truncate(reason, 1024)}}
+	for _, f := range cp.Files {
+		ck.Files = append(ck.Files, &commonv1.FileHash{Path: f.Path, Sha256: f.SHA256})
+	}
+	rctx, cancel := context.WithTimeout(ctx, registryCallTimeout)
+	defer cancel()
+	if _, err := w.cfg.Scheduler.RecordCheckpoint(rctx, &schedulerv1.RecordCheckpointRequest{AssignmentId: a.GetId(),
+		InstanceId: w.cfg.InstanceID, FencingToken: a.GetFencingToken(), Checkpoint: ck}); err != nil {
+		w.log.Warn("checkpoint not recorded", "task", a.GetTaskId(), "try", try, "err", err)
+		l.event(commonv1.EventType_EVENT_TYPE_WARNING, fmt.Sprintf("checkpoint of try %d not recorded: %v", try, err), nil)
+	}
+}
+
+// anyList converts paths for an event's context.
+func anyList(paths []string) []any {
+	out := make([]any, len(paths))
+	for i, p := range paths {
+		out[i] = p
+	}
+	return out
 }
 
 // workspaceCode is the error code of a workspace that could not be made: REPOSITORY_NOT_ALLOWED

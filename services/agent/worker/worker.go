@@ -125,7 +125,8 @@ type Status struct {
 	ProgressMessage string
 	// Counters since start.
 	Claimed, Completed, Failed int32
-	// ConsecutiveFailures are failed tries without a success between.
+	// ConsecutiveFailures are tasks that failed (all their tries) without a task succeeding
+	// between: what the Scheduler's STUCK rule counts.
 	ConsecutiveFailures int32
 	// Draining is set once Drain was called; DrainDeadline when it has one.
 	Draining      bool
