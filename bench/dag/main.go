@@ -351,7 +351,7 @@ func embedded(g graph, o options) (r side, err error) {
 	err = clustertest.Run(nil, func(tb clustertest.TB) error {
 		addr := clustertest.FreeAddr(tb)
 		dev := clustertest.StartProcess(tb, clustertest.ProcessSpec{Name: "converge-dev", Bin: clustertest.Binary(tb, "converge"),
-			Args: []string{"dev", "--in-memory", "--listen", addr, "--log-level", "warn"}})
+			Args: []string{"dev", "--in-memory", "--insecure-no-auth", "--listen", addr, "--log-level", "warn"}})
 		clustertest.WaitHealth(tb, dev, addr, "", healthpb.HealthCheckResponse_SERVING, 0)
 		work := tb.TempDir()
 		for i := range o.agents {

@@ -44,7 +44,11 @@ func (f *clientFlags) bind(cmd *cobra.Command, serverDefault, serverUsage string
 
 // dial connects to the server; the connection is lazy, check reaches it.
 func (f *clientFlags) dial() (*grpc.ClientConn, error) {
-	o := client.Options{Token: f.Token, TLS: f.TLS || f.TLSCA != ""}
+	token := f.Token
+	if token == "" {
+		token = discoverDevToken(f.Server) // `converge dev` on this machine (devtoken.go)
+	}
+	o := client.Options{Token: token, TLS: f.TLS || f.TLSCA != ""}
 	if f.TLSCA != "" {
 		pem, err := os.ReadFile(f.TLSCA)
 		if err != nil {

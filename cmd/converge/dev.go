@@ -52,6 +52,10 @@ type devOptions struct {
 	Ready func(addr string)
 	// Dashboard: the web dashboard's flags (dashboard.go).
 	Dashboard dashboardFlags
+	// InsecureNoAuth turns the dev token off: any local user may call the suite.
+	InsecureNoAuth bool
+	// DevToken is accepted besides AuthTokens (the generated dev token, devtoken.go); "" for none.
+	DevToken string
 }
 
 func devCommand() *cobra.Command {
@@ -73,6 +77,14 @@ func devCommand() *cobra.Command {
 					return err
 				}
 			}
+			if !opts.InsecureNoAuth {
+				tok, path, err := newDevToken(opts.DataDir, opts.InMemory)
+				if err != nil {
+					return err
+				}
+				opts.DevToken = tok
+				announceDevToken(cmd.ErrOrStderr(), tok, path)
+			}
 			ctx, stop := server.SignalContext(cmd.Context())
 			defer stop()
 			lis, err := net.Listen("tcp", opts.Listen)
@@ -89,6 +101,7 @@ func devCommand() *cobra.Command {
 	cmd.Flags().IntVar(&opts.Agents, "agents", 0, "local agent workers to run in the process (they claim work from this server)")
 	cmd.Flags().StringArrayVar(&opts.AgentAllowedRoots, "agent-allowed-root", agentRootsFromEnv("."), "directory under which the local agents may build in and push to local repositories, repeatable (default: the working directory) [CONVERGE_ALLOWED_ROOTS, ':'-separated]")
 	cmd.Flags().DurationVar(&opts.AgentDrainTimeout, "agent-drain-timeout", 30*time.Second, "on stop, how long the local agents may finish their current assignment before it is cancelled")
+	cmd.Flags().BoolVar(&opts.InsecureNoAuth, "insecure-no-auth", false, "no dev token: every local user may call the suite (and run commands as you through the Verifier)")
 	opts.Dashboard.bind(cmd)
 	return cmd
 }
@@ -128,9 +141,14 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 	defer stopBG()
 
 	opts.Listen = lis.Addr().String()
+	// The server accepts the dev token too; it is what the suite calls itself with.
+	flags := opts.Flags
+	if opts.DevToken != "" {
+		flags.AuthTokens = append([]string{opts.DevToken}, opts.AuthTokens...)
+	}
 	// The Scheduler reaches the Verifier, and the local agents every service, through this
 	// server's own address: the same contracts as between separate binaries.
-	self, err := dialSelf(opts.Flags, opts.Listen)
+	self, err := dialSelf(flags, opts.Listen)
 	if err != nil {
 		_ = lis.Close()
 		return err
@@ -177,7 +195,7 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 		agentOpts = append(agentOpts, agent.WithWorker(w))
 	}
 
-	cfg := opts.ServerConfig("converge-dev", logger)
+	cfg := flags.ServerConfig("converge-dev", logger)
 	cfg.DescriptorResolver = files
 	cfg.DrainDelay = opts.DrainDelay
 	cfg.Services = append(services, server.Service{Desc: &agentv1.AgentService_ServiceDesc, Impl: agent.New(agentOpts...)})

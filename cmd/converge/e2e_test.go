@@ -137,7 +137,7 @@ func TestREADMETranscripts(t *testing.T) {
 		addr, ok := servers[b.serverArgs]
 		if !ok {
 			addr = clustertest.FreeAddr(t)
-			args := append([]string{"dev", "--in-memory", "--listen", addr}, strings.Fields(b.serverArgs)...)
+			args := append([]string{"dev", "--in-memory", "--insecure-no-auth", "--listen", addr}, strings.Fields(b.serverArgs)...)
 			p := start(t, "converge", nil, args...)
 			waitHealth(t, p, addr, "", healthpb.HealthCheckResponse_SERVING)
 			servers[b.serverArgs] = addr

@@ -25,8 +25,10 @@ import (
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/auth"
 	"github.com/converge-dev/converge/platform/gitexec"
 	"github.com/converge-dev/converge/platform/grpcerr"
+	"github.com/converge-dev/converge/platform/servicecmd"
 	"github.com/converge-dev/converge/services/scheduler/tasklist"
 	"github.com/converge-dev/converge/services/verifier/criteria"
 )
@@ -469,6 +471,9 @@ func startSuite(sigCtx context.Context, o runOptions, env runEnv) (*suite, error
 		dopts.AgentAllowedRoots = []string{dir}
 	}
 	dopts.LogFormat, dopts.LogLevel = "text", "info"
+	// The suite listens on loopback, where any local user could call it: it takes a token of
+	// its own, which only this process knows.
+	dopts.DevToken = auth.NewToken()
 	dopts.Flags.Listen = lis.Addr().String()
 	ready := make(chan string, 1)
 	dopts.Ready = func(addr string) { ready <- addr }
@@ -481,7 +486,7 @@ func startSuite(sigCtx context.Context, o runOptions, env runEnv) (*suite, error
 	defer t.Stop()
 	select {
 	case addr := <-ready:
-		if s.conn, err = dialSelf(dopts.Flags, addr); err != nil {
+		if s.conn, err = dialSelf(servicecmd.Flags{AuthTokens: []string{dopts.DevToken}}, addr); err != nil {
 			s.keepLog = true
 			s.stop()
 			return nil, err

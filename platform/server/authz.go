@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/x509"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -146,4 +147,22 @@ func (s *Server) reloadOnHangup(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// metricsAuth guards the /metrics listener like the gRPC one: on a server that authenticates,
+// a scrape must carry the bearer token of a principal (any role; Prometheus'
+// `authorization: {credentials_file: ...}`), else 401.
+func (s *Server) metricsAuth(next http.Handler) http.Handler {
+	if !s.cfg.authenticates() {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if _, known := s.authTable.Load().ByToken(token); !ok || !strings.EqualFold(scheme, "bearer") || !known {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="converge metrics"`)
+			http.Error(w, "metrics need a bearer token of this server's principals", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -183,4 +185,39 @@ func TestMutualTLSUnmappedCertificate(t *testing.T) {
 	_, err := getLock(t.Context(), ts.dial(t, grpc.WithTransportCredentials(credentials.NewTLS(certs.clientTLS(true)))))
 	require.Equal(t, codes.Unauthenticated, status.Code(err))
 	require.Contains(t, status.Convert(err).Message(), `client certificate (CN "client") maps to no principal`)
+}
+
+// --metrics-listen follows the gRPC listener's rules: a token when the server authenticates, and
+// no open non-loopback address without one.
+func TestMetricsFollowAuth(t *testing.T) {
+	t.Parallel()
+	addr, metricsAddr := freeAddr(t), freeAddr(t)
+	srv, err := server.Config{ListenAddr: addr, MetricsAddr: metricsAddr, AuthTokens: []string{"tok"}, Logger: discardLogger(), DrainDelay: -1}.Complete()
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- srv.ListenAndServe(ctx) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+
+	get := func(token string) int {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+metricsAddr+"/metrics", nil)
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		_ = res.Body.Close()
+		return res.StatusCode
+	}
+	require.Eventually(t, func() bool { return get("tok") == http.StatusOK }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, http.StatusUnauthorized, get(""))
+	require.Equal(t, http.StatusUnauthorized, get("wrong"))
+
+	_, err = server.Config{MetricsAddr: "0.0.0.0:9090", Logger: discardLogger()}.Complete()
+	require.ErrorContains(t, err, `refusing to serve metrics on non-loopback address "0.0.0.0:9090" without authentication`)
+	_, err = server.Config{MetricsAddr: "0.0.0.0:9090", AllowUnauthenticated: true, Logger: discardLogger()}.Complete()
+	require.NoError(t, err)
 }

@@ -242,6 +242,13 @@ func (c Config) complete() (*completedConfig, error) {
 			unauthenticatedHint, cc.ListenAddr)
 	}
 
+	// /metrics follows the gRPC listener's rules (metrics.go): open only on loopback unless the
+	// server authenticates (then it asks for a token too) or AllowUnauthenticated.
+	if cc.MetricsAddr != "" && !cc.authenticates() && !cc.AllowUnauthenticated && !isLoopbackAddr(cc.MetricsAddr) {
+		return nil, fmt.Errorf("server: refusing to serve metrics on non-loopback address %q without authentication: "+
+			unauthenticatedHint, cc.MetricsAddr)
+	}
+
 	if err := validateServices(cc.Services); err != nil {
 		return nil, err
 	}

@@ -316,7 +316,7 @@ func (s *Server) startMetrics(ctx context.Context) (*http.Server, error) {
 		return nil, fmt.Errorf("server: listen for metrics on %s: %w", s.cfg.MetricsAddr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", s.MetricsHandler())
+	mux.Handle("GET /metrics", s.metricsAuth(s.MetricsHandler()))
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -159,7 +159,7 @@ var (
 func startDev(t *testing.T, extra ...string) *suite {
 	t.Helper()
 	dir := t.TempDir()
-	args := append([]string{"dev", "--in-memory", "--listen", "127.0.0.1:0", "--dashboard", "127.0.0.1:0",
+	args := append([]string{"dev", "--in-memory", "--insecure-no-auth", "--listen", "127.0.0.1:0", "--dashboard", "127.0.0.1:0",
 		"--verifier-allowed-root", dir}, extra...)
 	p := start(t, dir, convergeBin, args...)
 	s := &suite{dev: p, dir: dir}
