@@ -118,7 +118,7 @@ log "converge run examples/greeter --server 127.0.0.1:$port"
 # converge run reads the repository with git too: as the user that owns it.
 out=$work/run.out
 setpriv --reuid 65532 --regid 65532 --clear-groups env HOME="$work/home" CONVERGE_TOKEN="$token" \
-	"$work/converge" run "$root/examples/greeter/tasks.md" --server 127.0.0.1:$port \
+	"$work/converge" run "$root/examples/greeter/tasks.md" --no-write-back --server 127.0.0.1:$port \
 	--repo "$repo" --criteria "$root/examples/greeter/done-criteria.md" >"$out" 2>&1 &
 runpid=$!
 # A drain in the middle of the run: once agent1 has completed an assignment, SIGTERM it. It stops

@@ -94,7 +94,7 @@ func statusCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "status [execution]",
-		Short: "Show one execution (waves, running tasks, verdict), or a table of recent executions",
+		Short: "Show one execution (waves, running tasks, verdict, the tracking table of its tasks), or a table of recent executions",
 		Args:  maxArgs(1, "one execution id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 1 || limit > 1000 {
@@ -143,6 +143,12 @@ func showExecution(ctx context.Context, client schedulerv1.SchedulerServiceClien
 		running = res.GetAssignments()
 	}
 	renderExecution(w, ex, got.GetWaves(), name, running, now)
+	// The tracking table: every task of the list with its state (as write-back marks tasks.md).
+	states, err := readStates(ctx, client, ex)
+	if err != nil {
+		return err
+	}
+	renderTaskStates(w, states)
 	return nil
 }
 

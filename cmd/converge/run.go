@@ -63,6 +63,12 @@ type runOptions struct {
 	// MaxRetries is the retries of a failed task (it runs at most MaxRetries+1 times); nil = the
 	// Scheduler's default, 3.
 	MaxRetries *int
+	// NoWriteBack leaves a tasks.md alone (default: its Status lines and tracking table follow
+	// the run).
+	NoWriteBack bool
+	// Resume continues this execution (paused: resumed; failed or cancelled: a RETRY run of its
+	// list) instead of importing the file.
+	Resume string
 	// envErr is a CONVERGE_* variable of these flags that does not parse.
 	envErr error
 }
@@ -78,27 +84,44 @@ func runCommand() *cobra.Command {
 	var o runOptions
 	var retries int // --max-retries; -1 = not given
 	cmd := &cobra.Command{
-		Use:   "run <tasks.md|tasks.yaml|tasks.json>",
+		Use:   "run <tasks.md|execution-plan.md|tasks.yaml|tasks.json> | run --resume <execution> [tasks.md]",
 		Short: "Build a task list with local agents (or on --server) and exit 0 only when Verify Done answers CONVERGED",
 		Long: "converge run imports a task list, starts an execution and shows its progress until Verify Done " +
 			"answers. Without --server it starts the whole suite in this process on the embedded store (in " +
 			"memory unless --data-dir) with --agents local agents; with --server it submits to that deployment " +
 			"and watches. The format comes from the file's extension (.md: tasks.md, .yaml/.yml, .json) or " +
-			"--format. --repo names the git repository to build in (overriding the list's), --criteria the " +
+			"--format (tasks-md, plan for a 07-build execution plan, json, yaml). --repo names the git repository to build in (overriding the list's), --criteria the " +
 			"done-criteria.md Verify Done checks (overriding the list's). A repository with uncommitted " +
 			"changes is built from its last commit, without them: run warns and lists them.\n\n" +
 			"--heartbeat sets how often the execution's agents heartbeat and extend their lease (a lease " +
 			"is three heartbeats; default 30 s): an agent that dies holding a task loses it after at most " +
 			"a lease, or sooner when the Registry reports it stale. --max-retries sets how often a failed " +
 			"task is retried (it runs at most max-retries + 1 times; default 3).\n\n" +
+			"A tasks.md is kept current as the run goes (seed pb-build): each task's **Status:** line becomes " +
+			"🟡 IN PROGRESS, then 🟢 DONE (its steps checked), ⏭️ SKIPPED, ❌ FAILED, 🔵 BLOCKED or 🛑 DCR, by " +
+			"precise edits of that task's block, and an \"## Execution Tracking\" table is appended (or updated) " +
+			"when the run ends; every other byte stays. Run the file again to continue: DONE tasks are not run " +
+			"again, SKIPPED and BLOCKED ones not at all. --no-write-back leaves the file alone.\n\n" +
+			"--resume EXECUTION continues an execution instead of starting one: a paused one is resumed, a " +
+			"failed or cancelled one is run again as a RETRY of its list (its completed tasks are not run " +
+			"again). It needs the execution's store: --server, or the --data-dir it ran with.\n\n" +
 			"Exit status: 0 when the execution CONVERGED, 1 when it did not (or an error), 2 for a usage " +
 			"error (nothing started), 130 when interrupted (the execution is cancelled first).",
 		Example: "  converge run examples/greeter/tasks.md --repo /tmp/greeter --criteria examples/greeter/done-criteria.md\n" +
 			"  converge run tasks.md --heartbeat 5s --max-retries 1\n" +
+			"  converge run docs/execution-plan.md --format plan\n" +
+			"  converge run --resume ex_01J... --server 127.0.0.1:7070\n" +
 			"  converge run tasks.yaml --server scheduler.internal:7070 --token \"$CONVERGE_TOKEN\"",
-		Args: exactArgs(1, "one task list file"),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if o.Resume != "" {
+				return maxArgs(1, "one task list file (with --resume, optional: the tasks.md to write back to)")(cmd, args)
+			}
+			return exactArgs(1, "one task list file")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.TasksFile = args[0]
+			if len(args) > 0 {
+				o.TasksFile = args[0]
+			}
 			fs := cmd.Flags()
 			if retries != -1 {
 				o.MaxRetries = &retries
@@ -120,6 +143,8 @@ func runCommand() *cobra.Command {
 	fs.BoolVar(&o.InMemory, "in-memory", false, "keep nothing (the default without --data-dir)")
 	fs.BoolVar(&o.JSON, "json", false, "print the summary as JSON on stdout; progress goes to stderr")
 	fs.StringVar(&o.Format, "format", "", "task list format: tasks-md, plan (execution plan), json or yaml (default: from the extension)")
+	fs.BoolVar(&o.NoWriteBack, "no-write-back", false, "leave a tasks.md alone (default: its Status lines and tracking table follow the run)")
+	fs.StringVar(&o.Resume, "resume", "", "continue this execution (paused: resume; failed or cancelled: a RETRY run of its list) instead of starting one")
 	heartbeat, herr := envDuration("CONVERGE_HEARTBEAT")
 	envRetries, rerr := envInt("CONVERGE_MAX_RETRIES", -1)
 	o.envErr = errors.Join(herr, rerr)
@@ -164,6 +189,9 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 		return usagef("--heartbeat %s: want 0 (the agents' default, 30s) or %s to %s", o.Heartbeat, minHeartbeat, maxHeartbeat)
 	case o.MaxRetries != nil && (*o.MaxRetries < 0 || *o.MaxRetries > maxMaxRetries):
 		return usagef("--max-retries %d: want 0 to %d (or -1, the Scheduler's default, 3)", *o.MaxRetries, maxMaxRetries)
+	}
+	if o.Resume != "" {
+		return runResume(parent, o, env)
 	}
 	format, err := importFormat(o.TasksFile, o.Format)
 	if err != nil {
@@ -228,7 +256,48 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 		warnUncommitted(env.stderr, dir, base.GetRepository().GetBaseRef())
 	}
 
-	// Ctrl-C (or SIGTERM) cancels the execution, then ends with 130.
+	o.repoDir = base.GetRepository().GetPath()
+	writeBackTo := ""
+	if format == schedulerv1.ImportFormat_IMPORT_FORMAT_TASKS_MD && !o.NoWriteBack {
+		writeBackTo = o.TasksFile
+	}
+	return runAndFollow(parent, o, env, writeBackTo, func(ctx context.Context, conn *grpc.ClientConn, client schedulerv1.SchedulerServiceClient) (string, error) {
+		imported, err := client.ImportTaskList(ctx, &schedulerv1.ImportTaskListRequest{Format: format, Content: content, Base: base})
+		if err != nil {
+			if status.Code(err) == codes.InvalidArgument {
+				var lines []string
+				for _, v := range grpcerr.Violations(err) {
+					lines = append(lines, fmt.Sprintf("%s: %s", o.TasksFile, v.Description))
+				}
+				if len(lines) > 0 {
+					return "", usagef("the task list is refused:\n%s", strings.Join(lines, "\n"))
+				}
+			}
+			return "", rpcError("import "+o.TasksFile, err)
+		}
+		for _, w := range imported.GetWarnings() {
+			fmt.Fprintf(env.stderr, "%s:%d: warning: %s\n", o.TasksFile, w.GetLine(), w.GetMessage())
+		}
+		if o.client.Server != "" {
+			warnWithoutAgents(ctx, conn, env.stderr, o.client.Server)
+		}
+		startRes, err := client.StartExecution(ctx, &schedulerv1.StartExecutionRequest{
+			TaskListId: imported.GetTaskList().GetId(), Options: executionOptions(o), TriggeredBy: schedulerv1.ExecutionTrigger_EXECUTION_TRIGGER_USER,
+			RequestId: "run-" + randomHex(8),
+		})
+		if err != nil {
+			return "", rpcError("start the execution", err)
+		}
+		return startRes.GetExecution().GetId(), nil
+	})
+}
+
+// runAndFollow connects (or starts the in-process suite), starts the execution with start, keeps
+// writeBackTo (a tasks.md; "" for none) current with it, follows it to its end and prints the
+// summary. Ctrl-C (or SIGTERM) cancels the execution, then ends with 130.
+func runAndFollow(parent context.Context, o runOptions, env runEnv, writeBackTo string,
+	start func(ctx context.Context, conn *grpc.ClientConn, client schedulerv1.SchedulerServiceClient) (string, error)) error {
+	inProcess := o.client.Server == ""
 	sigCtx := env.signals
 	if sigCtx == nil {
 		var stop context.CancelFunc
@@ -245,9 +314,9 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 	var (
 		conn      *grpc.ClientConn
 		converged bool
+		err       error
 	)
 	if inProcess {
-		o.repoDir = base.GetRepository().GetPath()
 		s, err := startSuite(sigCtx, o, env)
 		if err != nil {
 			return err
@@ -262,41 +331,27 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 		defer conn.Close()
 	}
 	client := schedulerv1.NewSchedulerServiceClient(conn)
-
-	imported, err := client.ImportTaskList(sigCtx, &schedulerv1.ImportTaskListRequest{Format: format, Content: content, Base: base})
+	id, err := start(sigCtx, conn, client)
 	if err != nil {
-		if status.Code(err) == codes.InvalidArgument {
-			var lines []string
-			for _, v := range grpcerr.Violations(err) {
-				lines = append(lines, fmt.Sprintf("%s: %s", o.TasksFile, v.Description))
-			}
-			if len(lines) > 0 {
-				return usagef("the task list is refused:\n%s", strings.Join(lines, "\n"))
-			}
-		}
-		return rpcError("import "+o.TasksFile, err)
+		return err
 	}
-	for _, w := range imported.GetWarnings() {
-		fmt.Fprintf(env.stderr, "%s:%d: warning: %s\n", o.TasksFile, w.GetLine(), w.GetMessage())
-	}
-	if !inProcess {
-		warnWithoutAgents(sigCtx, conn, env.stderr, o.client.Server)
-	}
-	opts := executionOptions(o)
-	startRes, err := client.StartExecution(sigCtx, &schedulerv1.StartExecutionRequest{
-		TaskListId: imported.GetTaskList().GetId(), Options: opts, TriggeredBy: schedulerv1.ExecutionTrigger_EXECUTION_TRIGGER_USER,
-		RequestId: "run-" + randomHex(8),
-	})
-	if err != nil {
-		return rpcError("start the execution", err)
-	}
-	id := startRes.GetExecution().GetId()
 
+	var wb *writeBack
+	wbDone := make(chan struct{})
+	wbCtx, stopWriteBack := context.WithCancel(sigCtx)
+	if writeBackTo != "" {
+		wb = newWriteBack(writeBackTo, client, env.stderr)
+		go func() { defer close(wbDone); wb.run(wbCtx, id) }()
+	} else {
+		close(wbDone)
+	}
 	agents := 0
 	if inProcess {
 		agents = o.Agents
 	}
 	_, ferr := follow(sigCtx, client, id, followOptions{out: progressOut, live: env.live, agents: agents})
+	stopWriteBack()
+	<-wbDone
 	interrupted := sigCtx.Err() != nil
 	// From here on the signal context is spent: the rest gets its own time.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), time.Minute)
@@ -313,6 +368,9 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 	sum, err := gatherSummary(ctx, client, id, time.Since(started), f)
 	if err != nil {
 		return err
+	}
+	if wb != nil {
+		wb.sync(ctx, sum.ex, true)
 	}
 	converged = sum.converged()
 	if o.JSON {

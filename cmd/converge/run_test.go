@@ -158,7 +158,7 @@ func TestRunOnServer(t *testing.T) {
 	require.Regexp(t, `^agent-1-[0-9a-f]{4}$`, st.GetInstanceId())
 
 	start := time.Now()
-	code, out, errOut := cli(t, "run", greeterTasks, "--server", b.addr, "--repo", repo, "--criteria", greeterCriteria)
+	code, out, errOut := cli(t, "run", greeterTasks, "--server", b.addr, "--repo", repo, "--criteria", greeterCriteria, "--no-write-back")
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 	t.Logf("converge run --server: %s", time.Since(start).Round(time.Millisecond))
 	require.Contains(t, out, "[6/6] ✅ Task")
@@ -240,7 +240,7 @@ func TestRunInProcessConverges(t *testing.T) {
 	repo := greeterCopy(t)
 	var out, errOut bytes.Buffer
 	start := time.Now()
-	err := runRun(context.Background(), runOptions{TasksFile: greeterTasks, Repo: repo, Criteria: greeterCriteria, Agents: 3, JSON: true},
+	err := runRun(context.Background(), runOptions{TasksFile: greeterTasks, Repo: repo, Criteria: greeterCriteria, Agents: 3, JSON: true, NoWriteBack: true},
 		runEnv{stdout: &out, stderr: &errOut, rerun: "converge run"})
 	require.NoError(t, err, "stderr:\n%s", errOut.String())
 	t.Logf("converge run (in-process): %s", time.Since(start).Round(time.Millisecond))
@@ -428,7 +428,8 @@ func TestRunWarnsUncommittedAndSetsTiming(t *testing.T) {
 
 	// No done-criteria and no validation command: CONVERGED_PENDING_HUMAN, so exit 1.
 	// (--data-dir: the suite log it keeps goes away with the test.)
-	code, out, errOut := cli(t, "run", tasks, "--repo", repo, "--agents", "1", "--heartbeat", "2s", "--max-retries", "1", "--json", "--data-dir", t.TempDir())
+	// (--no-write-back: the second run below runs the same task again.)
+	code, out, errOut := cli(t, "run", tasks, "--repo", repo, "--agents", "1", "--heartbeat", "2s", "--max-retries", "1", "--json", "--data-dir", t.TempDir(), "--no-write-back")
 	require.Equal(t, exitFailure, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 	require.Contains(t, errOut, "warning: "+repo+" has 25 uncommitted changes: the run builds from its last commit (HEAD, ")
 	require.Contains(t, errOut, "\n   M README.md\n", "git status --porcelain lines, as git prints them")

@@ -2,9 +2,12 @@
 # Builds the greeter example with converge: copies repo/ (the starting point) to a fresh directory
 # under .converge/example/ (git-ignored), makes it a git repository with one commit, then runs
 #
-#   converge run examples/greeter/tasks.md --repo <that dir> --criteria examples/greeter/done-criteria.md --agents 3
+#   converge run <that dir>/tasks.md --repo <that dir> --criteria examples/greeter/done-criteria.md --agents 3
 #
-# with the whole suite in this process. Extra arguments go to `converge run` (e.g. --json,
+# with the whole suite in this process, on a copy of examples/greeter/tasks.md (git-ignored in the
+# copy): converge run writes each task's status back into it as the run goes, and the execution
+# tracking table at its end, so after a converged run every task is 🟢 DONE and the rest of the
+# file is byte for byte the example's. Extra arguments go to `converge run` (e.g. --json,
 # --max-parallel 2). CONVERGE names a converge binary to use (default: built from this checkout);
 # CONVERGE_EXAMPLE_DIR the directory to build in (default: a new one under .converge/example/).
 # The exit status is converge run's: 0 only when Verify Done answered CONVERGED.
@@ -35,6 +38,9 @@ git -C "$dir" -c user.name="converge example" -c user.email=example@converge.inv
 # own (not committed) keeps `go run .` working in the copy.
 printf 'go 1.22\n\nuse .\n' >"$dir/go.work"
 echo go.work >>"$dir/.git/info/exclude"
-echo "sample repository: $dir" >&2
+# The task list the run writes its progress into (not part of the repository).
+cp "$example/tasks.md" "$dir/tasks.md"
+echo tasks.md >>"$dir/.git/info/exclude"
+echo "sample repository: $dir (task list: $dir/tasks.md)" >&2
 
-exec "$converge" run "$example/tasks.md" --repo "$dir" --criteria "$example/done-criteria.md" --agents 3 "$@"
+exec "$converge" run "$dir/tasks.md" --repo "$dir" --criteria "$example/done-criteria.md" --agents 3 "$@"

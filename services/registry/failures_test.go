@@ -84,7 +84,7 @@ func TestListStaleAgentsWhateverTheStatus(t *testing.T) {
 	})
 }
 
-// A non-final agent silent past the stale window (default 30 s) is STALE, past the gone window
+// A non-final agent silent past the stale window (default 60 s) is STALE, past the gone window
 // (default 10 × stale) GONE, with the status it last reported kept; ListAgents leaves GONE out
 // unless asked for it; a heartbeat brings the agent back.
 func TestSilentAgentsTurnStaleThenGone(t *testing.T) {
@@ -105,9 +105,9 @@ func TestSilentAgentsTurnStaleThenGone(t *testing.T) {
 		heartbeat(t, c, "done", running)
 		heartbeat(t, c, "done", completed)
 		heartbeat(t, c, "old-done", failed)
-		silence(t, e, "stale-idle", 45*time.Second)
+		silence(t, e, "stale-idle", 90*time.Second)
 		silence(t, e, "stale-init", 2*time.Minute)
-		silence(t, e, "gone-running", 10*time.Minute)
+		silence(t, e, "gone-running", 11*time.Minute)
 		silence(t, e, "gone-stuck", time.Hour)
 		silence(t, e, "old-done", time.Hour)
 

@@ -73,8 +73,8 @@ const (
 	// DefaultOlderThan is ListStaleAgents' threshold when the request has none.
 	DefaultOlderThan = 60 * time.Second
 	// DefaultStaleWindow is how long an unfinished agent may be silent before it is answered
-	// STALE.
-	DefaultStaleWindow = 30 * time.Second
+	// STALE: 60 s, the seed's stale-heartbeat query (seeds 000 and 001).
+	DefaultStaleWindow = 60 * time.Second
 	// GoneFactor is the default gone window in stale windows: past it a silent agent is GONE.
 	GoneFactor = 10
 	// livenessIntervals is the life of an agent's TTL key, in heartbeat intervals.

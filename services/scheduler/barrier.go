@@ -15,7 +15,9 @@ import (
 // Stop rules and the budget are checked as tasks end.
 
 // startWave opens wave n: its base is the previous wave's integration commit (the execution's
-// base for wave 1); tasks whose dependencies did not complete are skipped.
+// base for wave 1); tasks whose dependencies failed (or were cancelled, or skipped because of a
+// failure) are skipped. A dependency skipped on purpose (SkipTask, or by the agent) counts as
+// satisfied, as in the seed (001: a SKIPPED dependency does not hold its dependents back).
 func (r *runner) startWave(n int32) error {
 	w, err := r.wave(n)
 	if err != nil {
@@ -39,7 +41,7 @@ func (r *runner) startWave(n int32) error {
 		map[string]any{"wave_number": float64(n), "task_count": float64(w.GetTaskCount()), "base_commit": w.GetBaseCommit()})); err != nil {
 		return err
 	}
-	// Skip tasks whose dependencies did not complete in this execution (or before it).
+	// Skip tasks whose dependencies failed in this execution.
 	bad, err := r.tx.Assignments(store.ListAssignmentsQuery{ExecutionID: r.e.GetId(), Statuses: []schedulerv1.AssignmentStatus{
 		schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_FAILED, schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_SKIPPED,
 		schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_CANCELLED}})
@@ -48,7 +50,8 @@ func (r *runner) startWave(n int32) error {
 	}
 	notDone := map[string]bool{}
 	for _, a := range bad {
-		if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK {
+		if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK &&
+			(a.GetStatus() != schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_SKIPPED || a.GetError().GetCode() == codeDependencyFailed) {
 			notDone[a.GetTaskId()] = true
 		}
 	}
@@ -62,7 +65,7 @@ func (r *runner) startWave(n int32) error {
 			for _, d := range r.task(a.GetTaskId()).GetDependsOn() {
 				if notDone[d] {
 					notDone[a.GetTaskId()] = true
-					if err := r.skip(a, w, fmt.Sprintf("dependency %s did not complete", d)); err != nil {
+					if err := r.skip(a, w, codeDependencyFailed, fmt.Sprintf("dependency %s did not complete", d)); err != nil {
 						return err
 					}
 					break
@@ -76,11 +79,19 @@ func (r *runner) startWave(n int32) error {
 	return r.barrier(w)
 }
 
-// skip ends a pending task assignment SKIPPED.
-func (r *runner) skip(a *store.Assignment, w *schedulerv1.Wave, why string) error {
+// Codes of a skipped assignment's error: skipped on purpose (SkipTask), or because a dependency
+// failed (then its dependents are skipped too, and the task stays PENDING in the list: it runs
+// again in the next execution).
+const (
+	codeSkipped          = "SKIPPED"
+	codeDependencyFailed = "DEPENDENCY_FAILED"
+)
+
+// skip ends a pending task assignment SKIPPED with code (codeSkipped or codeDependencyFailed).
+func (r *runner) skip(a *store.Assignment, w *schedulerv1.Wave, code, why string) error {
 	a.Status = schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_SKIPPED
 	a.Result = schedulerv1.CompletionResult_COMPLETION_RESULT_SKIPPED
-	a.Error = &commonv1.ErrorContext{Code: "SKIPPED", Message: why, TaskId: a.GetTaskId(), Timestamp: r.now()}
+	a.Error = &commonv1.ErrorContext{Code: code, Message: why, TaskId: a.GetTaskId(), Timestamp: r.now()}
 	a.CompleteTime = r.now()
 	if err := r.tx.PutAssignment(a); err != nil {
 		return err
@@ -88,7 +99,11 @@ func (r *runner) skip(a *store.Assignment, w *schedulerv1.Wave, why string) erro
 	w.SkippedCount++
 	r.e.SkippedTasks++
 	r.changed = true
-	if err := r.tx.SetTaskStatus(a.GetTaskId(), commonv1.TaskStatus_TASK_STATUS_SKIPPED); err != nil {
+	listStatus := commonv1.TaskStatus_TASK_STATUS_SKIPPED
+	if code == codeDependencyFailed {
+		listStatus = commonv1.TaskStatus_TASK_STATUS_PENDING
+	}
+	if err := r.tx.SetTaskStatus(a.GetTaskId(), listStatus); err != nil {
 		return err
 	}
 	return r.log(entry(commonv1.EventType_EVENT_TYPE_TASK_SKIPPED, a, fmt.Sprintf("Task %s: %s skipped: %s", a.GetTaskId(), r.task(a.GetTaskId()).GetTitle(), why), nil))
@@ -235,6 +250,11 @@ func (r *runner) integrated(a *store.Assignment, w *schedulerv1.Wave, req *sched
 	}
 	if a.FinalIntegration {
 		r.e.ValidationResults = req.GetLevelResults()
+	}
+	if req.GetResult() != schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED && a.GetError().GetCode() == codeMergeConflict {
+		if done, err := r.mergeConflict(a, w); err != nil || done {
+			return err
+		}
 	}
 	if req.GetResult() != schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED {
 		a.Status = schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_FAILED

@@ -35,6 +35,9 @@ func (s *Server) ClaimTask(ctx context.Context, req *schedulerv1.ClaimTaskReques
 	if err := s.checkInstance(ctx, req.GetInstanceId()); err != nil {
 		return nil, toStatus(err)
 	}
+	if err := s.admit(ctx, req.GetInstanceId()); err != nil {
+		return nil, toStatus(err)
+	}
 	// A new session of the instance (its process restarted) takes back what the old one held.
 	if err := s.replaceSessions(ctx, req.GetInstanceId(), req.GetSessionId()); err != nil {
 		return nil, toStatus(err)

@@ -18,7 +18,7 @@ const (
 	defaultHandoffEntries  = 500
 	defaultLogLimit        = 100
 	watchPollInterval      = 100 * time.Millisecond
-	watchKeepAliveInterval = 15 * time.Second
+	watchKeepAliveInterval = 30 * time.Second // as WatchExecution's contract says
 	watchBatch             = 500
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
@@ -68,9 +69,13 @@ func (s *Server) startExecution(ctx context.Context, req *schedulerv1.StartExecu
 	if fb != nil {
 		trigger, baseCommit = schedulerv1.ExecutionTrigger_EXECUTION_TRIGGER_FEATURE_BUILD, fb.baseCommit
 	}
-	tasks, _ := plan.FromSpec(tl.Spec, false)
+	spec, held := runnable(tl.Spec)
+	tasks, _ := plan.FromSpec(spec, false)
 	if len(tasks) == 0 {
-		return nil, toStatus(failedPrecondition("every task of task list %s is already completed: nothing to run", tl.ID))
+		if len(held) > 0 {
+			return nil, toStatus(failedPrecondition("nothing to run in task list %s: every task is completed or skipped, and %v wait for a design change (BLOCKED_DCR)", tl.ID, held))
+		}
+		return nil, toStatus(failedPrecondition("every task of task list %s is already completed or skipped: nothing to run", tl.ID))
 	}
 	res, err := plan.Plan(tasks, int(opts.GetMaxParallel()))
 	if err != nil {
@@ -129,6 +134,9 @@ func (s *Server) startExecution(ctx context.Context, req *schedulerv1.StartExecu
 		fmt.Sprintf("execution run %s of %q: %d tasks in %d waves", e.Id, tl.Spec.GetName(), len(tasks), len(res.Waves)),
 		map[string]any{"task_count": float64(len(tasks)), "wave_count": float64(len(res.Waves)), "base_commit": baseCommit,
 			"triggered_by": trigger.String()})
+	if len(held) > 0 {
+		first.Message += fmt.Sprintf("; %d held back by a design change request (BLOCKED_DCR): %s", len(held), strings.Join(held, ", "))
+	}
 	err = s.store.CreateExecution(ctx, e, waves, assignments, []*commonv1.LogEntry{first})
 	if errors.Is(err, store.ErrAlreadyExists) && req.GetRequestId() != "" {
 		existing, gerr := s.store.ExecutionIDByRequest(ctx, tl.ID, req.GetRequestId())
@@ -358,8 +366,9 @@ func (s *Server) RetryTask(ctx context.Context, req *schedulerv1.RetryTaskReques
 	return &schedulerv1.RetryTaskResponse{Assignment: out.Assignment, Execution: e}, nil
 }
 
-// SkipTask skips a task that has not run yet (and, with skip_dependents, every task depending on
-// it).
+// SkipTask skips a task that has not run yet, or one that FAILED or is BLOCKED_DCR (and, with
+// skip_dependents, every task depending on it that has not run yet). A skipped task counts as
+// satisfied for its dependents (seed 001).
 func (s *Server) SkipTask(ctx context.Context, req *schedulerv1.SkipTaskRequest) (*schedulerv1.SkipTaskResponse, error) {
 	var skipped []string
 	e, err := s.control(ctx, req.GetExecutionId(), func(r *runner) error {
@@ -370,8 +379,16 @@ func (s *Server) SkipTask(ctx context.Context, req *schedulerv1.SkipTaskRequest)
 		if err != nil {
 			return err
 		}
-		if a.GetStatus() != schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_PENDING {
-			return failedPrecondition("task %s is %s: only a task that is not running or done can be skipped", req.GetTaskId(), a.GetStatus())
+		switch a.GetStatus() {
+		case schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_PENDING:
+		case schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_FAILED: // failed, or blocked by a design change request
+			w.FailedCount--
+			r.e.FailedTasks--
+			if a.GetError() != nil {
+				a.PreviousErrors = lastErrors(append(a.PreviousErrors, a.GetError()))
+			}
+		default:
+			return failedPrecondition("task %s is %s: only a PENDING, FAILED or BLOCKED_DCR task can be skipped", req.GetTaskId(), a.GetStatus())
 		}
 		why := "skipped by request: " + orDefault(req.GetReason(), "no reason given")
 		targets := []string{req.GetTaskId()}
@@ -388,7 +405,7 @@ func (s *Server) SkipTask(ctx context.Context, req *schedulerv1.SkipTaskRequest)
 					continue
 				}
 			}
-			if err := r.skip(ta, tw, why); err != nil {
+			if err := r.skip(ta, tw, codeSkipped, why); err != nil {
 				return err
 			}
 			if err := r.tx.PutWave(tw); err != nil {

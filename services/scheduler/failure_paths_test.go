@@ -92,6 +92,7 @@ func TestDeadAgentIsReapedAfterTheStaleWindowAndItsLocksReleased(t *testing.T) {
 		old := lockFor(t, reg, "a.txt", "agent-dead")
 
 		// Far less than 45 s: the old rule could not have handed it out yet.
+		liveInRegistry(t, reg, "agent-next")
 		next := b.claimWithin(t, "agent-next", "", 15*time.Second)
 		require.NotNil(t, next, "the dead agent's task is handed out again after the stale window")
 		require.Equal(t, dead.GetAssignment().GetId(), next.GetAssignment().GetId())
@@ -139,6 +140,7 @@ func TestDeadAgentIsRequeuedWhenItsLocksCannotBeReleased(t *testing.T) {
 		dead := b.claim(t, "agent-dead", 5*time.Second)
 		require.NotNil(t, dead)
 		lockFor(t, reg, "a.txt", "agent-dead")
+		liveInRegistry(t, reg, "agent-next")
 		next := b.claimWithin(t, "agent-next", "", 15*time.Second)
 		require.NotNil(t, next)
 		require.Equal(t, dead.GetAssignment().GetId(), next.GetAssignment().GetId())
@@ -160,6 +162,7 @@ func TestNewSessionTakesBackWhatTheOldSessionHeld(t *testing.T) {
 			{Id: "A", Title: "a", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "a.txt"},
 			{Id: "B", Title: "b", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "b.txt"}}})
 		e := b.start(t, list, &schedulerv1.ExecutionOptions{MaxParallel: 2})
+		liveInRegistry(t, reg, "agent-r")
 		a1 := b.claimWithin(t, "agent-r", "boot-1", 5*time.Second)
 		require.NotNil(t, a1)
 		lock := lockFor(t, reg, a1.GetTask().GetFile(), "agent-r")

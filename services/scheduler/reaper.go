@@ -22,8 +22,9 @@ import (
 const reaperBatch = 500
 
 // defaultStaleAfter is how long an agent's Registry heartbeat may be silent before the reaper
-// takes its assignments back: three of the worker's idle heartbeats (10 s).
-const defaultStaleAfter = 30 * time.Second
+// takes its assignments back: 60 s, the seed's stale-heartbeat window (seeds 000 and 001: "agents
+// that haven't sent heartbeat in > 60 seconds").
+const defaultStaleAfter = 60 * time.Second
 
 // registryTimeout bounds each Registry call of the reaper and of a session replacement.
 const registryTimeout = 5 * time.Second

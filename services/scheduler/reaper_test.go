@@ -69,6 +69,7 @@ func TestStaleAgentsAssignmentsAreTakenBackBeforeTheLeaseEnds(t *testing.T) {
 			{Id: "A", Title: "a", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "a.txt"},
 			{Id: "B", Title: "b", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "b.txt"}}})
 		e := b.start(t, list, opts)
+		liveInRegistry(t, reg, "agent-new")
 		dead := b.claim(t, "agent-dead", 5*time.Second)
 		require.NotNil(t, dead)
 		live := b.claim(t, "agent-cut-off", 5*time.Second)

@@ -40,6 +40,7 @@ type Server struct {
 	wake        *signal
 	owners      owners   // assignment → execution
 	sessions    sessions // instance → the last session it claimed with
+	admitted    admitted // instance → until when the Registry said it is live
 	registry    registryv1.RegistryServiceClient
 	staleAfter  time.Duration
 	// verifyTries and verifyBackoff bound the retries of a Verifier that answers a retryable
@@ -99,7 +100,7 @@ func WithDriverInterval(d time.Duration) Option { return func(s *Server) { s.dri
 
 // WithVerifyRetries sets how many times Verify Done calls a Verifier that answers a retryable
 // error (Unavailable, DeadlineExceeded, Aborted, ResourceExhausted) before the run ends BLOCKED
-// with the last error (default 5), and the first delay between two tries, which doubles up to
+// with the last error (default 2: the first call and one retry, as the seed says), and the first delay between two tries, which doubles up to
 // 30 s (default 1 s). Any other error ends the run BLOCKED at once.
 func WithVerifyRetries(tries int, first time.Duration) Option {
 	return func(s *Server) {
@@ -110,7 +111,7 @@ func WithVerifyRetries(tries int, first time.Duration) Option {
 
 // WithRegistry lets the reaper ask the Registry for stale agents (ListStaleAgents) and requeue
 // what they hold before their leases run out: a lease is three execution heartbeats (90 s by
-// default), a dead agent is stale after staleAfter (0: 30 s) without a Registry heartbeat. An
+// default), a dead agent is stale after staleAfter (0: 60 s, the seed's window) without a Registry heartbeat. An
 // assignment is only taken back when the Scheduler has not heard from its holder for as long
 // either (no claim or report within staleAfter), so an agent cut off from the Registry alone
 // keeps its work while it reports. Before requeueing, the reaper releases the dead agent's file

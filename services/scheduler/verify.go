@@ -49,9 +49,10 @@ func (s *Server) startVerify(ctx context.Context, e *schedulerv1.Execution) {
 	}()
 }
 
-// Retries of a Verifier that answers a retryable error (see retryableVerify).
+// Retries of a Verifier that answers a retryable error (see retryableVerify): the seed retries
+// Verify Done once on an infrastructure error, then the run ends BLOCKED.
 const (
-	defaultVerifyTries     = 5
+	defaultVerifyTries     = 2
 	defaultVerifyFirstWait = time.Second
 	verifyMaxWait          = 30 * time.Second
 )

@@ -230,7 +230,7 @@ func (s *suite) runGreeterWith(t *testing.T, criteria string, extra ...string) *
 	repo := s.greeterRepo(t)
 	ex := filepath.Join(repoRoot, "examples", "greeter")
 	args := append([]string{"run", filepath.Join(ex, "tasks.md"), "--repo", repo, "--criteria", criteria,
-		"--server", s.addr}, extra...)
+		"--server", s.addr, "--no-write-back"}, extra...)
 	return start(t, s.dir, convergeBin, args...)
 }
 

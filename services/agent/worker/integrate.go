@@ -43,7 +43,14 @@ func (w *Worker) integrate(ctx context.Context, l *lease) outcome {
 		h, err := wt.CherryPick(ctx, shas, identity)
 		var conflict *workspace.ConflictError
 		if errors.As(err, &conflict) {
-			return fail("MERGE_CONFLICT", fmt.Sprintf("task commit %s conflicts on %s", short(conflict.Commit), strings.Join(conflict.Paths, ", ")))
+			out := fail("MERGE_CONFLICT", fmt.Sprintf("task commit %s conflicts on %s", short(conflict.Commit), strings.Join(conflict.Paths, ", ")))
+			// The Scheduler blocks the conflicting task (and integrates the rest without it).
+			for _, m := range ca.GetMerges() {
+				if m.GetCommitSha() == conflict.Commit {
+					out.err.TaskId = m.GetTaskId()
+				}
+			}
+			return out
 		}
 		if err != nil {
 			return fail("MERGE_FAILED", err.Error())

@@ -43,7 +43,10 @@ type Executions interface {
 	// so); attempt 0 as 1. When e.RequestId is set and the list already has an execution with that
 	// request id, nothing is stored and the error wraps ErrAlreadyExists (ExecutionIDByRequest tells
 	// which); a taken execution, wave or assignment id is ErrAlreadyExists too. ErrNotFound when
-	// the task list does not exist.
+	// the task list does not exist. A new run, e stored PENDING (as the engine starts every run),
+	// gets OpenExecutionError (ErrActive) when the list has an execution that has not ended
+	// (PENDING, RUNNING or PAUSED), checked under the list's lock so that two concurrent starts
+	// cannot both pass; an execution stored in another status (a test's fixture) is not checked.
 	CreateExecution(ctx context.Context, e *schedulerv1.Execution, waves []*schedulerv1.Wave, assignments []*Assignment, entries []*commonv1.LogEntry) error
 	// AssignmentExecution returns the id of the execution assignment id belongs to; ErrNotFound
 	// (naming the assignment) when there is no such assignment.

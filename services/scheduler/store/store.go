@@ -86,6 +86,14 @@ var (
 	ErrActive = errors.New("has an execution or feature build that has not ended")
 )
 
+// OpenExecutionError is CreateExecution's answer when the task list already has an execution
+// that has not ended (PENDING, RUNNING or PAUSED): two open runs of one list would race on its
+// tasks and its run branch. It wraps ErrActive and names the open execution.
+func OpenExecutionError(taskListID, executionID string) error {
+	return fmt.Errorf("task list %q: execution %s has not ended; wait for it or cancel it first (one open execution per list): %w",
+		taskListID, executionID, ErrActive)
+}
+
 // View says how much of a task list to read.
 type View int
 

@@ -19,7 +19,7 @@ import (
 //	# Title                          the list's name; the text up to the next heading is its description
 //	## Phase 1: Database             the phase of the tasks below it (another "## " heading clears it)
 //	### Task 1.1: Create the schema  a task: id "1.1", title "Create the schema"
-//	**Status:** 🔴 TODO              TODO, DONE, SKIPPED or DCR (emoji optional and ignored)
+//	**Status:** 🔴 TODO              TODO, IN PROGRESS, DONE, SKIPPED, FAILED, BLOCKED or DCR (emoji ignored)
 //	**Files:** `db/schema.sql`, `db/*.sql` (read)
 //	**Depends on:** 1.0
 //	**Validation:** `go test ./db/...`
@@ -47,18 +47,30 @@ var checkbox = regexp.MustCompile(`^\s*[-*+]\s+\[([ xX])\]\s?(.*)$`)
 var bullet = regexp.MustCompile(`^\s*[-*+]\s+(.*)$`)
 
 // statusMarker finds a status marker in a Status line.
-var statusMarker = regexp.MustCompile(`(?i)\b(TODO|DONE|SKIPPED|DCR)\b`)
+var statusMarker = regexp.MustCompile(`(?i)\b(TODO|DONE|SKIPPED|DCR|IN[ _-]PROGRESS|FAILED|BLOCKED)\b`)
 
 // headingMarker finds a status marker at the end of a task heading, after an emoji:
 // "### Task 2.2: Parser ⏭️ SKIPPED".
-var headingMarker = regexp.MustCompile(`\s+[^\x00-\x7f]+\s*(TODO|DONE|SKIPPED|DCR)\s*$`)
+var headingMarker = regexp.MustCompile(`\s+[^\x00-\x7f]+\s*(TODO|DONE|SKIPPED|DCR|IN[ _-]PROGRESS|FAILED|BLOCKED)\s*$`)
 
-// markerStatus maps markers to statuses.
+// markerStatus maps markers (markerKey) to statuses. pb-build's four markers, and those converge's
+// write-back adds: IN PROGRESS imports as PENDING (a run that stopped mid-task: the task runs
+// again, seed 004 "in-progress tasks resume"), FAILED as FAILED (run again), BLOCKED as
+// BLOCKED_DCR (waits for a person, like DCR).
 var markerStatus = map[string]commonv1.TaskStatus{
-	"TODO":    commonv1.TaskStatus_TASK_STATUS_PENDING,
-	"DONE":    commonv1.TaskStatus_TASK_STATUS_COMPLETED,
-	"SKIPPED": commonv1.TaskStatus_TASK_STATUS_SKIPPED,
-	"DCR":     commonv1.TaskStatus_TASK_STATUS_BLOCKED_DCR,
+	"TODO":        commonv1.TaskStatus_TASK_STATUS_PENDING,
+	"IN PROGRESS": commonv1.TaskStatus_TASK_STATUS_PENDING,
+	"DONE":        commonv1.TaskStatus_TASK_STATUS_COMPLETED,
+	"SKIPPED":     commonv1.TaskStatus_TASK_STATUS_SKIPPED,
+	"FAILED":      commonv1.TaskStatus_TASK_STATUS_FAILED,
+	"BLOCKED":     commonv1.TaskStatus_TASK_STATUS_BLOCKED_DCR,
+	"DCR":         commonv1.TaskStatus_TASK_STATUS_BLOCKED_DCR,
+}
+
+// markerKey is the markerStatus key of a marker as written: upper case, "IN_PROGRESS" and
+// "in-progress" as "IN PROGRESS".
+func markerKey(m string) string {
+	return strings.NewReplacer("_", " ", "-", " ").Replace(strings.ToUpper(m))
 }
 
 // Field labels, lower case, by what they set.
@@ -186,7 +198,7 @@ func (p *tasksMDParser) startTask(l mdLine, text string) error {
 	}
 	t := &mdTask{task: &commonv1.Task{Id: id, Phase: p.phase}, line: l.num}
 	if mm := headingMarker.FindStringSubmatchIndex(title); mm != nil {
-		t.task.Status = markerStatus[title[mm[2]:mm[3]]]
+		t.task.Status = markerStatus[markerKey(title[mm[2]:mm[3]])]
 		t.statusLine = l.num
 		title = strings.TrimSpace(title[:mm[0]])
 	}
@@ -296,11 +308,11 @@ func (p *tasksMDParser) field(l mdLine, kind, value string) error {
 		t.statusLine = l.num
 		m := statusMarker.FindStringSubmatch(value)
 		if m == nil {
-			p.warn(l.num, "task %s: status %q has no marker TODO, DONE, SKIPPED or DCR; the steps decide", task.Id, value)
+			p.warn(l.num, "task %s: status %q has no marker TODO, IN PROGRESS, DONE, SKIPPED, FAILED, BLOCKED or DCR; the steps decide", task.Id, value)
 			task.Status = commonv1.TaskStatus_TASK_STATUS_UNSPECIFIED
 			return nil
 		}
-		task.Status = markerStatus[strings.ToUpper(m[1])]
+		task.Status = markerStatus[markerKey(m[1])]
 	case "files":
 		if value == "" {
 			t.block = blockFiles

@@ -15,10 +15,16 @@ import (
 // the marker word only; any emoji (or none) may precede it.
 var Markers = map[commonv1.TaskStatus]string{
 	commonv1.TaskStatus_TASK_STATUS_PENDING:     "🔴 TODO",
+	commonv1.TaskStatus_TASK_STATUS_IN_PROGRESS: "🟡 IN PROGRESS",
 	commonv1.TaskStatus_TASK_STATUS_COMPLETED:   "🟢 DONE",
 	commonv1.TaskStatus_TASK_STATUS_SKIPPED:     "⏭️ SKIPPED",
+	commonv1.TaskStatus_TASK_STATUS_FAILED:      "❌ FAILED",
 	commonv1.TaskStatus_TASK_STATUS_BLOCKED_DCR: "🛑 DCR",
 }
+
+// MarkerBlocked is the marker of a task blocked by something other than a design change request
+// (a merge conflict during integration); it imports as BLOCKED_DCR, like DCR.
+const MarkerBlocked = "🔵 BLOCKED"
 
 // ErrTaskNotFound is returned by SetStatus when the document has no block for the task.
 var ErrTaskNotFound = errors.New("tasklist: no such task in the document")
@@ -47,6 +53,15 @@ func SetStatus(content []byte, taskID string, status commonv1.TaskStatus) ([]byt
 	if !ok {
 		return nil, fmt.Errorf("tasklist: tasks.md has no marker for status %v", status)
 	}
+	return SetMarker(content, taskID, marker, status == commonv1.TaskStatus_TASK_STATUS_COMPLETED)
+}
+
+// SetMarker is SetStatus with the marker given (one of Markers' values, or MarkerBlocked);
+// checkSteps checks the block's unchecked steps as for COMPLETED.
+func SetMarker(content []byte, taskID, marker string, checkSteps bool) ([]byte, error) {
+	if !strings.Contains(marker, " ") {
+		return nil, fmt.Errorf("tasklist: marker %q is not an emoji and a word", marker)
+	}
 	lines := splitLines(content)
 	head, end := -1, len(lines)
 	title := "" // the heading's title, as the parser reads it
@@ -73,7 +88,7 @@ func SetStatus(content []byte, taskID string, status commonv1.TaskStatus) ([]byt
 		if l.fenced {
 			continue
 		}
-		if m := checkbox.FindStringSubmatchIndex(l.text); m != nil && status == commonv1.TaskStatus_TASK_STATUS_COMPLETED && l.text[m[2]] == ' ' {
+		if m := checkbox.FindStringSubmatchIndex(l.text); m != nil && checkSteps && l.text[m[2]] == ' ' {
 			edits = append(edits, edit{l.start + m[2], l.start + m[3], "x"})
 			continue
 		}
@@ -98,7 +113,7 @@ func SetStatus(content []byte, taskID string, status commonv1.TaskStatus) ([]byt
 			m = headingMarker.FindStringSubmatchIndex(h.text)
 		}
 		switch {
-		case m != nil && h.text[m[2]:m[3]] == markerWord(marker):
+		case m != nil && markerKey(h.text[m[2]:m[3]]) == markerWord(marker):
 			// The heading's marker already says so.
 		case m != nil:
 			// " ⏭️ SKIPPED" at the end of the heading: replace from the emoji on.
@@ -132,8 +147,8 @@ func SetStatus(content []byte, taskID string, status commonv1.TaskStatus) ([]byt
 	return []byte(b.String()), nil
 }
 
-// markerWord is the word of a marker: "DONE" of "🟢 DONE".
-func markerWord(marker string) string { return marker[strings.LastIndexByte(marker, ' ')+1:] }
+// markerWord is the word(s) of a marker: "DONE" of "🟢 DONE", "IN PROGRESS" of "🟡 IN PROGRESS".
+func markerWord(marker string) string { return marker[strings.IndexByte(marker, ' ')+1:] }
 
 // markerEdit finds the marker in a Status value and returns the edit (offsets within value)
 // that replaces it, with the emoji right before it when there is one, by marker; an empty edit
@@ -143,7 +158,7 @@ func markerEdit(value, marker string) (edit, bool) {
 	if m == nil {
 		return edit{}, false
 	}
-	if strings.EqualFold(value[m[0]:m[1]], markerWord(marker)) {
+	if markerKey(value[m[0]:m[1]]) == markerWord(marker) {
 		return edit{}, true
 	}
 	start := m[0]

@@ -108,7 +108,7 @@ func TestSetStatusMarkers(t *testing.T) {
 
 	t.Run("no status marker to set", func(t *testing.T) {
 		t.Parallel()
-		_, err := SetStatus(doc, "1.3", commonv1.TaskStatus_TASK_STATUS_FAILED)
+		_, err := SetStatus(doc, "1.3", commonv1.TaskStatus_TASK_STATUS_UNSPECIFIED)
 		require.ErrorContains(t, err, "no marker")
 	})
 

@@ -221,6 +221,7 @@ func (s *Store) CreateExecution(ctx context.Context, e *schedulerv1.Execution, w
 	if err != nil {
 		return err
 	}
+	newRun := e.GetStatus() == schedulerv1.ExecutionStatus_EXECUTION_STATUS_PENDING || e.GetStatus() == schedulerv1.ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED
 	var (
 		runNumber int32
 		t         = now()
@@ -245,6 +246,16 @@ func (s *Store) CreateExecution(ctx context.Context, e *schedulerv1.Execution, w
 		if existing != nil {
 			return fmt.Errorf("task list %q: execution %s has request id %q: %w", e.GetTaskListId(), *existing, e.GetRequestId(), store.ErrAlreadyExists)
 		}
+		// A new run (stored PENDING, as the engine starts every run) needs the list to itself.
+		var open string
+		err = tx.QueryRowContext(ctx, `SELECT execution_id FROM task_list_execution_runs WHERE task_list_id = ?
+			AND status IN ('pending', 'running', 'paused') ORDER BY created_at LIMIT 1`, e.GetTaskListId()).Scan(&open)
+		if err == nil && newRun {
+			return store.OpenExecutionError(e.GetTaskListId(), open)
+		}
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
 		_, err = tx.ExecContext(ctx, insertExecutionSQL, row.ID, row.TaskListID, runNumber, row.Status,
 			row.Outcome, row.TriggeredBy, row.RequestID, row.PreviousExecutionID, row.FeatureBuildID, row.TotalTasks,
 			row.CompletedTasks, row.FailedTasks, row.SkippedTasks, row.RunningTasks, row.CurrentWave, row.WaveCount,
@@ -266,7 +277,7 @@ func (s *Store) CreateExecution(ctx context.Context, e *schedulerv1.Execution, w
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAlreadyExists) {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAlreadyExists) || errors.Is(err, store.ErrActive) {
 			return err
 		}
 		return fmt.Errorf("scheduler store: create execution %q: %w", e.GetId(), err)

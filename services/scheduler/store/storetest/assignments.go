@@ -114,7 +114,8 @@ func testClaimableExecutions(t *testing.T, newStore func(t *testing.T) store.Sto
 	busy := newRun("e", "tl", []string{"t0"})
 	busy.as[0].Status, busy.as[0].InstanceId, busy.as[0].LeaseExpireTime = asRunning, "agent", at(60)
 	busy.create(t, s)
-	pendingRun := newRun("f", "tl", []string{"t0"})
+	newList(t, s, "tl-pending", 1) // a new (PENDING) run needs a list without an open one
+	pendingRun := newRun("f", "tl-pending", []string{"t0"})
 	pendingRun.e.Status = exPending
 	pendingRun.create(t, s)
 

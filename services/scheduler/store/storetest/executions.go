@@ -23,6 +23,7 @@ var executionTests = []test{
 	{"NotFound", testExecutionNotFound},
 	{"RunNumbers", testExecutionRunNumbers},
 	{"RequestID", testExecutionRequestID},
+	{"OneOpenRunPerList", testOneOpenRunPerList},
 	{"UpdateCommits", testUpdateCommits},
 	{"UpdateRollsBack", testUpdateRollsBack},
 	{"AppendIsDense", testAppendIsDense},
@@ -295,4 +296,47 @@ func testDeleteTaskList(t *testing.T, newStore func(t *testing.T) store.Store) {
 	list, _, err := s.ListExecutions(ctx, store.ListExecutionsQuery{PageSize: 10})
 	require.NoError(t, err)
 	require.Empty(t, list)
+}
+
+// A new (PENDING) run of a list with an open run is refused, naming it, also when the starts race
+// (issue 15 part 10).
+func testOneOpenRunPerList(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	newList(t, s, "a", 1)
+	open := newRun("a-1", "a", []string{"t0"})
+	open.e.Status = exPending
+	open.create(t, s)
+	next := newRun("a-2", "a", []string{"t0"})
+	next.e.Status = exPending
+	err := s.CreateExecution(ctx, next.e, next.waves, next.as, next.entries)
+	require.ErrorIs(t, err, store.ErrActive)
+	require.ErrorContains(t, err, "a-1")
+	update(t, s, "a-1", func(tx store.ExecTx) error {
+		e := tx.Execution()
+		e.Status, e.Outcome = schedulerv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED, commonv1.Outcome_OUTCOME_CANCELLED
+		return tx.PutExecution(e)
+	})
+
+	const n = 6
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r := newRun(fmt.Sprintf("race-%d", i), "a", []string{"t0"})
+			r.e.Status = exPending
+			errs[i] = s.CreateExecution(ctx, r.e, r.waves, r.as, r.entries)
+		})
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		if err == nil {
+			won++
+			continue
+		}
+		require.ErrorIs(t, err, store.ErrActive)
+	}
+	require.Equal(t, 1, won)
 }
