@@ -144,14 +144,15 @@ func TestDevEveryRPCAnswersPrecisely(t *testing.T) {
 // okWithEmptyRequest are the RPCs whose empty request is valid and whose success does the work:
 // a listing with no filter answers the (empty) list.
 var okWithEmptyRequest = map[string]bool{
-	"/converge.knowledge.v1.KnowledgeService/ListItems":      true,
-	"/converge.registry.v1.RegistryService/ListLocks":        true,
-	"/converge.registry.v1.RegistryService/ListOwners":       true,
-	"/converge.registry.v1.RegistryService/ListAgents":       true,
-	"/converge.registry.v1.RegistryService/ListStaleAgents":  true,
-	"/converge.scheduler.v1.SchedulerService/ListTaskLists":  true,
-	"/converge.scheduler.v1.SchedulerService/ListExecutions": true,
-	"/converge.verifier.v1.VerifierService/ListReports":      true,
+	"/converge.knowledge.v1.KnowledgeService/ListItems":         true,
+	"/converge.registry.v1.RegistryService/ListLocks":           true,
+	"/converge.registry.v1.RegistryService/ListOwners":          true,
+	"/converge.registry.v1.RegistryService/ListAgents":          true,
+	"/converge.registry.v1.RegistryService/ListStaleAgents":     true,
+	"/converge.scheduler.v1.SchedulerService/ListTaskLists":     true,
+	"/converge.scheduler.v1.SchedulerService/ListExecutions":    true,
+	"/converge.scheduler.v1.SchedulerService/ListFeatureBuilds": true,
+	"/converge.verifier.v1.VerifierService/ListReports":         true,
 }
 
 // preconditionWithEmptyRequest are the RPCs whose empty request is valid but that cannot work in

@@ -31,7 +31,7 @@ func watchCommand() *cobra.Command {
 		asJSON   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "watch <execution>",
+		Use:   "watch <execution|fb_id>",
 		Short: "Follow an execution's progress until it ends; exit 0 only when it CONVERGED",
 		Long: "converge watch shows an execution the way converge run does: its log from the start (or after " +
 			"--after-seq), then live until it ends, then the summary. A dropped stream is resumed from the last " +
@@ -55,6 +55,13 @@ func watchCommand() *cobra.Command {
 			progressOut := out
 			if asJSON {
 				progressOut = cmd.ErrOrStderr()
+			}
+			if strings.HasPrefix(args[0], "fb_") { // a feature build: follow it across its executions
+				fb, err := followBuild(ctx, conn, args[0], progressOut)
+				if err != nil {
+					return err
+				}
+				return buildExit(fb, false)
 			}
 			_, err = follow(ctx, client, args[0], followOptions{out: progressOut, live: !asJSON && isTerminalWriter(out), afterSeq: afterSeq})
 			if ctx.Err() != nil {

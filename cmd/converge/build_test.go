@@ -1,0 +1,92 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The example of examples/feature-loop, from this package's directory.
+const (
+	featureLoop         = "../../examples/feature-loop"
+	featureLoopTasks    = featureLoop + "/tasks.md"
+	featureLoopCriteria = featureLoop + "/done-criteria.md"
+)
+
+// featureLoopRepo copies the example's starting point to a new git repository.
+func featureLoopRepo(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "inventory")
+	require.NoError(t, os.CopyFS(dir, os.DirFS(featureLoop+"/repo")))
+	gitIn(t, dir, "init", "-q")
+	gitIn(t, dir, "add", "-A")
+	gitIn(t, dir, "-c", "user.name=test", "-c", "user.email=test@example.invalid", "commit", "-q", "-m", "inventory: the starting point")
+	return dir
+}
+
+// buildFeature runs `converge build inventory-export` on a fresh copy of the example with the
+// scripted agent (fixer.sh, or one of its misbehaving names) and answers the exit code and output.
+func buildFeature(t *testing.T, fixer string, extra ...string) (int, string) {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join(featureLoop, fixer))
+	require.NoError(t, err)
+	args := append([]string{"build", "inventory-export", featureLoopTasks, "--criteria", featureLoopCriteria,
+		"--repo", featureLoopRepo(t), "--agents", "2", "--agent-cli", "sh " + script}, extra...)
+	code, out, errOut := cli(t, args...)
+	return code, out + errOut
+}
+
+// The feature loop of the seed: iteration 1 builds the list and leaves F2 and F3 failing; the fix
+// tasks of iteration 2 (fixer.sh through the agent-cli executor, reading their prompts) make them
+// pass: CONVERGED in 2 iterations with the success report, exit 0.
+func TestBuildFeatureLoopConvergesInTwoIterations(t *testing.T) {
+	t.Parallel()
+	code, out := buildFeature(t, "fixer.sh")
+	require.Equal(t, exitOK, code, out)
+	for _, want := range []string{
+		"## Build Feature - Iteration 1 of 5", "### Building", "### Verifying",
+		"- F1: The export prints the CSV header... ✅ PASS", "- F2: The export has the location column... ❌ FAIL",
+		"**Verdict:** FAILED (2 remaining)", "**Progress:** 1/3 criteria passing (was 0/3)", "### Continuing to iteration 2...",
+		"## Build Feature - Iteration 2 of 5", "Task fix-F2: Fix F2", "Task fix-F3: Fix F3",
+		"**Progress:** 3/3 criteria passing (was 1/3)",
+		"## Build Feature - CONVERGED ✅", "**Iterations:** 2 of 5", "| 1 | 1/3 | Initial build |", "| 2 | 3/3 | Fixed F2, F3 |", "### Next Steps",
+	} {
+		require.Contains(t, out, want)
+	}
+}
+
+// An oscillating fixer (F2 fails, then F3, then F2 again: A → B → A) ends ESCALATED STUCK with the
+// escalation report, exit 1. Autonomous, so that the regressions on the way do not stop it first.
+func TestBuildFeatureLoopOscillatingIsStuck(t *testing.T) {
+	t.Parallel()
+	code, out := buildFeature(t, "oscillating.sh", "--autonomy", "autonomous")
+	require.Equal(t, exitFailure, code, out)
+	for _, want := range []string{"## Build Feature - Iteration 3 of 5", "## Build Feature - ESCALATED", "Stuck pattern detected",
+		"### Iteration Summary", "### Stuck Point", "### Recommended Human Action", "converge build inventory-export --resume"} {
+		require.Contains(t, out, want)
+	}
+	require.NotContains(t, out, "Iteration 4 of 5")
+}
+
+// A fixer that breaks a passing criterion ends ESCALATED REGRESSION naming it, exit 1.
+func TestBuildFeatureLoopRegressionStops(t *testing.T) {
+	t.Parallel()
+	code, out := buildFeature(t, "regressing.sh")
+	require.Equal(t, exitFailure, code, out)
+	require.Contains(t, out, "**Reason:** Regression detected: F1 passed in iteration 1 and fail in iteration 2")
+	require.Contains(t, out, "**Regressed:** F1")
+	require.NotContains(t, out, "Iteration 3 of 5")
+}
+
+// A dry run plans and parses, and builds and stores nothing.
+func TestBuildFeatureDryRun(t *testing.T) {
+	t.Parallel()
+	code, out := buildFeature(t, "fixer.sh", "--dry-run")
+	require.Equal(t, exitOK, code, out)
+	require.Contains(t, out, "**Criteria loaded:** 3 total")
+	require.Contains(t, out, "- wave 1: 1, 2")
+	require.Contains(t, out, "Nothing was built or stored (--dry-run).")
+	require.NotContains(t, out, "Iteration 1 of")
+}

@@ -1,0 +1,1 @@
+fixer.sh
