@@ -6,8 +6,9 @@
 // Build is deterministic: the same In gives the same prompt, byte for byte (gotchas are ordered
 // by confidence, then pattern and title, whatever order Knowledge answered them in). With
 // MaxBytes set the prompt fits in it: context sections are trimmed first (idea context, spec,
-// conventions), then the code template and the description, then gotchas, hints, steps and
-// requirements; the header, action, validation and instructions are kept.
+// the previous task's summary, conventions, the failed try's diff), then the code template and
+// the description, then gotchas, hints, steps and requirements; the header, action, validation
+// and instructions are kept.
 package prompt
 
 import (
@@ -49,6 +50,11 @@ type In struct {
 	// Hints are why previous attempts at the task failed, oldest first, e.g. a validation
 	// command's output tail.
 	Hints []string
+	// PreviousTask summarises the task done before this one in the same run (what it changed
+	// and how it ended); empty = none.
+	PreviousTask string
+	// FailedDiff is the diff of the last failed try (rolled back since); empty = none.
+	FailedDiff string
 	// MaxBytes caps the prompt's size in bytes; 0 means no cap.
 	MaxBytes int
 }
@@ -72,7 +78,9 @@ const (
 	keep = iota
 	trimIdea
 	trimSpec
+	trimPrevious
 	trimConventions
+	trimDiff
 	trimTemplate
 	trimDescription
 	trimGotchas
@@ -133,9 +141,16 @@ func sections(in In) []*section {
 	if strings.TrimSpace(in.Spec) != "" {
 		add("Specification (excerpt)", strings.TrimSpace(demote(in.Spec)), trimSpec)
 	}
+	if p := strings.TrimSpace(in.PreviousTask); p != "" {
+		add("Previous Task (done before this one)", demote(p), trimPrevious)
+	}
 	add("Validation", validation(t.GetValidation()), keep)
 	if len(in.Hints) > 0 {
 		add("Previous Attempts (fix what went wrong)", hints(in.Hints), trimHints)
+	}
+	if d := strings.TrimRight(in.FailedDiff, "\n"); strings.TrimSpace(d) != "" {
+		s := add("Diff of the Failed Attempt (rolled back; do not repeat it blindly)", d, trimDiff)
+		s.fence = fenceFor(d)
 	}
 	add("Instructions", instructions(t), keep)
 	return secs

@@ -272,6 +272,9 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 			}
 		})
 	}
+	if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK {
+		w.rememberTask(a.GetExecutionId(), taskSummary(ca, out))
+	}
 	consecutive := w.Snapshot().ConsecutiveFailures
 	req := &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(), InstanceId: w.cfg.InstanceID, FencingToken: a.GetFencingToken(),
 		Result: out.result, CommitSha: out.commit, TaskRef: out.ref, Error: out.err, Tries: out.tries,

@@ -4,16 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
-	"time"
-
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
-	"github.com/converge-dev/converge/platform/repopath"
-	"github.com/converge-dev/converge/services/agent/executor"
 	"github.com/converge-dev/converge/services/agent/workspace"
 )
 
@@ -79,91 +73,4 @@ func (w *Worker) integrate(ctx context.Context, l *lease) outcome {
 		out.commit = head
 	}
 	return out
-}
-
-// levels runs the validation levels of an integration: codebase always; for the final
-// integration also api and ui when their trigger globs match a path the run changed.
-func (w *Worker) levels(ctx context.Context, ca *schedulerv1.ClaimedAssignment, wt *workspace.Worktree) []*schedulerv1.ValidationLevelResult {
-	v := ca.GetValidation()
-	vtimeout := ca.GetOptions().GetAgentConfig().GetValidationTimeout().AsDuration() // resolved by the Scheduler
-	var out []*schedulerv1.ValidationLevelResult
-	run := func(level schedulerv1.ValidationLevel, tv *commonv1.TaskValidation, why string) bool {
-		r := &schedulerv1.ValidationLevelResult{Level: level}
-		switch {
-		case strings.TrimSpace(tv.GetCommand()) == "":
-			r.Message = "no command"
-		case why != "":
-			r.Message = why
-		default:
-			timeout := vtimeout
-			if tv.GetTimeout() != nil {
-				timeout = tv.GetTimeout().AsDuration()
-			}
-			res := executor.Validate(ctx, wt.Dir, tv, timeout, outputCap, executor.WithProcessGroups(w.sess.groups))
-			r.Ran, r.Passed, r.ExitCode = true, res.Passed, int32(max(min(res.ExitCode, 255), -1))
-			r.Duration, r.OutputTail, r.Message = durationpb.New(res.Duration), tail(res.Output, 65536), truncate(res.Message, 4096)
-		}
-		out = append(out, r)
-		return !r.Ran || r.Passed
-	}
-	if !run(schedulerv1.ValidationLevel_VALIDATION_LEVEL_CODEBASE, v.GetCodebase(), "") {
-		return out // stop early on a codebase failure
-	}
-	if !ca.GetFinalIntegration() {
-		return out
-	}
-	changed := w.runChanges(ctx, ca, wt)
-	for _, lv := range []struct {
-		level schedulerv1.ValidationLevel
-		tv    *commonv1.TaskValidation
-		globs []string
-	}{
-		{schedulerv1.ValidationLevel_VALIDATION_LEVEL_API, v.GetApi(), v.GetApiTriggerGlobs()},
-		{schedulerv1.ValidationLevel_VALIDATION_LEVEL_UI, v.GetUi(), v.GetUiTriggerGlobs()},
-	} {
-		if lv.tv == nil {
-			continue
-		}
-		why := ""
-		if len(lv.globs) > 0 && changed != nil && !anyMatch(lv.globs, changed) {
-			why = "not triggered: no change under " + strings.Join(lv.globs, ", ")
-		}
-		run(lv.level, lv.tv, why)
-	}
-	return out
-}
-
-// runChanges lists the paths the run changed against the repository's base ref; nil when unknown
-// (then every level with a command runs).
-func (w *Worker) runChanges(ctx context.Context, ca *schedulerv1.ClaimedAssignment, wt *workspace.Worktree) []string {
-	if !wt.HasRepository() {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	ref := orDefault(ca.GetRepository().GetBaseRef(), "HEAD")
-	cmd := exec.CommandContext(ctx, "git", "diff", "--name-only", "-z", ref+"...HEAD")
-	cmd.Dir = wt.Dir
-	b, err := cmd.Output()
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, p := range strings.Split(string(b), "\x00") {
-		if p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func anyMatch(globs, paths []string) bool {
-	for _, g := range globs {
-		for _, p := range paths {
-			if repopath.Match(g, p) {
-				return true
-			}
-		}
-	}
-	return false
 }

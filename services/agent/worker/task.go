@@ -4,19 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/types/known/durationpb"
-
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
-	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
-	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/platform/repopath"
 	"github.com/converge-dev/converge/services/agent/executor"
-	"github.com/converge-dev/converge/services/agent/prompt"
 	"github.com/converge-dev/converge/services/agent/workspace"
 )
 
@@ -45,12 +39,6 @@ func unresolved(opts *schedulerv1.ExecutionOptions) string {
 		return "options.agent_config.validation_timeout"
 	}
 	return ""
-}
-
-// held is one fenced file lock.
-type heldLock struct {
-	resource string
-	token    int64
 }
 
 // targets are the task's repository-relative target paths: its main file and declared impacts.
@@ -165,21 +153,25 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	if v := t.GetValidation().GetTimeout(); v != nil {
 		vtimeout = v.AsDuration()
 	}
-	var hints []string
+	in := primeIn{project: loadProject(wt, ca.GetContext()), gotchas: gotchas, previous: w.previousTask(a.GetExecutionId())}
+	if len(in.project.skipped) > 0 {
+		l.event(commonv1.EventType_EVENT_TYPE_WARNING, "Prime: project files not read: "+strings.Join(in.project.skipped, "; "), nil)
+	}
 	for _, e := range ca.GetPreviousErrors() {
-		hints = append(hints, fmt.Sprintf("(%s) %s", e.GetCode(), e.GetMessage()))
+		in.hints = append(in.hints, fmt.Sprintf("(%s) %s", e.GetCode(), e.GetMessage()))
 	}
 	var (
 		last           outcome
 		validationTail string // the last validation's output, for the completion
+		levels         []*schedulerv1.ValidationLevelResult
 	)
 	for try := 1; try <= maxTries; try++ {
 		if ctx.Err() != nil {
 			return outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED, tries: int32(try - 1)}
 		}
 		l.progress(int32(20+60*(try-1)/maxTries), fmt.Sprintf("execute (try %d/%d)", try, maxTries))
-		w.recordCheckpoint(ctx, l, cp, try, hints)
-		text := prompt.Build(prompt.In{Task: t, Gotchas: gotchas, Hints: hints, Conventions: conventionsOf(ca), MaxBytes: 256 << 10})
+		w.recordCheckpoint(ctx, l, cp, try, in.hints)
+		text := buildPrompt(ca, in)
 		res, err := ex.Run(ctx, executor.Request{Dir: wt.Dir, Task: t, Prompt: text, Timeout: timeout, OutputCap: outputCap, Attempt: try})
 		var why, code, output string
 		if err != nil {
@@ -191,14 +183,10 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		} else {
 			output = res.Output
 			l.progress(int32(20+60*(try-1)/maxTries+30/maxTries), fmt.Sprintf("validate (try %d/%d)", try, maxTries))
-			if v := t.GetValidation(); strings.TrimSpace(v.GetCommand()) != "" {
-				vr := executor.Validate(ctx, wt.Dir, v, vtimeout, outputCap, executor.WithProcessGroups(w.sess.groups))
-				l.event(commonv1.EventType_EVENT_TYPE_VALIDATION_RUN, fmt.Sprintf("validation %q: passed=%t exit=%d", v.GetCommand(), vr.Passed, vr.ExitCode),
-					map[string]any{"passed": vr.Passed, "exit_code": float64(vr.ExitCode), "try": float64(try)})
-				validationTail = vr.Output
-				if !vr.Passed {
-					code, why, output = "VALIDATION_FAILED", "validation failed: "+vr.Message, vr.Output
-				}
+			v := w.validateTry(ctx, l, wt, try, vtimeout)
+			validationTail, levels = v.tail, v.levels
+			if v.code != "" {
+				code, why, output = v.code, v.why, v.output
 			}
 		}
 		if code == "" {
@@ -220,7 +208,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 			case err != nil:
 				code, why = "COMMIT_FAILED", err.Error()
 			default:
-				out.validationOut = validationTail
+				out.validationOut, out.levels = validationTail, levels
 				keep = out.commit != "" && ca.GetTaskRef() == "" // unpushed commits are never deleted
 				return out
 			}
@@ -231,247 +219,24 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		}
 		last = fail(code, why, int32(try))
 		last.err.StackTrace = tail(output, 65536)
-		last.validationOut = validationTail
+		last.validationOut, last.levels = validationTail, levels
 		l.event(commonv1.EventType_EVENT_TYPE_TASK_FAILED, fmt.Sprintf("try %d/%d failed (%s): %s", try, maxTries, code, why),
 			map[string]any{"try": float64(try), "code": code, "output_tail": tail(output, 2048)})
 		if ctx.Err() != nil {
 			return outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED, tries: int32(try)}
 		}
+		if wt.HasRepository() {
+			if d, err := wt.Diff(context.WithoutCancel(ctx), diffBudget); err == nil {
+				in.diff = d
+			}
+		}
 		if err := wt.Restore(context.WithoutCancel(ctx), cp); err != nil {
 			return fail("ROLLBACK_FAILED", err.Error(), int32(try))
 		}
 		l.event(commonv1.EventType_EVENT_TYPE_CHECKPOINT_RESTORED, "restored checkpoint "+short(cp.Commit), nil)
-		hints = append(hints, fmt.Sprintf("try %d (%s): %s\n%s", try, code, why, tail(output, 4096)))
+		in.hints = append(in.hints, fmt.Sprintf("try %d (%s): %s\n%s", try, code, why, tail(output, 4096)))
 	}
 	return last
-}
-
-// lastLine answers the last non-empty line of output, at most 300 bytes: the line that usually
-// says why a command failed.
-func lastLine(output string) string {
-	lines := strings.Split(strings.TrimRight(output, " \t\r\n"), "\n")
-	line := strings.TrimSpace(lines[len(lines)-1])
-	if len(line) > 300 {
-		line = line[:300] + "…"
-	}
-	return strings.ToValidUTF8(line, "\uFFFD")
-}
-
-// finishTask commits the task's changes and pushes the task ref.
-func (w *Worker) finishTask(ctx context.Context, l *lease, wt *workspace.Worktree, output string, tries int32) (outcome, error) {
-	ca := l.ca
-	t := ca.GetTask()
-	out := outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, tries: tries}
-	out.discoveries = w.recordDiscoveries(ctx, l, output)
-	if !wt.HasRepository() {
-		return out, nil
-	}
-	changes, err := wt.Changes(ctx)
-	if err != nil {
-		return out, err
-	}
-	// Only the task's declared files are committed. A task that declares none commits nothing:
-	// the planner cannot tell what it conflicts with, so what it changed is not its to commit.
-	// Whatever is left out is named in a WARNING event and discarded with the worktree.
-	declared := len(targets(t)) > 0
-	var paths, stray []string
-	for _, c := range changes {
-		if declared && owns(t, c.Path) {
-			paths = append(paths, c.Path)
-		} else {
-			stray = append(stray, c.Path)
-		}
-	}
-	if len(stray) > 0 {
-		why := "outside the task's declared files"
-		if !declared {
-			why = "and the task declares no files"
-		}
-		shown := stray[:min(len(stray), 50)]
-		msg := fmt.Sprintf("Task %s changed %d path(s) %s: not committed, discarded: %s", t.GetId(), len(stray), why, strings.Join(shown, ", "))
-		if len(stray) > len(shown) {
-			msg += fmt.Sprintf(", … (%d more)", len(stray)-len(shown))
-		}
-		list := make([]any, len(shown))
-		for i, p := range shown {
-			list[i] = p
-		}
-		l.event(commonv1.EventType_EVENT_TYPE_WARNING, msg, map[string]any{"discarded": list, "discarded_count": float64(len(stray))})
-		w.log.Warn("task changes not committed", "task", t.GetId(), "paths", len(stray), "declared", declared)
-	}
-	all := make([]string, len(changes))
-	for i, c := range changes {
-		all[i] = c.Path
-	}
-	if err := checkScope(ca.GetScopeGuards(), all, paths); err != nil {
-		return out, err
-	}
-	if len(paths) == 0 {
-		return out, nil // nothing of the task's changed: nothing to commit (e.g. a TEST task)
-	}
-	l.progress(90, "commit")
-	sha, lines, err := wt.Commit(ctx, fmt.Sprintf("Task %s: %s", t.GetId(), t.GetTitle()), paths, identity)
-	if errors.Is(err, workspace.ErrNothingToCommit) {
-		return out, nil
-	}
-	if err != nil {
-		return out, err
-	}
-	if err := checkLines(ca.GetScopeGuards(), lines, paths); err != nil {
-		return out, err // the commit is local: the try's rollback undoes it
-	}
-	if ref := ca.GetTaskRef(); ref != "" {
-		if err := wt.Push(ctx, sha, ref, true); err != nil {
-			return out, fmt.Errorf("push %s: %w", ref, err)
-		}
-		out.ref = ref
-	}
-	out.commit, out.files, out.lines = sha, paths, int32(min(lines, 100000000))
-	return out, nil
-}
-
-// recordDiscoveries records the executor's "GOTCHA:" and "DISCOVERY:" output lines in Knowledge.
-func (w *Worker) recordDiscoveries(ctx context.Context, l *lease, output string) int32 {
-	if w.cfg.Knowledge == nil {
-		return 0
-	}
-	t := l.ca.GetTask()
-	pattern := t.GetFile()
-	if pattern == "" && len(targets(t)) > 0 {
-		pattern = targets(t)[0]
-	}
-	if pattern == "" {
-		pattern = "**"
-	}
-	var n int32
-	for _, line := range strings.Split(output, "\n") {
-		line = strings.TrimSpace(line)
-		typ := knowledgev1.ItemType_ITEM_TYPE_UNSPECIFIED
-		switch {
-		case strings.HasPrefix(line, "GOTCHA:"):
-			typ, line = knowledgev1.ItemType_ITEM_TYPE_GOTCHA, strings.TrimSpace(strings.TrimPrefix(line, "GOTCHA:"))
-		case strings.HasPrefix(line, "DISCOVERY:"):
-			typ, line = knowledgev1.ItemType_ITEM_TYPE_DISCOVERY, strings.TrimSpace(strings.TrimPrefix(line, "DISCOVERY:"))
-		default:
-			continue
-		}
-		if line == "" || n >= 20 {
-			continue
-		}
-		a := l.ca.GetAssignment()
-		_, err := w.cfg.Knowledge.RecordItem(ctx, &knowledgev1.RecordItemRequest{Type: typ, Content: truncate(line, 16384),
-			FilePattern: pattern, Tags: []string{taskTag(t.GetId())},
-			Source:   &knowledgev1.Source{ExecutionId: a.GetExecutionId(), TaskId: t.GetId(), AgentId: w.cfg.InstanceID},
-			Evidence: truncate("task "+t.GetId()+" of "+a.GetExecutionId(), 16384)})
-		if err != nil {
-			// Never dropped in silence: the agent's log and the execution's log both say so.
-			w.log.Warn("discovery not recorded", "task", t.GetId(), "pattern", pattern, "err", err)
-			l.event(commonv1.EventType_EVENT_TYPE_WARNING, fmt.Sprintf("%s not recorded in Knowledge: %v", strings.TrimPrefix(typ.String(), "ITEM_TYPE_"), err),
-				map[string]any{"file_pattern": pattern, "type": typ.String(), "content": truncate(line, 1024)})
-			continue
-		}
-		n++
-		l.event(commonv1.EventType_EVENT_TYPE_DISCOVERY_RECORDED, line, map[string]any{"file_pattern": pattern, "type": typ.String()})
-	}
-	return n
-}
-
-// taskTag is the Knowledge tag of what a task learned: "task-<id>" in the tags' alphabet
-// (lower-case letters, digits, '.', '_', '-'; at most 64 characters).
-func taskTag(id string) string {
-	return truncate("task-"+sanitizeTag(id), 64)
-}
-
-// sanitizeTag maps s to lower-case letters, digits, '.', '_' and '-'.
-func sanitizeTag(s string) string {
-	return strings.ToLower(strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' {
-			return r
-		}
-		return '-'
-	}, s))
-}
-
-// ownedElsewhere returns why path is owned by another loop, or "".
-func (w *Worker) ownedElsewhere(ctx context.Context, ca *schedulerv1.ClaimedAssignment, p string) string {
-	if w.cfg.Registry == nil {
-		return ""
-	}
-	res, err := w.cfg.Registry.GetOwner(ctx, &registryv1.GetOwnerRequest{Path: p})
-	if err != nil {
-		return "" // no owner (NotFound) or the Registry cannot say: the locks still protect the file
-	}
-	owner := res.GetOwnership().GetOwner()
-	switch owner {
-	case "", ca.GetAssignment().GetExecutionId(), ca.GetTaskListId(), ca.GetTaskListName(), w.cfg.InstanceID:
-		return ""
-	}
-	return fmt.Sprintf("%s is owned by %q (pattern %s), not by this loop", p, owner, res.GetOwnership().GetPattern())
-}
-
-// lockTargets takes a fenced lock on every concrete target file, scoped to the execution.
-func (w *Worker) lockTargets(ctx context.Context, ca *schedulerv1.ClaimedAssignment) ([]heldLock, error) {
-	ttl := lockTTL(ca)
-	var locks []heldLock
-	if w.cfg.Registry == nil {
-		return nil, nil
-	}
-	for _, p := range concrete(targets(ca.GetTask())) {
-		res := path.Join(ca.GetAssignment().GetExecutionId(), p)
-		r, err := w.cfg.Registry.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: res, Holder: w.cfg.InstanceID,
-			Ttl: durationpb.New(ttl), Wait: durationpb.New(lockWait)})
-		if err != nil {
-			return locks, fmt.Errorf("lock %s: %w", p, err)
-		}
-		if !r.GetGranted() {
-			return locks, fmt.Errorf("lock %s is held by %s", p, r.GetLock().GetHolder())
-		}
-		locks = append(locks, heldLock{resource: res, token: r.GetLock().GetToken()})
-	}
-	return locks, nil
-}
-
-// lockTTL is how long a file lock grant lasts: one lease (the keeper renews both together).
-func lockTTL(ca *schedulerv1.ClaimedAssignment) time.Duration {
-	return max(ca.GetLeaseDuration().AsDuration(), time.Second)
-}
-
-// unlock releases locks, also when ctx was cancelled.
-func (w *Worker) unlock(ctx context.Context, locks []heldLock) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	for _, lk := range locks {
-		if _, err := w.cfg.Registry.ReleaseLock(rctx, &registryv1.ReleaseLockRequest{Resource: lk.resource, Holder: w.cfg.InstanceID, Token: lk.token}); err != nil {
-			w.log.Warn("release lock", "resource", lk.resource, "err", err)
-		}
-	}
-}
-
-// gotchas asks Knowledge for the gotchas of each target file.
-func (w *Worker) gotchas(ctx context.Context, ca *schedulerv1.ClaimedAssignment) []prompt.Gotcha {
-	if w.cfg.Knowledge == nil {
-		return nil
-	}
-	minConf := ca.GetOptions().GetKnowledgeMinConfidence()
-	var out []prompt.Gotcha
-	seen := map[string]bool{}
-	for _, p := range concrete(targets(ca.GetTask())) {
-		res, err := w.cfg.Knowledge.QueryItems(ctx, &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: p},
-			Types: []knowledgev1.ItemType{knowledgev1.ItemType_ITEM_TYPE_GOTCHA, knowledgev1.ItemType_ITEM_TYPE_PATTERN}, MinConfidence: minConf})
-		if err != nil {
-			w.log.Debug("knowledge query", "path", p, "err", err)
-			continue
-		}
-		for i, m := range res.GetMatches() {
-			if i >= maxGotchasPerFile || seen[m.GetItem().GetId()] {
-				continue
-			}
-			seen[m.GetItem().GetId()] = true
-			out = append(out, prompt.Gotcha{Pattern: m.GetItem().GetFilePattern(), Description: m.GetItem().GetContent(),
-				Confidence: m.GetItem().GetEffectiveConfidence()})
-		}
-	}
-	return out
 }
 
 // worktree makes the assignment's workspace: a worktree of the repository at the wave's base, or
@@ -499,44 +264,6 @@ func (w *Worker) worktree(ctx context.Context, ca *schedulerv1.ClaimedAssignment
 	return r.AddWorktree(ctx, name, base)
 }
 
-// recordCheckpoint records the checkpoint a try starts from with the Scheduler
-// (RecordCheckpoint), so that GetHandoffContext and a rollback can name it: the commit before the
-// try, its kind and the task's file hashes. Without a Scheduler (RunTask) or a repository (a
-// scratch directory has no commit) there is nothing to record; a refusal is a warning, never a
-// failed try.
-func (w *Worker) recordCheckpoint(ctx context.Context, l *lease, cp workspace.Checkpoint, try int, hints []string) {
-	if l.local != nil || w.cfg.Scheduler == nil || cp.Commit == "" {
-		return
-	}
-	a := l.ca.GetAssignment()
-	kind := "before_try"
-	reason := "first try"
-	if try > 1 {
-		kind, reason = "retry", lastLine(hints[len(hints)-1])
-	}
-	ck := &commonv1.Checkpoint{GitRef: cp.Commit, Metadata: map[string]string{
-		"kind": kind, "try": fmt.Sprint(try), "attempt": fmt.Sprint(a.GetAttempt()), "reason": truncate(reason, 1024)}}
-	for _, f := range cp.Files {
-		ck.Files = append(ck.Files, &commonv1.FileHash{Path: f.Path, Sha256: f.SHA256})
-	}
-	rctx, cancel := context.WithTimeout(ctx, registryCallTimeout)
-	defer cancel()
-	if _, err := w.cfg.Scheduler.RecordCheckpoint(rctx, &schedulerv1.RecordCheckpointRequest{AssignmentId: a.GetId(),
-		InstanceId: w.cfg.InstanceID, FencingToken: a.GetFencingToken(), Checkpoint: ck}); err != nil {
-		w.log.Warn("checkpoint not recorded", "task", a.GetTaskId(), "try", try, "err", err)
-		l.event(commonv1.EventType_EVENT_TYPE_WARNING, fmt.Sprintf("checkpoint of try %d not recorded: %v", try, err), nil)
-	}
-}
-
-// anyList converts paths for an event's context.
-func anyList(paths []string) []any {
-	out := make([]any, len(paths))
-	for i, p := range paths {
-		out[i] = p
-	}
-	return out
-}
-
 // workspaceCode is the error code of a workspace that could not be made: REPOSITORY_NOT_ALLOWED
 // for a local repository outside the agent's allowed roots, WORKSPACE otherwise.
 func workspaceCode(err error) string {
@@ -544,16 +271,6 @@ func workspaceCode(err error) string {
 		return "REPOSITORY_NOT_ALLOWED"
 	}
 	return "WORKSPACE"
-}
-
-// conventionsOf is the conventions text given to the prompt (the names of the sources; the agent
-// reads the sections in Prime when they are files of the worktree).
-func conventionsOf(ca *schedulerv1.ClaimedAssignment) string {
-	var b strings.Builder
-	for _, c := range ca.GetContext().GetConventions() {
-		fmt.Fprintf(&b, "- %s\n", c.String())
-	}
-	return b.String()
 }
 
 // files are the task's target files (no patterns, no directories): what a checkpoint hashes.
