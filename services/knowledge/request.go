@@ -65,7 +65,9 @@ func newItem(req *knowledgev1.RecordItemRequest) (store.NewItem, error) {
 			AgentID:     req.GetSource().GetAgentId(),
 		},
 		Evidence: req.GetEvidence(),
+		Project:  req.GetProject(),
 	}
+	checkProject(bad, "project", it.Project)
 	var ok bool
 	if it.Type, ok = itemTypes[req.GetType()]; !ok {
 		bad.add("type", errUnknownType)
@@ -107,12 +109,15 @@ type query struct {
 	minConfidence float64
 	text          string
 	limit         int
+	project       string
 }
 
 // newQuery checks a QueryItemsRequest.
 func newQuery(req *knowledgev1.QueryItemsRequest) (query, error) {
 	bad := &badRequest{request: "QueryItemsRequest"}
-	q := query{tags: req.GetTags(), minConfidence: req.GetMinConfidence(), text: req.GetText(), limit: int(req.GetLimit())}
+	q := query{tags: req.GetTags(), minConfidence: req.GetMinConfidence(), text: req.GetText(), limit: int(req.GetLimit()),
+		project: req.GetProject()}
+	checkProject(bad, "project", q.project)
 	var err error
 	switch t := req.GetTarget().(type) {
 	case *knowledgev1.QueryItemsRequest_FilePath:
@@ -202,6 +207,11 @@ func newListing(req *knowledgev1.ListItemsRequest) (listing, error) {
 		}
 		l.filter.FilePattern = pattern
 	}
+	if req.Project != nil {
+		project := req.GetProject()
+		checkProject(bad, "project", project)
+		l.filter.Project = &project
+	}
 	l.pageSize = int(req.GetPageSize())
 	switch {
 	case l.pageSize < 0 || l.pageSize > maxPageSize:
@@ -243,4 +253,18 @@ func parseID(s string) (int64, bool) {
 		return 0, false
 	}
 	return id, true
+}
+
+// maxProjectBytes bounds a project (repository identity).
+const maxProjectBytes = 512
+
+// checkProject refuses a project the proto's rule refuses: too long, or holding a control
+// character (it is stored and compared as text on every backend).
+func checkProject(bad *badRequest, field, project string) {
+	switch {
+	case len(project) > maxProjectBytes:
+		bad.addf(field, "must be at most %d bytes", maxProjectBytes)
+	case strings.ContainsFunc(project, unicode.IsControl):
+		bad.addf(field, "must not contain control characters")
+	}
 }

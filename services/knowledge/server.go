@@ -56,6 +56,8 @@ func (s *Server) RecordItem(ctx context.Context, req *knowledgev1.RecordItemRequ
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	// Provenance comes from the caller's credentials, never from the request (provenance.go).
+	in.RecordedBy, in.Provisional = recorder(ctx)
 	now := s.now()
 	it, created, err := s.store.Record(ctx, in, now)
 	if err != nil {
@@ -82,6 +84,7 @@ func (s *Server) QueryItems(ctx context.Context, req *knowledgev1.QueryItemsRequ
 		Types:   q.types,
 		Tags:    q.tags,
 		Text:    q.text,
+		Project: q.project,
 		MinRank: confidence.MinRank(q.minConfidence, now),
 		// Candidates beyond the limit make up for those the glob or the exact confidence turn
 		// down, usually in one round.
@@ -183,7 +186,7 @@ func (s *Server) ConfirmItem(ctx context.Context, req *knowledgev1.ConfirmItemRe
 		return nil, toStatus(&itemNotFound{id: req.GetId()})
 	}
 	now := s.now()
-	it, err := s.store.Confirm(ctx, id, req.GetEvidence(), now)
+	it, err := s.store.Confirm(ctx, id, req.GetEvidence(), confirmer(ctx), now)
 	if err != nil {
 		return nil, toStatus(notFoundAs(req.GetId(), err))
 	}
@@ -245,6 +248,10 @@ func toProto(it store.Item, now time.Time) *knowledgev1.Item {
 		HitCount:            it.HitCount,
 		ConfirmCount:        it.ConfirmCount,
 		RefuteCount:         it.RefuteCount,
+		Project:             it.Project,
+		RecordedBy:          it.RecordedBy,
+		Provisional:         it.Provisional,
+		ConfirmedBy:         it.ConfirmedBy,
 	}
 	if it.Source != (store.Source{}) {
 		out.Source = &knowledgev1.Source{

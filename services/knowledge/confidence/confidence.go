@@ -31,6 +31,10 @@ import (
 const (
 	// Default is the confidence of an item recorded without one.
 	Default = 0.7
+	// UnconfirmedCap is the highest confidence of a provisional item (recorded by a principal
+	// that is not an operator, not yet confirmed by another): below the 0.6 agents ask for, so
+	// it reaches no prompt until a second principal confirms it.
+	UnconfirmedCap = 0.5
 	// ConfirmStep is the share of the gap to 1 a confirmation closes.
 	ConfirmStep = 0.2
 	// RefuteFactor multiplies the confidence on a refutation.

@@ -74,9 +74,10 @@ type Store interface {
 	// reads an item of another bucket, and reads each bucket best first. A candidate carries what
 	// deciding on it takes; [Store.Answer] reads the items decided on.
 	Candidates(ctx context.Context, q CandidateQuery) ([]Candidate, error)
-	// Confirm applies confidence.Confirm to an item, restarts its decay clock and counts the
-	// confirmation; a non-empty evidence replaces its evidence. [ErrNotFound] if there is none.
-	Confirm(ctx context.Context, id int64, evidence string, now time.Time) (Item, error)
+	// Confirm applies [Confirmed] to an item (confidence.Confirm, the decay clock restarted, the
+	// provisional cap lifted when by is not its recorder) and counts the confirmation; a
+	// non-empty evidence replaces its evidence. [ErrNotFound] if there is none.
+	Confirm(ctx context.Context, id int64, evidence, by string, now time.Time) (Item, error)
 	// Refute applies confidence.Refute to an item and counts the refutation; a non-empty reason
 	// replaces its evidence, as "refuted: <reason>". [ErrNotFound] if there is none.
 	Refute(ctx context.Context, id int64, reason string, now time.Time) (Item, error)
@@ -119,6 +120,13 @@ type NewItem struct {
 	Confidence float64
 	Source     Source
 	Evidence   string
+	// Project is the repository identity the item belongs to ("" the default project).
+	Project string
+	// RecordedBy is the principal that recorded it ("" when the server authenticates nobody).
+	RecordedBy string
+	// Provisional caps its confidence at confidence.UnconfirmedCap until a principal other than
+	// RecordedBy confirms it.
+	Provisional bool
 }
 
 // Item is a stored item.
@@ -142,6 +150,12 @@ type Item struct {
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	LastConfirmedAt time.Time
+	// Project, RecordedBy and Provisional are as recorded (NewItem); ConfirmedBy is the principal
+	// whose confirmation lifted the cap.
+	Project     string
+	RecordedBy  string
+	Provisional bool
+	ConfirmedBy string
 }
 
 // Candidate is an item as [Store.Candidates] returns it: what deciding whether to answer it takes.
@@ -180,6 +194,8 @@ type ListFilter struct {
 	Type Type
 	// FilePattern keeps items stored under exactly this pattern; "" keeps all.
 	FilePattern string
+	// Project keeps the items of this project; nil keeps every project's.
+	Project *string
 	// BeforeID starts the page after the item with this id (ids below it); 0 starts at the newest.
 	BeforeID int64
 	// Limit is the most items returned, at least 1.
@@ -193,6 +209,8 @@ type CandidateQuery struct {
 	Path string
 	// Pattern is a canonical pattern: candidates are the items stored under exactly it.
 	Pattern string
+	// Project keeps the items of this project only ("" the default project).
+	Project string
 	// Types keeps items of these types; empty keeps all.
 	Types []Type
 	// Tags keeps items carrying every one of these tags.
@@ -224,7 +242,16 @@ type Row struct {
 func NewRow(it NewItem, now time.Time) Row {
 	now = Truncate(now)
 	normalized := NormalizeContent(it.Content)
-	sum := sha256.Sum256([]byte(normalized))
+	// Twins are per project: the project is folded into the hash the twin key holds (items of
+	// the default project keep the hash of their content alone, as before projects).
+	hashed := normalized
+	if it.Project != "" {
+		hashed = it.Project + "\x00" + normalized
+	}
+	sum := sha256.Sum256([]byte(hashed))
+	if it.Provisional {
+		it.Confidence = min(it.Confidence, confidence.UnconfirmedCap)
+	}
 	if it.Tags == nil {
 		it.Tags = []string{}
 	}
@@ -239,11 +266,19 @@ func NewRow(it NewItem, now time.Time) Row {
 	}
 }
 
-// Confirmed returns it after a confirmation at now with evidence (see [Store.Confirm]), for the
-// backends to write.
-func Confirmed(it Item, evidence string, now time.Time) Item {
+// Confirmed returns it after a confirmation at now with evidence by the principal by (see
+// [Store.Confirm]), for the backends to write. A provisional item stays capped at
+// confidence.UnconfirmedCap unless by is another principal than its recorder, whose
+// confirmation lifts the cap for good.
+func Confirmed(it Item, evidence, by string, now time.Time) Item {
 	now = Truncate(now)
+	if it.Provisional && by != it.RecordedBy {
+		it.Provisional, it.ConfirmedBy = false, by
+	}
 	it.Confidence = confidence.Confirm(it.Confidence)
+	if it.Provisional {
+		it.Confidence = min(it.Confidence, confidence.UnconfirmedCap)
+	}
 	it.LastConfirmedAt = now
 	it.UpdatedAt = now
 	it.Rank = confidence.Rank(it.Confidence, now)

@@ -235,7 +235,20 @@ type Item struct {
 	// How many times it was confirmed (including duplicate records).
 	ConfirmCount int64 `protobuf:"varint,14,opt,name=confirm_count,json=confirmCount,proto3" json:"confirm_count,omitempty"`
 	// How many times it was refuted.
-	RefuteCount   int64 `protobuf:"varint,15,opt,name=refute_count,json=refuteCount,proto3" json:"refute_count,omitempty"`
+	RefuteCount int64 `protobuf:"varint,15,opt,name=refute_count,json=refuteCount,proto3" json:"refute_count,omitempty"`
+	// The project (repository identity) it belongs to; queries answer only the items of the
+	// project they name. Empty is the default project of callers that name none.
+	Project string `protobuf:"bytes,16,opt,name=project,proto3" json:"project,omitempty"`
+	// The authenticated principal that recorded it (from the caller's credentials, never from the
+	// request); empty when the server authenticates nobody.
+	RecordedBy string `protobuf:"bytes,17,opt,name=recorded_by,json=recordedBy,proto3" json:"recorded_by,omitempty"`
+	// Provisional: recorded by a principal that is not an operator and not yet confirmed by
+	// another principal, so its confidence is capped at 0.5, below the agents' injection threshold
+	// (0.6): it reaches no prompt until ConfirmItem (or RecordItem of its twin) by a second
+	// principal lifts the cap.
+	Provisional bool `protobuf:"varint,18,opt,name=provisional,proto3" json:"provisional,omitempty"`
+	// The principal whose confirmation lifted the cap; empty while provisional or when it never was.
+	ConfirmedBy   string `protobuf:"bytes,19,opt,name=confirmed_by,json=confirmedBy,proto3" json:"confirmed_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -375,6 +388,34 @@ func (x *Item) GetRefuteCount() int64 {
 	return 0
 }
 
+func (x *Item) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *Item) GetRecordedBy() string {
+	if x != nil {
+		return x.RecordedBy
+	}
+	return ""
+}
+
+func (x *Item) GetProvisional() bool {
+	if x != nil {
+		return x.Provisional
+	}
+	return false
+}
+
+func (x *Item) GetConfirmedBy() string {
+	if x != nil {
+		return x.ConfirmedBy
+	}
+	return ""
+}
+
 // RecordItemRequest records an item.
 type RecordItemRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -391,7 +432,11 @@ type RecordItemRequest struct {
 	// Where it was learned.
 	Source *Source `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
 	// Evidence, up to 16 KiB.
-	Evidence      string `protobuf:"bytes,7,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	Evidence string `protobuf:"bytes,7,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	// The project (repository identity, e.g. "github.com/acme/shop" or a local repository's path)
+	// the item belongs to: only queries naming the same project answer it. Empty is the default
+	// project. At most 512 bytes, no control characters.
+	Project       string `protobuf:"bytes,8,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -475,6 +520,13 @@ func (x *RecordItemRequest) GetEvidence() string {
 	return ""
 }
 
+func (x *RecordItemRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
 // RecordItemResponse carries the stored item.
 type RecordItemResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -550,7 +602,10 @@ type QueryItemsRequest struct {
 	// Free-text search over content (words, all must match); empty for none.
 	Text string `protobuf:"bytes,7,opt,name=text,proto3" json:"text,omitempty"`
 	// At most this many items: 0 means 20, at most 500.
-	Limit         int32 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The project whose items answer (see RecordItemRequest.project); items of other projects
+	// never do. Empty is the default project.
+	Project       string `protobuf:"bytes,9,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -652,6 +707,13 @@ func (x *QueryItemsRequest) GetLimit() int32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *QueryItemsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
 }
 
 type isQueryItemsRequest_Target interface {
@@ -882,7 +944,9 @@ type ListItemsRequest struct {
 	// Page size: 0 means 100, at most 1000.
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response's next_page_token.
-	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only items of this project (empty: the default project); unset for every project.
+	Project       *string `protobuf:"bytes,5,opt,name=project,proto3,oneof" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -941,6 +1005,13 @@ func (x *ListItemsRequest) GetPageSize() int32 {
 func (x *ListItemsRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListItemsRequest) GetProject() string {
+	if x != nil && x.Project != nil {
+		return *x.Project
 	}
 	return ""
 }
@@ -1311,7 +1382,7 @@ const file_converge_knowledge_v1_knowledge_proto_rawDesc = "" +
 	"\x06Source\x12P\n" +
 	"\fexecution_id\x18\x01 \x01(\tB-\xbaH*r(2&^([A-Za-z0-9][A-Za-z0-9._:-]{0,127})?$R\vexecutionId\x12D\n" +
 	"\atask_id\x18\x02 \x01(\tB+\xbaH(r&2$^([A-Za-z0-9][A-Za-z0-9._-]{0,63})?$R\x06taskId\x12H\n" +
-	"\bagent_id\x18\x03 \x01(\tB-\xbaH*r(2&^([A-Za-z0-9][A-Za-z0-9._:-]{0,127})?$R\aagentId\"\xe9\x04\n" +
+	"\bagent_id\x18\x03 \x01(\tB-\xbaH*r(2&^([A-Za-z0-9][A-Za-z0-9._:-]{0,127})?$R\aagentId\"\xe9\x05\n" +
 	"\x04Item\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1f.converge.knowledge.v1.ItemTypeR\x04type\x12\x18\n" +
@@ -1332,7 +1403,12 @@ const file_converge_knowledge_v1_knowledge_proto_rawDesc = "" +
 	"\x11last_confirm_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x0flastConfirmTime\x12\x1b\n" +
 	"\thit_count\x18\r \x01(\x03R\bhitCount\x12#\n" +
 	"\rconfirm_count\x18\x0e \x01(\x03R\fconfirmCount\x12!\n" +
-	"\frefute_count\x18\x0f \x01(\x03R\vrefuteCount\"\x95\b\n" +
+	"\frefute_count\x18\x0f \x01(\x03R\vrefuteCount\x12\x18\n" +
+	"\aproject\x18\x10 \x01(\tR\aproject\x12\x1f\n" +
+	"\vrecorded_by\x18\x11 \x01(\tR\n" +
+	"recordedBy\x12 \n" +
+	"\vprovisional\x18\x12 \x01(\bR\vprovisional\x12!\n" +
+	"\fconfirmed_by\x18\x13 \x01(\tR\vconfirmedBy\"\xce\b\n" +
 	"\x11RecordItemRequest\x12?\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1f.converge.knowledge.v1.ItemTypeB\n" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x04type\x12%\n" +
@@ -1344,11 +1420,12 @@ const file_converge_knowledge_v1_knowledge_proto_rawDesc = "" +
 	"confidence\x18\x05 \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\xf0?)\x00\x00\x00\x00\x00\x00\x00\x00H\x00R\n" +
 	"confidence\x88\x01\x01\x125\n" +
 	"\x06source\x18\x06 \x01(\v2\x1d.converge.knowledge.v1.SourceR\x06source\x12%\n" +
-	"\bevidence\x18\a \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x01R\bevidenceB\r\n" +
+	"\bevidence\x18\a \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x01R\bevidence\x127\n" +
+	"\aproject\x18\b \x01(\tB\x1d\xbaH\x1ar\x18(\x80\x042\x13^[^\\x00-\\x1F\\x7F]*$R\aprojectB\r\n" +
 	"\v_confidence\"\x85\x01\n" +
 	"\x12RecordItemResponse\x12/\n" +
 	"\x04item\x18\x01 \x01(\v2\x1b.converge.knowledge.v1.ItemR\x04item\x12>\n" +
-	"\aoutcome\x18\x02 \x01(\x0e2$.converge.knowledge.v1.RecordOutcomeR\aoutcome\"\x89\v\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2$.converge.knowledge.v1.RecordOutcomeR\aoutcome\"\xc2\v\n" +
 	"\x11QueryItemsRequest\x12\x95\x03\n" +
 	"\tfile_path\x18\x01 \x01(\tB\xf5\x02\xbaH\xf1\x02\xba\x01\xe6\x02\n" +
 	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bH\x00R\bfilePath\x12\xad\x05\n" +
@@ -1360,7 +1437,8 @@ const file_converge_knowledge_v1_knowledge_proto_rawDesc = "" +
 	"\x0emin_confidence\x18\x06 \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\xf0?)\x00\x00\x00\x00\x00\x00\x00\x00R\rminConfidence\x12\x1c\n" +
 	"\x04text\x18\a \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\x04text\x12 \n" +
 	"\x05limit\x18\b \x01(\x05B\n" +
-	"\xbaH\a\x1a\x05\x18\xf4\x03(\x00R\x05limitB\x0f\n" +
+	"\xbaH\a\x1a\x05\x18\xf4\x03(\x00R\x05limit\x127\n" +
+	"\aproject\x18\t \x01(\tB\x1d\xbaH\x1ar\x18(\x80\x042\x13^[^\\x00-\\x1F\\x7F]*$R\aprojectB\x0f\n" +
 	"\x06target\x12\x05\xbaH\x02\b\x01\"^\n" +
 	"\tItemMatch\x12/\n" +
 	"\x04item\x18\x01 \x01(\v2\x1b.converge.knowledge.v1.ItemR\x04item\x12 \n" +
@@ -1370,7 +1448,7 @@ const file_converge_knowledge_v1_knowledge_proto_rawDesc = "" +
 	"\x0eGetItemRequest\x12:\n" +
 	"\x02id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x02id\"B\n" +
 	"\x0fGetItemResponse\x12/\n" +
-	"\x04item\x18\x01 \x01(\v2\x1b.converge.knowledge.v1.ItemR\x04item\"\xcf\x06\n" +
+	"\x04item\x18\x01 \x01(\v2\x1b.converge.knowledge.v1.ItemR\x04item\"\x99\a\n" +
 	"\x10ListItemsRequest\x12=\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1f.converge.knowledge.v1.ItemTypeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04type\x12\xa9\x05\n" +
 	"\ffile_pattern\x18\x02 \x01(\tB\x85\x05\xbaH\x81\x05\xba\x01\xf8\x04\n" +
@@ -1378,7 +1456,10 @@ const file_converge_knowledge_v1_knowledge_proto_rawDesc = "" +
 	"\tpage_size\x18\x03 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x10R\tpageToken\"n\n" +
+	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x10R\tpageToken\x12<\n" +
+	"\aproject\x18\x05 \x01(\tB\x1d\xbaH\x1ar\x18(\x80\x042\x13^[^\\x00-\\x1F\\x7F]*$H\x00R\aproject\x88\x01\x01B\n" +
+	"\n" +
+	"\b_project\"n\n" +
 	"\x11ListItemsResponse\x121\n" +
 	"\x05items\x18\x01 \x03(\v2\x1b.converge.knowledge.v1.ItemR\x05items\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xae\x01\n" +
@@ -1509,6 +1590,7 @@ func file_converge_knowledge_v1_knowledge_proto_init() {
 		(*QueryItemsRequest_FilePattern)(nil),
 		(*QueryItemsRequest_All)(nil),
 	}
+	file_converge_knowledge_v1_knowledge_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -37,9 +37,11 @@ const (
 // gets it before it starts. Matching is by glob (doublestar) and confidence; full-text search over
 // content is Postgres full text or SQLite FTS5. Every RPC needs a bearer token outside dev mode.
 type KnowledgeServiceClient interface {
-	// RecordItem stores a knowledge item. The same type + file pattern + normalised content (case and
-	// whitespace folded) confirms the existing item instead of adding a twin; the response says
-	// which happened.
+	// RecordItem stores a knowledge item in a project. The same project + type + file pattern +
+	// normalised content (case and whitespace folded) confirms the existing item instead of adding a
+	// twin; the response says which happened. The recorder is the authenticated principal
+	// (Item.recorded_by); an item recorded by a principal that is not an operator is provisional,
+	// its confidence capped below the injection threshold until a second principal confirms it.
 	// Errors: InvalidArgument (bad glob, confidence out of [0,1], oversize content, unknown type).
 	RecordItem(ctx context.Context, in *RecordItemRequest, opts ...grpc.CallOption) (*RecordItemResponse, error)
 	// QueryItems answers the items relevant to a concrete file path (every stored pattern matching
@@ -54,6 +56,8 @@ type KnowledgeServiceClient interface {
 	// ListItems lists items, filtered by type and pattern, newest first, paginated.
 	ListItems(ctx context.Context, in *ListItemsRequest, opts ...grpc.CallOption) (*ListItemsResponse, error)
 	// ConfirmItem records that an item held again: confidence rises and the decay clock restarts.
+	// A confirmation by a principal other than the one that recorded a provisional item lifts its
+	// confidence cap (Item.provisional); the recorder's own confirmations keep it capped.
 	// Errors: NotFound.
 	ConfirmItem(ctx context.Context, in *ConfirmItemRequest, opts ...grpc.CallOption) (*ConfirmItemResponse, error)
 	// RefuteItem records that an item proved wrong: confidence falls.
@@ -151,9 +155,11 @@ func (c *knowledgeServiceClient) DeleteItem(ctx context.Context, in *DeleteItemR
 // gets it before it starts. Matching is by glob (doublestar) and confidence; full-text search over
 // content is Postgres full text or SQLite FTS5. Every RPC needs a bearer token outside dev mode.
 type KnowledgeServiceServer interface {
-	// RecordItem stores a knowledge item. The same type + file pattern + normalised content (case and
-	// whitespace folded) confirms the existing item instead of adding a twin; the response says
-	// which happened.
+	// RecordItem stores a knowledge item in a project. The same project + type + file pattern +
+	// normalised content (case and whitespace folded) confirms the existing item instead of adding a
+	// twin; the response says which happened. The recorder is the authenticated principal
+	// (Item.recorded_by); an item recorded by a principal that is not an operator is provisional,
+	// its confidence capped below the injection threshold until a second principal confirms it.
 	// Errors: InvalidArgument (bad glob, confidence out of [0,1], oversize content, unknown type).
 	RecordItem(context.Context, *RecordItemRequest) (*RecordItemResponse, error)
 	// QueryItems answers the items relevant to a concrete file path (every stored pattern matching
@@ -168,6 +174,8 @@ type KnowledgeServiceServer interface {
 	// ListItems lists items, filtered by type and pattern, newest first, paginated.
 	ListItems(context.Context, *ListItemsRequest) (*ListItemsResponse, error)
 	// ConfirmItem records that an item held again: confidence rises and the decay clock restarts.
+	// A confirmation by a principal other than the one that recorded a provisional item lifts its
+	// confidence cap (Item.provisional); the recorder's own confirmations keep it capped.
 	// Errors: NotFound.
 	ConfirmItem(context.Context, *ConfirmItemRequest) (*ConfirmItemResponse, error)
 	// RefuteItem records that an item proved wrong: confidence falls.

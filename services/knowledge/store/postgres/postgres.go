@@ -40,7 +40,7 @@ func New(ctx context.Context, url string, opts ...database.Option) (*Store, erro
 // columns are the columns of an [store.Item], in the order scanItem reads them.
 const columns = `id, type, content, file_pattern, pattern_specificity, tags, confidence, decay_rank,
 	source_execution_id, source_task_id, source_agent_id, evidence, hit_count, confirm_count, refute_count,
-	created_at, updated_at, last_confirmed_at`
+	created_at, updated_at, last_confirmed_at, project, recorded_by, provisional, confirmed_by`
 
 // candidateColumns are the columns of a [store.Candidate], all in knowledge_items_match_idx, in the
 // order scanCandidate reads them.
@@ -65,15 +65,15 @@ func (s *Store) Record(ctx context.Context, it store.NewItem, now time.Time) (st
 		row := tx.QueryRow(ctx, `INSERT INTO knowledge_items (type, content, content_normalized, content_hash,
 				file_pattern, pattern_extension, pattern_literal_prefix, pattern_specificity, tags, confidence,
 				decay_rank, source_execution_id, source_task_id, source_agent_id, evidence,
-				created_at, updated_at, last_confirmed_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $16)
+				created_at, updated_at, last_confirmed_at, project, recorded_by, provisional)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $16, $17, $18, $19)
 			ON CONFLICT (type, file_pattern, content_hash)
 				DO UPDATE SET confirm_count = knowledge_items.confirm_count + 1
 			RETURNING `+columns,
 			string(r.Type), r.Content, r.ContentNormalized, r.ContentHash,
 			r.FilePattern, r.Bucket.Extension, r.Bucket.Prefix, r.Specificity, string(tags), r.Confidence,
 			r.Rank, null(r.Source.ExecutionID), null(r.Source.TaskID), null(r.Source.AgentID), r.Evidence,
-			r.Now)
+			r.Now, r.Project, r.RecordedBy, r.Provisional)
 		var err error
 		if item, err = scanItem(row); err != nil {
 			return err
@@ -82,7 +82,7 @@ func (s *Store) Record(ctx context.Context, it store.NewItem, now time.Time) (st
 		if created = item.ConfirmCount == 0; created {
 			return nil
 		}
-		item, err = update(ctx, tx, store.Confirmed(item, r.Evidence, now))
+		item, err = update(ctx, tx, store.Confirmed(item, r.Evidence, r.RecordedBy, now))
 		return err
 	})
 	if err != nil {
@@ -110,6 +110,9 @@ func (s *Store) List(ctx context.Context, f store.ListFilter) ([]store.Item, err
 	if f.FilePattern != "" {
 		where = append(where, "file_pattern = "+a.add(f.FilePattern))
 	}
+	if f.Project != nil {
+		where = append(where, "project = "+a.add(*f.Project))
+	}
 	if f.BeforeID > 0 {
 		where = append(where, "id < "+a.add(f.BeforeID))
 	}
@@ -123,7 +126,7 @@ func (s *Store) List(ctx context.Context, f store.ListFilter) ([]store.Item, err
 // Limit rows; without tag or text filters an index-only scan) and merges them.
 func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store.Candidate, error) {
 	var a args
-	var where []string
+	where := []string{"project = " + a.add(q.Project)}
 	if q.MinRank != math.MinInt64 {
 		where = append(where, "decay_rank >= "+a.add(q.MinRank))
 	}
@@ -154,7 +157,6 @@ func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store
 		if q.Pattern != "" {
 			where = append(where, "file_pattern = "+a.add(q.Pattern))
 		}
-		where = append(where, "TRUE")
 		sql := `SELECT ` + candidateColumns + ` FROM knowledge_items WHERE ` + strings.Join(where, " AND ") +
 			` ORDER BY ` + rankOrder + ` LIMIT ` + limit
 		return s.candidates(ctx, sql, a...)
@@ -198,9 +200,9 @@ func (s *Store) candidates(ctx context.Context, sql string, args ...any) ([]stor
 }
 
 // Confirm implements [store.Store.Confirm].
-func (s *Store) Confirm(ctx context.Context, id int64, evidence string, now time.Time) (store.Item, error) {
+func (s *Store) Confirm(ctx context.Context, id int64, evidence, by string, now time.Time) (store.Item, error) {
 	return s.move(ctx, "confirm", `confirm_count = confirm_count + 1`, id, func(it store.Item) store.Item {
-		return store.Confirmed(it, evidence, now)
+		return store.Confirmed(it, evidence, by, now)
 	})
 }
 
@@ -233,9 +235,10 @@ func (s *Store) move(ctx context.Context, op, count string, id int64, apply func
 // update writes the fields a confirmation or refutation changes.
 func update(ctx context.Context, tx pgx.Tx, it store.Item) (store.Item, error) {
 	return scanItem(tx.QueryRow(ctx, `UPDATE knowledge_items
-		SET confidence = $2, decay_rank = $3, last_confirmed_at = $4, updated_at = $5, evidence = $6
+		SET confidence = $2, decay_rank = $3, last_confirmed_at = $4, updated_at = $5, evidence = $6,
+			provisional = $7, confirmed_by = $8
 		WHERE id = $1 RETURNING `+columns,
-		it.ID, it.Confidence, it.Rank, it.LastConfirmedAt, it.UpdatedAt, it.Evidence))
+		it.ID, it.Confidence, it.Rank, it.LastConfirmedAt, it.UpdatedAt, it.Evidence, it.Provisional, it.ConfirmedBy))
 }
 
 // Delete implements [store.Store.Delete].
@@ -311,7 +314,7 @@ func scanItem(row pgx.Row) (store.Item, error) {
 	)
 	err := row.Scan(&it.ID, &typ, &it.Content, &it.FilePattern, &it.Specificity, &it.Tags, &it.Confidence, &it.Rank,
 		&execution, &task, &agent, &it.Evidence, &it.HitCount, &confirmCount, &refuteCnt,
-		&createdAt, &updatedAt, &lastConfirmed)
+		&createdAt, &updatedAt, &lastConfirmed, &it.Project, &it.RecordedBy, &it.Provisional, &it.ConfirmedBy)
 	if err != nil {
 		return store.Item{}, err
 	}

@@ -38,7 +38,7 @@ func New(ctx context.Context, path string, opts ...database.Option) (*Store, err
 // columns are the columns of an [store.Item], in the order scanItem reads them.
 const columns = `id, type, content, file_pattern, pattern_specificity, tags, confidence, decay_rank,
 	source_execution_id, source_task_id, source_agent_id, evidence, hit_count, confirm_count, refute_count,
-	created_at, updated_at, last_confirmed_at`
+	created_at, updated_at, last_confirmed_at, project, recorded_by, provisional, confirmed_by`
 
 // candidateColumns are the columns of a [store.Candidate], all in knowledge_items_match_idx, in the
 // order candidates reads them.
@@ -65,14 +65,14 @@ func (s *Store) Record(ctx context.Context, it store.NewItem, now time.Time) (st
 		row := tx.QueryRowContext(ctx, `INSERT INTO knowledge_items (type, content, content_normalized, content_hash,
 				file_pattern, pattern_extension, pattern_literal_prefix, pattern_specificity, tags, confidence,
 				decay_rank, source_execution_id, source_task_id, source_agent_id, evidence,
-				created_at, updated_at, last_confirmed_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				created_at, updated_at, last_confirmed_at, project, recorded_by, provisional)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (type, file_pattern, content_hash) DO UPDATE SET confirm_count = confirm_count + 1
 			RETURNING `+columns,
 			string(r.Type), r.Content, r.ContentNormalized, r.ContentHash,
 			r.FilePattern, r.Bucket.Extension, r.Bucket.Prefix, r.Specificity, string(tags), r.Confidence,
 			r.Rank, null(r.Source.ExecutionID), null(r.Source.TaskID), null(r.Source.AgentID), r.Evidence,
-			at, at, at)
+			at, at, at, r.Project, r.RecordedBy, r.Provisional)
 		var err error
 		if item, err = scanItem(row); err != nil {
 			return err
@@ -81,7 +81,7 @@ func (s *Store) Record(ctx context.Context, it store.NewItem, now time.Time) (st
 		if created = item.ConfirmCount == 0; created {
 			return nil
 		}
-		item, err = update(ctx, tx, store.Confirmed(item, r.Evidence, now))
+		item, err = update(ctx, tx, store.Confirmed(item, r.Evidence, r.RecordedBy, now))
 		return err
 	})
 	if err != nil {
@@ -109,6 +109,9 @@ func (s *Store) List(ctx context.Context, f store.ListFilter) ([]store.Item, err
 	if f.FilePattern != "" {
 		where, args = append(where, "file_pattern = ?"), append(args, f.FilePattern)
 	}
+	if f.Project != nil {
+		where, args = append(where, "project = ?"), append(args, *f.Project)
+	}
 	if f.BeforeID > 0 {
 		where, args = append(where, "id < ?"), append(args, f.BeforeID)
 	}
@@ -120,10 +123,7 @@ func (s *Store) List(ctx context.Context, f store.ListFilter) ([]store.Item, err
 // best first through knowledge_items_match_idx (one subquery per bucket, each stopping at Limit
 // rows; without tag or text filters from the index alone) and merges them.
 func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store.Candidate, error) {
-	var (
-		where []string
-		args  []any
-	)
+	where, args := []string{"project = ?"}, []any{q.Project}
 	if q.MinRank != math.MinInt64 {
 		where, args = append(where, "decay_rank >= ?"), append(args, q.MinRank)
 	}
@@ -150,7 +150,6 @@ func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store
 		if q.Pattern != "" {
 			where, args = append(where, "file_pattern = ?"), append(args, q.Pattern)
 		}
-		where = append(where, "TRUE")
 		sql := `SELECT ` + candidateColumns + ` FROM knowledge_items WHERE ` + strings.Join(where, " AND ") +
 			` ORDER BY ` + rankOrder + ` LIMIT ?`
 		return s.candidates(ctx, sql, append(args, q.Limit)...)
@@ -200,9 +199,9 @@ func (s *Store) candidates(ctx context.Context, q string, args ...any) ([]store.
 }
 
 // Confirm implements [store.Store.Confirm].
-func (s *Store) Confirm(ctx context.Context, id int64, evidence string, now time.Time) (store.Item, error) {
+func (s *Store) Confirm(ctx context.Context, id int64, evidence, by string, now time.Time) (store.Item, error) {
 	return s.move(ctx, "confirm", `confirm_count = confirm_count + 1`, id, func(it store.Item) store.Item {
-		return store.Confirmed(it, evidence, now)
+		return store.Confirmed(it, evidence, by, now)
 	})
 }
 
@@ -235,10 +234,11 @@ func (s *Store) move(ctx context.Context, op, count string, id int64, apply func
 // update writes the fields a confirmation or refutation changes.
 func update(ctx context.Context, tx *sql.Tx, it store.Item) (store.Item, error) {
 	return scanItem(tx.QueryRowContext(ctx, `UPDATE knowledge_items
-		SET confidence = ?, decay_rank = ?, last_confirmed_at = ?, updated_at = ?, evidence = ?
+		SET confidence = ?, decay_rank = ?, last_confirmed_at = ?, updated_at = ?, evidence = ?, provisional = ?,
+			confirmed_by = ?
 		WHERE id = ? RETURNING `+columns,
 		it.Confidence, it.Rank, database.FormatSQLiteTime(it.LastConfirmedAt), database.FormatSQLiteTime(it.UpdatedAt),
-		it.Evidence, it.ID))
+		it.Evidence, it.Provisional, it.ConfirmedBy, it.ID))
 }
 
 // Delete implements [store.Store.Delete].
@@ -315,7 +315,7 @@ func scanItem(row scanner) (store.Item, error) {
 	)
 	err := row.Scan(&it.ID, &typ, &it.Content, &it.FilePattern, &it.Specificity, &tags, &it.Confidence, &it.Rank,
 		&execution, &task, &agent, &it.Evidence, &it.HitCount, &it.ConfirmCount, &it.RefuteCount,
-		&createdAt, &updatedAt, &confirmed)
+		&createdAt, &updatedAt, &confirmed, &it.Project, &it.RecordedBy, &it.Provisional, &it.ConfirmedBy)
 	if err != nil {
 		return store.Item{}, err
 	}

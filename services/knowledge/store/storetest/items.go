@@ -213,7 +213,7 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 
 		it := b.record(t, "*.sql", "Use IF NOT EXISTS", t0)
 		t1 := t0.Add(24 * time.Hour)
-		confirmed, err := b.store.Confirm(b.ctx, it.ID, "held in task 2.1", t1)
+		confirmed, err := b.store.Confirm(b.ctx, it.ID, "held in task 2.1", "", t1)
 		require.NoError(t, err)
 		want := it
 		want.Confidence, want.ConfirmCount, want.Evidence = 0.76, 1, "held in task 2.1"
@@ -231,7 +231,7 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Equal(t, want, refuted)
 
 		// Without evidence or reason the evidence stays.
-		again, err := b.store.Confirm(b.ctx, it.ID, "", t2)
+		again, err := b.store.Confirm(b.ctx, it.ID, "", "", t2)
 		require.NoError(t, err)
 		require.Equal(t, "refuted: breaks on Postgres 15", again.Evidence)
 		again, err = b.store.Refute(b.ctx, it.ID, "", t2)
@@ -244,7 +244,7 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.NoError(t, err)
 		require.Equal(t, again, got)
 
-		_, err = b.store.Confirm(b.ctx, it.ID+1, "", t2)
+		_, err = b.store.Confirm(b.ctx, it.ID+1, "", "", t2)
 		require.ErrorIs(t, err, store.ErrNotFound)
 		_, err = b.store.Refute(b.ctx, it.ID+1, "", t2)
 		require.ErrorIs(t, err, store.ErrNotFound)
@@ -358,7 +358,7 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 		// item confirmed far more recently outranks an older one of equal confidence.
 		items, err := b.store.Candidates(b.ctx, store.CandidateQuery{Pattern: "database/**", MinRank: math.MinInt64, Limit: 1})
 		require.NoError(t, err)
-		_, err = b.store.Confirm(b.ctx, items[0].ID, "", t0)
+		_, err = b.store.Confirm(b.ctx, items[0].ID, "", "", t0)
 		require.NoError(t, err)
 		b.record(t, "*.sql", "f", t0.Add(30*24*time.Hour))
 		got := b.candidates(t, path)

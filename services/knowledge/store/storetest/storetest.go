@@ -44,14 +44,16 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		testFullTextSearch(t, harness.RequireSQL(t, newStore(t)))
 	})
 	runItems(t, newStore)
+	runScope(t, newStore)
 }
 
 // indexes are the Knowledge's CREATE INDEX indexes, without the full-text search ones.
 var indexes = map[string]harness.Index{
-	"knowledge_items_match_idx":   {Table: "knowledge_items"},
-	"knowledge_items_rank_idx":    {Table: "knowledge_items"},
-	"knowledge_items_pattern_idx": {Table: "knowledge_items"},
-	"knowledge_items_type_idx":    {Table: "knowledge_items"},
+	"knowledge_items_match_idx":        {Table: "knowledge_items"},
+	"knowledge_items_project_rank_idx": {Table: "knowledge_items"},
+	"knowledge_items_rank_idx":         {Table: "knowledge_items"},
+	"knowledge_items_pattern_idx":      {Table: "knowledge_items"},
+	"knowledge_items_type_idx":         {Table: "knowledge_items"},
 }
 
 // schema is every Knowledge table with exactly its columns, without the full-text search parts.
@@ -61,6 +63,7 @@ var schema = harness.Schema{
 		"pattern_extension", "pattern_literal_prefix", "pattern_specificity", "tags", "confidence",
 		"source_execution_id", "source_task_id", "source_agent_id", "evidence", "hit_count",
 		"confirm_count", "refute_count", "created_at", "updated_at", "last_confirmed_at", "decay_rank",
+		"project", "recorded_by", "provisional", "confirmed_by",
 	},
 }
 
