@@ -102,7 +102,7 @@ func TestBuildSections(t *testing.T) {
 		"- db/schema.md (UPDATE)",
 		"## Requirements\n- id is a uuid primary key\n- email is unique and not null\n\n",
 		"2. Run it against a scratch database\n  and check the schema",
-		"## Gotchas (AVOID THESE MISTAKES)\n- **Idempotent migrations**: Use CREATE TABLE IF NOT EXISTS. (confidence 0.90, files db/migrations/*.sql)\n",
+		"## Gotchas (AVOID THESE MISTAKES)\n" + prompt.UntrustedPreamble + "\n\n- \"Idempotent migrations\": \"Use CREATE TABLE IF NOT EXISTS.\" (confidence 0.90, files db/migrations/*.sql)\n",
 		"#### Database Conventions\n- snake_case table names",
 		"```sh\n# a comment, not a heading\n```",
 		"CREATE TABLE users (",

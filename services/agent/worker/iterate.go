@@ -122,7 +122,7 @@ func (w *Worker) recordDiscoveries(ctx context.Context, l *lease, output string)
 			continue
 		}
 		a := l.ca.GetAssignment()
-		_, err := w.cfg.Knowledge.RecordItem(ctx, &knowledgev1.RecordItemRequest{Type: typ, Content: truncate(line, 16384),
+		_, err := w.cfg.Knowledge.RecordItem(ctx, &knowledgev1.RecordItemRequest{Type: typ, Content: truncate(line, 16384), Project: projectOf(l.ca),
 			FilePattern: pattern, Tags: []string{taskTag(t.GetId())},
 			Source:   &knowledgev1.Source{ExecutionId: a.GetExecutionId(), TaskId: t.GetId(), AgentId: w.cfg.InstanceID},
 			Evidence: truncate("task "+t.GetId()+" of "+a.GetExecutionId(), 16384)})

@@ -277,7 +277,7 @@ func (w *Worker) gotchas(ctx context.Context, ca *schedulerv1.ClaimedAssignment)
 	var out []prompt.Gotcha
 	seen := map[string]bool{}
 	for _, p := range concrete(targets(ca.GetTask())) {
-		res, err := w.cfg.Knowledge.QueryItems(ctx, &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: p},
+		res, err := w.cfg.Knowledge.QueryItems(ctx, &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: p}, Project: projectOf(ca),
 			Types: []knowledgev1.ItemType{knowledgev1.ItemType_ITEM_TYPE_GOTCHA, knowledgev1.ItemType_ITEM_TYPE_PATTERN}, MinConfidence: minConf})
 		if err != nil {
 			w.log.Debug("knowledge query", "path", p, "err", err)
