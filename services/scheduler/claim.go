@@ -84,6 +84,17 @@ func canDo(e *schedulerv1.Execution, caps []string, k schedulerv1.AssignmentKind
 	return true
 }
 
+// claimKinds are the kinds of assignment of e the claim may take.
+func claimKinds(e *schedulerv1.Execution, req *schedulerv1.ClaimTaskRequest) []schedulerv1.AssignmentKind {
+	var kinds []schedulerv1.AssignmentKind
+	for _, k := range []schedulerv1.AssignmentKind{schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK, schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION} {
+		if (len(req.GetKinds()) == 0 || slices.Contains(req.GetKinds(), k)) && canDo(e, req.GetCapabilities(), k) {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
+}
+
 func (s *Server) claimOnce(ctx context.Context, req *schedulerv1.ClaimTaskRequest) (*schedulerv1.ClaimedAssignment, error) {
 	candidates, err := s.store.ClaimableExecutions(ctx, 64)
 	if err != nil {
@@ -93,12 +104,7 @@ func (s *Server) claimOnce(ctx context.Context, req *schedulerv1.ClaimTaskReques
 		if req.GetExecutionId() != "" && e.GetId() != req.GetExecutionId() {
 			continue
 		}
-		var kinds []schedulerv1.AssignmentKind
-		for _, k := range []schedulerv1.AssignmentKind{schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK, schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION} {
-			if (len(req.GetKinds()) == 0 || slices.Contains(req.GetKinds(), k)) && canDo(e, req.GetCapabilities(), k) {
-				kinds = append(kinds, k)
-			}
-		}
+		kinds := claimKinds(e, req)
 		if len(kinds) == 0 {
 			continue
 		}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
@@ -22,6 +23,14 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	next := req.GetClaimNext()
+	if next != nil {
+		// As ClaimTask: a new session of the instance takes back what its old one held.
+		if err := s.replaceSessions(ctx, next.GetInstanceId(), next.GetSessionId()); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	fused := false // the completion was accepted now (not a retry): a next claim may follow
 	err = s.update(ctx, eid, func(r *runner) error {
 		a, err := r.holder(ctx, req.GetAssignmentId(), req.GetInstanceId(), req.GetFencingToken())
 		if err != nil {
@@ -41,12 +50,37 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 			return err
 		}
 		res.Assignment = a.Assignment
-		return nil
+		fused = next != nil
+		if fused && (next.GetExecutionId() == "" || next.GetExecutionId() == eid) {
+			// The next assignment of the same execution, in the same transaction: no second
+			// lock of the execution, no search of the claimable executions.
+			res.Next, err = r.claimNext(next)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if fused && res.GetNext() == nil {
+		// Nothing more in this execution for the agent: any other, at once (no wait).
+		if res.Next, err = s.claimOnce(ctx, next); err != nil {
+			s.log.Warn("claim after a completion", "err", err) // the completion stands; the agent claims again
+		}
+	}
 	return res, nil
+}
+
+// claimNext leases the next assignment of r's execution to the claim's agent, or answers nil.
+func (r *runner) claimNext(req *schedulerv1.ClaimTaskRequest) (*schedulerv1.ClaimedAssignment, error) {
+	kinds := claimKinds(r.e, req)
+	if len(kinds) == 0 {
+		return nil, nil
+	}
+	c, err := r.lease(req.GetInstanceId(), req.GetSessionId(), kinds)
+	if errors.Is(err, errNothing) {
+		return nil, nil
+	}
+	return c, err
 }
 
 // complete applies a completion to a held assignment.

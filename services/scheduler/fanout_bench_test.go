@@ -33,12 +33,14 @@ import (
 func BenchmarkFanout(b *testing.B) {
 	sizes := []int{100, 1000, 10000}
 	for _, name := range []string{"sqlite", "postgres"} {
-		for _, n := range sizes {
-			b.Run(fmt.Sprintf("%s/tasks=%d", name, n), func(b *testing.B) {
-				for range b.N {
-					fanout(b, name, n, 2)
-				}
-			})
+		for _, fused := range []bool{false, true} {
+			for _, n := range sizes {
+				b.Run(fmt.Sprintf("%s/fused=%v/tasks=%d", name, fused, n), func(b *testing.B) {
+					for range b.N {
+						fanout(b, name, n, 2, fused)
+					}
+				})
+			}
 		}
 	}
 }
@@ -60,7 +62,7 @@ func benchStore(b *testing.B, name string) store.Store {
 	return st
 }
 
-func fanout(b *testing.B, backend string, n, agents int) {
+func fanout(b *testing.B, backend string, n, agents int, fused bool) {
 	b.StopTimer()
 	st := benchStore(b, backend)
 	s := New(st, WithWorkDir(b.TempDir()))
@@ -99,7 +101,7 @@ func fanout(b *testing.B, backend string, n, agents int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- benchAgent(ctx, c, fmt.Sprintf("agent-%d", i), e.GetExecution().GetId())
+			errs <- benchAgent(ctx, c, fmt.Sprintf("agent-%d", i), e.GetExecution().GetId(), fused)
 		}()
 	}
 	wg.Wait()
@@ -123,16 +125,22 @@ func fanout(b *testing.B, backend string, n, agents int) {
 	b.StartTimer()
 }
 
-// benchAgent claims, reports and completes until the execution has nothing left for it.
-func benchAgent(ctx context.Context, c schedulerv1.SchedulerServiceClient, instance, execution string) error {
-	caps := []string{"executor:command", "integration"}
+// benchAgent claims, reports and completes until the execution has nothing left for it; fused:
+// each completion claims the next assignment (claim_next), as converge-agent does.
+func benchAgent(ctx context.Context, c schedulerv1.SchedulerServiceClient, instance, execution string, fused bool) error {
+	claim := &schedulerv1.ClaimTaskRequest{InstanceId: instance, Capabilities: []string{"executor:command", "integration"},
+		ExecutionId: execution}
+	var next *schedulerv1.ClaimedAssignment
 	for {
-		res, err := c.ClaimTask(ctx, &schedulerv1.ClaimTaskRequest{InstanceId: instance, Capabilities: caps,
-			Wait: durationpb.New(200 * time.Millisecond), ExecutionId: execution})
-		if err != nil {
-			return err
+		ca := next
+		if ca == nil {
+			res, err := c.ClaimTask(ctx, &schedulerv1.ClaimTaskRequest{InstanceId: instance, Capabilities: claim.Capabilities,
+				Wait: durationpb.New(200 * time.Millisecond), ExecutionId: execution})
+			if err != nil {
+				return err
+			}
+			ca = res.GetAssignment()
 		}
-		ca := res.GetAssignment()
 		if ca == nil {
 			g, err := c.GetExecution(ctx, &schedulerv1.GetExecutionRequest{ExecutionId: execution})
 			if err != nil {
@@ -149,10 +157,16 @@ func benchAgent(ctx context.Context, c schedulerv1.SchedulerServiceClient, insta
 			Events: []*schedulerv1.AgentEvent{{EventType: commonv1.EventType_EVENT_TYPE_TASK_STARTED, Message: "started"}}}); err != nil {
 			return err
 		}
-		if _, err := c.CompleteTask(ctx, &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(), InstanceId: instance,
-			FencingToken: a.GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, Tries: 1}); err != nil {
+		req := &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(), InstanceId: instance,
+			FencingToken: a.GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, Tries: 1}
+		if fused {
+			req.ClaimNext = claim
+		}
+		res, err := c.CompleteTask(ctx, req)
+		if err != nil {
 			return err
 		}
+		next = res.GetNext()
 	}
 }
 

@@ -166,8 +166,10 @@ type outcome struct {
 	levels        []*schedulerv1.ValidationLevelResult
 }
 
-// runAssignment does one claimed assignment from lease to CompleteTask.
-func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssignment) {
+// runAssignment does one claimed assignment from lease to CompleteTask. The completion also
+// claims the agent's next assignment (claim_next) while the worker is neither draining nor
+// stopping; runAssignment answers it (nil when there is none).
+func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssignment) (next *schedulerv1.ClaimedAssignment) {
 	a := ca.GetAssignment()
 	log := w.log.With("assignment", a.GetId(), "execution", a.GetExecutionId(), "attempt", a.GetAttempt())
 	if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION {
@@ -280,6 +282,9 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 		Result: out.result, CommitSha: out.commit, TaskRef: out.ref, Error: out.err, Tries: out.tries,
 		ConsecutiveFailures: consecutive, DiscoveriesCount: out.discoveries, ValidationOutputTail: tail(out.validationOut, 65536),
 		FilesChanged: out.files, LinesChanged: out.lines, LevelResults: out.levels, Events: l.takeEvents()}
+	if ctx.Err() == nil && !w.Draining() && !l.draining && out.result != schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED {
+		req.ClaimNext = w.claimRequest(0)
+	}
 	// The completion must reach the Scheduler even when the worker is shutting down, and across
 	// a Scheduler replica's restart or a Postgres failover: it is retried (with backoff) for up to
 	// 30 s while the answer is not final; the fencing token makes a retried completion idempotent.
@@ -293,8 +298,12 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 			if res.GetDirective() == schedulerv1.Directive_DIRECTIVE_DRAIN {
 				w.Drain(0)
 			}
+			next = res.GetNext()
 			break
 		}
+		// A retry claims nothing more: the first attempt's next assignment, if its answer was
+		// lost, is requeued when its lease runs out.
+		req.ClaimNext = nil
 		if c := status.Code(err); c == codes.Aborted || c == codes.NotFound || c == codes.InvalidArgument || c == codes.FailedPrecondition {
 			log.Warn("completion refused", "err", err)
 			break
@@ -308,6 +317,7 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 	if l.draining {
 		w.Drain(0)
 	}
+	return next
 }
 
 // tail keeps the last n bytes of s.

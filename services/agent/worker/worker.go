@@ -308,9 +308,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 			return nil
 		default:
 		}
-		res, err := w.cfg.Scheduler.ClaimTask(idle, &schedulerv1.ClaimTaskRequest{InstanceId: w.cfg.InstanceID,
-			Capabilities: w.cfg.Capabilities, Wait: durationpb.New(w.cfg.ClaimWait), ExecutionId: w.cfg.ExecutionID,
-			SessionId: w.cfg.SessionID})
+		res, err := w.cfg.Scheduler.ClaimTask(idle, w.claimRequest(w.cfg.ClaimWait))
 		if err != nil {
 			if idle.Err() != nil {
 				return nil
@@ -328,8 +326,24 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		if w.replacedErr() != nil {
 			return nil // claimed by a replaced session: the Scheduler takes it back
 		}
-		w.runAssignment(ctx, res.GetAssignment())
+		// Each completion may hand over the next assignment (fused complete-and-claim).
+		for next := res.GetAssignment(); next != nil; {
+			if w.replacedErr() != nil {
+				return nil
+			}
+			next = w.runAssignment(ctx, next)
+		}
 	}
+}
+
+// claimRequest is the worker's claim, waiting up to wait.
+func (w *Worker) claimRequest(wait time.Duration) *schedulerv1.ClaimTaskRequest {
+	r := &schedulerv1.ClaimTaskRequest{InstanceId: w.cfg.InstanceID, Capabilities: w.cfg.Capabilities,
+		ExecutionId: w.cfg.ExecutionID, SessionId: w.cfg.SessionID}
+	if wait > 0 {
+		r.Wait = durationpb.New(wait)
+	}
+	return r
 }
 
 // finish gives the agent's Registry record its final status and answers Run's error: COMPLETED

@@ -6312,7 +6312,16 @@ type CompleteTaskRequest struct {
 	LevelResults []*ValidationLevelResult `protobuf:"bytes,14,rep,name=level_results,json=levelResults,proto3" json:"level_results,omitempty"`
 	// Last events to append to the execution log, in order, at most 100 (the server then logs the
 	// terminal TASK_COMPLETED / TASK_FAILED / TASK_SKIPPED or INTEGRATION_* event itself).
-	Events        []*AgentEvent `protobuf:"bytes,15,rep,name=events,proto3" json:"events,omitempty"`
+	Events []*AgentEvent `protobuf:"bytes,15,rep,name=events,proto3" json:"events,omitempty"`
+	// Fused complete-and-claim: when set, the Scheduler also claims the agent's next assignment, as
+	// ClaimTask would with this request, in the same round trip (in the completion's transaction
+	// when the next assignment is of the same execution) and answers it in
+	// CompleteTaskResponse.next. Its instance_id must be this request's; its wait is ignored (the
+	// claim answers at once: an agent that gets no next assignment calls ClaimTask to wait). No
+	// claim is made when the completion is refused, repeated (a retry of an accepted completion:
+	// the next assignment of the first answer, if it was lost, is requeued when its lease runs out)
+	// or answered DRAIN. Unset: CompleteTask only completes, as before.
+	ClaimNext     *ClaimTaskRequest `protobuf:"bytes,16,opt,name=claim_next,json=claimNext,proto3" json:"claim_next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6452,13 +6461,23 @@ func (x *CompleteTaskRequest) GetEvents() []*AgentEvent {
 	return nil
 }
 
+func (x *CompleteTaskRequest) GetClaimNext() *ClaimTaskRequest {
+	if x != nil {
+		return x.ClaimNext
+	}
+	return nil
+}
+
 // Response of CompleteTask.
 type CompleteTaskResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The assignment in its final state.
 	Assignment *Assignment `protobuf:"bytes,1,opt,name=assignment,proto3" json:"assignment,omitempty"`
 	// CONTINUE: claim the next assignment; DRAIN: claim nothing more and exit.
-	Directive     Directive `protobuf:"varint,2,opt,name=directive,proto3,enum=converge.scheduler.v1.Directive" json:"directive,omitempty"`
+	Directive Directive `protobuf:"varint,2,opt,name=directive,proto3,enum=converge.scheduler.v1.Directive" json:"directive,omitempty"`
+	// The next assignment leased to the agent when the request asked for one (claim_next) and one
+	// was ready; work on it as on a ClaimTask answer. Unset: nothing was claimed.
+	Next          *ClaimedAssignment `protobuf:"bytes,3,opt,name=next,proto3" json:"next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6505,6 +6524,13 @@ func (x *CompleteTaskResponse) GetDirective() Directive {
 		return x.Directive
 	}
 	return Directive_DIRECTIVE_UNSPECIFIED
+}
+
+func (x *CompleteTaskResponse) GetNext() *ClaimedAssignment {
+	if x != nil {
+		return x.Next
+	}
+	return nil
 }
 
 // FeatureIteration is one build → verify cycle (seed §16.2 iterations[]).
@@ -8239,7 +8265,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x18RecordCheckpointResponse\x12>\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\v2\x1e.converge.common.v1.CheckpointR\n" +
-	"checkpoint\"\xfc\t\n" +
+	"checkpoint\"\xec\v\n" +
 	"\x13CompleteTaskRequest\x12O\n" +
 	"\rassignment_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\fassignmentId\x12K\n" +
 	"\vinstance_id\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\n" +
@@ -8262,13 +8288,17 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\ffilesChanged\x121\n" +
 	"\rlines_changed\x18\r \x01(\x05B\f\xbaH\t\x1a\a\x18\x80\xc2\xd7/(\x00R\flinesChanged\x12[\n" +
 	"\rlevel_results\x18\x0e \x03(\v2,.converge.scheduler.v1.ValidationLevelResultB\b\xbaH\x05\x92\x01\x02\x10\x03R\flevelResults\x12C\n" +
-	"\x06events\x18\x0f \x03(\v2!.converge.scheduler.v1.AgentEventB\b\xbaH\x05\x92\x01\x02\x10dR\x06events:p\xbaHm\x1ak\n" +
-	"\x1bcomplete.failed_needs_error\x12'error is required when result is FAILED\x1a#this.result != 2 || has(this.error)\"\x99\x01\n" +
+	"\x06events\x18\x0f \x03(\v2!.converge.scheduler.v1.AgentEventB\b\xbaH\x05\x92\x01\x02\x10dR\x06events\x12F\n" +
+	"\n" +
+	"claim_next\x18\x10 \x01(\v2'.converge.scheduler.v1.ClaimTaskRequestR\tclaimNext:\x97\x02\xbaH\x93\x02\x1ak\n" +
+	"\x1bcomplete.failed_needs_error\x12'error is required when result is FAILED\x1a#this.result != 2 || has(this.error)\x1a\xa3\x01\n" +
+	"\x1ccomplete.claim_next_instance\x129claim_next.instance_id must be the completing instance_id\x1aH!has(this.claim_next) || this.claim_next.instance_id == this.instance_id\"\xd7\x01\n" +
 	"\x14CompleteTaskResponse\x12A\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2!.converge.scheduler.v1.AssignmentR\n" +
 	"assignment\x12>\n" +
-	"\tdirective\x18\x02 \x01(\x0e2 .converge.scheduler.v1.DirectiveR\tdirective\"\xee\x03\n" +
+	"\tdirective\x18\x02 \x01(\x0e2 .converge.scheduler.v1.DirectiveR\tdirective\x12<\n" +
+	"\x04next\x18\x03 \x01(\v2(.converge.scheduler.v1.ClaimedAssignmentR\x04next\"\xee\x03\n" +
 	"\x10FeatureIteration\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12!\n" +
 	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x12H\n" +
@@ -8740,93 +8770,95 @@ var file_converge_scheduler_v1_scheduler_proto_depIdxs = []int32{
 	101, // 112: converge.scheduler.v1.CompleteTaskRequest.error:type_name -> converge.common.v1.ErrorContext
 	39,  // 113: converge.scheduler.v1.CompleteTaskRequest.level_results:type_name -> converge.scheduler.v1.ValidationLevelResult
 	69,  // 114: converge.scheduler.v1.CompleteTaskRequest.events:type_name -> converge.scheduler.v1.AgentEvent
-	42,  // 115: converge.scheduler.v1.CompleteTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
-	10,  // 116: converge.scheduler.v1.CompleteTaskResponse.directive:type_name -> converge.scheduler.v1.Directive
-	38,  // 117: converge.scheduler.v1.FeatureIteration.verification:type_name -> converge.scheduler.v1.VerifySummary
-	95,  // 118: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
-	95,  // 119: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
-	95,  // 120: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
-	12,  // 121: converge.scheduler.v1.FeatureBuild.status:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	100, // 122: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
-	13,  // 123: converge.scheduler.v1.FeatureBuild.exit_reason:type_name -> converge.scheduler.v1.ExitReason
-	81,  // 124: converge.scheduler.v1.FeatureBuild.iterations:type_name -> converge.scheduler.v1.FeatureIteration
-	82,  // 125: converge.scheduler.v1.FeatureBuild.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
-	83,  // 126: converge.scheduler.v1.FeatureBuild.recovery_log:type_name -> converge.scheduler.v1.RecoveryLogEntry
-	11,  // 127: converge.scheduler.v1.FeatureBuild.autonomy:type_name -> converge.scheduler.v1.Autonomy
-	71,  // 128: converge.scheduler.v1.FeatureBuild.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	37,  // 129: converge.scheduler.v1.FeatureBuild.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	95,  // 130: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
-	95,  // 131: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
-	95,  // 132: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
-	95,  // 133: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
-	18,  // 134: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
-	11,  // 135: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
-	71,  // 136: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	37,  // 137: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	84,  // 138: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	33,  // 139: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
-	82,  // 140: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
-	84,  // 141: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	12,  // 142: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	84,  // 143: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
-	84,  // 144: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	22,  // 145: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
-	24,  // 146: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
-	26,  // 147: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
-	28,  // 148: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
-	30,  // 149: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
-	34,  // 150: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
-	43,  // 151: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
-	45,  // 152: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
-	47,  // 153: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
-	49,  // 154: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
-	51,  // 155: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
-	53,  // 156: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
-	55,  // 157: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
-	57,  // 158: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
-	59,  // 159: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
-	61,  // 160: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
-	63,  // 161: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
-	67,  // 162: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
-	73,  // 163: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
-	75,  // 164: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
-	77,  // 165: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
-	79,  // 166: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
-	85,  // 167: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
-	87,  // 168: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
-	89,  // 169: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
-	91,  // 170: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
-	23,  // 171: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
-	25,  // 172: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
-	27,  // 173: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
-	29,  // 174: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
-	31,  // 175: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
-	35,  // 176: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
-	44,  // 177: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
-	46,  // 178: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
-	48,  // 179: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
-	50,  // 180: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
-	52,  // 181: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
-	54,  // 182: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
-	56,  // 183: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
-	58,  // 184: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
-	60,  // 185: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
-	62,  // 186: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
-	64,  // 187: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
-	68,  // 188: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
-	74,  // 189: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
-	76,  // 190: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
-	78,  // 191: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
-	80,  // 192: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
-	86,  // 193: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
-	88,  // 194: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
-	90,  // 195: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
-	92,  // 196: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
-	171, // [171:197] is the sub-list for method output_type
-	145, // [145:171] is the sub-list for method input_type
-	145, // [145:145] is the sub-list for extension type_name
-	145, // [145:145] is the sub-list for extension extendee
-	0,   // [0:145] is the sub-list for field type_name
+	73,  // 115: converge.scheduler.v1.CompleteTaskRequest.claim_next:type_name -> converge.scheduler.v1.ClaimTaskRequest
+	42,  // 116: converge.scheduler.v1.CompleteTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
+	10,  // 117: converge.scheduler.v1.CompleteTaskResponse.directive:type_name -> converge.scheduler.v1.Directive
+	72,  // 118: converge.scheduler.v1.CompleteTaskResponse.next:type_name -> converge.scheduler.v1.ClaimedAssignment
+	38,  // 119: converge.scheduler.v1.FeatureIteration.verification:type_name -> converge.scheduler.v1.VerifySummary
+	95,  // 120: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
+	95,  // 121: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
+	95,  // 122: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
+	12,  // 123: converge.scheduler.v1.FeatureBuild.status:type_name -> converge.scheduler.v1.FeatureBuildStatus
+	100, // 124: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
+	13,  // 125: converge.scheduler.v1.FeatureBuild.exit_reason:type_name -> converge.scheduler.v1.ExitReason
+	81,  // 126: converge.scheduler.v1.FeatureBuild.iterations:type_name -> converge.scheduler.v1.FeatureIteration
+	82,  // 127: converge.scheduler.v1.FeatureBuild.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
+	83,  // 128: converge.scheduler.v1.FeatureBuild.recovery_log:type_name -> converge.scheduler.v1.RecoveryLogEntry
+	11,  // 129: converge.scheduler.v1.FeatureBuild.autonomy:type_name -> converge.scheduler.v1.Autonomy
+	71,  // 130: converge.scheduler.v1.FeatureBuild.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	37,  // 131: converge.scheduler.v1.FeatureBuild.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	95,  // 132: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
+	95,  // 133: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
+	95,  // 134: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
+	95,  // 135: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
+	18,  // 136: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
+	11,  // 137: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
+	71,  // 138: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	37,  // 139: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	84,  // 140: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	33,  // 141: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
+	82,  // 142: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
+	84,  // 143: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	12,  // 144: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
+	84,  // 145: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
+	84,  // 146: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	22,  // 147: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
+	24,  // 148: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
+	26,  // 149: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
+	28,  // 150: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
+	30,  // 151: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
+	34,  // 152: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
+	43,  // 153: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
+	45,  // 154: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
+	47,  // 155: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
+	49,  // 156: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
+	51,  // 157: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
+	53,  // 158: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
+	55,  // 159: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
+	57,  // 160: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
+	59,  // 161: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
+	61,  // 162: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
+	63,  // 163: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
+	67,  // 164: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
+	73,  // 165: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
+	75,  // 166: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
+	77,  // 167: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
+	79,  // 168: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
+	85,  // 169: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
+	87,  // 170: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
+	89,  // 171: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
+	91,  // 172: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
+	23,  // 173: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
+	25,  // 174: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
+	27,  // 175: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
+	29,  // 176: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
+	31,  // 177: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
+	35,  // 178: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
+	44,  // 179: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
+	46,  // 180: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
+	48,  // 181: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
+	50,  // 182: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
+	52,  // 183: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
+	54,  // 184: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
+	56,  // 185: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
+	58,  // 186: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
+	60,  // 187: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
+	62,  // 188: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
+	64,  // 189: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
+	68,  // 190: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
+	74,  // 191: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
+	76,  // 192: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
+	78,  // 193: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
+	80,  // 194: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
+	86,  // 195: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
+	88,  // 196: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
+	90,  // 197: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
+	92,  // 198: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
+	173, // [173:199] is the sub-list for method output_type
+	147, // [147:173] is the sub-list for method input_type
+	147, // [147:147] is the sub-list for extension type_name
+	147, // [147:147] is the sub-list for extension extendee
+	0,   // [0:147] is the sub-list for field type_name
 }
 
 func init() { file_converge_scheduler_v1_scheduler_proto_init() }
