@@ -32,14 +32,7 @@ var errNothing = errors.New("nothing to claim")
 func (s *Server) ClaimTask(ctx context.Context, req *schedulerv1.ClaimTaskRequest) (*schedulerv1.ClaimTaskResponse, error) {
 	wait := req.GetWait().AsDuration()
 	deadline := time.Now().Add(wait)
-	if err := s.checkInstance(ctx, req.GetInstanceId()); err != nil {
-		return nil, toStatus(err)
-	}
-	if err := s.admit(ctx, req.GetInstanceId()); err != nil {
-		return nil, toStatus(err)
-	}
-	// A new session of the instance (its process restarted) takes back what the old one held.
-	if err := s.replaceSessions(ctx, req.GetInstanceId(), req.GetSessionId()); err != nil {
+	if err := s.claimAdmitted(ctx, req); err != nil {
 		return nil, toStatus(err)
 	}
 	for {
@@ -66,6 +59,19 @@ func (s *Server) ClaimTask(ctx context.Context, req *schedulerv1.ClaimTaskReques
 		}
 		t.Stop()
 	}
+}
+
+// claimAdmitted checks a claim before anything is leased (ClaimTask, CompleteTask's claim_next):
+// the caller may act for the instance, the Registry knows it live, and a new session of the
+// instance (its process restarted) takes back what the old one held.
+func (s *Server) claimAdmitted(ctx context.Context, req *schedulerv1.ClaimTaskRequest) error {
+	if err := s.checkInstance(ctx, req.GetInstanceId()); err != nil {
+		return err
+	}
+	if err := s.admit(ctx, req.GetInstanceId()); err != nil {
+		return err
+	}
+	return s.replaceSessions(ctx, req.GetInstanceId(), req.GetSessionId())
 }
 
 // canDo reports whether an agent with caps may take assignments of kind k of execution e.

@@ -7,6 +7,7 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/auth"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -24,11 +25,10 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 		return nil, toStatus(err)
 	}
 	next := req.GetClaimNext()
-	if next != nil {
-		// As ClaimTask: a new session of the instance takes back what its old one held.
-		if err := s.replaceSessions(ctx, next.GetInstanceId(), next.GetSessionId()); err != nil {
-			return nil, toStatus(err)
-		}
+	if next != nil && s.claimAdmitted(ctx, next) != nil {
+		// The claim is refused (or cannot be checked now): the completion goes on alone, and the
+		// agent's ClaimTask answers why.
+		next = nil
 	}
 	fused := false // the completion was accepted now (not a retry): a next claim may follow
 	err = s.update(ctx, eid, func(r *runner) error {
@@ -54,7 +54,7 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 		if fused && (next.GetExecutionId() == "" || next.GetExecutionId() == eid) {
 			// The next assignment of the same execution, in the same transaction: no second
 			// lock of the execution, no search of the claimable executions.
-			res.Next, err = r.claimNext(next)
+			res.Next, err = r.claimNext(next, auth.Name(ctx))
 		}
 		return err
 	})
@@ -71,12 +71,12 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 }
 
 // claimNext leases the next assignment of r's execution to the claim's agent, or answers nil.
-func (r *runner) claimNext(req *schedulerv1.ClaimTaskRequest) (*schedulerv1.ClaimedAssignment, error) {
+func (r *runner) claimNext(req *schedulerv1.ClaimTaskRequest, principal string) (*schedulerv1.ClaimedAssignment, error) {
 	kinds := claimKinds(r.e, req)
 	if len(kinds) == 0 {
 		return nil, nil
 	}
-	c, err := r.lease(req.GetInstanceId(), req.GetSessionId(), kinds)
+	c, err := r.lease(req.GetInstanceId(), req.GetSessionId(), principal, kinds)
 	if errors.Is(err, errNothing) {
 		return nil, nil
 	}
