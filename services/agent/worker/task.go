@@ -180,7 +180,22 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 			if errors.As(err, &xe) {
 				code, why, output = xe.Code, xe.Message, xe.Output
 			}
-		} else {
+		}
+		if request := designChangeRequest(output + "\n" + res.Output); request != "" || (err != nil && res.ExitCode == DCRExitCode && ca.GetOptions().GetExecutor().GetAgentCli() == nil && ca.GetOptions().GetExecutor().GetOpenai() == nil) {
+			if request == "" {
+				request = strings.TrimSpace(tail(output, 16384))
+				if request == "" {
+					request = "(the task's command asked for a design change without saying which)"
+				}
+			}
+			l.event(commonv1.EventType_EVENT_TYPE_WARNING, fmt.Sprintf("Task %s: design change request (try %d): %s", t.GetId(), try, truncate(request, 2048)), map[string]any{"try": float64(try)})
+			if rerr := wt.Restore(context.WithoutCancel(ctx), cp); rerr != nil {
+				return fail("ROLLBACK_FAILED", rerr.Error(), int32(try))
+			}
+			return outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_BLOCKED_DCR, tries: int32(try),
+				err: &commonv1.ErrorContext{Code: "DESIGN_CHANGE_REQUEST", Message: request, TaskId: t.GetId(), Timestamp: now()}}
+		}
+		if err == nil {
 			output = res.Output
 			l.progress(int32(20+60*(try-1)/maxTries+30/maxTries), fmt.Sprintf("validate (try %d/%d)", try, maxTries))
 			v := w.validateTry(ctx, l, wt, try, vtimeout)
