@@ -189,7 +189,7 @@ func successReport(b *schedulerv1.FeatureBuild, sum *schedulerv1.VerifySummary) 
 		w.WriteString("- " + f + "\n")
 	}
 	if sum.GetPendingHumanCount() > 0 {
-		fmt.Fprintf(&w, "\n### Human Verification Required\n%d HUMAN_VERIFY criteria wait for a person's sign-off (converge verify sign-off, loop %s).\n", sum.GetPendingHumanCount(), b.GetId())
+		fmt.Fprintf(&w, "\n### Human Verification Required\n%d HUMAN_VERIFY criteria wait for a person's sign-off (the Verifier's RecordHumanVerdict, loop_key %s).\n", sum.GetPendingHumanCount(), b.GetId())
 	}
 	fmt.Fprintf(&w, "\n### Next Steps\n1. Review the run branch %s\n2. Write tests for the criteria, review the code\n3. Merge the run branch\n", runBranchOf(b))
 	return w.String()
