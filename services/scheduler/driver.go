@@ -23,7 +23,8 @@ const (
 //   - the reaper requeues assignments whose lease ran out (attempt + 1; FAILED after max_retries);
 //   - executions stored PENDING by a replica that died before opening their first wave are begun;
 //   - executions past their wall-time budget end ESCALATED;
-//   - executions whose waves are all integrated are verified (Verify Done).
+//   - executions whose waves are all integrated are verified (Verify Done);
+//   - executions waiting for a person's sign-off end as the sign-off decides (signoff.go).
 //
 // Every step is an UpdateExecution that re-checks the state it acts on, so a step repeated by a
 // new leader, or racing a completion, changes nothing twice.
@@ -138,6 +139,9 @@ func (s *Server) driveOnce(ctx context.Context) error {
 			e.GetStatus() == schedulerv1.ExecutionStatus_EXECUTION_STATUS_RUNNING {
 			s.startVerify(ctx, e)
 		}
+	}
+	if err := s.driveSignOffs(ctx); err != nil {
+		return fmt.Errorf("sign-off: %w", err)
 	}
 	return s.driveFeatureBuilds(ctx)
 }

@@ -41,6 +41,7 @@ type Server struct {
 	owners      owners   // assignment → execution
 	sessions    sessions // instance → the last session it claimed with
 	admitted    admitted // instance → until when the Registry said it is live
+	signOffs    signOffs // executions waiting for a person's sign-off
 	registry    registryv1.RegistryServiceClient
 	staleAfter  time.Duration
 	// verifyTries and verifyBackoff bound the retries of a Verifier that answers a retryable

@@ -95,6 +95,10 @@ type Executions interface {
 	// time, then id), at most limit; none for no status (the leader's driver uses it to find runs
 	// left PENDING, runs waiting for verification and runs past their wall time).
 	ExecutionsInStatus(ctx context.Context, statuses []schedulerv1.ExecutionStatus, limit int) ([]*schedulerv1.Execution, error)
+	// AwaitingSignOff returns the executions that ended COMPLETED with outcome
+	// CONVERGED_PENDING_HUMAN (HUMAN_VERIFY criteria wait for a person), oldest first (create time,
+	// then id), at most limit; the leader's driver moves them on once the person decided.
+	AwaitingSignOff(ctx context.Context, limit int) ([]*schedulerv1.Execution, error)
 	// ReadLog returns an execution's log entries matching q in seq order, whether more match
 	// beyond the page (for a Tail read: before it), and the execution's last seq (any entry). The
 	// entries and lastSeq come from one snapshot: when hasMore is false, every matching entry with

@@ -49,6 +49,17 @@ func (s *Store) HeldAssignments(ctx context.Context, instances []string, limit i
 	return list, nil
 }
 
+// AwaitingSignOff reads the executions waiting for a person's sign-off, oldest first.
+func (s *Store) AwaitingSignOff(ctx context.Context, limit int) ([]*schedulerv1.Execution, error) {
+	rows, err := s.Pool().Query(ctx, `SELECT `+executionColumns+` FROM task_list_execution_runs r
+		WHERE r.status = 'completed' AND r.outcome = 'converged_pending_human' ORDER BY r.created_at, r.execution_id LIMIT $1`, limit)
+	list, err := collect(rows, err, scanExecutionRow)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: executions awaiting sign-off: %w", err)
+	}
+	return list, nil
+}
+
 // ExecutionsInStatus reads the executions in some statuses, oldest first.
 func (s *Store) ExecutionsInStatus(ctx context.Context, statuses []schedulerv1.ExecutionStatus, limit int) ([]*schedulerv1.Execution, error) {
 	names, err := store.ExecutionStatusNames(statuses)

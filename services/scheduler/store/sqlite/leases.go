@@ -52,6 +52,17 @@ func (s *Store) HeldAssignments(ctx context.Context, instances []string, limit i
 	return list, nil
 }
 
+// AwaitingSignOff reads the executions waiting for a person's sign-off, oldest first.
+func (s *Store) AwaitingSignOff(ctx context.Context, limit int) ([]*schedulerv1.Execution, error) {
+	rows, err := s.DB().QueryContext(ctx, `SELECT `+executionColumns+` FROM task_list_execution_runs r
+		WHERE r.status = 'completed' AND r.outcome = 'converged_pending_human' ORDER BY r.created_at, r.execution_id LIMIT ?`, limit)
+	list, err := collect(rows, err, scanExecution)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: executions awaiting sign-off: %w", err)
+	}
+	return list, nil
+}
+
 // ExecutionsInStatus reads the executions in some statuses, oldest first.
 func (s *Store) ExecutionsInStatus(ctx context.Context, statuses []schedulerv1.ExecutionStatus, limit int) ([]*schedulerv1.Execution, error) {
 	if len(statuses) == 0 {

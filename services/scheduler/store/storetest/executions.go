@@ -24,6 +24,7 @@ var executionTests = []test{
 	{"RunNumbers", testExecutionRunNumbers},
 	{"RequestID", testExecutionRequestID},
 	{"OneOpenRunPerList", testOneOpenRunPerList},
+	{"AwaitingSignOff", testAwaitingSignOff},
 	{"UpdateCommits", testUpdateCommits},
 	{"UpdateRollsBack", testUpdateRollsBack},
 	{"AppendIsDense", testAppendIsDense},
@@ -339,4 +340,31 @@ func testOneOpenRunPerList(t *testing.T, newStore func(t *testing.T) store.Store
 		require.ErrorIs(t, err, store.ErrActive)
 	}
 	require.Equal(t, 1, won)
+}
+
+// AwaitingSignOff answers the runs that ended COMPLETED with outcome CONVERGED_PENDING_HUMAN
+// only, oldest first.
+func testAwaitingSignOff(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	newList(t, s, "a", 1)
+	end := func(id string, st schedulerv1.ExecutionStatus, o commonv1.Outcome) {
+		newRun(id, "a", []string{"t0"}).create(t, s)
+		update(t, s, id, func(tx store.ExecTx) error {
+			e := tx.Execution()
+			e.Status, e.Outcome = st, o
+			return tx.PutExecution(e)
+		})
+	}
+	end("x-1", schedulerv1.ExecutionStatus_EXECUTION_STATUS_COMPLETED, commonv1.Outcome_OUTCOME_CONVERGED_PENDING_HUMAN)
+	end("x-2", schedulerv1.ExecutionStatus_EXECUTION_STATUS_COMPLETED, commonv1.Outcome_OUTCOME_CONVERGED)
+	end("x-3", schedulerv1.ExecutionStatus_EXECUTION_STATUS_FAILED, commonv1.Outcome_OUTCOME_FAILED)
+	end("x-4", schedulerv1.ExecutionStatus_EXECUTION_STATUS_COMPLETED, commonv1.Outcome_OUTCOME_CONVERGED_PENDING_HUMAN)
+	newRun("x-5", "a", []string{"t0"}).create(t, s) // running
+	got, err := s.AwaitingSignOff(t.Context(), 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"x-1", "x-4"}, ids(got))
+	got, err = s.AwaitingSignOff(t.Context(), 1)
+	require.NoError(t, err)
+	require.Equal(t, []string{"x-1"}, ids(got))
 }
