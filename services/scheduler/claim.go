@@ -48,7 +48,8 @@ func (s *Server) ClaimTask(ctx context.Context, req *schedulerv1.ClaimTaskReques
 		if left <= 0 {
 			return &schedulerv1.ClaimTaskResponse{}, nil
 		}
-		// Other replicas' changes are seen by polling; this replica's wake the poll at once.
+		// Changes wake the poll at once: this replica's directly, other replicas' through the
+		// store's notifications (Postgres LISTEN/NOTIFY); polling is the fallback.
 		t := time.NewTimer(min(left, claimPollInterval))
 		select {
 		case <-ctx.Done():

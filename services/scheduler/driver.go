@@ -32,6 +32,16 @@ const (
 // Start runs the driver until ctx ends. It returns at once; the driver stops with ctx.
 func (s *Server) Start(ctx context.Context) {
 	go s.drive(ctx)
+	if l, ok := s.store.(changeListener); ok {
+		go l.Listen(ctx, s.wake.broadcast)
+	}
+}
+
+// changeListener is a store that announces every committed change of an execution to every
+// replica (Postgres LISTEN/NOTIFY): long polls and streams wake at once on any replica, and
+// polling is only the fallback.
+type changeListener interface {
+	Listen(ctx context.Context, changed func())
 }
 
 // leadHolder is a store that can name the session holding a leadership from any session

@@ -106,6 +106,11 @@ func (t *execTx) flush() error {
 		stmts = append(stmts, stmt{"advance last seq", `UPDATE task_list_execution_runs SET last_seq = $2 WHERE execution_id = $1`,
 			[]any{t.ID(), t.Exec.GetLastSeq()}})
 	}
+	if t.execRow != nil || t.seqDirty || len(t.logRows) > 0 {
+		// Other replicas' long polls and streams wake at the commit (Listen), in the same batch:
+		// no round trip of its own.
+		stmts = append(stmts, stmt{"notify", `SELECT pg_notify('` + ChangesChannel + `', $1)`, []any{t.ID()}})
+	}
 	t.logRows, t.execRow, t.seqDirty = nil, nil, false
 	if err := execBatch(t.ctx, t.tx, stmts); err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: %w", t.ID(), err)
