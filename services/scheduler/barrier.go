@@ -8,6 +8,7 @@ import (
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/platform/ids"
 	"github.com/converge-dev/converge/services/scheduler/store"
+	"github.com/converge-dev/converge/services/scheduler/tasklist"
 )
 
 // The wave barrier: a wave opens, its tasks end, and once all are terminal its integration
@@ -192,6 +193,12 @@ func (r *runner) toVerification(commit string) error {
 // stopRules applies the seed's stop rules after a task failed.
 func (r *runner) stopRules(a *store.Assignment) error {
 	t := r.task(a.GetTaskId())
+	if tasklist.IsGate(t) {
+		// A milestone or phase gate (seed 004): the next phase must not start on work that
+		// failed its gate check.
+		return r.finish(schedulerv1.ExecutionStatus_EXECUTION_STATUS_FAILED, commonv1.Outcome_OUTCOME_FAILED,
+			fmt.Sprintf("gate %s failed (%s): %s", t.GetId(), t.GetTitle(), orDefault(a.GetError().GetMessage(), "its check failed")))
+	}
 	for _, p := range r.e.GetOptions().GetCriticalPhases().GetPhases() {
 		if t.GetPhase() != "" && strings.EqualFold(p, t.GetPhase()) {
 			return r.finish(schedulerv1.ExecutionStatus_EXECUTION_STATUS_FAILED, commonv1.Outcome_OUTCOME_FAILED,

@@ -26,7 +26,8 @@ import (
 //     triggered level); its commit is the next wave's base. A wave with nothing to merge and
 //     nothing to validate completes at once.
 //   - A task whose dependency did not complete is SKIPPED when its wave starts.
-//   - Stop rules end the run FAILED: more than max_failed_tasks failed tasks, a failed task of a
+//   - Stop rules end the run FAILED: a failed milestone or phase gate (a GATE- task, seed 004),
+//     more than max_failed_tasks failed tasks, a failed task of a
 //     critical phase, a failed integration or validation level. Three consecutive failures of an
 //     agent, or a spent budget, end it ESCALATED.
 //   - After the last wave, the leader replica's driver asks the Verifier (Verify Done); only a

@@ -47,11 +47,12 @@ var planColumns = map[string]string{
 
 // planRow is one row of a task or tracking table.
 type planRow struct {
-	line      int
-	cells     map[string]string // by column kind; "" kinds are in extra
-	extra     []string          // "Header: value" for unknown columns
-	phase     string
-	milestone string
+	line        int
+	cells       map[string]string // by column kind; "" kinds are in extra
+	extra       []string          // "Header: value" for unknown columns
+	phase       string
+	phaseNumber int // the count of "## " headings before it
+	milestone   string
 }
 
 // ParseExecutionPlan reads an execution plan: phases → milestones → task tables with
@@ -66,6 +67,8 @@ func ParseExecutionPlan(content []byte) (*Document, error) {
 		warnings         []Warning
 		defs, updates    []planRow
 		phase, milestone string
+		phaseNumber      int
+		gates            []planGate
 	)
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
@@ -76,6 +79,7 @@ func ParseExecutionPlan(content []byte) (*Document, error) {
 			case level == 2:
 				phase, _ = phaseName(text)
 				milestone = ""
+				phaseNumber++
 			case level >= 3:
 				if m := milestoneHeading.FindStringSubmatch(text); m != nil {
 					milestone = strings.TrimSpace(m[1])
@@ -86,6 +90,10 @@ func ParseExecutionPlan(content []byte) (*Document, error) {
 					milestone = ""
 				}
 			}
+			continue
+		}
+		if cmd, ok := gateOf(l.text); ok && !l.fenced {
+			gates = append(gates, planGate{line: l.num, phase: phase, milestone: milestone, phaseNumber: phaseNumber, command: cmd})
 			continue
 		}
 		if l.fenced || !isTableLine(l.text) || i+1 >= len(lines) || !isDelimiterRow(lines[i+1]) {
@@ -109,7 +117,7 @@ func ParseExecutionPlan(content []byte) (*Document, error) {
 			if len(cells) != len(header) {
 				warnings = append(warnings, Warning{Line: lines[i].num, Message: fmt.Sprintf("row has %d cells, the header %d", len(cells), len(header))})
 			}
-			row := planRow{line: lines[i].num, cells: map[string]string{}, phase: phase, milestone: milestone}
+			row := planRow{line: lines[i].num, cells: map[string]string{}, phase: phase, phaseNumber: phaseNumber, milestone: milestone}
 			for c, v := range cells {
 				if c >= len(header) {
 					break
@@ -184,7 +192,16 @@ func ParseExecutionPlan(content []byte) (*Document, error) {
 	if len(spec.Tasks) == 0 {
 		return nil, errorf(1, `no task found: tasks are rows of tables with a "Task" and a "Description" column`)
 	}
+	if len(gates) > 0 {
+		var err error
+		if spec.Tasks, taskLines, err = addGates(spec.Tasks, taskLines, slices.Clone(defs), gates, &warnings); err != nil {
+			return nil, err
+		}
+	}
 	for i, t := range spec.Tasks {
+		if IsGate(t) {
+			continue // a gate checks: it declares no files on purpose
+		}
 		if t.GetFile() == "" && len(t.GetFiles()) == 0 {
 			warnings = append(warnings, Warning{Line: taskLines[i], Message: fmt.Sprintf("task %s declares no files: it may share a wave with any task", t.GetId())})
 		}
