@@ -2,6 +2,7 @@ package security
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,4 +92,21 @@ func runVerifierHelp(t *testing.T, args ...string) (string, error) {
 		return string(out), fmt.Errorf("%w: %s", err, out)
 	}
 	return string(out), nil
+}
+
+// internalName answers a name of this host that resolves to addresses the default policy denies
+// (its host name resolves to loopback or a private address on the machines tests run on).
+func internalName(t *testing.T) string {
+	t.Helper()
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	addrs, err := net.DefaultResolver.LookupNetIP(t.Context(), "ip", host)
+	require.NoError(t, err, "this host's name resolves")
+	for _, a := range addrs {
+		if a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() {
+			return host
+		}
+	}
+	t.Fatalf("this host's name %s resolves to %v: no internal address to test with", host, addrs)
+	return ""
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/database/dbtest"
 	"github.com/converge-dev/converge/platform/grpcerr"
+	"github.com/converge-dev/converge/platform/netguard"
 	"github.com/converge-dev/converge/platform/server"
 	"github.com/converge-dev/converge/platform/server/servertest"
 	"github.com/converge-dev/converge/services/verifier"
@@ -85,6 +86,7 @@ func setup(t testing.TB, b backend, opts ...verifier.Option) *bundle {
 		verifier.WithAllowedRoots(root),
 		verifier.WithRetryBackoff(time.Millisecond),
 		verifier.WithScratchDir(t.TempDir()),
+		verifier.WithDestinations(netguard.AllowAll()), // the test's apps run on loopback
 		verifier.WithLookupEnv(func(name string) (string, bool) {
 			v, ok := bu.env[name]
 			return v, ok

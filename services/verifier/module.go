@@ -11,6 +11,7 @@ import (
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
 	"github.com/converge-dev/converge/platform/auth"
 	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/platform/netguard"
 	"github.com/converge-dev/converge/platform/server"
 	"github.com/converge-dev/converge/platform/servicecmd"
 	"github.com/converge-dev/converge/services/verifier/store"
@@ -28,6 +29,7 @@ func Module() servicecmd.Module {
 		allowEnv         []string
 		commandChecks    bool
 		commandRole      string
+		allowDest        []string
 	)
 	return servicecmd.Module{
 		Name:   "verifier",
@@ -49,8 +51,17 @@ func Module() servicecmd.Module {
 				"run command checks (they run the caller's commands on this host, sandboxed where it can); false refuses them [CONVERGE_VERIFIER_ALLOW_COMMAND_CHECKS]")
 			fs.StringVar(&commandRole, "command-check-role", os.Getenv("CONVERGE_VERIFIER_COMMAND_CHECK_ROLE"),
 				"role a caller must hold for command checks (e.g. operator); empty: any authenticated caller [CONVERGE_VERIFIER_COMMAND_CHECK_ROLE]")
+			fs.StringSliceVar(&allowDest, "allow-destination", splitEnvList(EnvAllowDestinations),
+				"destination http and grpc checks and git targets may connect to although it is loopback, link-local, cloud metadata or private: "+
+					"a CIDR, an address or a host name, optionally :port (only that port), or loopback, private, link-local, all; repeatable. "+
+					"Public addresses are always allowed; e.g. the Scheduler's --git-url host:port ["+EnvAllowDestinations+", comma-separated]")
 		},
-		Check: func() error { return CheckAllowedEnv(allowEnv) },
+		Check: func() error {
+			if _, err := netguard.Parse(allowDest); err != nil {
+				return err
+			}
+			return CheckAllowedEnv(allowEnv)
+		},
 		Build: func(ctx context.Context, rt servicecmd.Runtime) (servicecmd.Built, error) {
 			var (
 				st interface {
@@ -65,7 +76,14 @@ func Module() servicecmd.Module {
 				if err := CheckAllowedEnv(allowEnv); err != nil {
 					return servicecmd.Built{}, err
 				}
-				opts = append(opts, WithAllowedEnv(allowEnv...))
+				// converge dev checks the user's own apps on their own machine: loopback and
+				// private addresses are allowed, link-local and metadata endpoints are not
+				// (unless CONVERGE_VERIFIER_ALLOW_DESTINATIONS says so).
+				dest, derr := netguard.Parse(append([]string{"loopback", "private"}, splitEnvList(EnvAllowDestinations)...))
+				if derr != nil {
+					return servicecmd.Built{}, derr
+				}
+				opts = append(opts, WithAllowedEnv(allowEnv...), WithDestinations(dest))
 				st, err = sqlite.New(ctx, e.SQLite, database.WithLogger(rt.Logger), database.WithMigrate())
 				opts = append(opts, WithAllowedRoots(append(append([]string{}, e.AllowedRoots...), e.WorkDir)...))
 			} else {
@@ -73,6 +91,11 @@ func Module() servicecmd.Module {
 				opts = append(opts, WithAllowedRoots(allowedRoots...), WithScratchDir(scratchDir),
 					WithMaxVerifications(maxVerifications), WithAllowedEnv(allowEnv...), WithCommandChecks(commandChecks),
 					WithCommandCheckRole(auth.Role(commandRole)))
+				dest, derr := netguard.Parse(allowDest)
+				if derr != nil {
+					return servicecmd.Built{}, derr
+				}
+				opts = append(opts, WithDestinations(dest))
 			}
 			if err != nil {
 				return servicecmd.Built{}, err
@@ -96,6 +119,9 @@ func envInt(name string, def int) int {
 
 // EnvAllowEnv names the variable listing the verifier's variables checks may read.
 const EnvAllowEnv = "CONVERGE_VERIFIER_ALLOW_ENV"
+
+// EnvAllowDestinations names the variable listing the destinations allowed beyond the public ones.
+const EnvAllowDestinations = "CONVERGE_VERIFIER_ALLOW_DESTINATIONS"
 
 // splitEnvList reads a comma-separated list from the environment.
 func splitEnvList(name string) []string {

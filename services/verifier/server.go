@@ -18,6 +18,7 @@ import (
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
 	"github.com/converge-dev/converge/platform/auth"
 	"github.com/converge-dev/converge/platform/ids"
+	"github.com/converge-dev/converge/platform/netguard"
 	"github.com/converge-dev/converge/platform/pagetoken"
 	"github.com/converge-dev/converge/services/verifier/criteria"
 	"github.com/converge-dev/converge/services/verifier/report"
@@ -67,6 +68,7 @@ type config struct {
 	allowedEnv      map[string]bool // names checks may read (WithAllowedEnv)
 	noCommandChecks bool            // WithCommandChecks(false)
 	commandRole     auth.Role       // WithCommandCheckRole
+	destinations    *netguard.Policy
 }
 
 // Option configures a Server.
@@ -150,6 +152,9 @@ func New(st store.Store, opts ...Option) *Server {
 	}
 	if cfg.scratchDir == "" {
 		cfg.scratchDir = os.TempDir()
+	}
+	if cfg.destinations == nil {
+		cfg.destinations = &netguard.Policy{} // the defaults: internal ranges refused
 	}
 	return &Server{store: st, cfg: cfg, slots: make(chan struct{}, cfg.maxVerifications)}
 }

@@ -103,6 +103,7 @@ func (s *Server) resolveTarget(ctx context.Context, t *verifierv1.Target, o *che
 		cleanup = cleanupDir
 		if err != nil {
 			ct.DirUnavailable = err.Error()
+			_, ct.DirDenied = err.(*destinationDeniedError)
 			parts = append(parts, desc)
 			break
 		}
@@ -174,12 +175,28 @@ func (s *Server) checkout(ctx context.Context, g *verifierv1.GitSource, o *check
 	if _, err := git(ctx, scratch, "init", "-q"); err != nil {
 		return "", "", cleanup, fmt.Errorf("git init: %w", err)
 	}
+	// Fetches connect through the destination policy's proxy (see destinations.go).
+	px, netArgs, netEnv, err := s.gitNetwork()
+	if err != nil {
+		return "", "", cleanup, err
+	}
+	defer func() { _ = px.Close() }()
+	fetch := func(args ...string) error {
+		_, err := gitexecRun(ctx, scratch, append(append(append([]string{}, netArgs...), "fetch"), args...), netEnv)
+		if d := px.Denied(); len(d) > 0 {
+			return &destinationDeniedError{err: d[0]}
+		}
+		return err
+	}
 	var fetchErr error
 	for attempt := int32(1); ; attempt++ {
-		_, fetchErr = git(ctx, scratch, "fetch", "-q", "--depth", "1", "--no-tags", url, ref)
+		fetchErr = fetch("-q", "--depth", "1", "--no-tags", url, ref)
+		if _, ok := fetchErr.(*destinationDeniedError); ok {
+			break
+		}
 		if fetchErr != nil && fullSHA.MatchString(ref) {
 			// Servers that refuse to fetch a commit by id still serve every branch.
-			_, fetchErr = git(ctx, scratch, "fetch", "-q", "--no-tags", url, "+refs/heads/*:refs/remotes/origin/*")
+			fetchErr = fetch("-q", "--no-tags", url, "+refs/heads/*:refs/remotes/origin/*")
 			if fetchErr == nil {
 				ref = "sha"
 			}
@@ -190,6 +207,9 @@ func (s *Server) checkout(ctx context.Context, g *verifierv1.GitSource, o *check
 		if backoff.Wait(ctx, o.RetryBackoff<<(attempt-1)) != nil {
 			break
 		}
+	}
+	if d, ok := fetchErr.(*destinationDeniedError); ok {
+		return "", "", cleanup, d
 	}
 	if fetchErr != nil {
 		return "", "", cleanup, fmt.Errorf("fetch %s %s: %w", url, g.GetRef(), fetchErr)
@@ -211,10 +231,20 @@ func (s *Server) checkout(ctx context.Context, g *verifierv1.GitSource, o *check
 // git runs git (platform/gitexec: fixed config and environment, no prompt, capped output) in dir
 // with a timeout and answers its standard output; the error is git's own last line of explanation.
 func git(ctx context.Context, dir string, args ...string) (string, error) {
-	out, err := gitexec.Cmd{Dir: dir, Args: args, Timeout: gitTimeout}.Run(ctx)
+	return gitexecRun(ctx, dir, args, nil)
+}
+
+// gitexecRun is git with extra environment.
+func gitexecRun(ctx context.Context, dir string, args, env []string) (string, error) {
+	out, err := gitexec.Cmd{Dir: dir, Args: args, Env: env, Timeout: gitTimeout}.Run(ctx)
 	var ge *gitexec.Error
 	if errors.As(err, &ge) {
 		return "", errors.New(ge.Reason())
 	}
 	return out, err
 }
+
+// destinationDeniedError is a fetch the destination policy refused (BLOCK_REASON_DESTINATION_DENIED).
+type destinationDeniedError struct{ err error }
+
+func (e *destinationDeniedError) Error() string { return "fetch refused: " + e.err.Error() }

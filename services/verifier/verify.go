@@ -256,6 +256,7 @@ func (s *Server) checkRequest(req *verifierv1.VerifyRequest, crit []*verifierv1.
 			add(field("grpc.address"), "%s: a grpc check needs an address (its own, or target.grpc_address)", c.GetId())
 		}
 	}
+	s.checkDestinations(req, crit, run, bad)
 	if len(bad.violations) > 0 {
 		return nil, bad
 	}
@@ -270,6 +271,7 @@ func (s *Server) checkOptions(req *verifierv1.VerifyRequest) *check.Options {
 		ExcerptBytes:   int(req.GetEvidenceExcerptBytes()),
 		MaxAttempts:    int(req.GetMaxAttempts()),
 		RetryBackoff:   s.cfg.retryBackoff,
+		Destinations:   s.cfg.destinations,
 		LookupEnv:      s.cfg.lookupEnv,
 		ScratchDir:     s.cfg.scratchDir,
 	}

@@ -8,12 +8,14 @@ package check
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/netguard"
 )
 
 // Target is what checks run against, as resolved by the caller.
@@ -24,6 +26,9 @@ type Target struct {
 	// DirUnavailable, when set, says why the target's directory cannot be used (a checkout
 	// failed, the directory is missing): command and file checks are ERROR with it.
 	DirUnavailable string
+	// DirDenied says the directory is unavailable because the destination policy refused the
+	// repository's address (BLOCK_REASON_DESTINATION_DENIED rather than TARGET_UNAVAILABLE).
+	DirDenied bool
 	// BaseURL is what http checks given by path are resolved against.
 	BaseURL string
 	// GRPCAddress is the address of grpc checks that name none.
@@ -52,6 +57,28 @@ type Options struct {
 	ScratchDir string
 	// OnAttempt, if set, hears each attempt of a check as it starts (1-based).
 	OnAttempt func(attempt int32)
+	// Destinations is the policy every connection of http and grpc checks is held to, after
+	// resolution and on each redirect (platform/netguard); nil: none (every destination).
+	Destinations *netguard.Policy
+}
+
+// dialContext answers the dial function of a check's connections: bounded by timeout, held to
+// the destination policy.
+func (o *Options) dialContext(timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: timeout}
+	if o.Destinations == nil {
+		return d.DialContext
+	}
+	return o.Destinations.DialContext(d)
+}
+
+// denied answers the blocked outcome of a connection the destination policy refused.
+func denied(err error, attempts int32) (outcome, bool) {
+	d, ok := netguard.IsDenied(err)
+	if !ok {
+		return outcome{}, false
+	}
+	return blocked(verifierv1.BlockReason_BLOCK_REASON_DESTINATION_DENIED, attempts, "%s", d.Error()), true
 }
 
 func (o *Options) lookupEnv(name string) (string, bool) {
@@ -177,7 +204,11 @@ func (o *Options) backoff(n int32) time.Duration {
 // rootAvailable checks that the target directory can be used by a command or file check.
 func rootAvailable(t *Target) (outcome, bool) {
 	if t.DirUnavailable != "" {
-		return blocked(verifierv1.BlockReason_BLOCK_REASON_TARGET_UNAVAILABLE, 0, "%s", t.DirUnavailable), false
+		reason := verifierv1.BlockReason_BLOCK_REASON_TARGET_UNAVAILABLE
+		if t.DirDenied {
+			reason = verifierv1.BlockReason_BLOCK_REASON_DESTINATION_DENIED
+		}
+		return blocked(reason, 0, "%s", t.DirUnavailable), false
 	}
 	if t.Dir == "" {
 		return outcome{}, true

@@ -77,7 +77,11 @@ func runGRPC(ctx context.Context, t *Target, o *Options, gc *verifierv1.GrpcChec
 	first := time.Now()
 	for attempt := int32(1); ; attempt++ {
 		o.attempt(attempt)
-		err := probe(ctx, addr, tlsConfig, timeout)
+		err := probe(ctx, o, addr, tlsConfig, timeout)
+		if res, ok := denied(err, attempt); ok {
+			res.evidence.Kind = &verifierv1.Evidence_Grpc{Grpc: &verifierv1.GrpcEvidence{Address: addr, Method: method, Tls: useTLS}}
+			return res
+		}
 		if err == nil {
 			out := grpcCall(ctx, o, gc, addr, method, tlsConfig, md, timeout)
 			out.attempts = attempt
@@ -98,11 +102,10 @@ func runGRPC(ctx context.Context, t *Target, o *Options, gc *verifierv1.GrpcChec
 }
 
 // probe opens (and closes) one connection to addr, with the TLS handshake when tlsConfig is set.
-func probe(ctx context.Context, addr string, tlsConfig *tls.Config, timeout time.Duration) error {
+func probe(ctx context.Context, o *Options, addr string, tlsConfig *tls.Config, timeout time.Duration) error {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(pctx, "tcp", addr)
+	conn, err := o.dialContext(timeout)(pctx, "tcp", addr)
 	if err != nil {
 		return err
 	}
@@ -130,6 +133,9 @@ func grpcCall(ctx context.Context, o *Options, gc *verifierv1.GrpcCheck, addr, m
 		creds = credentials.NewTLS(tlsConfig)
 	}
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(creds),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return o.dialContext(timeout)(ctx, "tcp", addr) // the destination policy, on every dial
+		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
 		return blocked(verifierv1.BlockReason_BLOCK_REASON_VERIFIER_ENVIRONMENT, 1, "gRPC client for %s: %v", addr, err)

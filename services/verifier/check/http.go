@@ -54,8 +54,8 @@ func runHTTP(ctx context.Context, t *Target, o *Options, hc *verifierv1.HttpChec
 
 	timeout := o.timeout(hc.GetTimeout())
 	transport := &http.Transport{
-		Proxy:             nil, // the app under test is reached directly, never through a proxy
-		DialContext:       (&net.Dialer{Timeout: timeout}).DialContext,
+		Proxy:             nil,                                                    // the app under test is reached directly, never through a proxy
+		DialContext:       o.dialContext(timeout),                                 // the destination policy, on every dial (redirects too)
 		TLSClientConfig:   &tls.Config{InsecureSkipVerify: hc.GetTlsSkipVerify()}, //nolint:gosec // asked for by the check
 		DisableKeepAlives: true,
 		ForceAttemptHTTP2: true,
@@ -84,6 +84,10 @@ func runHTTP(ctx context.Context, t *Target, o *Options, hc *verifierv1.HttpChec
 			return out
 		}
 		lastErr = connErr
+		if res, ok := denied(connErr, attempt); ok {
+			res.evidence.Kind = &verifierv1.Evidence_Http{Http: &verifierv1.HttpEvidence{Method: method, Url: url}}
+			return res
+		}
 		if ctx.Err() != nil {
 			return blocked(verifierv1.BlockReason_BLOCK_REASON_UNSPECIFIED, attempt, "cancelled")
 		}

@@ -257,6 +257,8 @@ var suggestions = map[verifierv1.BlockReason]string{
 		"verifier's PATH), then verify again",
 	verifierv1.BlockReason_BLOCK_REASON_CREDENTIAL_MISSING: "set the missing environment variable on the verifier (credentials never " +
 		"go in the criteria), then verify again",
+	verifierv1.BlockReason_BLOCK_REASON_DESTINATION_DENIED: "point the check at an address the verifier's destination policy allows, " +
+		"or ask its operator to allow this one (--allow-destination), then verify again",
 	verifierv1.BlockReason_BLOCK_REASON_VERIFIER_ENVIRONMENT: "fix the verifier's host (scratch space, process limits; see " +
 		"block_detail), then verify again",
 }

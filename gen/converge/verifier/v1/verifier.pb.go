@@ -281,6 +281,10 @@ const (
 	// The verifier's own environment failed (scratch space full, process limits); not a bug in the
 	// target.
 	BlockReason_BLOCK_REASON_VERIFIER_ENVIRONMENT BlockReason = 5
+	// The verifier's destination policy refused the connection (an http or grpc check, or a git
+	// target, to a loopback, link-local, cloud metadata or private address its operator did not
+	// allow with --allow-destination).
+	BlockReason_BLOCK_REASON_DESTINATION_DENIED BlockReason = 6
 )
 
 // Enum value maps for BlockReason.
@@ -292,6 +296,7 @@ var (
 		3: "BLOCK_REASON_PROGRAM_MISSING",
 		4: "BLOCK_REASON_CREDENTIAL_MISSING",
 		5: "BLOCK_REASON_VERIFIER_ENVIRONMENT",
+		6: "BLOCK_REASON_DESTINATION_DENIED",
 	}
 	BlockReason_value = map[string]int32{
 		"BLOCK_REASON_UNSPECIFIED":          0,
@@ -300,6 +305,7 @@ var (
 		"BLOCK_REASON_PROGRAM_MISSING":      3,
 		"BLOCK_REASON_CREDENTIAL_MISSING":   4,
 		"BLOCK_REASON_VERIFIER_ENVIRONMENT": 5,
+		"BLOCK_REASON_DESTINATION_DENIED":   6,
 	}
 )
 
@@ -6193,14 +6199,15 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\x15CRITERION_STATUS_FAIL\x10\x02\x12\x19\n" +
 	"\x15CRITERION_STATUS_SKIP\x10\x03\x12\"\n" +
 	"\x1eCRITERION_STATUS_PENDING_HUMAN\x10\x04\x12\x1a\n" +
-	"\x16CRITERION_STATUS_ERROR\x10\x05*\xe4\x01\n" +
+	"\x16CRITERION_STATUS_ERROR\x10\x05*\x89\x02\n" +
 	"\vBlockReason\x12\x1c\n" +
 	"\x18BLOCK_REASON_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fBLOCK_REASON_TARGET_UNAVAILABLE\x10\x01\x12$\n" +
 	" BLOCK_REASON_SERVICE_UNREACHABLE\x10\x02\x12 \n" +
 	"\x1cBLOCK_REASON_PROGRAM_MISSING\x10\x03\x12#\n" +
 	"\x1fBLOCK_REASON_CREDENTIAL_MISSING\x10\x04\x12%\n" +
-	"!BLOCK_REASON_VERIFIER_ENVIRONMENT\x10\x05*a\n" +
+	"!BLOCK_REASON_VERIFIER_ENVIRONMENT\x10\x05\x12#\n" +
+	"\x1fBLOCK_REASON_DESTINATION_DENIED\x10\x06*a\n" +
 	"\rHumanDecision\x12\x1e\n" +
 	"\x1aHUMAN_DECISION_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13HUMAN_DECISION_PASS\x10\x01\x12\x17\n" +
