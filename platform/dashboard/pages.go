@@ -141,41 +141,6 @@ func (d *Dashboard) runLive(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// taskPage shows one task: its assignments (one per wave it ran in) with tries, errors, output
-// tails and files, its log entries, and the handoff context when it was escalated.
-func (d *Dashboard) taskPage(w http.ResponseWriter, r *http.Request) {
-	ctx := d.readCtx(r)
-	id, task := r.PathValue("id"), r.PathValue("task")
-	ex, err := d.sched.GetExecution(ctx, &schedulerv1.GetExecutionRequest{ExecutionId: id})
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	as, err := d.assignments(ctx, &schedulerv1.ListAssignmentsRequest{ExecutionId: id, TaskId: task})
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	if len(as) == 0 {
-		w.WriteHeader(http.StatusNotFound)
-		d.render(w, r, "error", map[string]any{"Code": "NotFound", "Message": "task " + task + " is not in execution " + id})
-		return
-	}
-	lg, err := d.sched.GetExecutionLog(ctx, &schedulerv1.GetExecutionLogRequest{ExecutionId: id, TaskId: task, Limit: 500, Tail: true})
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	data := map[string]any{"Title": "Task " + task, "Run": ex.GetExecution(), "Task": task, "Assignments": as,
-		"Current": as[len(as)-1], "Log": lg.GetEntries()}
-	if ex.GetExecution().GetEscalatedTaskId() == task {
-		if h, err := d.sched.GetHandoffContext(ctx, &schedulerv1.GetHandoffContextRequest{ExecutionId: id, TaskId: task}); err == nil {
-			data["Handoff"] = h
-		}
-	}
-	d.render(w, r, "task", data)
-}
-
 // criterionView is one criterion of a report with its failure detail and the latest sign-off.
 type criterionView struct {
 	Result  *verifierv1.CriterionResult

@@ -3,11 +3,13 @@ package dashboard_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/platform/client"
@@ -34,6 +36,15 @@ func TestSchedulerServesTheDashboard(t *testing.T) {
 	t.Cleanup(func() { _ = conn.Close() })
 	sched := schedulerv1.NewSchedulerServiceClient(conn)
 	ctx := t.Context()
+	// A gotcha for the tasks' files: the agents give it to each prompt and say so in the log.
+	kconn, err := client.Dial(c.KnowledgeAddr, client.Options{Token: token})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = kconn.Close() })
+	know := knowledgev1.NewKnowledgeServiceClient(kconn)
+	conf := 0.9
+	gotcha, err := know.RecordItem(ctx, &knowledgev1.RecordItemRequest{Type: knowledgev1.ItemType_ITEM_TYPE_GOTCHA,
+		Content: "end every out file with a newline", FilePattern: "out/*.txt", Confidence: &conf})
+	require.NoError(t, err)
 	repo := clustertest.GitRepo(t)
 	tl, err := sched.CreateTaskList(ctx, &schedulerv1.CreateTaskListRequest{Spec: clustertest.Layered("dashboard", repo, 3, "0")})
 	require.NoError(t, err)
@@ -44,6 +55,11 @@ func TestSchedulerServesTheDashboard(t *testing.T) {
 		res, err := sched.GetExecution(ctx, &schedulerv1.GetExecutionRequest{ExecutionId: id})
 		return err == nil && clustertest.Ended(res.GetExecution())
 	}, 3*time.Minute, 100*time.Millisecond)
+
+	// What task t001 found out, recorded as an agent would.
+	_, err = know.RecordItem(ctx, &knowledgev1.RecordItemRequest{Type: knowledgev1.ItemType_ITEM_TYPE_DISCOVERY,
+		Content: "out/ holds one file per task", FilePattern: "out/**", Source: &knowledgev1.Source{ExecutionId: id, TaskId: "t001"}})
+	require.NoError(t, err)
 
 	s := &suite{url: "http://" + dash}
 	auth := "Authorization: Bearer " + token
@@ -68,6 +84,15 @@ func TestSchedulerServesTheDashboard(t *testing.T) {
 	code, body = s.get(t, "/runs/"+id+"/tasks/t001", auth)
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, "out/001.txt")
+	// The task view: its prompt's makings, its checkpoint, the knowledge it was given (from the
+	// agent's log event, looked up in Knowledge) and the knowledge it recorded.
+	require.Contains(t, body, `id="prompt-h"`)
+	require.Contains(t, body, "<code>test -s out/001.txt</code>", "the validation command")
+	require.Contains(t, body, "checkpoint at ")
+	received := body[strings.Index(body, "<h3>Received</h3>"):strings.Index(body, "<h3>Recorded</h3>")]
+	require.Contains(t, received, gotcha.GetItem().GetId())
+	require.Contains(t, received, "end every out file with a newline")
+	require.Contains(t, body[strings.Index(body, "<h3>Recorded</h3>"):], "out/ holds one file per task")
 	code, body = s.get(t, "/runs/"+id+"/verify", auth)
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, "F1")

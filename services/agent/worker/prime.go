@@ -268,13 +268,12 @@ func (w *Worker) unlock(ctx context.Context, locks []heldLock) {
 	}
 }
 
-// gotchas asks Knowledge for the gotchas of each target file.
-func (w *Worker) gotchas(ctx context.Context, ca *schedulerv1.ClaimedAssignment) []prompt.Gotcha {
+// gotchas asks Knowledge for the gotchas of each target file; ids are the items', in order.
+func (w *Worker) gotchas(ctx context.Context, ca *schedulerv1.ClaimedAssignment) (out []prompt.Gotcha, ids []string) {
 	if w.cfg.Knowledge == nil {
-		return nil
+		return nil, nil
 	}
 	minConf := ca.GetOptions().GetKnowledgeMinConfidence()
-	var out []prompt.Gotcha
 	seen := map[string]bool{}
 	for _, p := range concrete(targets(ca.GetTask())) {
 		res, err := w.cfg.Knowledge.QueryItems(ctx, &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: p}, Project: projectOf(ca),
@@ -288,9 +287,10 @@ func (w *Worker) gotchas(ctx context.Context, ca *schedulerv1.ClaimedAssignment)
 				continue
 			}
 			seen[m.GetItem().GetId()] = true
+			ids = append(ids, m.GetItem().GetId())
 			out = append(out, prompt.Gotcha{Pattern: m.GetItem().GetFilePattern(), Description: m.GetItem().GetContent(),
 				Confidence: m.GetItem().GetEffectiveConfidence()})
 		}
 	}
-	return out
+	return out, ids
 }

@@ -120,7 +120,15 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		}
 		return fail("LOCK_UNAVAILABLE", err.Error(), 0)
 	}
-	gotchas := w.gotchas(ctx, ca)
+	gotchas, gotchaIDs := w.gotchas(ctx, ca)
+	if len(gotchaIDs) > 0 {
+		// Which knowledge this try was given: the dashboard's task view reads it from the log.
+		ids := make([]any, len(gotchaIDs))
+		for i, id := range gotchaIDs {
+			ids[i] = id
+		}
+		l.event(commonv1.EventType_EVENT_TYPE_INFO, fmt.Sprintf("knowledge: %d item(s) for the prompt", len(ids)), map[string]any{"knowledge_item_ids": ids})
+	}
 
 	// Iterate: a worktree at the wave's base, a checkpoint, the executor, validation.
 	l.progress(10, "workspace")
