@@ -13,7 +13,7 @@ import (
 
 // pageNames are the templates/<name>.html pages; each is parsed with layout.html and live.html (the
 // live part of the run view, also served alone).
-var pageNames = []string{"runs", "run", "live", "task", "verify", "agents", "knowledge", "login", "error"}
+var pageNames = []string{"runs", "run", "live", "task", "verify", "builds", "build", "agents", "knowledge", "login", "error"}
 
 func (d *Dashboard) parseTemplates() error {
 	funcs := template.FuncMap{

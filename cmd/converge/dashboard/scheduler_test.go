@@ -109,6 +109,33 @@ func TestSchedulerServesTheDashboard(t *testing.T) {
 	code, body = s.get(t, "/knowledge", auth)
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, "Knowledge")
+	// A feature build (the build → verify loop): its list and its page with the iterations, the
+	// criteria-progress chart and the exit report.
+	fbRes, err := sched.StartFeatureBuild(ctx, &schedulerv1.StartFeatureBuildRequest{Feature: "dash-fb",
+		TaskListSource: &schedulerv1.StartFeatureBuildRequest_TaskList{TaskList: clustertest.Layered("dash-fb", repo, 2, "0")}})
+	require.NoError(t, err)
+	fbID := fbRes.GetFeatureBuild().GetId()
+	require.Eventually(t, func() bool {
+		res, err := sched.GetFeatureBuild(ctx, &schedulerv1.GetFeatureBuildRequest{Key: &schedulerv1.GetFeatureBuildRequest_FeatureBuildId{FeatureBuildId: fbID}})
+		st := res.GetFeatureBuild().GetStatus()
+		return err == nil && st != schedulerv1.FeatureBuildStatus_FEATURE_BUILD_STATUS_PENDING && st != schedulerv1.FeatureBuildStatus_FEATURE_BUILD_STATUS_RUNNING
+	}, 3*time.Minute, 200*time.Millisecond)
+	code, body = s.get(t, "/builds", auth)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `href="/builds/`+fbID+`"`)
+	require.Contains(t, body, "dash-fb")
+	code, _ = s.get(t, "/builds?status=bogus", auth)
+	require.Equal(t, http.StatusBadRequest, code)
+	code, body = s.get(t, "/builds/"+fbID, auth)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "SUCCESS", "the exit reason")
+	require.Contains(t, body, `data-iteration="1"`)
+	require.Contains(t, body, `<svg class="chart"`)
+	require.Contains(t, body, "iteration 1: 100% of the automatic criteria passing")
+	require.Contains(t, body, `id="exit-report"`)
+	code, _ = s.get(t, "/builds/"+fbID)
+	require.Equal(t, http.StatusUnauthorized, code)
+
 	// Events replay from the Scheduler's stream.
 	seqs, ended := readEvents(t, s.url+"/runs/"+id+"/events", auth)
 	require.NotEmpty(t, seqs)
