@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,7 +41,8 @@ type runOptions struct {
 	TasksFile string
 	// Format overrides the format the file's extension says.
 	Format string
-	// Repo overrides the list's repository (a local git repository).
+	// Repo overrides the list's repository: a local git repository, or a clone URL the services
+	// reach (https, ssh, git, file, or scp-like) for a deployment that does not share this disk.
 	Repo string
 	// repoDir is the local repository the run builds in, once resolved: the in-process agents'
 	// only allowed root.
@@ -135,7 +137,7 @@ func runCommand() *cobra.Command {
 	}
 	o.client.bind(cmd, "", "submit to the converge deployment at this address instead of starting one in-process")
 	fs := cmd.Flags()
-	fs.StringVar(&o.Repo, "repo", "", "local git repository to build in (overrides the list's repository)")
+	fs.StringVar(&o.Repo, "repo", "", "git repository to build in (overrides the list's repository): a local directory, or a clone URL (https://, ssh://, git://, file://, git@host:path) the agents and the Scheduler reach")
 	fs.StringVar(&o.Criteria, "criteria", "", "done-criteria.md that Verify Done checks (overrides the list's)")
 	fs.IntVar(&o.Agents, "agents", 3, "local agents of the in-process suite (not with --server)")
 	fs.IntVar(&o.MaxParallel, "max-parallel", 0, "most tasks per wave, and so at once (0 = the Scheduler's default, 4)")
@@ -233,6 +235,8 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 	}
 	// The repository: --repo, else the list's. A local one must be a git repository of its own.
 	switch {
+	case cloneURL.MatchString(o.Repo):
+		base.Repository = &schedulerv1.Repository{Source: &schedulerv1.Repository_Url{Url: o.Repo}, BaseRef: doc.Spec.GetRepository().GetBaseRef()}
 	case o.Repo != "":
 		dir, err := checkGitRepo(o.Repo)
 		if err != nil {
@@ -635,6 +639,10 @@ func importFormat(path, flag string) (schedulerv1.ImportFormat, error) {
 	}
 	return 0, usagef("%s: cannot tell the format from the extension (.md, .yaml, .yml, .json): give --format", path)
 }
+
+// cloneURL is what --repo takes as a URL rather than a directory: the Scheduler's Repository.url
+// forms.
+var cloneURL = regexp.MustCompile(`^((https?|ssh|git|file)://\S+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:\S+)$`)
 
 // checkGitRepo answers dir's absolute path when it is the top of a git repository with at least
 // one commit, and says how to make it one otherwise.

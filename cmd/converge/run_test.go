@@ -507,3 +507,16 @@ func TestRunFailingTaskRunsMaxRetriesPlusOne(t *testing.T) {
 		_ = os.Remove(logFile[1])
 	}
 }
+
+// TestRepoTakesCloneURLs: --repo is a clone URL (sent as Repository.url) in the forms the
+// Scheduler accepts, and a local directory otherwise.
+func TestRepoTakesCloneURLs(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"https://git.example.com/team/app.git", "ssh://git@host/app.git", "git://10.0.0.1:9418/app.git",
+		"file:///srv/app.git", "git@github.com:team/app.git"} {
+		require.True(t, cloneURL.MatchString(u), u)
+	}
+	for _, d := range []string{"/tmp/app", "app", "./app", "C:/repo", "a b://x"} {
+		require.False(t, cloneURL.MatchString(d), d)
+	}
+}
