@@ -135,6 +135,11 @@ tidy: ## go mod tidy in every module (-e: a test-only dependency of modernc.org/
 images: ## Build the six container images (localhost/converge-*:dev) with podman, no registry needed (deploy/images/build.sh).
 	sh deploy/images/build.sh
 
+.PHONY: infra-images
+infra-images: ## Postgres and Redis images for deploy/compose from Debian packages (localhost/converge-dev-*), for a host with no registry.
+	sh deploy/images/build-infra.sh
+
 .PHONY: deploy-smoke
-deploy-smoke: ## Images + the greeter example through the containerised services (podman, host Postgres and Redis); clean drain.
+deploy-smoke: ## Images + the greeter example through the containerised services (podman, host Postgres and Redis); clean drain; then docs/deploy.md's Compose steps, run as written (podman-compose).
 	sh deploy/smoke.sh
+	cd deploy && CONVERGE_COMPOSE_TEST=1 go test -count=1 -run TestComposeAsDocumented -v -timeout 30m .

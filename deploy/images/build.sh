@@ -44,7 +44,7 @@ offline() { as_root unshare --net "$@"; }
 
 # The build context: binaries, the host's CA bundle, an empty /tmp.
 ctx=$work/context
-mkdir -p "$ctx/bin" "$ctx/etc/ssl/certs" "$ctx/tmp"
+mkdir -p "$ctx/bin" "$ctx/etc/ssl/certs" "$ctx/tmp" "$ctx/work"
 chmod 1777 "$ctx/tmp"
 cp /etc/ssl/certs/ca-certificates.crt "$ctx/etc/ssl/certs/ca-certificates.crt"
 build() { # build <module dir> <package> <output name>
