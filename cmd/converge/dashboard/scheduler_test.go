@@ -42,10 +42,11 @@ func TestSchedulerServesTheDashboard(t *testing.T) {
 	t.Cleanup(func() { _ = kconn.Close() })
 	know := knowledgev1.NewKnowledgeServiceClient(kconn)
 	conf := 0.9
-	gotcha, err := know.RecordItem(ctx, &knowledgev1.RecordItemRequest{Type: knowledgev1.ItemType_ITEM_TYPE_GOTCHA,
-		Content: "end every out file with a newline", FilePattern: "out/*.txt", Confidence: &conf})
-	require.NoError(t, err)
 	repo := clustertest.GitRepo(t)
+	gotcha, err := know.RecordItem(ctx, &knowledgev1.RecordItemRequest{Type: knowledgev1.ItemType_ITEM_TYPE_GOTCHA,
+		Content: "end every out file with a newline", FilePattern: "out/*.txt", Confidence: &conf,
+		Project: repo}) // a local repository's project is its path
+	require.NoError(t, err)
 	tl, err := sched.CreateTaskList(ctx, &schedulerv1.CreateTaskListRequest{Spec: clustertest.Layered("dashboard", repo, 3, "0")})
 	require.NoError(t, err)
 	ex, err := sched.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId()})
