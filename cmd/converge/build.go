@@ -34,6 +34,9 @@ type buildOptions struct {
 	AgentCLI string
 	AppStart string
 	AppReady string
+	// Scope guards (seed §15); unset = the Scheduler's defaults.
+	ConfirmRequired, Confirmed []string
+	MaxFiles, MaxLines         int
 }
 
 func buildCommand() *cobra.Command {
@@ -55,7 +58,7 @@ func buildCommand() *cobra.Command {
 			"when it did not (or an error), 2 for a usage error, 130 when interrupted (the build is cancelled).",
 		Example: "  converge build inventory-export tasks.md --criteria done-criteria.md --repo . --agents 3\n" +
 			"  converge build inventory-export tasks.md --criteria done-criteria.md --agent-cli 'claude -p' --max-iterations 8\n" +
-			"  converge build inventory-export --resume --data-dir .converge/state\n" +
+			"  converge build inventory-export --resume --data-dir .converge/state --repo .\n" +
 			"  converge build status inventory-export --server scheduler:7070\n" +
 			"  converge build cancel fb_01J... --server scheduler:7070",
 		Args: func(_ *cobra.Command, args []string) error {
@@ -92,6 +95,10 @@ func buildCommand() *cobra.Command {
 	fs.StringVar(&o.AgentCLI, "agent-cli", os.Getenv("CONVERGE_AGENT_CLI"), "coding-agent command line each task runs through, prompt on stdin, e.g. 'claude -p' [CONVERGE_AGENT_CLI]")
 	fs.StringVar(&o.AppStart, "app-start", "", "command that starts the app under test before Verify Done (not supported yet)")
 	fs.StringVar(&o.AppReady, "app-ready", "", "readiness URL of the app under test (not supported yet)")
+	fs.StringSliceVar(&o.ConfirmRequired, "confirm-required", nil, "scope guard: repository globs whose change needs a person's confirmation (the build stops BLOCKED)")
+	fs.StringSliceVar(&o.Confirmed, "confirm", nil, "scope guard: paths a person confirmed (with --resume after a confirm-required stop)")
+	fs.IntVar(&o.MaxFiles, "max-files", 10, "scope guard: most files one iteration may change (0 = no limit)")
+	fs.IntVar(&o.MaxLines, "max-lines", 500, "scope guard: most lines one iteration may change (0 = no limit)")
 	cmd.AddCommand(buildStatusCommand(), buildCancelCommand())
 	return cmd
 }
@@ -135,6 +142,10 @@ func runBuild(parent context.Context, o buildOptions, env runEnv) error {
 		n := int32(o.MaxIterations)
 		req.MaxIterations = &n
 	}
+	if len(o.ConfirmRequired) > 0 || len(o.Confirmed) > 0 || o.MaxFiles != 10 || o.MaxLines != 500 {
+		req.ScopeGuards = &schedulerv1.ScopeGuards{BlocklistGlobs: []string{".env*", "**/.env*", ".git/**"},
+			MaxFilesPerIteration: int32(o.MaxFiles), MaxLinesPerIteration: int32(o.MaxLines), ConfirmRequiredGlobs: o.ConfirmRequired, ConfirmedPaths: o.Confirmed}
+	}
 	if o.AgentCLI != "" {
 		argv := strings.Fields(o.AgentCLI)
 		req.Options.Executor = &commonv1.ExecutorSpec{Kind: &commonv1.ExecutorSpec_AgentCli{AgentCli: &commonv1.AgentCliExecutor{Argv: argv}}}
@@ -166,6 +177,13 @@ func runBuild(parent context.Context, o buildOptions, env runEnv) error {
 			base.Repository = &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: dir}, BaseRef: doc.Spec.GetRepository().GetBaseRef()}
 			warnUncommitted(env.stderr, dir, base.GetRepository().GetBaseRef())
 		}
+	}
+	if o.run.TasksFile == "" && o.run.Repo != "" { // --resume: the agents build in this repository
+		dir, err := checkGitRepo(o.run.Repo)
+		if err != nil {
+			return err
+		}
+		base.Repository = &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: dir}}
 	}
 	if o.run.Criteria != "" {
 		md, err := os.ReadFile(o.run.Criteria)

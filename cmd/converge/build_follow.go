@@ -36,6 +36,8 @@ func followBuild(ctx context.Context, conn grpc.ClientConnInterface, id string, 
 			for _, it := range fb.GetIterations() {
 				if it.GetEndTime() == nil {
 					shown--
+				} else {
+					wasPassing = it.GetVerification().GetPassCount()
 				}
 			}
 			building = shown

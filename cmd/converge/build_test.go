@@ -90,3 +90,35 @@ func TestBuildFeatureDryRun(t *testing.T) {
 	require.Contains(t, out, "Nothing was built or stored (--dry-run).")
 	require.NotContains(t, out, "Iteration 1 of")
 }
+
+// A scope guard stops the build BLOCKED with the seed's §15.3 report (iteration 1 changes
+// export.sh, which needs a person's confirmation); --resume with the path confirmed continues the
+// same build from its last iteration and converges (resume_count 1).
+func TestBuildFeatureScopeGuardBlocksThenResumeConverges(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	script, err := filepath.Abs(filepath.Join(featureLoop, "fixer.sh"))
+	require.NoError(t, err)
+	repo := featureLoopRepo(t)
+	code, out, errOut := cli(t, "build", "inventory-export", featureLoopTasks, "--criteria", featureLoopCriteria, "--repo", repo,
+		"--agents", "2", "--agent-cli", "sh "+script, "--data-dir", data, "--confirm-required", "export.sh")
+	require.Equal(t, exitFailure, code, out+errOut)
+	for _, want := range []string{"## Scope Guard Triggered", "**Attempted action:** Modify export.sh: it matches the confirm-required glob \"export.sh\"",
+		"**Guard:** confirm-required", "**Choosing:** EXIT for human intervention", "converge build inventory-export --resume"} {
+		require.Contains(t, out, want)
+	}
+	require.NotContains(t, out, "Iteration 2 of")
+
+	code, out, errOut = cli(t, "build", "inventory-export", "--resume", "--data-dir", data, "--repo", repo,
+		"--confirm-required", "export.sh", "--confirm", "export.sh")
+	require.Equal(t, exitOK, code, out+errOut)
+	require.Contains(t, out, "**Resuming:** Yes")
+	require.Contains(t, out, "## Build Feature - Iteration 2 of 5")
+	require.Contains(t, out, "## Build Feature - CONVERGED ✅")
+	require.Contains(t, out, "- Created: export.sh")
+	require.Contains(t, out, "(was 1/3)")
+
+	code, out, errOut = cli(t, "build", "inventory-export", "--resume", "--data-dir", data, "--repo", repo)
+	require.Equal(t, exitFailure, code)
+	require.Contains(t, out+errOut, "already converged")
+}

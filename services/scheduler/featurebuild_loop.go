@@ -237,11 +237,23 @@ func (s *Server) finishIteration(ctx context.Context, fb *schedulerv1.FeatureBui
 		}
 		thrash = t
 	}
+	var ch changes
+	if _, waves, err := s.store.GetExecution(ctx, ex.GetId()); err == nil {
+		if ch, err = s.iterationChanges(ctx, ex, waves); err != nil {
+			s.log.Warn("feature build: what the iteration changed", "feature_build", fb.GetId(), "err", err)
+		}
+	}
 	_, err := s.store.UpdateFeatureBuild(ctx, fb.GetId(), func(b *schedulerv1.FeatureBuild) error {
 		if store.FeatureBuildEnded(b.GetStatus()) || b.GetCurrentExecutionId() != ex.GetId() || len(b.GetIterations()) == 0 {
 			return errUnchanged
 		}
+		it := b.GetIterations()[len(b.GetIterations())-1]
+		it.FilesCreated, it.FilesModified, it.LinesChanged = ch.created, append(ch.modified, ch.deleted...), ch.lines
 		s.decide(b, ex, sum, thrash, skipped)
+		if guard, detail := scopeViolation(b.GetScopeGuards(), ch, b.GetAutonomy()); guard != "" && b.GetExitReason() != schedulerv1.ExitReason_EXIT_REASON_CANCELLED {
+			s.exitBuild(b, schedulerv1.FeatureBuildStatus_FEATURE_BUILD_STATUS_FAILED, commonv1.Outcome_OUTCOME_BLOCKED,
+				schedulerv1.ExitReason_EXIT_REASON_BLOCKED, scopeReport(b, guard, detail))
+		}
 		return nil
 	})
 	if errors.Is(err, errUnchanged) {
