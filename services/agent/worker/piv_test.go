@@ -108,3 +108,20 @@ func TestScopeGuardsRefuseTheTry(t *testing.T) {
 		})
 	}
 }
+
+// Issue 15 part 7: the agent takes the claim's options as the Scheduler resolved them: the tries
+// of an assignment are max_retries + 1, whatever the value, with no number of its own.
+func TestTriesAreTheResolvedMaxRetriesPlusOne(t *testing.T) {
+	t.Parallel()
+	h := startWorker(t, nil)
+	for _, retries := range []int32{0, 1, 5} {
+		count := tmpFile(t, "count")
+		ca := claimed(t, &commonv1.Task{Id: "r" + string(rune('0'+retries)), Title: "fails", Command: "echo try >> " + shq(count) + "; exit 1"}, "")
+		ca.Options.MaxRetries = proto.Int32(retries)
+		ca.Options.AgentConfig.MaxRetries = proto.Int32(7) // the resolved top-level value decides
+		h.sched.push(ca)
+		c := h.complete()
+		require.Equal(t, retries+1, c.GetTries())
+		require.Len(t, lines(t, count), int(retries)+1)
+	}
+}
