@@ -132,6 +132,26 @@ func TestFinding5TaskSeesNoAgentToken(t *testing.T) {
 	require.NotContains(t, string(got), token)
 }
 
+// Finding 5, sandbox: an agent started with --sandbox namespaces runs its tasks in PID and
+// mount namespaces of their own: a task looking through /proc for the agent (its arguments and
+// environment) finds no process but its own.
+func TestFinding5SandboxedTaskCannotSeeTheAgent(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	c := agentCluster(t, root, "--sandbox", "namespaces")
+	repo := filepath.Join(root, "app")
+	require.NoError(t, os.Rename(clustertest.GitRepo(t), repo))
+	loot := filepath.Join(t.TempDir(), "loot")
+	hunt := "{ echo \"me=$$\"; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done; } > " + loot + " 2>&1; echo done > out.txt"
+	e, log := run(t, c, repo, &commonv1.Task{Id: "1", Title: "hunt", File: "out.txt", Command: hunt})
+	require.Equal(t, schedulerv1.ExecutionStatus_EXECUTION_STATUS_COMPLETED, e.GetStatus(), "%s", logText(log))
+	got, err := os.ReadFile(loot)
+	require.NoError(t, err)
+	require.Contains(t, string(got), "me=1\n", "the task is the init of its own PID namespace")
+	require.NotContains(t, string(got), "converge-agent", "the agent is invisible to the task")
+	require.NotContains(t, string(got), "converge-scheduler")
+}
+
 // Finding 6 (agent): a task's processes, those it left in the background included, die with the
 // agent when it is killed with SIGKILL, at once, not when a later agent starts: the Scheduler
 // requeues the task, and a survivor would run it twice.

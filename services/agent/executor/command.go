@@ -22,14 +22,14 @@ func (e *commandExecutor) Run(ctx context.Context, req Request) (Result, error) 
 	if strings.TrimSpace(command) == "" {
 		return Result{ExitCode: -1}, newError(CodeNoCommand, "task %q has no command to run", req.Task.GetId())
 	}
-	res := proc.Run(ctx, proc.Spec{
+	res := proc.Run(ctx, e.opts.sandbox.spec(proc.Spec{
 		Shell:     command,
 		Dir:       req.Dir,
 		Env:       e.opts.env(e.spec.GetEnvPassthrough(), req),
 		Timeout:   req.timeout(),
 		OutputCap: req.outputCap(),
 		Groups:    e.opts.groups,
-	})
+	}))
 	out := clean(res.Output, req.outputCap())
 	result := Result{ExitCode: res.ExitCode, Output: out, Duration: res.Duration}
 	if err := processError(ctx, "the task's command", res, req.timeout(), out); err != nil {

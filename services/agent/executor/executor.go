@@ -166,6 +166,7 @@ type options struct {
 	// api_key_env).
 	allowedEnv  map[string]bool
 	restrictEnv bool
+	sandbox     Sandbox
 }
 
 // WithLookupEnv reads the agent's environment through lookup instead of os.LookupEnv: for

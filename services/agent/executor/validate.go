@@ -51,14 +51,14 @@ func Validate(ctx context.Context, dir string, v *commonv1.TaskValidation, timeo
 	}
 	o := newOptions(opts)
 	env, _ := proc.EnvFrom(o.lookupEnv, o.passthrough, nil)
-	res := proc.Run(ctx, proc.Spec{
+	res := proc.Run(ctx, o.sandbox.spec(proc.Spec{
 		Shell:     command,
 		Dir:       dir,
 		Env:       env,
 		Timeout:   timeout,
 		OutputCap: outputCap,
 		Groups:    o.groups,
-	})
+	}))
 	want := int(v.GetExpectedExitCode())
 	vr := ValidationResult{
 		ExitCode: res.ExitCode,

@@ -26,6 +26,7 @@ import (
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/platform/backoff"
+	"github.com/converge-dev/converge/services/agent/executor"
 	"github.com/converge-dev/converge/services/agent/workspace"
 )
 
@@ -69,6 +70,8 @@ type Config struct {
 	// (env_passthrough, api_key_env); others fail the task with EXECUTOR. Empty = none.
 	// CONVERGE_* names are refused either way.
 	AllowedEnv []string
+	// Sandbox confines task processes (executor.Sandbox; "" = none).
+	Sandbox executor.Sandbox
 }
 
 // DefaultCapabilities are announced when Config.Capabilities is empty.

@@ -24,6 +24,7 @@ import (
 	"github.com/converge-dev/converge/platform/server"
 	"github.com/converge-dev/converge/platform/servicecmd"
 	"github.com/converge-dev/converge/services/agent"
+	"github.com/converge-dev/converge/services/agent/executor"
 	"github.com/converge-dev/converge/services/agent/worker"
 	"github.com/converge-dev/converge/services/agent/workspace"
 )
@@ -39,6 +40,7 @@ type agentFlags struct {
 	capabilities                   []string
 	drainTimeout                   time.Duration
 	allowedRoots, allowEnv         []string
+	sandbox                        string
 }
 
 func envOr(name, def string) string {
@@ -80,6 +82,13 @@ func command() *cobra.Command {
 			if len(roots.Dirs()) == 0 {
 				logger.Warn("no --allowed-root: this agent builds in no local repository (task lists naming a path or a file:// URL fail with REPOSITORY_NOT_ALLOWED)")
 			}
+			sandbox, err := executor.ParseSandbox(f.sandbox)
+			if err != nil {
+				return fmt.Errorf("--sandbox: %w", err)
+			}
+			if err := executor.CheckSandbox(ctx, sandbox); err != nil {
+				return fmt.Errorf("--sandbox: %w", err)
+			}
 			hideEnvironment()
 			if f.instanceID == "" {
 				f.instanceID = worker.DefaultInstanceID()
@@ -103,7 +112,7 @@ func command() *cobra.Command {
 			defer rc.Close()
 			cfg := worker.Config{InstanceID: f.instanceID, Scheduler: schedulerv1.NewSchedulerServiceClient(sc),
 				Registry: registryv1.NewRegistryServiceClient(rc), DataDir: f.dataDir, Capabilities: f.capabilities,
-				ExecutionID: f.execution, Logger: logger, Roots: roots, AllowedEnv: f.allowEnv}
+				ExecutionID: f.execution, Logger: logger, Roots: roots, AllowedEnv: f.allowEnv, Sandbox: sandbox}
 			if f.knowledge != "" {
 				kc, err := dial(f.knowledge)
 				if err != nil {
@@ -172,6 +181,7 @@ func command() *cobra.Command {
 	fl.StringVar(&f.token, "token", envOr("CONVERGE_TOKEN", ""), "bearer token sent to the services; prefer --token-file: a token in the arguments is visible to every process of the host [CONVERGE_TOKEN]")
 	fl.StringVar(&f.tokenFile, "token-file", envOr("CONVERGE_TOKEN_FILE", ""), "file holding the bearer token sent to the services (read once at start) [CONVERGE_TOKEN_FILE]")
 	fl.StringArrayVar(&f.allowedRoots, "allowed-root", splitPathList("CONVERGE_ALLOWED_ROOTS"), "directory under which local repositories (paths, file:// URLs) may be built in and pushed to, after resolving symbolic links; repeatable; none = no local repository [CONVERGE_ALLOWED_ROOTS, ':'-separated]")
+	fl.StringVar(&f.sandbox, "sandbox", envOr("CONVERGE_AGENT_SANDBOX", "none"), "confine task processes: none, namespaces (own PID and mount namespaces: the agent and the host's processes are invisible, all die together) or namespaces-nonet (and no network); needs util-linux unshare [CONVERGE_AGENT_SANDBOX]")
 	fl.StringSliceVar(&f.allowEnv, "allow-env", splitEnv("CONVERGE_AGENT_ALLOW_ENV"), "variable of the agent's environment a task list's executor may name (env_passthrough, api_key_env); repeatable; none = no variable; CONVERGE_* never [CONVERGE_AGENT_ALLOW_ENV, comma-separated]")
 	fl.StringVar(&f.dataDir, "data-dir", envOr("CONVERGE_AGENT_DATA_DIR", ""), "mirror clones, worktrees and the records of running processes; empty = .converge/agent/<instance-id>, one per instance (two agent processes never share one) [CONVERGE_AGENT_DATA_DIR]")
 	fl.StringVar(&f.instanceID, "instance-id", envOr("CONVERGE_INSTANCE_ID", ""), "agent instance id; empty = agent-<host>-<random> [CONVERGE_INSTANCE_ID]")
