@@ -7,6 +7,7 @@ replace github.com/converge-dev/converge/gen => ../gen
 replace github.com/converge-dev/converge/platform => ../platform
 
 require (
+	buf.build/go/protovalidate v1.4.0
 	github.com/converge-dev/converge/gen v0.0.0-00010101000000-000000000000
 	github.com/converge-dev/converge/platform v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
@@ -16,7 +17,6 @@ require (
 
 require (
 	buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go v1.36.12-20260825204119-511051f7f437.2 // indirect
-	buf.build/go/protovalidate v1.4.0 // indirect
 	cel.dev/cel-go v0.32.0 // indirect
 	cel.dev/expr v0.25.3 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect

@@ -1130,10 +1130,11 @@ const file_converge_agent_v1_agent_proto_rawDesc = "" +
 	"registered\x12J\n" +
 	"\x13last_heartbeat_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x11lastHeartbeatTime\x12?\n" +
 	"\n" +
-	"last_error\x18\x15 \x01(\v2 .converge.common.v1.ErrorContextR\tlastError\"w\n" +
+	"last_error\x18\x15 \x01(\v2 .converge.common.v1.ErrorContextR\tlastError\"\x99\x02\n" +
 	"\fDrainRequest\x12E\n" +
-	"\bdeadline\x18\x01 \x01(\v2\x19.google.protobuf.DurationB\x0e\xbaH\v\xaa\x01\b\"\x04\b\x80\xa3\x052\x00R\bdeadline\x12 \n" +
-	"\x06reason\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\x06reason\"\xd5\x01\n" +
+	"\bdeadline\x18\x01 \x01(\v2\x19.google.protobuf.DurationB\x0e\xbaH\v\xaa\x01\b\"\x04\b\x80\xa3\x052\x00R\bdeadline\x12\xc1\x01\n" +
+	"\x06reason\x18\x02 \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80\bR\x06reason\"\xd5\x01\n" +
 	"\rDrainResponse\x12\x1a\n" +
 	"\bdraining\x18\x01 \x01(\bR\bdraining\x122\n" +
 	"\x15current_assignment_id\x18\x02 \x01(\tR\x13currentAssignmentId\x12(\n" +
@@ -1144,7 +1145,7 @@ const file_converge_agent_v1_agent_proto_rawDesc = "" +
 	"\x0emin_confidence\x18\x02 \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\xf0?)\x00\x00\x00\x00\x00\x00\x00\x00H\x00R\rminConfidence\x88\x01\x01\x12:\n" +
 	"\x14max_gotchas_per_file\x18\x03 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\x11maxGotchasPerFile\x12-\n" +
 	"\x12record_discoveries\x18\x04 \x01(\bR\x11recordDiscoveriesB\x11\n" +
-	"\x0f_min_confidence\"\x80\x05\n" +
+	"\x0f_min_confidence\"\xd3\x05\n" +
 	"\x0eRunTaskRequest\x124\n" +
 	"\x04task\x18\x01 \x01(\v2\x18.converge.common.v1.TaskB\x06\xbaH\x03\xc8\x01\x01R\x04task\x12A\n" +
 	"\n" +
@@ -1156,9 +1157,10 @@ const file_converge_agent_v1_agent_proto_rawDesc = "" +
 	"\tknowledge\x18\x06 \x01(\v2#.converge.agent.v1.KnowledgeOptionsR\tknowledge\x12F\n" +
 	"\x06branch\x18\a \x01(\tB.\xbaH+\xd8\x01\x01r&2$^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}$R\x06branch\x12\x12\n" +
 	"\x04push\x18\b \x01(\bR\x04push\x12E\n" +
-	"\fscope_guards\x18\t \x01(\v2\".converge.scheduler.v1.ScopeGuardsR\vscopeGuards\x12'\n" +
+	"\fscope_guards\x18\t \x01(\v2\".converge.scheduler.v1.ScopeGuardsR\vscopeGuards\x12z\n" +
 	"\x05hints\x18\n" +
-	" \x03(\tB\x11\xbaH\x0e\x92\x01\v\x10\x14\"\ar\x05\x10\x01\x18\x80@R\x05hints\x12#\n" +
+	" \x03(\tBd\xbaHa\xba\x01P\n" +
+	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a this.all(s, !s.matches(r'\\x00'))\x92\x01\v\x10\x14\"\ar\x05\x10\x01\x18\x80@R\x05hints\x12#\n" +
 	"\rkeep_worktree\x18\v \x01(\bR\fkeepWorktree\"]\n" +
 	"\bProgress\x12\x18\n" +
 	"\apercent\x18\x01 \x01(\x05R\apercent\x12\x18\n" +

@@ -192,22 +192,29 @@ var File_converge_common_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_converge_common_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	"#converge/common/v1/checkpoint.proto\x12\x12converge.common.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\\\n" +
-	"\bFileHash\x12\x1e\n" +
-	"\x04path\x18\x01 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\x01\x18\x80\bR\x04path\x120\n" +
-	"\x06sha256\x18\x02 \x01(\tB\x18\xbaH\x15r\x132\x11^([0-9a-f]{64})?$R\x06sha256\"\xd2\x03\n" +
+	"#converge/common/v1/checkpoint.proto\x12\x12converge.common.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd8\x01\n" +
+	"\bFileHash\x12\x99\x01\n" +
+	"\x04path\x18\x01 \x01(\tB\x84\x01\xbaH\x80\x01\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x05\x10\x01\x18\x80\bR\x04path\x120\n" +
+	"\x06sha256\x18\x02 \x01(\tB\x18\xbaH\x15r\x132\x11^([0-9a-f]{64})?$R\x06sha256\"\xb2\n" +
 	"\n" +
-	"Checkpoint\x12\x18\n" +
-	"\x02id\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x01R\x02id\x12+\n" +
-	"\fexecution_id\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x01R\vexecutionId\x12 \n" +
-	"\atask_id\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18@R\x06taskId\x12)\n" +
-	"\vinstance_id\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x01R\n" +
-	"instanceId\x12#\n" +
-	"\agit_ref\x18\x05 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\x01\x18\x80\x02R\x06gitRef\x12=\n" +
-	"\x05files\x18\x06 \x03(\v2\x1c.converge.common.v1.FileHashB\t\xbaH\x06\x92\x01\x03\x10\x90NR\x05files\x12R\n" +
-	"\bmetadata\x18\a \x03(\v2,.converge.common.v1.Checkpoint.MetadataEntryB\b\xbaH\x05\x9a\x01\x02\x10@R\bmetadata\x12;\n" +
+	"\n" +
+	"Checkpoint\x12\x92\x01\n" +
+	"\x02id\x18\x01 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\x01R\x02id\x12\xa5\x01\n" +
+	"\fexecution_id\x18\x02 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\x01R\vexecutionId\x12\x9a\x01\n" +
+	"\atask_id\x18\x03 \x01(\tB\x80\x01\xbaH}\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x02\x18@R\x06taskId\x12\xa3\x01\n" +
+	"\vinstance_id\x18\x04 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\x01R\n" +
+	"instanceId\x12\x9e\x01\n" +
+	"\agit_ref\x18\x05 \x01(\tB\x84\x01\xbaH\x80\x01\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x05\x10\x01\x18\x80\x02R\x06gitRef\x12=\n" +
+	"\x05files\x18\x06 \x03(\v2\x1c.converge.common.v1.FileHashB\t\xbaH\x06\x92\x01\x03\x10\x90NR\x05files\x12\xc9\x02\n" +
+	"\bmetadata\x18\a \x03(\v2,.converge.common.v1.Checkpoint.MetadataEntryB\xfe\x01\xbaH\xfa\x01\xba\x01d\n" +
+	"\x14string.no_nul.values\x12$values must not contain NUL (U+0000)\x1a&this.all(k, !this[k].matches(r'\\x00'))\xba\x01\x8a\x01\n" +
+	"\x16string.no_control.keys\x12Ckeys must not contain control characters (U+0000 to U+001F, U+007F)\x1a+this.all(k, !k.matches(r'[\\x00-\\x1F\\x7F]'))\x9a\x01\x02\x10@R\bmetadata\x12;\n" +
 	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +

@@ -598,38 +598,46 @@ const file_converge_common_v1_task_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tB\xaa\x03\xbaH\xa6\x03\xba\x01\x9b\x03\n" +
 	"\rpath.relative\x12\xb9\x01must be a clean repository-relative path, a directory may end with '/': no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xcd\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.contains('//') && !this.matches(r'(^|/)(\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\x04path\x12@\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\".converge.common.v1.FileImpactKindB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04kind\x12I\n" +
-	"\toperation\x18\x03 \x01(\x0e2!.converge.common.v1.FileOperationB\b\xbaH\x05\x82\x01\x02\x10\x01R\toperation\"\xdb\x01\n" +
-	"\x0eTaskValidation\x12\"\n" +
-	"\acommand\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80@R\acommand\x12$\n" +
-	"\bexpected\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x10R\bexpected\x128\n" +
+	"\toperation\x18\x03 \x01(\x0e2!.converge.common.v1.FileOperationB\b\xbaH\x05\x82\x01\x02\x10\x01R\toperation\"\x9f\x04\n" +
+	"\x0eTaskValidation\x12\xc3\x01\n" +
+	"\acommand\x18\x01 \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80@R\acommand\x12\xc5\x01\n" +
+	"\bexpected\x18\x02 \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80\x10R\bexpected\x128\n" +
 	"\x12expected_exit_code\x18\x03 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\xff\x01(\x00R\x10expectedExitCode\x12E\n" +
 	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationB\x10\xbaH\r\xaa\x01\n" +
-	"\"\x04\b\x80\xa3\x052\x02\b\x01R\atimeout\"\xf9\b\n" +
+	"\"\x04\b\x80\xa3\x052\x02\b\x01R\atimeout\"\xd5\x10\n" +
 	"\x04Task\x128\n" +
-	"\x02id\x18\x01 \x01(\tB(\xbaH%r#2!^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$R\x02id\x12 \n" +
-	"\x05title\x18\x02 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\x01\x18\x80\x04R\x05title\x12@\n" +
+	"\x02id\x18\x01 \x01(\tB(\xbaH%r#2!^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$R\x02id\x12\x9b\x01\n" +
+	"\x05title\x18\x02 \x01(\tB\x84\x01\xbaH\x80\x01\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x05\x10\x01\x18\x80\x04R\x05title\x12@\n" +
 	"\x06action\x18\x03 \x01(\x0e2\x1e.converge.common.v1.TaskActionB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06action\x12\x88\x03\n" +
 	"\x04file\x18\x04 \x01(\tB\xf3\x02\xbaH\xef\x02\xba\x01\xe6\x02\n" +
 	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x03(\x80\bR\x04file\x12?\n" +
 	"\x05files\x18\x05 \x03(\v2\x1e.converge.common.v1.FileImpactB\t\xbaH\x06\x92\x01\x03\x10\xe8\aR\x05files\x12Q\n" +
 	"\n" +
-	"depends_on\x18\x06 \x03(\tB2\xbaH/\x92\x01,\x10\xe8\a\x18\x01\"%r#2!^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$R\tdependsOn\x12\x1e\n" +
-	"\x05phase\x18\a \x01(\tB\b\xbaH\x05r\x03\x18\x80\x01R\x05phase\x12/\n" +
-	"\bpriority\x18\b \x01(\x05B\x13\xbaH\x10\x1a\x0e\x18\xe8\a(\x98\xf8\xff\xff\xff\xff\xff\xff\xff\x01R\bpriority\x124\n" +
-	"\frequirements\x18\t \x03(\tB\x10\xbaH\r\x92\x01\n" +
-	"\x10\xc8\x01\"\x05r\x03\x18\x80 R\frequirements\x12.\n" +
+	"depends_on\x18\x06 \x03(\tB2\xbaH/\x92\x01,\x10\xe8\a\x18\x01\"%r#2!^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$R\tdependsOn\x12\x98\x01\n" +
+	"\x05phase\x18\a \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\x01R\x05phase\x12/\n" +
+	"\bpriority\x18\b \x01(\x05B\x13\xbaH\x10\x1a\x0e\x18\xe8\a(\x98\xf8\xff\xff\xff\xff\xff\xff\xff\x01R\bpriority\x12\xdf\x01\n" +
+	"\frequirements\x18\t \x03(\tB\xba\x01\xbaH\xb6\x01\xba\x01\xa5\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a<this.all(s, !s.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]'))\x92\x01\n" +
+	"\x10\xc8\x01\"\x05r\x03\x18\x80 R\frequirements\x12w\n" +
 	"\rcode_template\x18\n" +
-	" \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x10R\fcodeTemplate\x12B\n" +
+	" \x01(\tBR\xbaHO\xba\x01F\n" +
+	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x04\x18\x80\x80\x10R\fcodeTemplate\x12B\n" +
 	"\n" +
 	"validation\x18\v \x01(\v2\".converge.common.v1.TaskValidationR\n" +
-	"validation\x12&\n" +
-	"\x05steps\x18\f \x03(\tB\x10\xbaH\r\x92\x01\n" +
+	"validation\x12\xd1\x01\n" +
+	"\x05steps\x18\f \x03(\tB\xba\x01\xbaH\xb6\x01\xba\x01\xa5\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a<this.all(s, !s.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]'))\x92\x01\n" +
 	"\x10\xc8\x01\"\x05r\x03\x18\x80 R\x05steps\x12@\n" +
-	"\x06status\x18\r \x01(\x0e2\x1e.converge.common.v1.TaskStatusB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06status\x12+\n" +
-	"\vdescription\x18\x0e \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\vdescription\x12\"\n" +
-	"\acommand\x18\x0f \x01(\tB\b\xbaH\x05r\x03\x18\x80@R\acommand*\x9c\x01\n" +
+	"\x06status\x18\r \x01(\x0e2\x1e.converge.common.v1.TaskStatusB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06status\x12\xcc\x01\n" +
+	"\vdescription\x18\x0e \x01(\tB\xa9\x01\xbaH\xa5\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x04\x18\x80\x80\x04R\vdescription\x12\xc3\x01\n" +
+	"\acommand\x18\x0f \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80@R\acommand*\x9c\x01\n" +
 	"\n" +
 	"TaskAction\x12\x1b\n" +
 	"\x17TASK_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +

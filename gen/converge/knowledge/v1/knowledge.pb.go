@@ -1408,24 +1408,27 @@ const file_converge_knowledge_v1_knowledge_proto_rawDesc = "" +
 	"\vrecorded_by\x18\x11 \x01(\tR\n" +
 	"recordedBy\x12 \n" +
 	"\vprovisional\x18\x12 \x01(\bR\vprovisional\x12!\n" +
-	"\fconfirmed_by\x18\x13 \x01(\tR\vconfirmedBy\"\xce\b\n" +
+	"\fconfirmed_by\x18\x13 \x01(\tR\vconfirmedBy\"\xb9\n" +
+	"\n" +
 	"\x11RecordItemRequest\x12?\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1f.converge.knowledge.v1.ItemTypeB\n" +
-	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x04type\x12%\n" +
-	"\acontent\x18\x02 \x01(\tB\v\xbaH\br\x06\x10\x01(\x80\x80\x01R\acontent\x12\xab\x05\n" +
+	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x04type\x12\xc6\x01\n" +
+	"\acontent\x18\x02 \x01(\tB\xab\x01\xbaH\xa7\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x06\x10\x01(\x80\x80\x01R\acontent\x12\xab\x05\n" +
 	"\ffile_pattern\x18\x03 \x01(\tB\x87\x05\xbaH\x83\x05\xba\x01\xf8\x04\n" +
 	"\rpath.relative\x12\xff\x01must be a clean repository-relative doublestar glob: no leading or trailing '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment or alternative, classes closed and not empty, braces balanced and not nested, at most 1024 bytes\x1a\xe4\x02this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.contains('//') && !this.endsWith('/') && !this.matches(r'(^|[/{,}])(\\.|\\.\\.|(?i:\\.git))([/{,}]|$)') && this.matches(r'^(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\]|\\{(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\])*\\})*$'))r\x05\x10\x01(\x80\bR\vfilePattern\x12?\n" +
 	"\x04tags\x18\x04 \x03(\tB+\xbaH(\x92\x01%\x10 \x18\x01\"\x1fr\x1d2\x1b^[a-z0-9][a-z0-9._-]{0,63}$R\x04tags\x12<\n" +
 	"\n" +
 	"confidence\x18\x05 \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\xf0?)\x00\x00\x00\x00\x00\x00\x00\x00H\x00R\n" +
 	"confidence\x88\x01\x01\x125\n" +
-	"\x06source\x18\x06 \x01(\v2\x1d.converge.knowledge.v1.SourceR\x06source\x12%\n" +
-	"\bevidence\x18\a \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x01R\bevidence\x127\n" +
+	"\x06source\x18\x06 \x01(\v2\x1d.converge.knowledge.v1.SourceR\x06source\x12n\n" +
+	"\bevidence\x18\a \x01(\tBR\xbaHO\xba\x01F\n" +
+	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x04(\x80\x80\x01R\bevidence\x127\n" +
 	"\aproject\x18\b \x01(\tB\x1d\xbaH\x1ar\x18(\x80\x042\x13^[^\\x00-\\x1F\\x7F]*$R\aprojectB\r\n" +
 	"\v_confidence\"\x85\x01\n" +
 	"\x12RecordItemResponse\x12/\n" +
 	"\x04item\x18\x01 \x01(\v2\x1b.converge.knowledge.v1.ItemR\x04item\x12>\n" +
-	"\aoutcome\x18\x02 \x01(\x0e2$.converge.knowledge.v1.RecordOutcomeR\aoutcome\"\xc2\v\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2$.converge.knowledge.v1.RecordOutcomeR\aoutcome\"\xe4\f\n" +
 	"\x11QueryItemsRequest\x12\x95\x03\n" +
 	"\tfile_path\x18\x01 \x01(\tB\xf5\x02\xbaH\xf1\x02\xba\x01\xe6\x02\n" +
 	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bH\x00R\bfilePath\x12\xad\x05\n" +
@@ -1434,8 +1437,9 @@ const file_converge_knowledge_v1_knowledge_proto_rawDesc = "" +
 	"\x03all\x18\x03 \x01(\bH\x00R\x03all\x12H\n" +
 	"\x05types\x18\x04 \x03(\x0e2\x1f.converge.knowledge.v1.ItemTypeB\x11\xbaH\x0e\x92\x01\v\x10\x04\"\a\x82\x01\x04\x10\x01 \x00R\x05types\x12=\n" +
 	"\x04tags\x18\x05 \x03(\tB)\xbaH&\x92\x01#\x10 \"\x1fr\x1d2\x1b^[a-z0-9][a-z0-9._-]{0,63}$R\x04tags\x12>\n" +
-	"\x0emin_confidence\x18\x06 \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\xf0?)\x00\x00\x00\x00\x00\x00\x00\x00R\rminConfidence\x12\x1c\n" +
-	"\x04text\x18\a \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\x04text\x12 \n" +
+	"\x0emin_confidence\x18\x06 \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\xf0?)\x00\x00\x00\x00\x00\x00\x00\x00R\rminConfidence\x12\xbd\x01\n" +
+	"\x04text\x18\a \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80\x04R\x04text\x12 \n" +
 	"\x05limit\x18\b \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\xf4\x03(\x00R\x05limit\x127\n" +
 	"\aproject\x18\t \x01(\tB\x1d\xbaH\x1ar\x18(\x80\x042\x13^[^\\x00-\\x1F\\x7F]*$R\aprojectB\x0f\n" +
@@ -1448,31 +1452,34 @@ const file_converge_knowledge_v1_knowledge_proto_rawDesc = "" +
 	"\x0eGetItemRequest\x12:\n" +
 	"\x02id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x02id\"B\n" +
 	"\x0fGetItemResponse\x12/\n" +
-	"\x04item\x18\x01 \x01(\v2\x1b.converge.knowledge.v1.ItemR\x04item\"\x99\a\n" +
+	"\x04item\x18\x01 \x01(\v2\x1b.converge.knowledge.v1.ItemR\x04item\"\x94\b\n" +
 	"\x10ListItemsRequest\x12=\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1f.converge.knowledge.v1.ItemTypeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04type\x12\xa9\x05\n" +
 	"\ffile_pattern\x18\x02 \x01(\tB\x85\x05\xbaH\x81\x05\xba\x01\xf8\x04\n" +
 	"\rpath.relative\x12\xff\x01must be a clean repository-relative doublestar glob: no leading or trailing '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment or alternative, classes closed and not empty, braces balanced and not nested, at most 1024 bytes\x1a\xe4\x02this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.contains('//') && !this.endsWith('/') && !this.matches(r'(^|[/{,}])(\\.|\\.\\.|(?i:\\.git))([/{,}]|$)') && this.matches(r'^(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\]|\\{(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\])*\\})*$'))r\x03(\x80\bR\vfilePattern\x12'\n" +
 	"\tpage_size\x18\x03 \x01(\x05B\n" +
-	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
+	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12\xa1\x01\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x10R\tpageToken\x12<\n" +
+	"page_token\x18\x04 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\x10R\tpageToken\x12<\n" +
 	"\aproject\x18\x05 \x01(\tB\x1d\xbaH\x1ar\x18(\x80\x042\x13^[^\\x00-\\x1F\\x7F]*$H\x00R\aproject\x88\x01\x01B\n" +
 	"\n" +
 	"\b_project\"n\n" +
 	"\x11ListItemsResponse\x121\n" +
 	"\x05items\x18\x01 \x03(\v2\x1b.converge.knowledge.v1.ItemR\x05items\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xae\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf7\x01\n" +
 	"\x12ConfirmItemRequest\x12:\n" +
 	"\x02id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x02id\x125\n" +
-	"\x06source\x18\x02 \x01(\v2\x1d.converge.knowledge.v1.SourceR\x06source\x12%\n" +
-	"\bevidence\x18\x03 \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x01R\bevidence\"F\n" +
+	"\x06source\x18\x02 \x01(\v2\x1d.converge.knowledge.v1.SourceR\x06source\x12n\n" +
+	"\bevidence\x18\x03 \x01(\tBR\xbaHO\xba\x01F\n" +
+	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x04(\x80\x80\x01R\bevidence\"F\n" +
 	"\x13ConfirmItemResponse\x12/\n" +
-	"\x04item\x18\x01 \x01(\v2\x1b.converge.knowledge.v1.ItemR\x04item\"\xa9\x01\n" +
+	"\x04item\x18\x01 \x01(\v2\x1b.converge.knowledge.v1.ItemR\x04item\"\xcb\x02\n" +
 	"\x11RefuteItemRequest\x12:\n" +
 	"\x02id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x02id\x125\n" +
-	"\x06source\x18\x02 \x01(\v2\x1d.converge.knowledge.v1.SourceR\x06source\x12!\n" +
-	"\x06reason\x18\x03 \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x01R\x06reason\"E\n" +
+	"\x06source\x18\x02 \x01(\v2\x1d.converge.knowledge.v1.SourceR\x06source\x12\xc2\x01\n" +
+	"\x06reason\x18\x03 \x01(\tB\xa9\x01\xbaH\xa5\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x04(\x80\x80\x01R\x06reason\"E\n" +
 	"\x12RefuteItemResponse\x12/\n" +
 	"\x04item\x18\x01 \x01(\v2\x1b.converge.knowledge.v1.ItemR\x04item\"O\n" +
 	"\x11DeleteItemRequest\x12:\n" +

@@ -2115,14 +2115,16 @@ const file_converge_registry_v1_registry_proto_rawDesc = "" +
 	"\bresource\x18\x01 \x01(\tB\xf5\x02\xbaH\xf1\x02\xba\x01\xe6\x02\n" +
 	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\bresource\"A\n" +
 	"\x0fGetLockResponse\x12.\n" +
-	"\x04lock\x18\x01 \x01(\v2\x1a.converge.registry.v1.LockR\x04lock\"\xcd\x01\n" +
-	"\x10ListLocksRequest\x12 \n" +
-	"\x06prefix\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\x06prefix\x12E\n" +
+	"\x04lock\x18\x01 \x01(\v2\x1a.converge.registry.v1.LockR\x04lock\"\xc3\x03\n" +
+	"\x10ListLocksRequest\x12\x9a\x01\n" +
+	"\x06prefix\x18\x01 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\bR\x06prefix\x12E\n" +
 	"\x06holder\x18\x02 \x01(\tB-\xbaH*r(2&^([A-Za-z0-9][A-Za-z0-9._:-]{0,127})?$R\x06holder\x12'\n" +
 	"\tpage_size\x18\x03 \x01(\x05B\n" +
-	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
+	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12\xa1\x01\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x10R\tpageToken\"m\n" +
+	"page_token\x18\x04 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\x10R\tpageToken\"m\n" +
 	"\x11ListLocksResponse\x120\n" +
 	"\x05locks\x18\x01 \x03(\v2\x1a.converge.registry.v1.LockR\x05locks\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb5\x01\n" +
@@ -2149,13 +2151,14 @@ const file_converge_registry_v1_registry_proto_rawDesc = "" +
 	"\apattern\x18\x01 \x01(\tB\x87\x05\xbaH\x83\x05\xba\x01\xf8\x04\n" +
 	"\rpath.relative\x12\xff\x01must be a clean repository-relative doublestar glob: no leading or trailing '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment or alternative, classes closed and not empty, braces balanced and not nested, at most 1024 bytes\x1a\xe4\x02this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.contains('//') && !this.endsWith('/') && !this.matches(r'(^|[/{,}])(\\.|\\.\\.|(?i:\\.git))([/{,}]|$)') && this.matches(r'^(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\]|\\{(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\])*\\})*$'))r\x05\x10\x01(\x80\bR\apattern\x12@\n" +
 	"\x05owner\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x05owner\"\x16\n" +
-	"\x14ReleaseOwnerResponse\"\xaa\x01\n" +
+	"\x14ReleaseOwnerResponse\"\xa5\x02\n" +
 	"\x11ListOwnersRequest\x12C\n" +
 	"\x05owner\x18\x01 \x01(\tB-\xbaH*r(2&^([A-Za-z0-9][A-Za-z0-9._:-]{0,127})?$R\x05owner\x12'\n" +
 	"\tpage_size\x18\x02 \x01(\x05B\n" +
-	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
+	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12\xa1\x01\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x10R\tpageToken\"}\n" +
+	"page_token\x18\x03 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\x10R\tpageToken\"}\n" +
 	"\x12ListOwnersResponse\x12?\n" +
 	"\n" +
 	"ownerships\x18\x01 \x03(\v2\x1f.converge.registry.v1.OwnershipR\n" +
@@ -2185,7 +2188,7 @@ const file_converge_registry_v1_registry_proto_rawDesc = "" +
 	"\x04host\x18\x0f \x01(\tR\x04host\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x10 \x01(\tR\tsessionId\x12H\n" +
-	"\x0freported_status\x18\x11 \x01(\x0e2\x1f.converge.common.v1.AgentStatusR\x0ereportedStatus\"\xc9\x03\n" +
+	"\x0freported_status\x18\x11 \x01(\x0e2\x1f.converge.common.v1.AgentStatusR\x0ereportedStatus\"\xc4\x04\n" +
 	"\x14RegisterAgentRequest\x12K\n" +
 	"\vinstance_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\n" +
 	"instanceId\x12P\n" +
@@ -2194,8 +2197,9 @@ const file_converge_registry_v1_registry_proto_rawDesc = "" +
 	"agent_type\x18\x03 \x01(\tB \xbaH\x1dr\x1b2\x19^([a-z][a-z0-9-]{0,63})?$R\tagentType\x12,\n" +
 	"\vwave_number\x18\x04 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\n" +
 	"waveNumber\x127\n" +
-	"\x06config\x18\x05 \x01(\v2\x1f.converge.common.v1.AgentConfigR\x06config\x12\x1c\n" +
-	"\x04host\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x04host\x12L\n" +
+	"\x06config\x18\x05 \x01(\v2\x1f.converge.common.v1.AgentConfigR\x06config\x12\x96\x01\n" +
+	"\x04host\x18\x06 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\x02R\x04host\x12L\n" +
 	"\n" +
 	"session_id\x18\a \x01(\tB-\xbaH*r(2&^([A-Za-z0-9][A-Za-z0-9._:-]{0,127})?$R\tsessionId\"\xc5\x01\n" +
 	"\x15RegisterAgentResponse\x129\n" +
@@ -2221,14 +2225,15 @@ const file_converge_registry_v1_registry_proto_rawDesc = "" +
 	"\vinstance_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\n" +
 	"instanceId\"M\n" +
 	"\x10GetAgentResponse\x129\n" +
-	"\x05agent\x18\x01 \x01(\v2#.converge.registry.v1.AgentInstanceR\x05agent\"\x87\x02\n" +
+	"\x05agent\x18\x01 \x01(\v2#.converge.registry.v1.AgentInstanceR\x05agent\"\x82\x03\n" +
 	"\x11ListAgentsRequest\x12P\n" +
 	"\fexecution_id\x18\x01 \x01(\tB-\xbaH*r(2&^([A-Za-z0-9][A-Za-z0-9._:-]{0,127})?$R\vexecutionId\x12N\n" +
 	"\bstatuses\x18\x02 \x03(\x0e2\x1f.converge.common.v1.AgentStatusB\x11\xbaH\x0e\x92\x01\v\x10\b\"\a\x82\x01\x04\x10\x01 \x00R\bstatuses\x12'\n" +
 	"\tpage_size\x18\x03 \x01(\x05B\n" +
-	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
+	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12\xa1\x01\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x10R\tpageToken\"y\n" +
+	"page_token\x18\x04 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\x10R\tpageToken\"y\n" +
 	"\x12ListAgentsResponse\x12;\n" +
 	"\x06agents\x18\x01 \x03(\v2#.converge.registry.v1.AgentInstanceR\x06agents\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd8\x01\n" +

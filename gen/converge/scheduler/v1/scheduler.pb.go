@@ -7746,18 +7746,19 @@ var File_converge_scheduler_v1_scheduler_proto protoreflect.FileDescriptor
 
 const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\n" +
-	"%converge/scheduler/v1/scheduler.proto\x12\x15converge.scheduler.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1econverge/common/v1/agent.proto\x1a#converge/common/v1/checkpoint.proto\x1a\x1fconverge/common/v1/events.proto\x1a\x1dconverge/common/v1/task.proto\x1a converge/common/v1/verdict.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf4\x01\n" +
+	"%converge/scheduler/v1/scheduler.proto\x12\x15converge.scheduler.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1econverge/common/v1/agent.proto\x1a#converge/common/v1/checkpoint.proto\x1a\x1fconverge/common/v1/events.proto\x1a\x1dconverge/common/v1/task.proto\x1a converge/common/v1/verdict.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf0\x02\n" +
 	"\n" +
-	"Repository\x12 \n" +
-	"\x04path\x18\x01 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\x01\x18\x80 H\x00R\x04path\x12f\n" +
+	"Repository\x12\x9b\x01\n" +
+	"\x04path\x18\x01 \x01(\tB\x84\x01\xbaH\x80\x01\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x05\x10\x01\x18\x80 H\x00R\x04path\x12f\n" +
 	"\x03url\x18\x02 \x01(\tBR\xbaHOrM\x18\x80\x102H^((https?|ssh|git|file)://[^\\s]+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\\s]+)$H\x00R\x03url\x12K\n" +
 	"\bbase_ref\x18\x03 \x01(\tB0\xbaH-r+2)^([A-Za-z0-9_][A-Za-z0-9._/@+-]{0,255})?$R\abaseRefB\x0f\n" +
-	"\x06source\x12\x05\xbaH\x02\b\x01\"\xcf\x03\n" +
+	"\x06source\x12\x05\xbaH\x02\b\x01\"\xd6\x04\n" +
 	"\x11ConventionsSource\x12\x8a\x03\n" +
 	"\x04path\x18\x01 \x01(\tB\xf5\x02\xbaH\xf1\x02\xba\x01\xe6\x02\n" +
-	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\x04path\x12-\n" +
-	"\bsections\x18\x02 \x03(\tB\x11\xbaH\x0e\x92\x01\v\x10@\"\ar\x05\x10\x01\x18\x80\x02R\bsections\"\xb7\n" +
+	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\x04path\x12\xb3\x01\n" +
+	"\bsections\x18\x02 \x03(\tB\x96\x01\xbaH\x92\x01\xba\x01\x80\x01\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a+this.all(s, !s.matches(r'[\\x00-\\x1F\\x7F]'))\x92\x01\v\x10@\"\ar\x05\x10\x01\x18\x80\x02R\bsections\"\xb7\n" +
 	"\n" +
 	"\x0eProjectContext\x12\x91\x03\n" +
 	"\tspec_file\x18\x01 \x01(\tB\xf3\x02\xbaH\xef\x02\xba\x01\xe6\x02\n" +
@@ -7775,18 +7776,21 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\rpath.relative\x12\xff\x01must be a clean repository-relative doublestar glob: no leading or trailing '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment or alternative, classes closed and not empty, braces balanced and not nested, at most 1024 bytes\x1a\xe4\x02this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.contains('//') && !this.endsWith('/') && !this.matches(r'(^|[/{,}])(\\.|\\.\\.|(?i:\\.git))([/{,}]|$)') && this.matches(r'^(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\]|\\{(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\])*\\})*$'))r\x05\x10\x01(\x80\bR\x0fapiTriggerGlobs\x122\n" +
 	"\x02ui\x18\x04 \x01(\v2\".converge.common.v1.TaskValidationR\x02ui\x12\xbb\x05\n" +
 	"\x10ui_trigger_globs\x18\x05 \x03(\tB\x90\x05\xbaH\x8c\x05\x92\x01\x88\x05\x10@\"\x83\x05\xba\x01\xf8\x04\n" +
-	"\rpath.relative\x12\xff\x01must be a clean repository-relative doublestar glob: no leading or trailing '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment or alternative, classes closed and not empty, braces balanced and not nested, at most 1024 bytes\x1a\xe4\x02this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.contains('//') && !this.endsWith('/') && !this.matches(r'(^|[/{,}])(\\.|\\.\\.|(?i:\\.git))([/{,}]|$)') && this.matches(r'^(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\]|\\{(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\])*\\})*$'))r\x05\x10\x01(\x80\bR\x0euiTriggerGlobs\"\x91\x03\n" +
-	"\fTaskListSpec\x12\x1c\n" +
-	"\x04name\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x04name\x12+\n" +
-	"\vdescription\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\vdescription\x12A\n" +
+	"\rpath.relative\x12\xff\x01must be a clean repository-relative doublestar glob: no leading or trailing '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment or alternative, classes closed and not empty, braces balanced and not nested, at most 1024 bytes\x1a\xe4\x02this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.contains('//') && !this.endsWith('/') && !this.matches(r'(^|[/{,}])(\\.|\\.\\.|(?i:\\.git))([/{,}]|$)') && this.matches(r'^(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\]|\\{(?:[^\\[{}]|\\[(?:[!^][^\\]]+|[^!^\\]][^\\]]*)\\])*\\})*$'))r\x05\x10\x01(\x80\bR\x0euiTriggerGlobs\"\xd0\x06\n" +
+	"\fTaskListSpec\x12\x96\x01\n" +
+	"\x04name\x18\x01 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\x02R\x04name\x12\xcc\x01\n" +
+	"\vdescription\x18\x02 \x01(\tB\xa9\x01\xbaH\xa5\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x04\x18\x80\x80\x04R\vdescription\x12A\n" +
 	"\n" +
 	"repository\x18\x03 \x01(\v2!.converge.scheduler.v1.RepositoryR\n" +
 	"repository\x12?\n" +
 	"\acontext\x18\x04 \x01(\v2%.converge.scheduler.v1.ProjectContextR\acontext\x12G\n" +
 	"\n" +
 	"validation\x18\x05 \x01(\v2'.converge.scheduler.v1.ValidationLevelsR\n" +
-	"validation\x12.\n" +
-	"\rdone_criteria\x18\x06 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80@R\fdoneCriteria\x129\n" +
+	"validation\x12\xcf\x01\n" +
+	"\rdone_criteria\x18\x06 \x01(\tB\xa9\x01\xbaH\xa5\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x04\x18\x80\x80@R\fdoneCriteria\x129\n" +
 	"\x05tasks\x18\a \x03(\v2\x18.converge.common.v1.TaskB\t\xbaH\x06\x92\x01\x03\x10\x90NR\x05tasks\"\xa5\x01\n" +
 	"\fImportSource\x12;\n" +
 	"\x06format\x18\x01 \x01(\x0e2#.converge.scheduler.v1.ImportFormatR\x06format\x12\x12\n" +
@@ -7818,12 +7822,13 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"taskListId\x12#\n" +
 	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"V\n" +
 	"\x16CreateTaskListResponse\x12<\n" +
-	"\ttask_list\x18\x01 \x01(\v2\x1f.converge.scheduler.v1.TaskListR\btaskList\"\xa2\x06\n" +
+	"\ttask_list\x18\x01 \x01(\v2\x1f.converge.scheduler.v1.TaskListR\btaskList\"\x9b\a\n" +
 	"\x15ImportTaskListRequest\x12G\n" +
 	"\x06format\x18\x01 \x01(\x0e2#.converge.scheduler.v1.ImportFormatB\n" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x06format\x12&\n" +
-	"\acontent\x18\x02 \x01(\fB\f\xbaH\tz\a\x10\x01\x18\x80\x80\x80\x02R\acontent\x12\xd6\x01\n" +
-	"\vsource_path\x18\x03 \x01(\tB\xb4\x01\xbaH\xb0\x01\xba\x01\xa7\x01\n" +
+	"\acontent\x18\x02 \x01(\fB\f\xbaH\tz\a\x10\x01\x18\x80\x80\x80\x02R\acontent\x12\xcf\x02\n" +
+	"\vsource_path\x18\x03 \x01(\tB\xad\x02\xbaH\xa9\x02\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')\xba\x01\xa7\x01\n" +
 	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x03\x18\x80\bR\n" +
 	"sourcePath\x12\x1d\n" +
 	"\n" +
@@ -7842,13 +7847,15 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"taskListId\x12A\n" +
 	"\x04view\x18\x02 \x01(\x0e2#.converge.scheduler.v1.TaskListViewB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04view\"S\n" +
 	"\x13GetTaskListResponse\x12<\n" +
-	"\ttask_list\x18\x01 \x01(\v2\x1f.converge.scheduler.v1.TaskListR\btaskList\"\xda\x01\n" +
+	"\ttask_list\x18\x01 \x01(\v2\x1f.converge.scheduler.v1.TaskListR\btaskList\"\xd0\x03\n" +
 	"\x14ListTaskListsRequest\x12'\n" +
 	"\tpage_size\x18\x01 \x01(\x05B\n" +
-	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
+	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12\xa1\x01\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\tpageToken\x12-\n" +
-	"\rname_contains\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\fnameContains\x12A\n" +
+	"page_token\x18\x02 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\bR\tpageToken\x12\xa7\x01\n" +
+	"\rname_contains\x18\x03 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\x02R\fnameContains\x12A\n" +
 	"\x04view\x18\x04 \x01(\x0e2#.converge.scheduler.v1.TaskListViewB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04view\"\x7f\n" +
 	"\x15ListTaskListsResponse\x12>\n" +
 	"\n" +
@@ -7885,9 +7892,10 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\n" +
 	"task_count\x18\x03 \x01(\x05R\ttaskCount\x12\x1f\n" +
 	"\vlevel_count\x18\x04 \x01(\x05R\n" +
-	"levelCount\"=\n" +
-	"\x0eCriticalPhases\x12+\n" +
-	"\x06phases\x18\x01 \x03(\tB\x13\xbaH\x10\x92\x01\r\x10 \x18\x01\"\ar\x05\x10\x01\x18\x80\x01R\x06phases\"\xf3\x06\n" +
+	"levelCount\"\xc4\x01\n" +
+	"\x0eCriticalPhases\x12\xb1\x01\n" +
+	"\x06phases\x18\x01 \x03(\tB\x98\x01\xbaH\x94\x01\xba\x01\x80\x01\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a+this.all(s, !s.matches(r'[\\x00-\\x1F\\x7F]'))\x92\x01\r\x10 \x18\x01\"\ar\x05\x10\x01\x18\x80\x01R\x06phases\"\xf3\x06\n" +
 	"\x10ExecutionOptions\x12-\n" +
 	"\fmax_parallel\x18\x01 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\x80\b(\x00R\vmaxParallel\x12/\n" +
@@ -7924,17 +7932,19 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\fblock_reason\x18\t \x01(\tR\vblockReason\x12;\n" +
 	"\vverify_time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"verifyTime\"\xce\x02\n" +
+	"verifyTime\"\xe0\x03\n" +
 	"\x15ValidationLevelResult\x12H\n" +
 	"\x05level\x18\x01 \x01(\x0e2&.converge.scheduler.v1.ValidationLevelB\n" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x05level\x12\x10\n" +
 	"\x03ran\x18\x02 \x01(\bR\x03ran\x12\x16\n" +
 	"\x06passed\x18\x03 \x01(\bR\x06passed\x120\n" +
 	"\texit_code\x18\x04 \x01(\x05B\x13\xbaH\x10\x1a\x0e\x18\xff\x01(\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01R\bexitCode\x12?\n" +
-	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationB\b\xbaH\x05\xaa\x01\x022\x00R\bduration\x12*\n" +
-	"\voutput_tail\x18\x06 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\n" +
-	"outputTail\x12\"\n" +
-	"\amessage\x18\a \x01(\tB\b\xbaH\x05r\x03\x18\x80 R\amessage\"\xb7\v\n" +
+	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationB\b\xbaH\x05\xaa\x01\x022\x00R\bduration\x12s\n" +
+	"\voutput_tail\x18\x06 \x01(\tBR\xbaHO\xba\x01F\n" +
+	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x04\x18\x80\x80\x04R\n" +
+	"outputTail\x12k\n" +
+	"\amessage\x18\a \x01(\tBQ\xbaHN\xba\x01F\n" +
+	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x03\x18\x80 R\amessage\"\xb7\v\n" +
 	"\tExecution\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\ftask_list_id\x18\x02 \x01(\tR\n" +
@@ -8051,12 +8061,13 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\fexecution_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\"\x89\x01\n" +
 	"\x14GetExecutionResponse\x12>\n" +
 	"\texecution\x18\x01 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\x121\n" +
-	"\x05waves\x18\x02 \x03(\v2\x1b.converge.scheduler.v1.WaveR\x05waves\"\xec\x02\n" +
+	"\x05waves\x18\x02 \x03(\v2\x1b.converge.scheduler.v1.WaveR\x05waves\"\xe7\x03\n" +
 	"\x15ListExecutionsRequest\x12'\n" +
 	"\tpage_size\x18\x01 \x01(\x05B\n" +
-	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
+	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12\xa1\x01\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\tpageToken\x12O\n" +
+	"page_token\x18\x02 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\bR\tpageToken\x12O\n" +
 	"\ftask_list_id\x18\x03 \x01(\tB-\xbaH*\xd8\x01\x01r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\n" +
 	"taskListId\x12W\n" +
 	"\bstatuses\x18\x04 \x03(\x0e2&.converge.scheduler.v1.ExecutionStatusB\x13\xbaH\x10\x92\x01\r\x10\x06\x18\x01\"\a\x82\x01\x04\x10\x01 \x00R\bstatuses\x12W\n" +
@@ -8065,13 +8076,14 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\n" +
 	"executions\x18\x01 \x03(\v2 .converge.scheduler.v1.ExecutionR\n" +
 	"executions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd7\x03\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd2\x04\n" +
 	"\x16ListAssignmentsRequest\x12M\n" +
 	"\fexecution_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\x12'\n" +
 	"\tpage_size\x18\x02 \x01(\x05B\n" +
-	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
+	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12\xa1\x01\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\tpageToken\x12,\n" +
+	"page_token\x18\x03 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\bR\tpageToken\x12,\n" +
 	"\vwave_number\x18\x04 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\n" +
 	"waveNumber\x12D\n" +
 	"\atask_id\x18\x05 \x01(\tB+\xbaH(\xd8\x01\x01r#2!^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$R\x06taskId\x12X\n" +
@@ -8090,36 +8102,41 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x11include_snapshots\x18\x05 \x01(\bR\x10includeSnapshots\"\x8c\x01\n" +
 	"\x16WatchExecutionResponse\x122\n" +
 	"\x05entry\x18\x01 \x01(\v2\x1c.converge.common.v1.LogEntryR\x05entry\x12>\n" +
-	"\texecution\x18\x02 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\"\x88\x01\n" +
+	"\texecution\x18\x02 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\"\xaa\x02\n" +
 	"\x15PauseExecutionRequest\x12M\n" +
-	"\fexecution_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\x12 \n" +
-	"\x06reason\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\x06reason\"X\n" +
+	"\fexecution_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\x12\xc1\x01\n" +
+	"\x06reason\x18\x02 \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80\bR\x06reason\"X\n" +
 	"\x16PauseExecutionResponse\x12>\n" +
-	"\texecution\x18\x01 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\"\x89\x01\n" +
+	"\texecution\x18\x01 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\"\xab\x02\n" +
 	"\x16ResumeExecutionRequest\x12M\n" +
-	"\fexecution_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\x12 \n" +
-	"\x06reason\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\x06reason\"Y\n" +
+	"\fexecution_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\x12\xc1\x01\n" +
+	"\x06reason\x18\x02 \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80\bR\x06reason\"Y\n" +
 	"\x17ResumeExecutionResponse\x12>\n" +
-	"\texecution\x18\x01 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\"\x89\x01\n" +
+	"\texecution\x18\x01 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\"\xab\x02\n" +
 	"\x16CancelExecutionRequest\x12M\n" +
-	"\fexecution_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\x12 \n" +
-	"\x06reason\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\x06reason\"Y\n" +
+	"\fexecution_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\x12\xc1\x01\n" +
+	"\x06reason\x18\x02 \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80\bR\x06reason\"Y\n" +
 	"\x17CancelExecutionResponse\x12>\n" +
-	"\texecution\x18\x01 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\"\xc6\x01\n" +
+	"\texecution\x18\x01 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\"\xe8\x02\n" +
 	"\x10RetryTaskRequest\x12M\n" +
 	"\fexecution_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\x12A\n" +
-	"\atask_id\x18\x02 \x01(\tB(\xbaH%r#2!^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$R\x06taskId\x12 \n" +
-	"\x06reason\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\x06reason\"\xc2\x01\n" +
+	"\atask_id\x18\x02 \x01(\tB(\xbaH%r#2!^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$R\x06taskId\x12\xc1\x01\n" +
+	"\x06reason\x18\x03 \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80\bR\x06reason\"\xc2\x01\n" +
 	"\x11RetryTaskResponse\x12A\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2!.converge.scheduler.v1.AssignmentR\n" +
 	"assignment\x12*\n" +
 	"\x11requeued_task_ids\x18\x02 \x03(\tR\x0frequeuedTaskIds\x12>\n" +
-	"\texecution\x18\x03 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\"\xee\x01\n" +
+	"\texecution\x18\x03 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\"\x90\x03\n" +
 	"\x0fSkipTaskRequest\x12M\n" +
 	"\fexecution_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\x12A\n" +
-	"\atask_id\x18\x02 \x01(\tB(\xbaH%r#2!^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$R\x06taskId\x12 \n" +
-	"\x06reason\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\x06reason\x12'\n" +
+	"\atask_id\x18\x02 \x01(\tB(\xbaH%r#2!^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$R\x06taskId\x12\xc1\x01\n" +
+	"\x06reason\x18\x03 \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80\bR\x06reason\x12'\n" +
 	"\x0fskip_dependents\x18\x04 \x01(\bR\x0eskipDependents\"|\n" +
 	"\x10SkipTaskResponse\x12(\n" +
 	"\x10skipped_task_ids\x18\x01 \x03(\tR\x0eskippedTaskIds\x12>\n" +
@@ -8170,13 +8187,14 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\xbaH\a\x1a\x05\x18\xf4\x03(\x00R\n" +
 	"maxEntries\"\\\n" +
 	"\x19GetHandoffContextResponse\x12?\n" +
-	"\acontext\x18\x01 \x01(\v2%.converge.scheduler.v1.HandoffContextR\acontext\"\xcc\x02\n" +
+	"\acontext\x18\x01 \x01(\v2%.converge.scheduler.v1.HandoffContextR\acontext\"\x95\x03\n" +
 	"\n" +
 	"AgentEvent\x12X\n" +
 	"\n" +
 	"event_type\x18\x01 \x01(\x0e2\x1d.converge.common.v1.EventTypeB\x1a\xbaH\x17\x82\x01\x14\x10\x01\x18\x01\x18\x03\x18\x05\x18\x06\x18\a\x18\b\x18\t\x18\n" +
-	"\x18\vR\teventType\x12%\n" +
-	"\amessage\x18\x02 \x01(\tB\v\xbaH\br\x06\x10\x01\x18\x80\x80\x04R\amessage\x12\x8c\x01\n" +
+	"\x18\vR\teventType\x12n\n" +
+	"\amessage\x18\x02 \x01(\tBT\xbaHQ\xba\x01F\n" +
+	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x06\x10\x01\x18\x80\x80\x04R\amessage\x12\x8c\x01\n" +
 	"\acontext\x18\x03 \x01(\v2\x17.google.protobuf.StructBY\xbaHV\xba\x01S\n" +
 	"\x12event.context_size\x12+context must have at most 64 top-level keys\x1a\x10size(this) <= 64R\acontext\x12.\n" +
 	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"{\n" +
@@ -8185,15 +8203,18 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x1d\n" +
 	"\n" +
 	"commit_sha\x18\x03 \x01(\tR\tcommitSha\x12\x19\n" +
-	"\btask_ref\x18\x04 \x01(\tR\ataskRef\"\xea\x06\n" +
-	"\vScopeGuards\x12\xea\x01\n" +
-	"\x0fblocklist_globs\x18\x01 \x03(\tB\xc0\x01\xbaH\xbc\x01\x92\x01\xb8\x01\x10\x80\x02\"\xb2\x01\xba\x01\xa7\x01\n" +
+	"\btask_ref\x18\x04 \x01(\tR\ataskRef\"\xf6\t\n" +
+	"\vScopeGuards\x12\xee\x02\n" +
+	"\x0fblocklist_globs\x18\x01 \x03(\tB\xc4\x02\xbaH\xc0\x02\xba\x01\x80\x01\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a+this.all(s, !s.matches(r'[\\x00-\\x1F\\x7F]'))\x92\x01\xb8\x01\x10\x80\x02\"\xb2\x01\xba\x01\xa7\x01\n" +
 	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x0eblocklistGlobs\x12B\n" +
 	"\x17max_files_per_iteration\x18\x02 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xa0\x8d\x06(\x00R\x14maxFilesPerIteration\x12C\n" +
-	"\x17max_lines_per_iteration\x18\x03 \x01(\x05B\f\xbaH\t\x1a\a\x18\x80\xad\xe2\x04(\x00R\x14maxLinesPerIteration\x12\xf7\x01\n" +
-	"\x16confirm_required_globs\x18\x04 \x03(\tB\xc0\x01\xbaH\xbc\x01\x92\x01\xb8\x01\x10\x80\x02\"\xb2\x01\xba\x01\xa7\x01\n" +
-	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x14confirmRequiredGlobs\x12\xea\x01\n" +
-	"\x0fconfirmed_paths\x18\x05 \x03(\tB\xc0\x01\xbaH\xbc\x01\x92\x01\xb8\x01\x10\xe8\a\"\xb2\x01\xba\x01\xa7\x01\n" +
+	"\x17max_lines_per_iteration\x18\x03 \x01(\x05B\f\xbaH\t\x1a\a\x18\x80\xad\xe2\x04(\x00R\x14maxLinesPerIteration\x12\xfb\x02\n" +
+	"\x16confirm_required_globs\x18\x04 \x03(\tB\xc4\x02\xbaH\xc0\x02\xba\x01\x80\x01\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a+this.all(s, !s.matches(r'[\\x00-\\x1F\\x7F]'))\x92\x01\xb8\x01\x10\x80\x02\"\xb2\x01\xba\x01\xa7\x01\n" +
+	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x14confirmRequiredGlobs\x12\xee\x02\n" +
+	"\x0fconfirmed_paths\x18\x05 \x03(\tB\xc4\x02\xbaH\xc0\x02\xba\x01\x80\x01\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a+this.all(s, !s.matches(r'[\\x00-\\x1F\\x7F]'))\x92\x01\xb8\x01\x10\xe8\a\"\xb2\x01\xba\x01\xa7\x01\n" +
 	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x0econfirmedPaths\"\xc3\a\n" +
 	"\x11ClaimedAssignment\x12A\n" +
 	"\n" +
@@ -8235,7 +8256,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x11ClaimTaskResponse\x12H\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2(.converge.scheduler.v1.ClaimedAssignmentR\n" +
-	"assignment\"\xea\x03\n" +
+	"assignment\"\xb3\x04\n" +
 	"\x15ReportProgressRequest\x12O\n" +
 	"\rassignment_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\fassignmentId\x12K\n" +
 	"\vinstance_id\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\n" +
@@ -8243,8 +8264,9 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\rfencing_token\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02 \x00R\ffencingToken\x12&\n" +
 	"\n" +
 	"report_seq\x18\x04 \x01(\x03B\a\xbaH\x04\"\x02 \x00R\treportSeq\x124\n" +
-	"\x10progress_percent\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\x0fprogressPercent\x12\"\n" +
-	"\amessage\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80 R\amessage\x12C\n" +
+	"\x10progress_percent\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\x0fprogressPercent\x12k\n" +
+	"\amessage\x18\x06 \x01(\tBQ\xbaHN\xba\x01F\n" +
+	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x03\x18\x80 R\amessage\x12C\n" +
 	"\x06events\x18\a \x03(\v2!.converge.scheduler.v1.AgentEventB\b\xbaH\x05\x92\x01\x02\x10dR\x06events\x12>\n" +
 	"\n" +
 	"checkpoint\x18\b \x01(\v2\x1e.converge.common.v1.CheckpointR\n" +
@@ -8265,7 +8287,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x18RecordCheckpointResponse\x12>\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\v2\x1e.converge.common.v1.CheckpointR\n" +
-	"checkpoint\"\xec\v\n" +
+	"checkpoint\"\xba\r\n" +
 	"\x13CompleteTaskRequest\x12O\n" +
 	"\rassignment_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\fassignmentId\x12K\n" +
 	"\vinstance_id\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\n" +
@@ -8282,9 +8304,11 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\x13consecutiveFailures\x127\n" +
 	"\x11discoveries_count\x18\n" +
 	" \x01(\x05B\n" +
-	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x10discoveriesCount\x12?\n" +
-	"\x16validation_output_tail\x18\v \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\x14validationOutputTail\x12\xe6\x01\n" +
-	"\rfiles_changed\x18\f \x03(\tB\xc0\x01\xbaH\xbc\x01\x92\x01\xb8\x01\x10\x90N\"\xb2\x01\xba\x01\xa7\x01\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x10discoveriesCount\x12\x88\x01\n" +
+	"\x16validation_output_tail\x18\v \x01(\tBR\xbaHO\xba\x01F\n" +
+	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x04\x18\x80\x80\x04R\x14validationOutputTail\x12\xea\x02\n" +
+	"\rfiles_changed\x18\f \x03(\tB\xc4\x02\xbaH\xc0\x02\xba\x01\x80\x01\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a+this.all(s, !s.matches(r'[\\x00-\\x1F\\x7F]'))\x92\x01\xb8\x01\x10\x90N\"\xb2\x01\xba\x01\xa7\x01\n" +
 	"\rpath.relative\x12Cmust be a repository-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\ffilesChanged\x121\n" +
 	"\rlines_changed\x18\r \x01(\x05B\f\xbaH\t\x1a\a\x18\x80\xc2\xd7/(\x00R\flinesChanged\x12[\n" +
 	"\rlevel_results\x18\x0e \x03(\v2,.converge.scheduler.v1.ValidationLevelResultB\b\xbaH\x05\x92\x01\x02\x10\x03R\flevelResults\x12C\n" +
@@ -8367,14 +8391,15 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"start_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12;\n" +
 	"\vupdate_time\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xa3\a\n" +
+	"updateTime\"\xc5\b\n" +
 	"\x18StartFeatureBuildRequest\x12C\n" +
 	"\afeature\x18\x01 \x01(\tB)\xbaH&r$2\"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$R\afeature\x12N\n" +
 	"\ftask_list_id\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$H\x00R\n" +
 	"taskListId\x12\x99\x01\n" +
 	"\ttask_list\x18\x03 \x01(\v2#.converge.scheduler.v1.TaskListSpecBU\xbaHR\xba\x01O\n" +
-	"\x18task_list.tasks_required\x12\x1dat least one task is required\x1a\x14size(this.tasks) > 0H\x00R\btaskList\x12.\n" +
-	"\rdone_criteria\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80@R\fdoneCriteria\x125\n" +
+	"\x18task_list.tasks_required\x12\x1dat least one task is required\x1a\x14size(this.tasks) > 0H\x00R\btaskList\x12\xcf\x01\n" +
+	"\rdone_criteria\x18\x04 \x01(\tB\xa9\x01\xbaH\xa5\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x04\x18\x80\x80@R\fdoneCriteria\x125\n" +
 	"\x0emax_iterations\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x182(\x01H\x01R\rmaxIterations\x88\x01\x01\x12\x16\n" +
 	"\x06resume\x18\x06 \x01(\bR\x06resume\x12\x17\n" +
 	"\adry_run\x18\a \x01(\bR\x06dryRun\x12\x1f\n" +
@@ -8396,20 +8421,22 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\afeature\x18\x02 \x01(\tB)\xbaH&r$2\"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$H\x00R\afeatureB\f\n" +
 	"\x03key\x12\x05\xbaH\x02\b\x01\"c\n" +
 	"\x17GetFeatureBuildResponse\x12H\n" +
-	"\rfeature_build\x18\x01 \x01(\v2#.converge.scheduler.v1.FeatureBuildR\ffeatureBuild\"\x90\x02\n" +
+	"\rfeature_build\x18\x01 \x01(\v2#.converge.scheduler.v1.FeatureBuildR\ffeatureBuild\"\x8b\x03\n" +
 	"\x18ListFeatureBuildsRequest\x12'\n" +
 	"\tpage_size\x18\x01 \x01(\x05B\n" +
-	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
+	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12\xa1\x01\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\tpageToken\x12F\n" +
+	"page_token\x18\x02 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\bR\tpageToken\x12F\n" +
 	"\afeature\x18\x03 \x01(\tB,\xbaH)\xd8\x01\x01r$2\"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$R\afeature\x12Z\n" +
 	"\bstatuses\x18\x04 \x03(\x0e2).converge.scheduler.v1.FeatureBuildStatusB\x13\xbaH\x10\x92\x01\r\x10\x05\x18\x01\"\a\x82\x01\x04\x10\x01 \x00R\bstatuses\"\x8f\x01\n" +
 	"\x19ListFeatureBuildsResponse\x12J\n" +
 	"\x0efeature_builds\x18\x01 \x03(\v2#.converge.scheduler.v1.FeatureBuildR\rfeatureBuilds\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x93\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb5\x02\n" +
 	"\x19CancelFeatureBuildRequest\x12T\n" +
-	"\x10feature_build_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x0efeatureBuildId\x12 \n" +
-	"\x06reason\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\x06reason\"f\n" +
+	"\x10feature_build_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x0efeatureBuildId\x12\xc1\x01\n" +
+	"\x06reason\x18\x02 \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80\bR\x06reason\"f\n" +
 	"\x1aCancelFeatureBuildResponse\x12H\n" +
 	"\rfeature_build\x18\x01 \x01(\v2#.converge.scheduler.v1.FeatureBuildR\ffeatureBuild*\x85\x01\n" +
 	"\x0fValidationLevel\x12 \n" +

@@ -5686,18 +5686,21 @@ var File_converge_verifier_v1_verifier_proto protoreflect.FileDescriptor
 
 const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\n" +
-	"#converge/verifier/v1/verifier.proto\x12\x14converge.verifier.v1\x1a\x1bbuf/validate/validate.proto\x1a converge/common/v1/verdict.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdf\b\n" +
+	"#converge/verifier/v1/verifier.proto\x12\x14converge.verifier.v1\x1a\x1bbuf/validate/validate.proto\x1a converge/common/v1/verdict.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa3\r\n" +
 	"\tCriterion\x12/\n" +
-	"\x02id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[A-Z][A-Z0-9_.-]{0,31}$R\x02id\x12\x1e\n" +
-	"\x04name\x18\x02 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\x01\x18\x80\x02R\x04name\x12@\n" +
+	"\x02id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[A-Z][A-Z0-9_.-]{0,31}$R\x02id\x12\x99\x01\n" +
+	"\x04name\x18\x02 \x01(\tB\x84\x01\xbaH\x80\x01\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x05\x10\x01\x18\x80\x02R\x04name\x12@\n" +
 	"\x03tag\x18\x03 \x01(\x0e2\".converge.verifier.v1.CriterionTagB\n" +
-	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x03tag\x12+\n" +
-	"\vdescription\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x01R\vdescription\x12,\n" +
+	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x03tag\x12\xcc\x01\n" +
+	"\vdescription\x18\x04 \x01(\tB\xa9\x01\xbaH\xa5\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x04\x18\x80\x80\x01R\vdescription\x12,\n" +
 	"\vsource_line\x18\x05 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\n" +
-	"sourceLine\x12#\n" +
-	"\bfix_hint\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80 R\afixHint\x12\xe1\x01\n" +
-	"\rrelated_files\x18\a \x03(\tB\xbb\x01\xbaH\xb7\x01\x92\x01\xb3\x01\x10 \"\xae\x01\xba\x01\xa3\x01\n" +
+	"sourceLine\x12\xc4\x01\n" +
+	"\bfix_hint\x18\x06 \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80 R\afixHint\x12\xe5\x02\n" +
+	"\rrelated_files\x18\a \x03(\tB\xbf\x02\xbaH\xbb\x02\xba\x01\x80\x01\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a+this.all(s, !s.matches(r'[\\x00-\\x1F\\x7F]'))\x92\x01\xb3\x01\x10 \"\xae\x01\xba\x01\xa3\x01\n" +
 	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\frelatedFiles\x12>\n" +
 	"\acommand\x18\n" +
 	" \x01(\v2\".converge.verifier.v1.CommandCheckH\x00R\acommand\x125\n" +
@@ -5709,24 +5712,33 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\x05check\"\xd4\x01\n" +
 	"\vCriteriaSet\x12H\n" +
 	"\bcriteria\x18\x01 \x03(\v2\x1f.converge.verifier.v1.CriterionB\v\xbaH\b\x92\x01\x05\b\x01\x10\xf4\x03R\bcriteria:{\xbaHx\x1av\n" +
-	"\x13criteria.unique_ids\x12\x1ccriterion ids must be unique\x1aAthis.criteria.size() > 500 || this.criteria.map(c, c.id).unique()\"\xa3\x01\n" +
-	"\x0fTextExpectation\x12-\n" +
-	"\bcontains\x18\x01 \x03(\tB\x11\xbaH\x0e\x92\x01\v\x10 \"\ar\x05\x10\x01\x18\x80 R\bcontains\x124\n" +
-	"\fnot_contains\x18\x02 \x03(\tB\x11\xbaH\x0e\x92\x01\v\x10 \"\ar\x05\x10\x01\x18\x80 R\vnotContains\x12+\n" +
-	"\amatches\x18\x03 \x03(\tB\x11\xbaH\x0e\x92\x01\v\x10 \"\ar\x05\x10\x01\x18\x80\bR\amatches\"v\n" +
+	"\x13criteria.unique_ids\x12\x1ccriterion ids must be unique\x1aAthis.criteria.size() > 500 || this.criteria.map(c, c.id).unique()\"\xa7\x05\n" +
+	"\x0fTextExpectation\x12\xd8\x01\n" +
+	"\bcontains\x18\x01 \x03(\tB\xbb\x01\xbaH\xb7\x01\xba\x01\xa5\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a<this.all(s, !s.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]'))\x92\x01\v\x10 \"\ar\x05\x10\x01\x18\x80 R\bcontains\x12\xdf\x01\n" +
+	"\fnot_contains\x18\x02 \x03(\tB\xbb\x01\xbaH\xb7\x01\xba\x01\xa5\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a<this.all(s, !s.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]'))\x92\x01\v\x10 \"\ar\x05\x10\x01\x18\x80 R\vnotContains\x12\xd6\x01\n" +
+	"\amatches\x18\x03 \x03(\tB\xbb\x01\xbaH\xb7\x01\xba\x01\xa5\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a<this.all(s, !s.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]'))\x92\x01\v\x10 \"\ar\x05\x10\x01\x18\x80\bR\amatches\"\x98\x02\n" +
 	"\x14JsonFieldExpectation\x122\n" +
-	"\x04path\x18\x01 \x01(\tB\x1e\xbaH\x1br\x19\x18\x80\b2\x14^(/([^~/]|~[01])*)*$R\x04path\x12*\n" +
-	"\vequals_json\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\n" +
-	"equalsJson\"\xd3\x06\n" +
-	"\fCommandCheck\x12&\n" +
-	"\x04argv\x18\x01 \x03(\tB\x12\xbaH\x0f\x92\x01\f\x10\x80\x02\"\ar\x05\x10\x01\x18\x80 R\x04argv\x12\x1e\n" +
-	"\x05shell\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80@R\x05shell\x12\xd2\x01\n" +
-	"\vworking_dir\x18\x03 \x01(\tB\xb0\x01\xbaH\xac\x01\xba\x01\xa3\x01\n" +
+	"\x04path\x18\x01 \x01(\tB\x1e\xbaH\x1br\x19\x18\x80\b2\x14^(/([^~/]|~[01])*)*$R\x04path\x12\xcb\x01\n" +
+	"\vequals_json\x18\x02 \x01(\tB\xa9\x01\xbaH\xa5\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x04\x18\x80\x80\x04R\n" +
+	"equalsJson\"\xa3\f\n" +
+	"\fCommandCheck\x12\xd1\x01\n" +
+	"\x04argv\x18\x01 \x03(\tB\xbc\x01\xbaH\xb8\x01\xba\x01\xa5\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a<this.all(s, !s.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]'))\x92\x01\f\x10\x80\x02\"\ar\x05\x10\x01\x18\x80 R\x04argv\x12\xbf\x01\n" +
+	"\x05shell\x18\x02 \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80@R\x05shell\x12\xcb\x02\n" +
+	"\vworking_dir\x18\x03 \x01(\tB\xa9\x02\xbaH\xa5\x02\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')\xba\x01\xa3\x01\n" +
 	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x03\x18\x80\bR\n" +
-	"workingDir\x12r\n" +
-	"\x03env\x18\x04 \x03(\v2+.converge.verifier.v1.CommandCheck.EnvEntryB3\xbaH0\x9a\x01-\x10@\"\"r 2\x1e^[A-Za-z_][A-Za-z0-9_]{0,127}$*\x05r\x03\x18\x80 R\x03env\x12W\n" +
-	"\x0fenv_passthrough\x18\x05 \x03(\tB.\xbaH+\x92\x01(\x10@\x18\x01\"\"r 2\x1e^[A-Za-z_][A-Za-z0-9_]{0,127}$R\x0eenvPassthrough\x12\x1f\n" +
-	"\x05stdin\x18\x06 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\x05stdin\x12G\n" +
+	"workingDir\x12\xb1\x02\n" +
+	"\x03env\x18\x04 \x03(\v2+.converge.verifier.v1.CommandCheck.EnvEntryB\xf1\x01\xbaH\xed\x01\xba\x01\xb9\x01\n" +
+	"\x12string.text.values\x12_values must not contain NUL or control characters other than tab, line feed and carriage return\x1aBthis.all(k, !this[k].matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]'))\x9a\x01-\x10@\"\"r 2\x1e^[A-Za-z_][A-Za-z0-9_]{0,127}$*\x05r\x03\x18\x80 R\x03env\x12W\n" +
+	"\x0fenv_passthrough\x18\x05 \x03(\tB.\xbaH+\x92\x01(\x10@\x18\x01\"\"r 2\x1e^[A-Za-z_][A-Za-z0-9_]{0,127}$R\x0eenvPassthrough\x12h\n" +
+	"\x05stdin\x18\x06 \x01(\tBR\xbaHO\xba\x01F\n" +
+	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x04\x18\x80\x80\x04R\x05stdin\x12G\n" +
 	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationB\x12\xbaH\x0f\xaa\x01\f\"\x03\b\x90\x1c2\x05\x10\x80\xc2\xd7/R\atimeout\x12@\n" +
 	"\x06expect\x18\b \x01(\v2(.converge.verifier.v1.CommandExpectationR\x06expect\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
@@ -5741,7 +5753,7 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\vstdout_json\x18\x04 \x03(\v2*.converge.verifier.v1.JsonFieldExpectationB\b\xbaH\x05\x92\x01\x02\x10 R\n" +
 	"stdoutJsonB\f\n" +
 	"\n" +
-	"_exit_code\"\xf7\x06\n" +
+	"_exit_code\"\xc0\a\n" +
 	"\tHttpCheck\x12J\n" +
 	"\x06method\x18\x01 \x01(\tB2\xbaH/r-2+^(GET|HEAD|POST|PUT|PATCH|DELETE|OPTIONS)?$R\x06method\x12\x80\x01\n" +
 	"\x03url\x18\x02 \x01(\tBl\xbaHi\xba\x01^\n" +
@@ -5749,8 +5761,9 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\x04path\x18\x03 \x01(\tB\x10\xbaH\rr\v\x18\x80\x102\x06^/\\S*$H\x00R\x04path\x12d\n" +
 	"\aheaders\x18\x04 \x03(\v2,.converge.verifier.v1.HttpCheck.HeadersEntryB\x1c\xbaH\x19\x9a\x01\x16\x10@\"\br\x06\x18\x80\x02\xc0\x01\x01*\br\x06\x18\x80@\xc0\x01\x02R\aheaders\x12\x85\x01\n" +
 	"\n" +
-	"header_env\x18\x05 \x03(\v2..converge.verifier.v1.HttpCheck.HeaderEnvEntryB6\xbaH3\x9a\x010\x10\x10\"\br\x06\x18\x80\x02\xc0\x01\x01*\"r 2\x1e^[A-Za-z_][A-Za-z0-9_]{0,127}$R\theaderEnv\x12\x1d\n" +
-	"\x04body\x18\x06 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80@R\x04body\x12G\n" +
+	"header_env\x18\x05 \x03(\v2..converge.verifier.v1.HttpCheck.HeaderEnvEntryB6\xbaH3\x9a\x010\x10\x10\"\br\x06\x18\x80\x02\xc0\x01\x01*\"r 2\x1e^[A-Za-z_][A-Za-z0-9_]{0,127}$R\theaderEnv\x12f\n" +
+	"\x04body\x18\x06 \x01(\tBR\xbaHO\xba\x01F\n" +
+	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x04\x18\x80\x80@R\x04body\x12G\n" +
 	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationB\x12\xbaH\x0f\xaa\x01\f\"\x03\b\x90\x1c2\x05\x10\x80\xc2\xd7/R\atimeout\x12)\n" +
 	"\x10follow_redirects\x18\b \x01(\bR\x0ffollowRedirects\x12&\n" +
 	"\x0ftls_skip_verify\x18\t \x01(\bR\rtlsSkipVerify\x12=\n" +
@@ -5762,22 +5775,25 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\x0eHeaderEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x11\n" +
-	"\blocation\x12\x05\xbaH\x02\b\x01\"\xc1\x04\n" +
+	"\blocation\x12\x05\xbaH\x02\b\x01\"\x81\x06\n" +
 	"\x0fHttpExpectation\x12\x8e\x01\n" +
 	"\x06status\x18\x01 \x01(\x05Bv\xbaHs\xba\x01i\n" +
-	"\x11http.status_range\x12:must be 0 (any 2xx) or an HTTP status code from 100 to 599\x1a\x18this == 0 || this >= 100\x1a\x05\x18\xd7\x04(\x00R\x06status\x12}\n" +
-	"\x0fheader_contains\x18\x02 \x03(\v29.converge.verifier.v1.HttpExpectation.HeaderContainsEntryB\x19\xbaH\x16\x9a\x01\x13\x10 \"\br\x06\x18\x80\x02\xc0\x01\x01*\x05r\x03\x18\x80 R\x0eheaderContains\x129\n" +
+	"\x11http.status_range\x12:must be 0 (any 2xx) or an HTTP status code from 100 to 599\x1a\x18this == 0 || this >= 100\x1a\x05\x18\xd7\x04(\x00R\x06status\x12\xbc\x02\n" +
+	"\x0fheader_contains\x18\x02 \x03(\v29.converge.verifier.v1.HttpExpectation.HeaderContainsEntryB\xd7\x01\xbaH\xd3\x01\xba\x01\xb9\x01\n" +
+	"\x12string.text.values\x12_values must not contain NUL or control characters other than tab, line feed and carriage return\x1aBthis.all(k, !this[k].matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]'))\x9a\x01\x13\x10 \"\br\x06\x18\x80\x02\xc0\x01\x01*\x05r\x03\x18\x80 R\x0eheaderContains\x129\n" +
 	"\x04body\x18\x03 \x01(\v2%.converge.verifier.v1.TextExpectationR\x04body\x12Q\n" +
 	"\tbody_json\x18\x04 \x03(\v2*.converge.verifier.v1.JsonFieldExpectationB\b\xbaH\x05\x92\x01\x02\x10 R\bbodyJson\x12M\n" +
 	"\vmax_latency\x18\x05 \x01(\v2\x19.google.protobuf.DurationB\x11\xbaH\x0e\xaa\x01\v\"\x03\b\x90\x1c2\x04\x10\xc0\x84=R\n" +
 	"maxLatency\x1aA\n" +
 	"\x13HeaderContainsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x05\n" +
-	"\tFileCheck\x12\xc9\x01\n" +
-	"\x04path\x18\x01 \x01(\tB\xb2\x01\xbaH\xae\x01\xba\x01\xa3\x01\n" +
-	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bH\x00R\x04path\x12\xc9\x01\n" +
-	"\x04glob\x18\x02 \x01(\tB\xb2\x01\xbaH\xae\x01\xba\x01\xa3\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x91\a\n" +
+	"\tFileCheck\x12\xc2\x02\n" +
+	"\x04path\x18\x01 \x01(\tB\xab\x02\xbaH\xa7\x02\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')\xba\x01\xa3\x01\n" +
+	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bH\x00R\x04path\x12\xc2\x02\n" +
+	"\x04glob\x18\x02 \x01(\tB\xab\x02\xbaH\xa7\x02\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')\xba\x01\xa3\x01\n" +
 	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bH\x00R\x04glob\x12=\n" +
 	"\x06expect\x18\x03 \x01(\v2%.converge.verifier.v1.FileExpectationR\x06expect:\xa9\x01\xbaH\xa5\x01\x1a\xa2\x01\n" +
 	"\x16file.matches_need_glob\x123min_matches and max_matches need a glob, not a path\x1aS!has(this.path) || (!has(this.expect.min_matches) && !has(this.expect.max_matches))B\x0f\n" +
@@ -5821,19 +5837,23 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\r\n" +
 	"\x04call\x12\x05\xbaH\x02\b\x01\"l\n" +
 	"\x0eGrpcHealthCall\x12Z\n" +
-	"\aservice\x18\x01 \x01(\tB@\xbaH=r;\x18\x80\x0226^([A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*)?$R\aservice\"\xad\x01\n" +
+	"\aservice\x18\x01 \x01(\tB@\xbaH=r;\x18\x80\x0226^([A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*)?$R\aservice\"\xcf\x02\n" +
 	"\rGrpcUnaryCall\x12n\n" +
-	"\x06method\x18\x01 \x01(\tBV\xbaHSrQ\x18\x80\x042L^/?[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*/[A-Za-z_][A-Za-z0-9_]*$R\x06method\x12,\n" +
-	"\frequest_json\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80@R\vrequestJson\"\x8f\x02\n" +
+	"\x06method\x18\x01 \x01(\tBV\xbaHSrQ\x18\x80\x042L^/?[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*/[A-Za-z_][A-Za-z0-9_]*$R\x06method\x12\xcd\x01\n" +
+	"\frequest_json\x18\x02 \x01(\tB\xa9\x01\xbaH\xa5\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x04\x18\x80\x80@R\vrequestJson\"\xb1\x03\n" +
 	"\x0fGrpcExpectation\x12\x1d\n" +
-	"\x04code\x18\x01 \x01(\x05B\t\xbaH\x06\x1a\x04\x18\x10(\x00R\x04code\x123\n" +
-	"\x10message_contains\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80 R\x0fmessageContains\x12Y\n" +
+	"\x04code\x18\x01 \x01(\x05B\t\xbaH\x06\x1a\x04\x18\x10(\x00R\x04code\x12\xd4\x01\n" +
+	"\x10message_contains\x18\x02 \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80 R\x0fmessageContains\x12Y\n" +
 	"\rresponse_json\x18\x03 \x03(\v2*.converge.verifier.v1.JsonFieldExpectationB\b\xbaH\x05\x92\x01\x02\x10 R\fresponseJson\x12M\n" +
 	"\vmax_latency\x18\x04 \x01(\v2\x19.google.protobuf.DurationB\x11\xbaH\x0e\xaa\x01\v\"\x03\b\x90\x1c2\x04\x10\xc0\x84=R\n" +
-	"maxLatency\"j\n" +
-	"\x14ParseCriteriaRequest\x12'\n" +
-	"\bmarkdown\x18\x01 \x01(\tB\v\xbaH\br\x06\x10\x01\x18\x80\x80@R\bmarkdown\x12)\n" +
-	"\vsource_name\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\n" +
+	"maxLatency\"\x87\x03\n" +
+	"\x14ParseCriteriaRequest\x12\xc8\x01\n" +
+	"\bmarkdown\x18\x01 \x01(\tB\xab\x01\xbaH\xa7\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x06\x10\x01\x18\x80\x80@R\bmarkdown\x12\xa3\x01\n" +
+	"\vsource_name\x18\x02 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\bR\n" +
 	"sourceName\"_\n" +
 	"\fParseWarning\x12\x12\n" +
 	"\x04line\x18\x01 \x01(\x05R\x04line\x12!\n" +
@@ -5842,13 +5862,14 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\x15ParseCriteriaResponse\x12;\n" +
 	"\bcriteria\x18\x01 \x03(\v2\x1f.converge.verifier.v1.CriterionR\bcriteria\x12>\n" +
 	"\bwarnings\x18\x02 \x03(\v2\".converge.verifier.v1.ParseWarningR\bwarnings\x12#\n" +
-	"\rcriteria_hash\x18\x03 \x01(\tR\fcriteriaHash\"\xf0\x03\n" +
+	"\rcriteria_hash\x18\x03 \x01(\tR\fcriteriaHash\"\xe9\x04\n" +
 	"\tGitSource\x12\x93\x01\n" +
 	"\x0erepository_url\x18\x01 \x01(\tBl\xbaHi\xba\x01^\n" +
 	"\x0furl.http_scheme\x12 URL scheme must be http or https\x1a)this.matches('^[hH][tT][tT][pP][sS]?://')r\x06\x18\x80\x10\x88\x01\x01R\rrepositoryUrl\x12u\n" +
 	"\x03ref\x18\x02 \x01(\tBc\xbaH`\xba\x016\n" +
-	"\agit.ref\x12\x15must not contain '..'\x1a\x14!this.contains('..')r%\x18\xff\x012 ^([A-Za-z0-9][A-Za-z0-9._/-]*)?$R\x03ref\x12\xd5\x01\n" +
-	"\fsubdirectory\x18\x03 \x01(\tB\xb0\x01\xbaH\xac\x01\xba\x01\xa3\x01\n" +
+	"\agit.ref\x12\x15must not contain '..'\x1a\x14!this.contains('..')r%\x18\xff\x012 ^([A-Za-z0-9][A-Za-z0-9._/-]*)?$R\x03ref\x12\xce\x02\n" +
+	"\fsubdirectory\x18\x03 \x01(\tB\xa9\x02\xbaH\xa5\x02\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')\xba\x01\xa3\x01\n" +
 	"\rpath.relative\x12?must be a target-relative path: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x03\x18\x80\bR\fsubdirectory\"\x95\x06\n" +
 	"\x06Target\x12\xc0\x01\n" +
 	"\tlocal_dir\x18\x01 \x01(\tB\xa0\x01\xbaH\x9c\x01\xba\x01\x91\x01\n" +
@@ -5860,9 +5881,11 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\fgrpc_address\x18\x04 \x01(\tB\x0e\xbaH\v\xd8\x01\x01r\x06\x18\x80\x04\x80\x02\x01R\vgrpcAddress\x12V\n" +
 	"\rgrpc_security\x18\x05 \x01(\x0e2'.converge.verifier.v1.TransportSecurityB\b\xbaH\x05\x82\x01\x02\x10\x01R\fgrpcSecurity:\xc8\x01\xbaH\xc4\x01\x1a\xc1\x01\n" +
 	"\x10target.not_empty\x12@a target needs local_dir, git, scratch, base_url or grpc_address\x1akhas(this.local_dir) || has(this.git) || has(this.scratch) || this.base_url != '' || this.grpc_address != ''B\v\n" +
-	"\tdirectory\"\x9d\b\n" +
-	"\rVerifyRequest\x12:\n" +
-	"\x11criteria_markdown\x18\x01 \x01(\tB\v\xbaH\br\x06\x10\x01\x18\x80\x80@H\x00R\x10criteriaMarkdown\x12?\n" +
+	"\tdirectory\"\xda\n" +
+	"\n" +
+	"\rVerifyRequest\x12\xdb\x01\n" +
+	"\x11criteria_markdown\x18\x01 \x01(\tB\xab\x01\xbaH\xa7\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x06\x10\x01\x18\x80\x80@H\x00R\x10criteriaMarkdown\x12?\n" +
 	"\bcriteria\x18\x02 \x01(\v2!.converge.verifier.v1.CriteriaSetH\x00R\bcriteria\x12<\n" +
 	"\x06target\x18\x03 \x01(\v2\x1c.converge.verifier.v1.TargetB\x06\xbaH\x03\xc8\x01\x01R\x06target\x12E\n" +
 	"\bloop_key\x18\x04 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\aloopKey\x12.\n" +
@@ -5876,8 +5899,9 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	" \x03(\tB)\xbaH&\x92\x01#\x10\xf4\x03\x18\x01\"\x1cr\x1a2\x18^[A-Z][A-Z0-9_.-]{0,31}$R\fonlyCriteria\x12\x17\n" +
 	"\adry_run\x18\v \x01(\bR\x06dryRun\x12,\n" +
 	"\fmax_attempts\x18\f \x01(\x05B\t\xbaH\x06\x1a\x04\x18\n" +
-	"(\x00R\vmaxAttempts\x12y\n" +
-	"\x06labels\x18\r \x03(\v2/.converge.verifier.v1.VerifyRequest.LabelsEntryB0\xbaH-\x9a\x01*\x10 \"\x1fr\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$*\x05r\x03\x18\x80\x02R\x06labels\x1a9\n" +
+	"(\x00R\vmaxAttempts\x12\x93\x02\n" +
+	"\x06labels\x18\r \x03(\v2/.converge.verifier.v1.VerifyRequest.LabelsEntryB\xc9\x01\xbaH\xc5\x01\xba\x01\x94\x01\n" +
+	"\x18string.no_control.values\x12Evalues must not contain control characters (U+0000 to U+001F, U+007F)\x1a1this.all(k, !this[k].matches(r'[\\x00-\\x1F\\x7F]'))\x9a\x01*\x10 \"\x1fr\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$*\x05r\x03\x18\x80\x02R\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x18\n" +
@@ -5885,9 +5909,11 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\n" +
 	"_iteration\"L\n" +
 	"\x0eVerifyResponse\x12:\n" +
-	"\x06report\x18\x01 \x01(\v2\".converge.verifier.v1.VerifyReportR\x06report\"\xa9\b\n" +
-	"\x13VerifyStreamRequest\x12:\n" +
-	"\x11criteria_markdown\x18\x01 \x01(\tB\v\xbaH\br\x06\x10\x01\x18\x80\x80@H\x00R\x10criteriaMarkdown\x12?\n" +
+	"\x06report\x18\x01 \x01(\v2\".converge.verifier.v1.VerifyReportR\x06report\"\xe6\n" +
+	"\n" +
+	"\x13VerifyStreamRequest\x12\xdb\x01\n" +
+	"\x11criteria_markdown\x18\x01 \x01(\tB\xab\x01\xbaH\xa7\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x06\x10\x01\x18\x80\x80@H\x00R\x10criteriaMarkdown\x12?\n" +
 	"\bcriteria\x18\x02 \x01(\v2!.converge.verifier.v1.CriteriaSetH\x00R\bcriteria\x12<\n" +
 	"\x06target\x18\x03 \x01(\v2\x1c.converge.verifier.v1.TargetB\x06\xbaH\x03\xc8\x01\x01R\x06target\x12E\n" +
 	"\bloop_key\x18\x04 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\aloopKey\x12.\n" +
@@ -5901,8 +5927,9 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	" \x03(\tB)\xbaH&\x92\x01#\x10\xf4\x03\x18\x01\"\x1cr\x1a2\x18^[A-Z][A-Z0-9_.-]{0,31}$R\fonlyCriteria\x12\x17\n" +
 	"\adry_run\x18\v \x01(\bR\x06dryRun\x12,\n" +
 	"\fmax_attempts\x18\f \x01(\x05B\t\xbaH\x06\x1a\x04\x18\n" +
-	"(\x00R\vmaxAttempts\x12\x7f\n" +
-	"\x06labels\x18\r \x03(\v25.converge.verifier.v1.VerifyStreamRequest.LabelsEntryB0\xbaH-\x9a\x01*\x10 \"\x1fr\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$*\x05r\x03\x18\x80\x02R\x06labels\x1a9\n" +
+	"(\x00R\vmaxAttempts\x12\x99\x02\n" +
+	"\x06labels\x18\r \x03(\v25.converge.verifier.v1.VerifyStreamRequest.LabelsEntryB\xc9\x01\xbaH\xc5\x01\xba\x01\x94\x01\n" +
+	"\x18string.no_control.values\x12Evalues must not contain control characters (U+0000 to U+001F, U+007F)\x1a1this.all(k, !this[k].matches(r'[\\x00-\\x1F\\x7F]'))\x9a\x01*\x10 \"\x1fr\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$*\x05r\x03\x18\x80\x02R\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x18\n" +
@@ -6087,14 +6114,15 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x02id\x12>\n" +
 	"\x04view\x18\x02 \x01(\x0e2 .converge.verifier.v1.ReportViewB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04view\"O\n" +
 	"\x11GetReportResponse\x12:\n" +
-	"\x06report\x18\x01 \x01(\v2\".converge.verifier.v1.VerifyReportR\x06report\"\xb1\x02\n" +
+	"\x06report\x18\x01 \x01(\v2\".converge.verifier.v1.VerifyReportR\x06report\"\xac\x03\n" +
 	"\x12ListReportsRequest\x12H\n" +
 	"\bloop_key\x18\x01 \x01(\tB-\xbaH*r(2&^([A-Za-z0-9][A-Za-z0-9._:-]{0,127})?$R\aloopKey\x12?\n" +
 	"\averdict\x18\x02 \x01(\x0e2\x1b.converge.common.v1.VerdictB\b\xbaH\x05\x82\x01\x02\x10\x01R\averdict\x12'\n" +
 	"\tpage_size\x18\x03 \x01(\x05B\n" +
-	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
+	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12\xa1\x01\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\tpageToken\x12>\n" +
+	"page_token\x18\x04 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\bR\tpageToken\x12>\n" +
 	"\x04view\x18\x05 \x01(\x0e2 .converge.verifier.v1.ReportViewB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04view\"{\n" +
 	"\x13ListReportsResponse\x12<\n" +
 	"\areports\x18\x01 \x03(\v2\".converge.verifier.v1.VerifyReportR\areports\x12&\n" +
@@ -6138,15 +6166,16 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	" \x03(\x05R\x15oscillationIterations\x12B\n" +
 	"\vregressions\x18\v \x03(\v2 .converge.verifier.v1.RegressionR\vregressions\x12:\n" +
 	"\x05trend\x18\f \x03(\v2$.converge.verifier.v1.IterationPointR\x05trend\x12-\n" +
-	"\x12reports_considered\x18\r \x01(\x05R\x11reportsConsidered\"\xf3\x03\n" +
+	"\x12reports_considered\x18\r \x01(\x05R\x11reportsConsidered\"\x91\x06\n" +
 	"\x19RecordHumanVerdictRequest\x12E\n" +
 	"\bloop_key\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\aloopKey\x12B\n" +
 	"\fcriterion_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[A-Z][A-Z0-9_.-]{0,31}$R\vcriterionId\x12K\n" +
 	"\bdecision\x18\x03 \x01(\x0e2#.converge.verifier.v1.HumanDecisionB\n" +
-	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\bdecision\x12\x1c\n" +
-	"\x03who\x18\x04 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\x01\x18\x80\x02R\x03who\x12\x1d\n" +
-	"\x04note\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x01R\x04note\x12J\n" +
+	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\bdecision\x12\x97\x01\n" +
+	"\x03who\x18\x04 \x01(\tB\x84\x01\xbaH\x80\x01\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x05\x10\x01\x18\x80\x02R\x03who\x12\xbe\x01\n" +
+	"\x04note\x18\x05 \x01(\tB\xa9\x01\xbaH\xa5\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x04\x18\x80\x80\x01R\x04note\x12J\n" +
 	"\treport_id\x18\x06 \x01(\tB-\xbaH*r(2&^([A-Za-z0-9][A-Za-z0-9._:-]{0,127})?$R\breportId:u\xbaHr\x1ap\n" +
 	"\x15human.fail_needs_note\x120a FAIL verdict needs a note saying what is wrong\x1a%this.decision != 2 || this.note != ''\"\x81\x04\n" +
 	"\vLoopVerdict\x12\x19\n" +
@@ -6168,14 +6197,15 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\x11failure_signature\x18\f \x01(\tR\x10failureSignature\"\x9c\x01\n" +
 	"\x1aRecordHumanVerdictResponse\x12G\n" +
 	"\rhuman_verdict\x18\x01 \x01(\v2\".converge.verifier.v1.HumanVerdictR\fhumanVerdict\x125\n" +
-	"\x04loop\x18\x02 \x01(\v2!.converge.verifier.v1.LoopVerdictR\x04loop\"\xfa\x01\n" +
+	"\x04loop\x18\x02 \x01(\v2!.converge.verifier.v1.LoopVerdictR\x04loop\"\xf5\x02\n" +
 	"\x18ListHumanVerdictsRequest\x12E\n" +
 	"\bloop_key\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\aloopKey\x12E\n" +
 	"\fcriterion_id\x18\x02 \x01(\tB\"\xbaH\x1fr\x1d2\x1b^([A-Z][A-Z0-9_.-]{0,31})?$R\vcriterionId\x12'\n" +
 	"\tpage_size\x18\x03 \x01(\x05B\n" +
-	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
+	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12\xa1\x01\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\tpageToken\"\x8e\x01\n" +
+	"page_token\x18\x04 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\bR\tpageToken\"\x8e\x01\n" +
 	"\x19ListHumanVerdictsResponse\x12I\n" +
 	"\x0ehuman_verdicts\x18\x01 \x03(\v2\".converge.verifier.v1.HumanVerdictR\rhumanVerdicts\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x8b\x01\n" +
