@@ -10,6 +10,7 @@ import (
 
 	"github.com/converge-dev/converge/platform/auth"
 	"github.com/converge-dev/converge/platform/grpcerr"
+	"github.com/converge-dev/converge/services/scheduler/plan"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -81,8 +82,12 @@ func toStatus(err error) error {
 		bad      *badRequest
 		state    *stateError
 		notYours *auth.NotYoursError
+		budget   *plan.BudgetError
 	)
 	switch {
+	case errors.As(err, &budget):
+		return status.Error(codes.ResourceExhausted, fmt.Sprintf("planning the waves stopped after %d operations, its budget, with %d of %d tasks placed: "+
+			"the tasks' globs overlap too much to plan; use fewer or narrower globs (or exact files), or split the list", budget.Operations, budget.Placed, budget.Tasks))
 	case errors.As(err, &notYours):
 		return grpcerr.PermissionDenied("%s", notYours.Error())
 	case errors.As(err, &state):

@@ -77,7 +77,7 @@ func (s *Server) startExecution(ctx context.Context, req *schedulerv1.StartExecu
 		}
 		return nil, toStatus(failedPrecondition("every task of task list %s is already completed or skipped: nothing to run", tl.ID))
 	}
-	res, err := plan.Plan(tasks, int(opts.GetMaxParallel()))
+	res, err := plan.PlanContext(ctx, tasks, int(opts.GetMaxParallel()), s.planBudget)
 	if err != nil {
 		return nil, toStatus(err)
 	}

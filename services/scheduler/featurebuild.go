@@ -111,7 +111,7 @@ func (s *Server) StartFeatureBuild(ctx context.Context, req *schedulerv1.StartFe
 		if len(tasks) == 0 {
 			return nil, toStatus(failedPrecondition("every task of the list is already completed: nothing to build"))
 		}
-		res, err := plan.Plan(tasks, int(opts.GetMaxParallel()))
+		res, err := plan.PlanContext(ctx, tasks, int(opts.GetMaxParallel()), s.planBudget)
 		if err != nil {
 			return nil, toStatus(err)
 		}

@@ -25,6 +25,7 @@ import (
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/services/scheduler/plan"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -36,6 +37,7 @@ type Server struct {
 	workDir     string
 	log         *slog.Logger
 	driverEvery time.Duration
+	planBudget  int64 // operations budget of one plan (plan.PlanContext)
 	lists       lists
 	wake        *signal
 	owners      owners   // assignment → execution
@@ -65,7 +67,7 @@ func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = n
 // New returns the Scheduler service on st. Start runs its background driver.
 func New(st store.Store, opts ...Option) *Server {
 	s := &Server{
-		store: st, log: slog.New(slog.DiscardHandler), driverEvery: driverInterval, wake: newSignal(), now: time.Now,
+		store: st, log: slog.New(slog.DiscardHandler), driverEvery: driverInterval, planBudget: plan.DefaultBudget, wake: newSignal(), now: time.Now,
 		watchers: watchers{max: DefaultMaxWatchers},
 		lists:    lists{m: map[string]*store.TaskList{}, index: map[string]map[string]int{}, byExecution: map[string]string{}},
 	}
@@ -98,6 +100,10 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 // WithDriverInterval sets how often the leader's driver looks for expired leases, runs to verify
 // and runs past their wall time (default 500 ms).
 func WithDriverInterval(d time.Duration) Option { return func(s *Server) { s.driverEvery = d } }
+
+// WithPlanBudget sets the operations budget of one plan (PlanWaves, StartExecution; default
+// plan.DefaultBudget, 0 for none): a plan that needs more is refused ResourceExhausted.
+func WithPlanBudget(ops int64) Option { return func(s *Server) { s.planBudget = ops } }
 
 // WithVerifyRetries sets how many times Verify Done calls a Verifier that answers a retryable
 // error (Unavailable, DeadlineExceeded, Aborted, ResourceExhausted) before the run ends BLOCKED

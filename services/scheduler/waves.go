@@ -31,7 +31,7 @@ func (s *Server) PlanWaves(ctx context.Context, req *schedulerv1.PlanWavesReques
 		}
 	}
 	tasks, completed := plan.FromSpec(spec, req.GetIncludeCompleted())
-	res, err := plan.Plan(tasks, int(req.GetMaxParallel()))
+	res, err := plan.PlanContext(ctx, tasks, int(req.GetMaxParallel()), s.planBudget)
 	if err != nil {
 		return nil, toStatus(err)
 	}

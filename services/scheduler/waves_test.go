@@ -1,16 +1,19 @@
 package scheduler
 
 import (
+	"fmt"
 	"testing"
-
-	"github.com/converge-dev/converge/services/scheduler/store"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/server"
+	"github.com/converge-dev/converge/platform/server/servertest"
+	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
 // waveTasks renders waves as lists of task ids.
@@ -129,4 +132,33 @@ func TestPlanWavesPutsACheckOnlyTaskAlone(t *testing.T) {
 		Source: &schedulerv1.PlanWavesRequest_TaskList{TaskList: spec(nil)}})
 	require.NoError(t, err)
 	require.Equal(t, [][]string{{"1", "2", "3"}}, waveTasks(res), "no repository: scratch dirs, no conflicts")
+}
+
+// Issue 14 part 8: planning is bounded. A list whose globs must be compared segment by segment
+// with every glob of a wave costs more than the plan's operations budget: PlanWaves answers ResourceExhausted with the figure, at once, instead
+// of planning for a minute.
+func TestPlanWavesRefusesAPlanOverItsBudget(t *testing.T) {
+	t.Parallel()
+	st := backends["sqlite"](t)
+	conn := servertest.Serve(t, server.Config{Name: "scheduler-test", Services: []server.Service{{
+		Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: New(st, WithPlanBudget(20_000)), Ready: st.Ping}}})
+	c := schedulerv1.NewSchedulerServiceClient(conn)
+	spec := &schedulerv1.TaskListSpec{}
+	for i := range 200 {
+		task := &commonv1.Task{Id: fmt.Sprintf("t%d", i), Title: "globs"}
+		for j := range 20 {
+			task.Files = append(task.Files, &commonv1.FileImpact{Path: fmt.Sprintf("src/*%d_%d/**", i, j)})
+		}
+		spec.Tasks = append(spec.Tasks, task)
+	}
+	_, err := c.PlanWaves(t.Context(), &schedulerv1.PlanWavesRequest{Source: &schedulerv1.PlanWavesRequest_TaskList{TaskList: spec}})
+	requireCode(t, err, codes.ResourceExhausted)
+	require.Contains(t, status.Convert(err).Message(), "operations, its budget")
+	require.Contains(t, status.Convert(err).Message(), "of 200 tasks placed")
+
+	// The default budget plans it.
+	b := setup(t, backends["sqlite"](t))
+	res, err := b.client.PlanWaves(t.Context(), &schedulerv1.PlanWavesRequest{Source: &schedulerv1.PlanWavesRequest_TaskList{TaskList: spec}})
+	require.NoError(t, err)
+	require.Len(t, res.GetWaves(), 50, "the globs part at their literal suffixes: four tasks a wave")
 }

@@ -97,6 +97,9 @@ func globsOverlap(a, b string) bool {
 	if a == b {
 		return true
 	}
+	if !prefixCompatible(staticPrefix(a), staticPrefix(b)) {
+		return false // "src/a/**" and "src/b/**": the literal prefixes already part (no allocation)
+	}
 	sa, okA := segments(a)
 	sb, okB := segments(b)
 	if !okA || !okB {
