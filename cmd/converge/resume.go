@@ -86,7 +86,13 @@ func resumeOptions(o runOptions, prev *schedulerv1.ExecutionOptions) *schedulerv
 			opts.AgentConfig = &commonv1.AgentConfig{HeartbeatInterval: hb}
 		}
 	}
-	opts.MaxFailedTasks, opts.CriticalPhases, opts.Executor = prev.MaxFailedTasks, prev.GetCriticalPhases(), prev.GetExecutor()
+	if o.MaxFailedTasks == nil {
+		opts.MaxFailedTasks = prev.MaxFailedTasks
+	}
+	if o.CriticalPhases == nil {
+		opts.CriticalPhases = prev.GetCriticalPhases()
+	}
+	opts.Executor = prev.GetExecutor()
 	return opts
 }
 

@@ -65,6 +65,12 @@ type runOptions struct {
 	// MaxRetries is the retries of a failed task (it runs at most MaxRetries+1 times); nil = the
 	// Scheduler's default, 3.
 	MaxRetries *int
+	// MaxFailedTasks is the stop rule's limit: more failed tasks end the run FAILED; nil = the
+	// Scheduler's default, 3.
+	MaxFailedTasks *int
+	// CriticalPhases are the phases a failed task of ends the run FAILED; nil = the Scheduler's
+	// default (database).
+	CriticalPhases []string
 	// NoWriteBack leaves a tasks.md alone (default: its Status lines and tracking table follow
 	// the run).
 	NoWriteBack bool
@@ -84,7 +90,7 @@ const (
 
 func runCommand() *cobra.Command {
 	var o runOptions
-	var retries int // --max-retries; -1 = not given
+	var retries, maxFailed int // --max-retries, --max-failed-tasks; -1 = not given
 	cmd := &cobra.Command{
 		Use:   "run <tasks.md|execution-plan.md|tasks.yaml|tasks.json> | run --resume <execution> [tasks.md]",
 		Short: "Build a task list with local agents (or on --server) and exit 0 only when Verify Done answers CONVERGED",
@@ -128,6 +134,12 @@ func runCommand() *cobra.Command {
 			if retries != -1 {
 				o.MaxRetries = &retries
 			}
+			if maxFailed != -1 {
+				o.MaxFailedTasks = &maxFailed
+			}
+			if !fs.Changed("critical-phase") {
+				o.CriticalPhases = nil
+			}
 			return runRun(cmd.Context(), o, runEnv{
 				stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), live: isTerminalWriter(cmd.OutOrStdout()) && !o.JSON,
 				rerun: rerunCommand(os.Args), agentsSet: fs.Changed("agents"), dataDirSet: fs.Changed("data-dir"),
@@ -145,6 +157,8 @@ func runCommand() *cobra.Command {
 	fs.BoolVar(&o.InMemory, "in-memory", false, "keep nothing (the default without --data-dir)")
 	fs.BoolVar(&o.JSON, "json", false, "print the summary as JSON on stdout; progress goes to stderr")
 	fs.StringVar(&o.Format, "format", "", "task list format: tasks-md, plan (execution plan), json or yaml (default: from the extension)")
+	fs.IntVar(&maxFailed, "max-failed-tasks", -1, "stop rule: more failed tasks than this end the run FAILED, 0 to 10000; -1 = the Scheduler's default, 3")
+	fs.StringSliceVar(&o.CriticalPhases, "critical-phase", nil, "stop rule: a failed task of this phase ends the run FAILED at once (repeat or comma-separate; default: database)")
 	fs.BoolVar(&o.NoWriteBack, "no-write-back", false, "leave a tasks.md alone (default: its Status lines and tracking table follow the run)")
 	fs.StringVar(&o.Resume, "resume", "", "continue this execution (paused: resume; failed or cancelled: a RETRY run of its list) instead of starting one")
 	heartbeat, herr := envDuration("CONVERGE_HEARTBEAT")
@@ -191,6 +205,8 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 		return usagef("--heartbeat %s: want 0 (the agents' default, 30s) or %s to %s", o.Heartbeat, minHeartbeat, maxHeartbeat)
 	case o.MaxRetries != nil && (*o.MaxRetries < 0 || *o.MaxRetries > maxMaxRetries):
 		return usagef("--max-retries %d: want 0 to %d (or -1, the Scheduler's default, 3)", *o.MaxRetries, maxMaxRetries)
+	case o.MaxFailedTasks != nil && (*o.MaxFailedTasks < 0 || *o.MaxFailedTasks > 10000):
+		return usagef("--max-failed-tasks %d: want 0 to 10000 (or -1, the Scheduler's default, 3)", *o.MaxFailedTasks)
 	}
 	if o.Resume != "" {
 		return runResume(parent, o, env)
@@ -401,6 +417,12 @@ func executionOptions(o runOptions) *schedulerv1.ExecutionOptions {
 	}
 	if o.MaxRetries != nil {
 		opts.MaxRetries = proto.Int32(int32(*o.MaxRetries))
+	}
+	if o.MaxFailedTasks != nil {
+		opts.MaxFailedTasks = proto.Int32(int32(*o.MaxFailedTasks))
+	}
+	if o.CriticalPhases != nil {
+		opts.CriticalPhases = &schedulerv1.CriticalPhases{Phases: o.CriticalPhases}
 	}
 	return opts
 }

@@ -102,9 +102,12 @@ const (
 	TaskStatus_TASK_STATUS_COMPLETED TaskStatus = 3
 	// Failed after all retries.
 	TaskStatus_TASK_STATUS_FAILED TaskStatus = 4
-	// Skipped by an operator or after a failure (tasks.md SKIPPED).
+	// Skipped on purpose (SkipTask; tasks.md SKIPPED): not run by later executions, and satisfied for
+	// its dependents (seed 001). A task skipped in a run because a dependency failed stays PENDING.
 	TaskStatus_TASK_STATUS_SKIPPED TaskStatus = 5
-	// Blocked by a design change request (tasks.md DCR) until a person decides.
+	// Blocked until a person decides: a design change request (tasks.md DCR) or a merge conflict of
+	// its commit during integration (tasks.md BLOCKED). Later executions do not run it, nor the tasks
+	// that depend on it.
 	TaskStatus_TASK_STATUS_BLOCKED_DCR TaskStatus = 6
 )
 

@@ -271,7 +271,9 @@ const (
 	ExecutionStatus_EXECUTION_STATUS_RUNNING ExecutionStatus = 2
 	// No new claims until ResumeExecution (operator pause, or a task BLOCKED_DCR).
 	ExecutionStatus_EXECUTION_STATUS_PAUSED ExecutionStatus = 3
-	// Ended with outcome CONVERGED or CONVERGED_PENDING_HUMAN.
+	// Ended with outcome CONVERGED or CONVERGED_PENDING_HUMAN. A person's sign-off of the pending
+	// HUMAN_VERIFY criteria (the Verifier's RecordHumanVerdict) then makes the outcome CONVERGED, or
+	// the execution FAILED on a FAIL.
 	ExecutionStatus_EXECUTION_STATUS_COMPLETED ExecutionStatus = 4
 	// Ended with outcome FAILED, BLOCKED or ESCALATED (stop rule, budget, stuck agent, integration
 	// or validation failure, or a verdict other than CONVERGED).

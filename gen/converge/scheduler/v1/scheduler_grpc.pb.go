@@ -88,7 +88,9 @@ type SchedulerServiceClient interface {
 	PlanWaves(ctx context.Context, in *PlanWavesRequest, opts ...grpc.CallOption) (*PlanWavesResponse, error)
 	// Starts a new execution run of a stored task list (run_number = previous + 1), plans and
 	// persists its waves, and opens the first wave for claims. Tasks already COMPLETED in the list
-	// (or in previous_execution_id) are never run again. NotFound for an unknown task list or
+	// (or in previous_execution_id) are never run again; SKIPPED tasks are not run (and satisfy their
+	// dependents); BLOCKED_DCR tasks, and the tasks depending on them, wait for a person and are not
+	// run either. NotFound for an unknown task list or
 	// previous execution; FailedPrecondition when the list already has an execution that has not
 	// ended, or when previous_execution_id belongs to another list or has not ended; a repeated
 	// request_id returns the execution it started first instead of starting another.
@@ -133,10 +135,10 @@ type SchedulerServiceClient interface {
 	// FailedPrecondition for any other task or execution state; ResourceExhausted when
 	// max_total_attempts is spent.
 	RetryTask(ctx context.Context, in *RetryTaskRequest, opts ...grpc.CallOption) (*RetryTaskResponse, error)
-	// Marks a PENDING, FAILED or BLOCKED_DCR task SKIPPED; an IN_PROGRESS task's assignment is
-	// answered CANCEL at its next ReportProgress and then skipped. As in the seed, a skipped
-	// dependency counts as satisfied for its dependents unless skip_dependents is set. NotFound for
-	// an unknown execution or task; FailedPrecondition for a COMPLETED task or an ended execution.
+	// Marks a PENDING, FAILED or BLOCKED_DCR task SKIPPED (with skip_dependents, also every task
+	// depending on it that has not run yet). As in the seed (001), a skipped dependency counts as
+	// satisfied for its dependents. NotFound for an unknown execution or task; FailedPrecondition for
+	// a leased (IN_PROGRESS) or COMPLETED task, or an ended execution.
 	SkipTask(ctx context.Context, in *SkipTaskRequest, opts ...grpc.CallOption) (*SkipTaskResponse, error)
 	// Reads an execution's log with filters, in seq order. NotFound for an unknown execution.
 	GetExecutionLog(ctx context.Context, in *GetExecutionLogRequest, opts ...grpc.CallOption) (*GetExecutionLogResponse, error)
@@ -506,7 +508,9 @@ type SchedulerServiceServer interface {
 	PlanWaves(context.Context, *PlanWavesRequest) (*PlanWavesResponse, error)
 	// Starts a new execution run of a stored task list (run_number = previous + 1), plans and
 	// persists its waves, and opens the first wave for claims. Tasks already COMPLETED in the list
-	// (or in previous_execution_id) are never run again. NotFound for an unknown task list or
+	// (or in previous_execution_id) are never run again; SKIPPED tasks are not run (and satisfy their
+	// dependents); BLOCKED_DCR tasks, and the tasks depending on them, wait for a person and are not
+	// run either. NotFound for an unknown task list or
 	// previous execution; FailedPrecondition when the list already has an execution that has not
 	// ended, or when previous_execution_id belongs to another list or has not ended; a repeated
 	// request_id returns the execution it started first instead of starting another.
@@ -551,10 +555,10 @@ type SchedulerServiceServer interface {
 	// FailedPrecondition for any other task or execution state; ResourceExhausted when
 	// max_total_attempts is spent.
 	RetryTask(context.Context, *RetryTaskRequest) (*RetryTaskResponse, error)
-	// Marks a PENDING, FAILED or BLOCKED_DCR task SKIPPED; an IN_PROGRESS task's assignment is
-	// answered CANCEL at its next ReportProgress and then skipped. As in the seed, a skipped
-	// dependency counts as satisfied for its dependents unless skip_dependents is set. NotFound for
-	// an unknown execution or task; FailedPrecondition for a COMPLETED task or an ended execution.
+	// Marks a PENDING, FAILED or BLOCKED_DCR task SKIPPED (with skip_dependents, also every task
+	// depending on it that has not run yet). As in the seed (001), a skipped dependency counts as
+	// satisfied for its dependents. NotFound for an unknown execution or task; FailedPrecondition for
+	// a leased (IN_PROGRESS) or COMPLETED task, or an ended execution.
 	SkipTask(context.Context, *SkipTaskRequest) (*SkipTaskResponse, error)
 	// Reads an execution's log with filters, in seq order. NotFound for an unknown execution.
 	GetExecutionLog(context.Context, *GetExecutionLogRequest) (*GetExecutionLogResponse, error)
