@@ -31,10 +31,16 @@ import (
 
 func main() {
 	dir := flag.String("dir", ".", "directory holding the benchmarks' outputs")
+	profile := flag.String("profile", "../PROFILE.md", "hand-written profile notes appended as they are (bench/PROFILE.md)")
 	flag.Parse()
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
 	write(w, *dir)
+	// The profile (where a task's time goes, before/after figures of the in-process benchmarks)
+	// is written by hand from pprof; it follows the generated tables.
+	if b, err := os.ReadFile(*profile); err == nil {
+		fmt.Fprintf(w, "\n%s", b)
+	}
 }
 
 func write(w io.Writer, dir string) {
