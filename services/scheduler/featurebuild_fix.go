@@ -16,6 +16,10 @@ import (
 	"github.com/converge-dev/converge/services/scheduler/tasklist"
 )
 
+// errNothingToBuild: every task completed and no criterion failed (the last verdict was BLOCKED,
+// e.g. before a resume): the iteration only verifies again (featurebuild_reverify.go).
+var errNothingToBuild = errors.New("nothing to build: every task completed and no criterion failed")
+
 // fixTaskPrefix starts the id of a fix task: "fix-F3" fixes criterion F3.
 const fixTaskPrefix = "fix-"
 
@@ -64,8 +68,7 @@ func (s *Server) fixList(ctx context.Context, fb *schedulerv1.FeatureBuild, n in
 	}
 	tasks = append(tasks, fixes...)
 	if len(tasks) == 0 {
-		return "", failedPrecondition("nothing to build in iteration %d: every task completed and no criterion failed (the last verdict was %s)",
-			n, verdictName(prev.GetVerification().GetVerdict()))
+		return "", errNothingToBuild
 	}
 	spec := proto.CloneOf(prevList.Spec)
 	spec.Name = clip(fmt.Sprintf("%s — iteration %d", fb.GetFeature(), n), 200)

@@ -77,6 +77,10 @@ func (s *Server) advanceBuild(ctx context.Context, fb *schedulerv1.FeatureBuild)
 				schedulerv1.ExitReason_EXIT_REASON_MAX_ITERATIONS, escalationReport(b, fmt.Sprintf("Budget spent: wall time %s (max_wall_time) after %d iterations", limit, b.GetCurrentIteration()), ""))
 		})
 	}
+	if its := fb.GetIterations(); fb.GetCurrentExecutionId() == "" && len(its) > 0 && its[len(its)-1].GetExecutionId() == "" && its[len(its)-1].GetEndTime() == nil {
+		s.reverify(ctx, fb) // a verify-only iteration in progress (or left by a leader that died)
+		return nil
+	}
 	if fb.GetCurrentExecutionId() == "" {
 		return s.startIteration(ctx, fb)
 	}
@@ -112,7 +116,8 @@ func (s *Server) endBuild(ctx context.Context, id, execution string, set func(b 
 			return cerr
 		}
 	}
-	s.buildEvent(ctx, execution, fmt.Sprintf("feature build %s ended: %s", id, "see GetFeatureBuild"), map[string]any{"event": "feature_build.exit"})
+	s.buildEvent(ctx, execution, fmt.Sprintf("Build Feature - feature build %s ended (see GetFeatureBuild for its report)", id),
+		map[string]any{"event": "feature_build.exit", "feature_build_id": id})
 	return nil
 }
 
@@ -126,6 +131,9 @@ func (s *Server) startIteration(ctx context.Context, fb *schedulerv1.FeatureBuil
 		})
 	}
 	ex, err := s.iterationExecution(ctx, fb, n)
+	if errors.Is(err, errNothingToBuild) {
+		return s.startReverify(ctx, fb, n)
+	}
 	if err != nil {
 		var state *stateError
 		if errors.As(err, &state) || errors.Is(err, store.ErrNotFound) {
@@ -188,7 +196,9 @@ func (s *Server) iterationExecution(ctx context.Context, fb *schedulerv1.Feature
 				run.baseCommit = w.GetIntegrationCommit()
 			}
 		}
-		if listID, err = s.fixList(ctx, fb, n, prevEx, prev); err != nil {
+		// The fix tasks come from the latest verdict (a verify-only iteration's too).
+		latest := fb.GetIterations()[len(fb.GetIterations())-1]
+		if listID, err = s.fixList(ctx, fb, n, prevEx, latest); err != nil {
 			return nil, err
 		}
 	}
@@ -243,7 +253,7 @@ func (s *Server) finishIteration(ctx context.Context, fb *schedulerv1.FeatureBui
 			s.log.Warn("feature build: what the iteration changed", "feature_build", fb.GetId(), "err", err)
 		}
 	}
-	_, err := s.store.UpdateFeatureBuild(ctx, fb.GetId(), func(b *schedulerv1.FeatureBuild) error {
+	out, err := s.store.UpdateFeatureBuild(ctx, fb.GetId(), func(b *schedulerv1.FeatureBuild) error {
 		if store.FeatureBuildEnded(b.GetStatus()) || b.GetCurrentExecutionId() != ex.GetId() || len(b.GetIterations()) == 0 {
 			return errUnchanged
 		}
@@ -264,6 +274,11 @@ func (s *Server) finishIteration(ctx context.Context, fb *schedulerv1.FeatureBui
 	}
 	s.buildEvent(ctx, ex.GetId(), fmt.Sprintf("Build Feature - iteration %d ended: %s", fb.GetCurrentIteration(), verdictName(sum.GetVerdict())),
 		map[string]any{"event": "feature_build.iteration_ended", "feature_build_id": fb.GetId(), "iteration": float64(fb.GetCurrentIteration())})
+	if store.FeatureBuildEnded(out.GetStatus()) {
+		s.buildEvent(ctx, ex.GetId(), fmt.Sprintf("Build Feature - exit %s (%s)", strings.TrimPrefix(out.GetExitReason().String(), "EXIT_REASON_"),
+			strings.TrimPrefix(out.GetOutcome().String(), "OUTCOME_")), map[string]any{"event": "feature_build.exit", "feature_build_id": fb.GetId(),
+			"exit_reason": out.GetExitReason().String()})
+	}
 	return nil
 }
 

@@ -238,6 +238,14 @@ func TestFeatureBuildConvergesInTwoIterations(t *testing.T) {
 			}
 		}
 		require.Equal(t, 1, started, "the iteration's start is on its execution's event stream")
+		require.Eventually(t, func() bool { // logged right after the build ended
+			for _, e := range logOf(t, b, ex2.GetId(), commonv1.EventType_EVENT_TYPE_INFO) {
+				if strings.Contains(e.GetMessage(), "Build Feature - exit SUCCESS (CONVERGED)") {
+					return true
+				}
+			}
+			return false
+		}, 10*time.Second, 10*time.Millisecond, "so is the build's exit")
 	})
 }
 
@@ -298,3 +306,27 @@ func TestFeatureBuildExits(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A build BLOCKED by its verdict (every task done, nothing failed: the app was down) resumes with a
+// verify-only iteration, no execution, and converges: resume_count 1, two iterations.
+func TestFeatureBuildResumeAfterBlockedVerifiesAgain(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		v := &loopVerifier{failing: func(int) []string { return nil }, blocked: func(n int) bool { return n == 1 }}
+		b := buildBundle(t, st, v)
+		fb := b.waitBuild(t, b.startBuild(t, &schedulerv1.StartFeatureBuildRequest{Feature: "export"}).GetId())
+		require.Equal(t, schedulerv1.ExitReason_EXIT_REASON_BLOCKED, fb.GetExitReason(), fb.GetExitMessage())
+		require.Contains(t, fb.GetExitMessage(), "## Build Feature - BLOCKED")
+
+		res, err := b.client.StartFeatureBuild(t.Context(), &schedulerv1.StartFeatureBuildRequest{Feature: "export", Resume: true})
+		require.NoError(t, err)
+		require.Equal(t, fb.GetId(), res.GetFeatureBuild().GetId())
+		fb = b.waitBuild(t, fb.GetId())
+		require.Equal(t, commonv1.Outcome_OUTCOME_CONVERGED, fb.GetOutcome(), fb.GetExitMessage())
+		require.EqualValues(t, 1, fb.GetResumeCount())
+		require.Len(t, fb.GetIterations(), 2)
+		require.Empty(t, fb.GetIterations()[1].GetExecutionId(), "nothing was left to build: Verify Done ran again")
+		require.Len(t, v.requests(), 2)
+		require.Equal(t, fb.GetId(), v.requests()[1].GetLoopKey())
+	})
+}
