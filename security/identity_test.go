@@ -34,6 +34,24 @@ func TestAgentIdentityAttacks(t *testing.T) {
 			Decision: verifierv1.HumanDecision_HUMAN_DECISION_PASS, Who: "a trusted human"})
 		requireDenied(t, err, "an agent's RecordHumanVerdict")
 		require.Contains(t, status.Convert(err).Message(), "RecordHumanVerdict: it needs one of the roles operator")
+
+		// A loop whose report has a HUMAN_VERIFY criterion: still refused to an agent and to a
+		// verify client; an operator's sign-off records the principal as who.
+		ops := verifierv1.NewVerifierServiceClient(dialAs(t, c.VerifierAddr, op))
+		_, err = ops.Verify(t.Context(), &verifierv1.VerifyRequest{LoopKey: "loop-1",
+			CriteriaSource: &verifierv1.VerifyRequest_Criteria{Criteria: &verifierv1.CriteriaSet{Criteria: []*verifierv1.Criterion{
+				{Id: "U1", Name: "Button placement", Tag: verifierv1.CriterionTag_CRITERION_TAG_HUMAN_VERIFY}}}},
+			Target: &verifierv1.Target{Directory: &verifierv1.Target_LocalDir{LocalDir: c.WorkDir}}})
+		require.NoError(t, err)
+		signOff := &verifierv1.RecordHumanVerdictRequest{LoopKey: "loop-1", CriterionId: "U1",
+			Decision: verifierv1.HumanDecision_HUMAN_DECISION_PASS, Who: "Alice Smith"}
+		_, err = v.RecordHumanVerdict(t.Context(), signOff)
+		requireDenied(t, err, "an agent's RecordHumanVerdict on a real loop")
+		_, err = verifierv1.NewVerifierServiceClient(dialAs(t, c.VerifierAddr, principalOf(auth.RoleVerifyClient))).RecordHumanVerdict(t.Context(), signOff)
+		requireDenied(t, err, "a verify client's RecordHumanVerdict")
+		res, err := ops.RecordHumanVerdict(t.Context(), signOff)
+		require.NoError(t, err)
+		require.Equal(t, op+" (Alice Smith)", res.GetHumanVerdict().GetWho(), "who is the authenticated principal")
 	})
 
 	t.Run("AgentCompletesAnotherAgentsAssignment", func(t *testing.T) {
@@ -46,6 +64,10 @@ func TestAgentIdentityAttacks(t *testing.T) {
 
 		a := schedulerv1.NewSchedulerServiceClient(dialAs(t, c.SchedulerAddr(0), agentA))
 		b := schedulerv1.NewSchedulerServiceClient(dialAs(t, c.SchedulerAddr(0), agentB))
+		// A registers its instance with the Registry (the Scheduler admits registered agents only).
+		_, err = registryv1.NewRegistryServiceClient(dialAs(t, c.RegistryAddr, agentA)).RegisterAgent(t.Context(),
+			&registryv1.RegisterAgentRequest{InstanceId: "inst-a", SessionId: "s1"})
+		require.NoError(t, err)
 		var claimed *schedulerv1.ClaimedAssignment
 		require.Eventually(t, func() bool {
 			res, err := a.ClaimTask(t.Context(), &schedulerv1.ClaimTaskRequest{InstanceId: "inst-a", SessionId: "s1",
@@ -67,12 +89,17 @@ func TestAgentIdentityAttacks(t *testing.T) {
 		requireDenied(t, err, "B reporting A's progress")
 		_, err = b.ClaimTask(t.Context(), &schedulerv1.ClaimTaskRequest{InstanceId: "inst-a", SessionId: "s2", Capabilities: []string{"executor:command"}})
 		requireDenied(t, err, "B claiming as A's instance (which would take A's lease back)")
+		_, err = b.ClaimTask(t.Context(), &schedulerv1.ClaimTaskRequest{InstanceId: "inst-a", SessionId: "s1", Capabilities: []string{"executor:command"}})
+		requireDenied(t, err, "B claiming as A's instance, registered to A in the Registry")
 		_, err = b.ListAssignments(t.Context(), &schedulerv1.ListAssignmentsRequest{ExecutionId: as.GetExecutionId()})
 		requireDenied(t, err, "an agent listing assignments (and their tokens)")
 
 		// A, whose assignment it is, completes it.
 		_, err = a.CompleteTask(t.Context(), complete)
 		require.NoError(t, err)
+		// With nothing held, the Registry's record still says whose the instance is.
+		_, err = b.ClaimTask(t.Context(), &schedulerv1.ClaimTaskRequest{InstanceId: "inst-a", Capabilities: []string{"executor:command"}})
+		requireDenied(t, err, "B claiming as the instance A registered")
 	})
 
 	t.Run("AgentReleasesAnotherHoldersLock", func(t *testing.T) {

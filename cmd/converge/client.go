@@ -100,7 +100,8 @@ func rpcError(what string, err error) error {
 	}
 	switch st.Code() {
 	case codes.Unauthenticated:
-		return fmt.Errorf("%s: %s (give --token or CONVERGE_TOKEN)", what, st.Message())
+		return fmt.Errorf("%s: %s (give --token or CONVERGE_TOKEN; a local `converge dev` writes its token to <data-dir>/dev-token, "+
+			"which the CLI reads when run from the same directory or with CONVERGE_DATA_DIR)", what, st.Message())
 	case codes.Unavailable:
 		return fmt.Errorf("%s: the server is unreachable: %s", what, st.Message())
 	case codes.Canceled:

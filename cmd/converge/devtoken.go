@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net"
@@ -64,7 +65,7 @@ func discoverDevToken(server string) string {
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return ""
 	}
-	data, err := os.ReadFile(filepath.Join(envOr("CONVERGE_DATA_DIR", ".converge"), devTokenFile))
+	data, err := os.ReadFile(filepath.Join(cmp.Or(os.Getenv("CONVERGE_DATA_DIR"), ".converge"), devTokenFile))
 	if err != nil {
 		return ""
 	}

@@ -129,5 +129,6 @@ func agentProto(a store.Agent) *registryv1.AgentInstance {
 		Host:              a.Host,
 		SessionId:         a.SessionID,
 		ReportedStatus:    reported,
+		Principal:         a.Principal,
 	}
 }

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	"github.com/converge-dev/converge/platform/auth"
 )
 
 // ClaimTask asks the Registry, when the Scheduler has one, whether the claiming agent is
@@ -45,7 +47,9 @@ func (a *admitted) remember(instance string, until time.Time) {
 
 // admit checks instance with the Registry (see above).
 func (s *Server) admit(ctx context.Context, instance string) error {
-	if s.registry == nil || s.admitted.live(instance, time.Now()) {
+	// The answer admits this caller only: another principal asks again (and may be refused).
+	key := instance + "\x00" + auth.Name(ctx)
+	if s.registry == nil || s.admitted.live(key, time.Now()) {
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, registryTimeout)
@@ -58,11 +62,15 @@ func (s *Server) admit(ctx context.Context, instance string) error {
 		s.log.Warn("scheduler: the Registry cannot say whether a claiming agent is live; admitting the claim", "instance", instance, "err", err)
 		return nil
 	}
+	// The instance is its registering principal's (identity.go): another may not claim as it.
+	if err := auth.CheckActsFor(ctx, fmt.Sprintf("agent instance %q", instance), res.GetAgent().GetPrincipal()); err != nil {
+		return err
+	}
 	switch st := res.GetAgent().GetStatus(); st {
 	case commonv1.AgentStatus_AGENT_STATUS_STALE, commonv1.AgentStatus_AGENT_STATUS_GONE,
 		commonv1.AgentStatus_AGENT_STATUS_COMPLETED, commonv1.AgentStatus_AGENT_STATUS_FAILED:
 		return failedPrecondition("agent %s is %s in the Registry: heartbeat (or register again) before claiming work", instance, st)
 	}
-	s.admitted.remember(instance, time.Now().Add(admitFor))
+	s.admitted.remember(key, time.Now().Add(admitFor))
 	return nil
 }

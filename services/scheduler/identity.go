@@ -11,8 +11,9 @@ import (
 // Identity binding (docs/security.md): an assignment's lease belongs to the principal that
 // claimed it (Assignment.principal). Only that principal, or an operator, may report progress,
 // record checkpoints and complete it; and a principal may not claim as an agent instance whose
-// held assignments another principal claimed (which would take them back as a "restart"). A
-// server that authenticates nobody binds nothing.
+// held assignments another principal claimed (which would take them back as a "restart"), nor
+// as one the Registry says another principal registered (admit.go). A server that
+// authenticates nobody binds nothing.
 
 // checkAssignment answers a *auth.NotYoursError when the caller may not act as a's holder.
 func checkAssignment(ctx context.Context, a *store.Assignment) error {

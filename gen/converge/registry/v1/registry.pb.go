@@ -1202,8 +1202,12 @@ type AgentInstance struct {
 	// Status the agent last reported itself, when status is STALE or GONE (derived by the Registry);
 	// unset otherwise.
 	ReportedStatus v1.AgentStatus `protobuf:"varint,17,opt,name=reported_status,json=reportedStatus,proto3,enum=converge.common.v1.AgentStatus" json:"reported_status,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The authenticated principal that registered the instance (empty when the Registry
+	// authenticates nobody). Only it, or an operator, may register it again, heartbeat for it, lock
+	// as it, or claim work as it from the Scheduler (PermissionDenied otherwise; docs/security.md).
+	Principal     string `protobuf:"bytes,18,opt,name=principal,proto3" json:"principal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentInstance) Reset() {
@@ -1353,6 +1357,13 @@ func (x *AgentInstance) GetReportedStatus() v1.AgentStatus {
 		return x.ReportedStatus
 	}
 	return v1.AgentStatus(0)
+}
+
+func (x *AgentInstance) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 // RegisterAgentRequest registers a build agent instance.
@@ -2163,7 +2174,7 @@ const file_converge_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"ownerships\x18\x01 \x03(\v2\x1f.converge.registry.v1.OwnershipR\n" +
 	"ownerships\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xad\x06\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xcb\x06\n" +
 	"\rAgentInstance\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12!\n" +
@@ -2188,7 +2199,8 @@ const file_converge_registry_v1_registry_proto_rawDesc = "" +
 	"\x04host\x18\x0f \x01(\tR\x04host\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x10 \x01(\tR\tsessionId\x12H\n" +
-	"\x0freported_status\x18\x11 \x01(\x0e2\x1f.converge.common.v1.AgentStatusR\x0ereportedStatus\"\xc4\x04\n" +
+	"\x0freported_status\x18\x11 \x01(\x0e2\x1f.converge.common.v1.AgentStatusR\x0ereportedStatus\x12\x1c\n" +
+	"\tprincipal\x18\x12 \x01(\tR\tprincipal\"\xc4\x04\n" +
 	"\x14RegisterAgentRequest\x12K\n" +
 	"\vinstance_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\n" +
 	"instanceId\x12P\n" +
