@@ -9,7 +9,7 @@
 # Sizes (environment): AGENTS (4: converge agents, ninja/make -j), CHAIN_TASKS (1000), DAG_TASKS
 # (1000), DAG_EDGES (5000), DAG_SEED (1), PEER_ROUNDS (3), REGISTRY_CLIENTS (50),
 # REGISTRY_DURATION (5s), REGISTRY_ROUNDS (3), REGISTRY_SET_REQUESTS (100000), KNOWLEDGE_ITEMS (1000000), KNOWLEDGE_QUERIES (20000),
-# PLAN_BENCHTIME (3x), VERIFY_BENCHTIME (5x). The outputs stay in $BENCH_OUT (default a temporary
+# PLAN_BENCHTIME (3x), VERIFY_BENCHTIME (5x), FANOUT_SIZES (100,1000,10000; add 100000 for the full growth run). The outputs stay in $BENCH_OUT (default a temporary
 # directory, printed at the end).
 set -u
 cd "$(dirname "$0")/.."
@@ -78,6 +78,8 @@ pgurl=${CONVERGE_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 cat "$out/env.txt" >&2
 
 run plan.txt services/scheduler go test -run '^$' -bench BenchmarkPlan100k -benchtime "$PLAN_BENCHTIME" ./plan
+# P1b: the Scheduler's cost per task as the fan-out grows (FANOUT_SIZES, default 100,1000,10000).
+CONVERGE_FANOUT_SIZES=${FANOUT_SIZES:-100,1000,10000} run fanout.txt services/scheduler go test -run '^$' -bench BenchmarkFanout -benchtime 1x -timeout 60m .
 run verifier.txt services/verifier go test -run '^$' -bench BenchmarkVerifyParallelCommands -benchtime "$VERIFY_BENCHTIME" .
 
 # The verifier's measured peer: the same 100 checks of `sleep 0.1` under xargs -P 8, 3 times.

@@ -61,7 +61,30 @@ func write(w io.Writer, dir string) {
 	registry(w, dir, set)
 	knowledge(w, dir, set)
 	plan(w, dir)
+	fanout(w, dir)
 	verifier(w, dir)
+}
+
+// fanout is P1b: BenchmarkFanout's cost per task at each size, per backend and claim mode.
+func fanout(w io.Writer, dir string) {
+	fmt.Fprintf(w, "\n## The Scheduler's cost per task as the run grows (`BenchmarkFanout`, P1b)\n\n")
+	lines, err := readBench(filepath.Join(dir, "fanout.txt"))
+	if err != nil {
+		notMeasured(w, dir, "fanout.txt", err)
+		return
+	}
+	fmt.Fprintf(w, "A fan-out of n no-op tasks through the Scheduler's gRPC server (bufconn, interceptors) with 2\n")
+	fmt.Fprintf(w, "in-process agents (ClaimTask, one ReportProgress, CompleteTask; fused: CompleteTask with\n")
+	fmt.Fprintf(w, "claim_next). CPU is the test process's user + system time per task; flat = no O(tasks) step.\n\n")
+	fmt.Fprintf(w, "| store / claims / tasks | wall per task | CPU per task | allocated per task | heap kept per task |\n|---|--:|--:|--:|--:|\n")
+	for _, l := range lines {
+		name := strings.TrimPrefix(l.name, "BenchmarkFanout/")
+		if i := strings.LastIndex(name, "-"); i >= 0 {
+			name = name[:i]
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %.0f KB | %.1f KB |\n", strings.ReplaceAll(name, "/", " / "), ms(l.metrics["µs/task"]/1000),
+			ms(l.metrics["cpu-µs/task"]/1000), l.metrics["alloc-B/task"]/1024, l.metrics["heap-B/task"]/1024)
+	}
 }
 
 // kvs keeps "key: value" lines in file order.

@@ -3,7 +3,10 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -29,9 +32,21 @@ import (
 // without process spawns, git or the Registry. The sizes grow by 10× so an O(tasks) step shows
 // as a growing ns/task (P1b in bench/RESULTS.md).
 //
+// CONVERGE_FANOUT_SIZES (comma-separated) replaces the sizes, e.g. 100,1000,10000,100000.
+//
 //	go test -run '^$' -bench BenchmarkFanout -benchtime 1x ./
 func BenchmarkFanout(b *testing.B) {
 	sizes := []int{100, 1000, 10000}
+	if env := os.Getenv("CONVERGE_FANOUT_SIZES"); env != "" {
+		sizes = nil
+		for _, f := range strings.Split(env, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				b.Fatalf("CONVERGE_FANOUT_SIZES: %q is not a task count", f)
+			}
+			sizes = append(sizes, n)
+		}
+	}
 	for _, name := range []string{"sqlite", "postgres"} {
 		for _, fused := range []bool{false, true} {
 			for _, n := range sizes {
