@@ -109,7 +109,7 @@ for i in 1 2; do
 	start agent$i "localhost/converge-agent:$tag" -e CONVERGE_LISTEN=127.0.0.1:$((port + 3 + i)) \
 		-e CONVERGE_SCHEDULER_ADDR=127.0.0.1:$port -e CONVERGE_REGISTRY_ADDR=127.0.0.1:$((port + 1)) \
 		-e CONVERGE_KNOWLEDGE_ADDR=127.0.0.1:$((port + 2)) -e CONVERGE_INSTANCE_ID=$run-agent$i \
-		-e CONVERGE_AGENT_DRAIN_TIMEOUT=30s -v "$repo:$repo" $gomount
+		-e CONVERGE_AGENT_DRAIN_TIMEOUT=30s -e CONVERGE_ALLOWED_ROOTS="$repo" -v "$repo:$repo" $gomount
 	healthy "$run-agent$i"
 done
 

@@ -238,7 +238,8 @@ func (s *suite) runGreeterWith(t *testing.T, criteria string, extra ...string) *
 func (s *suite) startAgent(t *testing.T, name string) *proc {
 	t.Helper()
 	return start(t, s.dir, agentBin, "--listen", "127.0.0.1:0", "--scheduler", s.addr, "--registry", s.addr,
-		"--knowledge", s.addr, "--instance-id", name, "--data-dir", filepath.Join(s.dir, "agent-"+name))
+		"--knowledge", s.addr, "--instance-id", name, "--data-dir", filepath.Join(s.dir, "agent-"+name),
+		"--allowed-root", s.dir) // the greeter's copy is built in s.dir
 }
 
 // firstExecution waits for the suite's first execution and answers its id.
