@@ -36,8 +36,11 @@ func startVerifier(t *testing.T, env []string, args ...string) *realVerifier {
 	t.Helper()
 	pg := clustertest.UsePostgres(t, clustertest.PostgresURL())
 	_, url := pg.CreateDatabase(t, "")
-	root := t.TempDir()
-	// The sandboxed checks run as an unprivileged user: the target is readable by everyone.
+	// The sandboxed checks run as an unprivileged user: the target is readable by everyone (a
+	// t.TempDir's parent is not).
+	root, err := os.MkdirTemp("", "converge-sec-verifier-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
 	require.NoError(t, os.Chmod(root, 0o755))
 	dir := filepath.Join(root, "app")
 	require.NoError(t, os.Mkdir(dir, 0o755))

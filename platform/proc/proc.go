@@ -31,6 +31,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -82,6 +83,8 @@ type Spec struct {
 	// GroupDir lets the caller kill it when it stops, and the next process kill what a caller
 	// killed with SIGKILL left running.
 	Groups Recorder
+	// Sandbox, when set, confines the process (see Sandbox): namespaces, another uid, a cgroup.
+	Sandbox *Sandbox
 }
 
 // Result is what happened to a run.
@@ -138,7 +141,24 @@ func Run(ctx context.Context, spec Spec) Result {
 		defer cancel()
 	}
 
+	if spec.Sandbox != nil && spec.Sandbox.Namespaces && !strings.Contains(argv[0], "/") {
+		// Resolved here, as without a sandbox: a missing program is Err, not an exit status.
+		p, err := exec.LookPath(argv[0])
+		if err != nil {
+			return Result{ExitCode: -1, Err: err}
+		}
+		argv = append([]string{p}, argv[1:]...)
+	}
 	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
+	if spec.Sandbox != nil {
+		path, args, err := spec.Sandbox.argv(argv)
+		if err != nil {
+			return Result{ExitCode: -1, Err: err}
+		}
+		if path != "" {
+			cmd.Path, cmd.Args, cmd.Err = path, args, nil
+		}
+	}
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
 	if cmd.Env == nil {
@@ -150,6 +170,15 @@ func Run(ctx context.Context, spec Spec) Result {
 	// started is then left to Spec.Groups' records.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	setDeathSignal(cmd.SysProcAttr)
+	var cg *runCgroup
+	if spec.Sandbox != nil {
+		var err error
+		if cg, err = spec.Sandbox.prepare(cmd.SysProcAttr); err != nil {
+			return Result{ExitCode: -1, Err: err}
+		}
+	}
+	// Whatever is left in the run's cgroup (setsid children included) goes when Run returns.
+	defer func() { cg.kill() }()
 	var killed atomic.Bool
 	cmd.Cancel = func() error {
 		killed.Store(true)
@@ -179,6 +208,8 @@ func Run(ctx context.Context, spec Spec) Result {
 	// Whatever the process left running in its group goes with it; this also closes the
 	// output pipes those processes held.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	cg.kill()
+	cg = nil
 	if spec.Groups != nil {
 		spec.Groups.Ended(cmd.Process.Pid)
 	}

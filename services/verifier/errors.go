@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -87,6 +88,14 @@ func preconditionf(format string, args ...any) error {
 	return &preconditionError{msg: fmt.Sprintf(format, args...)}
 }
 
+// wallTimeError is a verification that ran past the verifier's cap (DeadlineExceeded).
+type wallTimeError struct{ max time.Duration }
+
+func (e *wallTimeError) Error() string {
+	return fmt.Sprintf("the verification ran past this verifier's limit of %s (--max-verification-time): its checks were stopped; "+
+		"verify fewer or faster criteria, or ask its operator for a longer limit", e.max)
+}
+
 // toStatus maps a domain error of a handler to the status the client gets. Any other error is
 // returned as it is, for the platform server's one error path (grpcerr.Resolve): a store that
 // cannot answer is Unavailable, a bug Internal with the request id and none of its text.
@@ -104,6 +113,7 @@ func (s *Server) toStatus(err error) error {
 		other    *reportOfOtherLoopError
 		pre      *preconditionError
 		perm     *permissionError
+		wall     *wallTimeError
 		exists   *store.IterationExistsError
 		behind   *store.IterationBehindError
 	)
@@ -125,6 +135,8 @@ func (s *Server) toStatus(err error) error {
 		return grpcerr.FailedPrecondition("%s: iterations only move forward", behind.Error())
 	case errors.As(err, &pre):
 		return grpcerr.FailedPrecondition("%s", pre.Error())
+	case errors.As(err, &wall):
+		return status.Error(codes.DeadlineExceeded, wall.Error())
 	case errors.As(err, &perm):
 		return status.Error(codes.PermissionDenied, perm.Error())
 	case errors.Is(err, errBusy):

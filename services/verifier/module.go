@@ -2,9 +2,11 @@ package verifier
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/converge-dev/converge/platform/auth"
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/netguard"
+	"github.com/converge-dev/converge/platform/proc"
 	"github.com/converge-dev/converge/platform/server"
 	"github.com/converge-dev/converge/platform/servicecmd"
 	"github.com/converge-dev/converge/services/verifier/store"
@@ -30,12 +33,17 @@ func Module() servicecmd.Module {
 		commandChecks    bool
 		commandRole      string
 		allowDest        []string
+		sandboxMode      string
+		sandboxUID       int
+		outputMemory     int64
+		maxVerifyTime    time.Duration
 	)
 	return servicecmd.Module{
-		Name:   "verifier",
-		Short:  "converge Verifier service: Verify Done with evidence",
-		Listen: "127.0.0.1:7074",
-		Needs:  servicecmd.NeedsPostgres,
+		Name:        "verifier",
+		Short:       "converge Verifier service: Verify Done with evidence",
+		Listen:      "127.0.0.1:7074",
+		Needs:       servicecmd.NeedsPostgres,
+		DurationEnv: map[string]string{"max-verification-time": "CONVERGE_VERIFIER_MAX_VERIFICATION_TIME"},
 		Bind: func(fs *pflag.FlagSet) {
 			fs.StringArrayVar(&allowedRoots, "allowed-root", AllowedRootsFromEnv(),
 				"directory whose subdirectories Verify may check as local_dir targets, repeatable; none: local_dir is refused ["+
@@ -55,8 +63,20 @@ func Module() servicecmd.Module {
 				"destination http and grpc checks and git targets may connect to although it is loopback, link-local, cloud metadata or private: "+
 					"a CIDR, an address or a host name, optionally :port (only that port), or loopback, private, link-local, all; repeatable. "+
 					"Public addresses are always allowed; e.g. the Scheduler's --git-url host:port ["+EnvAllowDestinations+", comma-separated]")
+			fs.StringVar(&sandboxMode, "sandbox", envOr("CONVERGE_VERIFIER_SANDBOX", "auto"),
+				"confine command checks: auto (another uid, user/PID/mount namespaces and a cgroup per check, as far as the host allows; "+
+					"the start-up log says what is not isolated) or off [CONVERGE_VERIFIER_SANDBOX]")
+			fs.IntVar(&sandboxUID, "sandbox-uid", envInt("CONVERGE_VERIFIER_SANDBOX_UID", 65534),
+				"host uid and gid command checks run as when the verifier runs as root; -1: the verifier's own [CONVERGE_VERIFIER_SANDBOX_UID]")
+			fs.Int64Var(&outputMemory, "output-memory", int64(envInt("CONVERGE_VERIFIER_OUTPUT_MEMORY", DefaultOutputMemory)),
+				"bytes of memory the output of all running command checks may take together; beyond it output goes to files under --scratch-dir [CONVERGE_VERIFIER_OUTPUT_MEMORY]")
+			fs.DurationVar(&maxVerifyTime, "max-verification-time", DefaultMaxVerificationTime,
+				"longest a verification may run (checkout and checks); past it its checks are killed and it answers DeadlineExceeded [CONVERGE_VERIFIER_MAX_VERIFICATION_TIME]")
 		},
 		Check: func() error {
+			if sandboxMode != "auto" && sandboxMode != "off" {
+				return fmt.Errorf("--sandbox %q: want auto or off", sandboxMode)
+			}
 			if _, err := netguard.Parse(allowDest); err != nil {
 				return err
 			}
@@ -90,12 +110,20 @@ func Module() servicecmd.Module {
 				st, err = postgres.New(ctx, rt.Flags.PostgresURL, database.WithLogger(rt.Logger))
 				opts = append(opts, WithAllowedRoots(allowedRoots...), WithScratchDir(scratchDir),
 					WithMaxVerifications(maxVerifications), WithAllowedEnv(allowEnv...), WithCommandChecks(commandChecks),
-					WithCommandCheckRole(auth.Role(commandRole)))
+					WithCommandCheckRole(auth.Role(commandRole)), WithOutputMemory(outputMemory), WithMaxVerificationTime(maxVerifyTime))
 				dest, derr := netguard.Parse(allowDest)
 				if derr != nil {
 					return servicecmd.Built{}, derr
 				}
 				opts = append(opts, WithDestinations(dest))
+				if sandboxMode == "auto" {
+					sb, rep := proc.DetectSandbox(ctx, sandboxUID, sandboxUID, "converge-verifier")
+					rt.Logger.Info("command checks run sandboxed", "uid", sb.UID, "namespaces", sb.Namespaces,
+						"cgroup", sb.CgroupParent, "isolation", rep.String())
+					opts = append(opts, WithSandbox(sb))
+				} else {
+					rt.Logger.Warn("command checks run unsandboxed (--sandbox=off): as the verifier's user, with access to what it can read")
+				}
 			}
 			if err != nil {
 				return servicecmd.Built{}, err
@@ -138,6 +166,14 @@ func splitEnvList(name string) []string {
 func envBool(name string, def bool) bool {
 	if b, err := strconv.ParseBool(os.Getenv(name)); err == nil {
 		return b
+	}
+	return def
+}
+
+// envOr reads a string from the environment, or def.
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
 	}
 	return def
 }

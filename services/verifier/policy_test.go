@@ -6,10 +6,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
 	"github.com/converge-dev/converge/platform/auth"
@@ -130,4 +132,15 @@ func TestCommandChecksCanBeDisabledOrLimitedToARole(t *testing.T) {
 	require.Equal(t, "PASS", statusOf(res.GetReport())["F1"])
 	_, err = srv.Verify(t.Context(), structured(cmd, dir, "role"))
 	require.NoError(t, err, "a server without authentication has no roles to check")
+}
+
+// A verification that runs past the verifier's wall-time cap is stopped: DeadlineExceeded naming
+// the limit, its checks killed (the 10-minute command does not hold the request).
+func TestVerificationWallTimeIsCapped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, backends[1], verifier.WithMaxVerificationTime(time.Second))
+	_, err := b.client.Verify(t.Context(), structured(one(&verifierv1.Criterion{Check: &verifierv1.Criterion_Command{
+		Command: &verifierv1.CommandCheck{Shell: "sleep 600", Timeout: durationpb.New(20 * time.Minute)}}}), b.dir(t, nil), "wall"))
+	requireCode(t, err, codes.DeadlineExceeded)
+	require.ErrorContains(t, err, "--max-verification-time")
 }

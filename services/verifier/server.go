@@ -20,6 +20,8 @@ import (
 	"github.com/converge-dev/converge/platform/ids"
 	"github.com/converge-dev/converge/platform/netguard"
 	"github.com/converge-dev/converge/platform/pagetoken"
+	"github.com/converge-dev/converge/platform/proc"
+	"github.com/converge-dev/converge/services/verifier/check"
 	"github.com/converge-dev/converge/services/verifier/criteria"
 	"github.com/converge-dev/converge/services/verifier/report"
 	"github.com/converge-dev/converge/services/verifier/store"
@@ -34,6 +36,11 @@ const (
 	// EnvAllowedRoots names the environment variable listing the allowed roots of local_dir
 	// targets, separated by the OS path-list separator (":").
 	EnvAllowedRoots = "CONVERGE_VERIFIER_ALLOWED_ROOTS"
+
+	// DefaultOutputMemory is the memory all command checks' output tails share at once.
+	DefaultOutputMemory = 256 << 20
+	// DefaultMaxVerificationTime bounds a verification from start to report.
+	DefaultMaxVerificationTime = time.Hour
 
 	defaultParallelism    = 4
 	defaultCheckTimeout   = 60 * time.Second
@@ -69,6 +76,9 @@ type config struct {
 	noCommandChecks bool            // WithCommandChecks(false)
 	commandRole     auth.Role       // WithCommandCheckRole
 	destinations    *netguard.Policy
+	sandbox         *proc.Sandbox
+	outputBudget    *check.OutputBudget
+	maxVerifyTime   time.Duration
 }
 
 // Option configures a Server.
@@ -116,6 +126,33 @@ func WithRetryBackoff(d time.Duration) Option { return func(c *config) { c.retry
 // environment (default os.LookupEnv).
 func WithLookupEnv(f func(string) (string, bool)) Option { return func(c *config) { c.lookupEnv = f } }
 
+// WithSandbox confines command checks (platform/proc.Sandbox, e.g. from proc.DetectSandbox):
+// another uid, user/PID/mount namespaces, a cgroup per check. Without it they run as the
+// verifier's user, in their own process group only.
+func WithSandbox(sb *proc.Sandbox) Option { return func(c *config) { c.sandbox = sb } }
+
+// WithOutputMemory bounds the memory the output tails of every running command check take
+// together; checks that do not fit keep theirs in files until memory is free (default
+// DefaultOutputMemory).
+func WithOutputMemory(bytes int64) Option {
+	return func(c *config) {
+		if bytes > 0 {
+			c.outputBudget = check.NewOutputBudget(bytes)
+		}
+	}
+}
+
+// WithMaxVerificationTime bounds a verification (checkout and checks) from start to report;
+// past it, its checks are killed and it answers DeadlineExceeded (default
+// DefaultMaxVerificationTime).
+func WithMaxVerificationTime(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.maxVerifyTime = d
+		}
+	}
+}
+
 // WithClock sets the clock reports are timestamped with (default time.Now).
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
@@ -152,6 +189,12 @@ func New(st store.Store, opts ...Option) *Server {
 	}
 	if cfg.scratchDir == "" {
 		cfg.scratchDir = os.TempDir()
+	}
+	if cfg.outputBudget == nil {
+		cfg.outputBudget = check.NewOutputBudget(DefaultOutputMemory)
+	}
+	if cfg.maxVerifyTime <= 0 {
+		cfg.maxVerifyTime = DefaultMaxVerificationTime
 	}
 	if cfg.destinations == nil {
 		cfg.destinations = &netguard.Policy{} // the defaults: internal ranges refused

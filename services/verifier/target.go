@@ -131,6 +131,10 @@ func (s *Server) resolveTarget(ctx context.Context, t *verifierv1.Target, o *che
 			break
 		}
 		cleanup = func() { _ = os.RemoveAll(dir) }
+		if err := check.GiveToSandbox(s.cfg.sandbox, dir); err != nil {
+			ct.DirUnavailable = fmt.Sprintf("give the scratch directory to the sandbox user: %v", err)
+			break
+		}
 		if resolved, err := filepath.EvalSymlinks(dir); err == nil {
 			dir = resolved
 		}
@@ -224,6 +228,9 @@ func (s *Server) checkout(ctx context.Context, g *verifierv1.GitSource, o *check
 	out, err := git(ctx, scratch, "rev-parse", "HEAD")
 	if err != nil {
 		return "", "", cleanup, fmt.Errorf("read the commit of %s: %w", url, err)
+	}
+	if err := check.GiveToSandbox(s.cfg.sandbox, scratch); err != nil {
+		return "", "", cleanup, fmt.Errorf("give the checkout to the sandbox user: %w", err)
 	}
 	return scratch, strings.TrimSpace(out), cleanup, nil
 }

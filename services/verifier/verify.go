@@ -66,6 +66,10 @@ func (s *Server) verify(ctx context.Context, req *verifierv1.VerifyRequest, emit
 	if !dryRun {
 		reportID = ids.New("vr", start)
 	}
+	// The verifier's cap on a verification's wall time: the checkout and the checks run under it.
+	parent := ctx
+	ctx, cancelWall := context.WithTimeout(ctx, s.cfg.maxVerifyTime)
+	defer cancelWall()
 	opts := s.checkOptions(req)
 	target, resolved, cleanup := s.resolveTarget(ctx, req.GetTarget(), opts, dryRun)
 	defer cleanup()
@@ -147,6 +151,9 @@ func (s *Server) verify(ctx context.Context, req *verifierv1.VerifyRequest, emit
 		})
 	}
 	wg.Wait()
+	if ctx.Err() != nil && parent.Err() == nil && ev.err() == nil {
+		return nil, &wallTimeError{max: s.cfg.maxVerifyTime}
+	}
 	if err := ctx.Err(); err != nil {
 		// The caller gave up (or the stream broke): a partial run is never a verdict.
 		return nil, err
@@ -272,6 +279,8 @@ func (s *Server) checkOptions(req *verifierv1.VerifyRequest) *check.Options {
 		MaxAttempts:    int(req.GetMaxAttempts()),
 		RetryBackoff:   s.cfg.retryBackoff,
 		Destinations:   s.cfg.destinations,
+		Sandbox:        s.cfg.sandbox,
+		OutputBudget:   s.cfg.outputBudget,
 		LookupEnv:      s.cfg.lookupEnv,
 		ScratchDir:     s.cfg.scratchDir,
 	}

@@ -26,7 +26,7 @@ func (a *assertions) add(expectation string, passed bool, actual string) {
 	a.list = append(a.list, &verifierv1.AssertionResult{
 		Expectation: clean(expectation),
 		Passed:      passed,
-		Actual:      clean(actual),
+		Actual:      strings.Clone(clean(actual)), // never a substring that keeps a whole output alive
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
 	"github.com/converge-dev/converge/platform/netguard"
+	"github.com/converge-dev/converge/platform/proc"
 )
 
 // Target is what checks run against, as resolved by the caller.
@@ -60,6 +61,11 @@ type Options struct {
 	// Destinations is the policy every connection of http and grpc checks is held to, after
 	// resolution and on each redirect (platform/netguard); nil: none (every destination).
 	Destinations *netguard.Policy
+	// Sandbox confines command checks (platform/proc.Sandbox); nil: none.
+	Sandbox *proc.Sandbox
+	// OutputBudget bounds the memory of every command check's output together (shared by a
+	// verifier's verifications); nil: none (each check keeps OutputCap per stream).
+	OutputBudget *OutputBudget
 }
 
 // dialContext answers the dial function of a check's connections: bounded by timeout, held to

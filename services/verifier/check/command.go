@@ -40,6 +40,20 @@ func runCommand(ctx context.Context, t *Target, o *Options, cc *verifierv1.Comma
 	if out, ok := rootAvailable(t); !ok {
 		return out
 	}
+	if o.Sandbox != nil {
+		// A home and temporary directory of the check's own, owned by the sandbox user: never
+		// the verifier's.
+		home, err := os.MkdirTemp(o.ScratchDir, "converge-home-")
+		if err != nil {
+			return blocked(verifierv1.BlockReason_BLOCK_REASON_VERIFIER_ENVIRONMENT, 0, "create a home directory: %v", err)
+		}
+		defer os.RemoveAll(home)
+		if err := GiveToSandbox(o.Sandbox, home); err != nil {
+			return blocked(verifierv1.BlockReason_BLOCK_REASON_VERIFIER_ENVIRONMENT, 0, "prepare the sandbox: %v", err)
+		}
+		env = setEnv(env, "HOME", home)
+		env = setEnv(env, "TMPDIR", home)
+	}
 	root := t.Dir
 	if root == "" {
 		scratch, err := os.MkdirTemp(o.ScratchDir, "converge-verify-")
@@ -47,6 +61,9 @@ func runCommand(ctx context.Context, t *Target, o *Options, cc *verifierv1.Comma
 			return blocked(verifierv1.BlockReason_BLOCK_REASON_VERIFIER_ENVIRONMENT, 0, "create a scratch directory: %v", err)
 		}
 		defer os.RemoveAll(scratch)
+		if err := GiveToSandbox(o.Sandbox, scratch); err != nil {
+			return blocked(verifierv1.BlockReason_BLOCK_REASON_VERIFIER_ENVIRONMENT, 0, "prepare the sandbox: %v", err)
+		}
 		if root, err = filepath.EvalSymlinks(scratch); err != nil {
 			return blocked(verifierv1.BlockReason_BLOCK_REASON_VERIFIER_ENVIRONMENT, 0, "resolve the scratch directory: %v", err)
 		}
@@ -76,7 +93,12 @@ func runCommand(ctx context.Context, t *Target, o *Options, cc *verifierv1.Comma
 	}
 
 	timeout := o.timeout(cc.GetTimeout())
-	stdout, stderr := proc.NewTailBuffer(o.OutputCap), proc.NewTailBuffer(o.OutputCap)
+	capt, err := newCapture(o.OutputBudget, o.OutputCap, o.ScratchDir)
+	if err != nil {
+		return blocked(verifierv1.BlockReason_BLOCK_REASON_VERIFIER_ENVIRONMENT, 0, "keep the output: %v", err)
+	}
+	defer capt.release()
+	stdout, stderr := capt.stdout, capt.stderr
 	spec := proc.Spec{
 		Argv:      argv,
 		Dir:       dir,
@@ -85,6 +107,7 @@ func runCommand(ctx context.Context, t *Target, o *Options, cc *verifierv1.Comma
 		Stdout:    stdout,
 		Stderr:    stderr,
 		WaitDelay: waitDelay,
+		Sandbox:   o.Sandbox,
 	}
 	if cc.GetStdin() != "" {
 		spec.Stdin = strings.NewReader(cc.GetStdin())
@@ -107,11 +130,15 @@ func runCommand(ctx context.Context, t *Target, o *Options, cc *verifierv1.Comma
 	timedOut := run.TimedOut
 	exitCode := run.ExitCode
 
-	out, errOut := stdout.String(), stderr.String()
+	out, errOut, err := capt.texts(ctx)
+	if err != nil {
+		return blocked(verifierv1.BlockReason_BLOCK_REASON_UNSPECIFIED, 1, "cancelled")
+	}
 	ev.ExitCode = int32(exitCode)
 	ev.TimedOut = timedOut
-	ev.StdoutTail = tail(out, o.ExcerptBytes)
-	ev.StderrTail = tail(errOut, o.ExcerptBytes)
+	// Copies: a substring would keep the whole kept output (up to the cap) alive with the report.
+	ev.StdoutTail = strings.Clone(tail(out, o.ExcerptBytes))
+	ev.StderrTail = strings.Clone(tail(errOut, o.ExcerptBytes))
 	ev.StdoutBytes = stdout.Total()
 	ev.StderrBytes = stderr.Total()
 	ev.OutputTruncated = stdout.Truncated()
@@ -259,4 +286,32 @@ func locate(root, dir, output string) (string, int32) {
 		}
 	}
 	return "", 0
+}
+
+// setEnv sets name in a sorted NAME=value list.
+func setEnv(env []string, name, value string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	out = append(out, name+"="+value)
+	sort.Strings(out)
+	return out
+}
+
+// GiveToSandbox makes dir (and everything under it) belong to the sandbox's user, so that a
+// check may write where the verifier made room for it: its home, a scratch directory, a
+// checkout. Nothing to do without a sandbox or when the sandbox runs as the verifier's user.
+func GiveToSandbox(s *proc.Sandbox, dir string) error {
+	if s == nil || s.UID < 0 || s.UID == os.Geteuid() {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, s.UID, s.GID)
+	})
 }

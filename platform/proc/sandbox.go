@@ -1,0 +1,269 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Sandbox confines the processes Run starts with Spec.Sandbox, as far as the host allows:
+//
+//   - Namespaces (Linux): a user namespace whose root is the host's UID (an unprivileged user
+//     when the caller is root, the caller itself otherwise), a PID namespace (the process is
+//     PID 1 of its own tree: it sees no other process, and when it dies the kernel kills
+//     everything left in the namespace, setsid or not) and a mount namespace with a fresh /proc
+//     (the caller's /proc/<pid>/environ is not reachable). The command runs with no capabilities
+//     and no_new_privs. The network is shared.
+//   - Without namespaces, a caller that is root still runs the process as UID/GID (so the
+//     caller's /proc/<pid>/environ, mode 0400, is unreadable); otherwise the process runs as the
+//     caller: what it can read, the caller's environment included, it reads.
+//   - CgroupParent (cgroup v2, writable): each run gets a cgroup of its own under it, killed as a
+//     whole (cgroup.kill) when the run ends or times out, so nothing that left the process group
+//     survives either.
+//
+// DetectSandbox tries what the host allows and answers a Sandbox with what works and a
+// description of what does not. A Sandbox is safe for concurrent use. The binary that uses
+// namespaces must call SandboxInit first thing in main (package proc's init does it for every
+// binary that imports proc).
+type Sandbox struct {
+	// UID and GID are the host user and group the process runs as; -1: the caller's.
+	UID, GID int
+	// Namespaces runs the process in new user, PID and mount namespaces.
+	Namespaces bool
+	// CgroupParent is a cgroup v2 directory runs get cgroups under; "": none.
+	CgroupParent string
+}
+
+// initArg is argv[0] of the re-executed binary that sets up the namespaces before the command.
+const initArg = "converge-sandbox-init"
+
+func init() { SandboxInit() }
+
+// SandboxInit, in a process started by a namespaced Run, finishes the sandbox (private mounts,
+// a fresh /proc, no capabilities, no_new_privs) and executes the command; it never returns then.
+// In any other process it does nothing.
+func SandboxInit() {
+	if len(os.Args) < 2 || os.Args[0] != initArg {
+		return
+	}
+	if err := sandboxSetup(); err != nil {
+		fmt.Fprintf(os.Stderr, "converge sandbox: %v\n", err)
+		os.Exit(126)
+	}
+	argv := os.Args[1:]
+	path := argv[0]
+	if !strings.Contains(path, "/") {
+		p, err := lookPathIn(path, os.Getenv("PATH"))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "converge sandbox: %s: command not found\n", path)
+			os.Exit(127)
+		}
+		path = p
+	}
+	err := syscall.Exec(path, argv, os.Environ())
+	fmt.Fprintf(os.Stderr, "converge sandbox: exec %s: %v\n", argv[0], err)
+	os.Exit(126)
+}
+
+func lookPathIn(name, path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", os.ErrNotExist
+}
+
+// ErrSandboxUnavailable wraps why DetectSandbox could not use a mechanism.
+var ErrSandboxUnavailable = errors.New("proc: sandbox unavailable")
+
+// SandboxReport says what DetectSandbox found.
+type SandboxReport struct {
+	// Namespaces is why namespaces are off ("" when on).
+	Namespaces string
+	// Cgroup is why per-run cgroups are off ("" when on).
+	Cgroup string
+	// User is why the process runs as the caller ("" when it runs as the sandbox user).
+	User string
+}
+
+// String describes what is not isolated, for the log.
+func (r SandboxReport) String() string {
+	var parts []string
+	if r.Namespaces != "" {
+		parts = append(parts, "no namespaces ("+r.Namespaces+"): the command sees the host's processes and /proc")
+	}
+	if r.User != "" {
+		parts = append(parts, "runs as the server's own user ("+r.User+"): it can read what the server can, its /proc/<pid>/environ included")
+	}
+	if r.Cgroup != "" {
+		parts = append(parts, "no cgroup ("+r.Cgroup+"): a process that leaves the group (setsid) survives the timeout unless the PID namespace holds it")
+	}
+	if len(parts) == 0 {
+		return "full: user, PID and mount namespaces, a fresh /proc, its own uid, a cgroup per run"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// DetectSandbox answers the sandbox the host allows for a process that should run as uid:gid
+// (used only when the caller is root; otherwise the caller's own ids), and what is not available.
+// cgroupName names the directory made under the caller's cgroup for the runs' cgroups.
+func DetectSandbox(ctx context.Context, uid, gid int, cgroupName string) (*Sandbox, SandboxReport) {
+	var rep SandboxReport
+	s := &Sandbox{UID: -1, GID: -1}
+	if os.Geteuid() == 0 {
+		s.UID, s.GID = uid, gid
+	} else {
+		rep.User = "the server is not root: it cannot switch to another uid"
+	}
+	s.Namespaces = true
+	if err := s.probe(ctx); err != nil {
+		s.Namespaces = false
+		rep.Namespaces = err.Error()
+		if s.UID >= 0 {
+			if err := s.probe(ctx); err != nil {
+				s.UID, s.GID = -1, -1
+				rep.User = err.Error()
+			}
+		}
+	}
+	if dir, err := cgroupDir(cgroupName); err != nil {
+		rep.Cgroup = err.Error()
+	} else {
+		s.CgroupParent = dir
+		if err := s.probe(ctx); err != nil {
+			s.CgroupParent = ""
+			rep.Cgroup = err.Error()
+		}
+	}
+	return s, rep
+}
+
+// probe runs `true` in the sandbox.
+func (s *Sandbox) probe(ctx context.Context) error {
+	res := Run(ctx, Spec{Argv: []string{"true"}, Env: Env(nil, nil), Dir: "/", Timeout: 10 * time.Second, Sandbox: s})
+	if res.Err != nil {
+		return res.Err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(res.Output))
+	}
+	return nil
+}
+
+// cgroupDir finds the cgroup v2 hierarchy and the caller's cgroup in it, and makes name there.
+func cgroupDir(name string) (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	rel := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			rel = p
+		}
+	}
+	if rel == "" {
+		return "", errors.New("no cgroup v2 hierarchy")
+	}
+	for _, mnt := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		if _, err := os.Stat(filepath.Join(mnt, "cgroup.controllers")); err != nil {
+			continue
+		}
+		dir := filepath.Join(mnt, rel, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", fmt.Errorf("cgroup v2 at %s is not writable: %w", mnt, err)
+		}
+		return dir, nil
+	}
+	return "", errors.New("no cgroup v2 mount")
+}
+
+var cgroupSeq atomic.Int64
+
+// prepare adjusts cmd's attributes for the sandbox and answers a cgroup to kill and remove at
+// the end (nil: none).
+func (s *Sandbox) prepare(attr *syscall.SysProcAttr) (*runCgroup, error) {
+	if s.Namespaces {
+		uid, gid := s.UID, s.GID
+		if uid < 0 {
+			uid, gid = os.Geteuid(), os.Getegid()
+		}
+		attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+		// The child becomes root of the namespace (the host's uid): the ids it was cloned with
+		// are not mapped there, and an unmapped process gets no capability to set up the mounts.
+		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
+	} else if s.UID >= 0 {
+		attr.Credential = &syscall.Credential{Uid: uint32(s.UID), Gid: uint32(s.GID), NoSetGroups: false, Groups: []uint32{}}
+	}
+	if s.CgroupParent == "" {
+		return nil, nil
+	}
+	dir := filepath.Join(s.CgroupParent, fmt.Sprintf("run-%d-%d", os.Getpid(), cgroupSeq.Add(1)))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("proc: cgroup: %w", err)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		_ = os.Remove(dir)
+		return nil, fmt.Errorf("proc: cgroup: %w", err)
+	}
+	attr.UseCgroupFD = true
+	attr.CgroupFD = int(f.Fd())
+	return &runCgroup{dir: dir, f: f}, nil
+}
+
+// argv answers what to execute for argv: the re-executed init when namespaces are on.
+func (s *Sandbox) argv(argv []string) (path string, args []string, err error) { //nolint:unparam // kept for other hosts' init paths
+	if !s.Namespaces {
+		return "", argv, nil
+	}
+	// The link, not the path it names: the sandbox user may not be able to reach the binary's
+	// directory (a magic link is followed without searching it).
+	return "/proc/self/exe", append([]string{initArg}, argv...), nil
+}
+
+// runCgroup is one run's cgroup.
+type runCgroup struct {
+	dir string
+	f   *os.File
+}
+
+// kill kills every process of the cgroup and removes it (waiting, bounded, for them to go).
+func (c *runCgroup) kill() {
+	if c == nil {
+		return
+	}
+	_ = c.f.Close()
+	if err := os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0); err != nil {
+		// Kernels before 5.14: kill what is listed.
+		if b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs")); err == nil {
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if err := os.Remove(c.dir); err == nil || errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
