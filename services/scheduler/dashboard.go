@@ -28,7 +28,7 @@ type dashboardFlags struct {
 func (f *dashboardFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Listen, "dashboard", envOr("CONVERGE_DASHBOARD", ""), "serve the web dashboard on this HTTP address, e.g. 0.0.0.0:7080; empty = none. It reads and steers through the services' gRPC APIs with each viewer's token [CONVERGE_DASHBOARD]")
 	fs.StringVar(&f.ReadToken, "dashboard-read-token", envOr("CONVERGE_DASHBOARD_READ_TOKEN", ""), "token the dashboard reads with for viewers who have not signed in (a read-only view; actions always need the viewer's own token) [CONVERGE_DASHBOARD_READ_TOKEN]")
-	fs.StringVar(&f.KnowledgeAddr, "knowledge", envOr("CONVERGE_KNOWLEDGE_ADDR", ""), "Knowledge address host:port, read by the dashboard's knowledge pages; empty = they say it is not configured [CONVERGE_KNOWLEDGE_ADDR]")
+	fs.StringVar(&f.KnowledgeAddr, "knowledge", envOr("CONVERGE_KNOWLEDGE_ADDR", ""), "Knowledge address host:port, read by the dashboard's knowledge pages and written with what fixed a feature build's failed criteria; empty = neither [CONVERGE_KNOWLEDGE_ADDR]")
 }
 
 // serve starts the dashboard; stop closes it and its connections.

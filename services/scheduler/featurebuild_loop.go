@@ -274,6 +274,7 @@ func (s *Server) finishIteration(ctx context.Context, fb *schedulerv1.FeatureBui
 	}
 	s.buildEvent(ctx, ex.GetId(), fmt.Sprintf("Build Feature - iteration %d ended: %s", fb.GetCurrentIteration(), verdictName(sum.GetVerdict())),
 		map[string]any{"event": "feature_build.iteration_ended", "feature_build_id": fb.GetId(), "iteration": float64(fb.GetCurrentIteration())})
+	s.recordFixes(ctx, out, ex)
 	if store.FeatureBuildEnded(out.GetStatus()) {
 		s.buildEvent(ctx, ex.GetId(), fmt.Sprintf("Build Feature - exit %s (%s)", strings.TrimPrefix(out.GetExitReason().String(), "EXIT_REASON_"),
 			strings.TrimPrefix(out.GetOutcome().String(), "OUTCOME_")), map[string]any{"event": "feature_build.exit", "feature_build_id": fb.GetId(),

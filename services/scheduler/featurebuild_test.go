@@ -16,8 +16,11 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/server"
+	"github.com/converge-dev/converge/platform/server/servertest"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -27,11 +30,12 @@ import (
 // cmd/converge's feature-build tests.)
 type loopVerifier struct {
 	verifierv1.UnimplementedVerifierServiceServer
-	failing func(n int) []string
-	blocked func(n int) bool
-	mu      sync.Mutex
-	reqs    []*verifierv1.VerifyRequest
-	reports []*verifierv1.VerifyReport
+	failing   func(n int) []string
+	blocked   func(n int) bool
+	knowledge *knowledgeRecorder
+	mu        sync.Mutex
+	reqs      []*verifierv1.VerifyRequest
+	reports   []*verifierv1.VerifyReport
 }
 
 var loopCriteria = []string{"F1", "F2", "F3"}
@@ -134,11 +138,34 @@ func (v *loopVerifier) requests() []*verifierv1.VerifyRequest {
 	return slices.Clone(v.reqs)
 }
 
-// buildBundle serves a Scheduler with the scripted Verifier and an agent that completes every
-// assignment it gets.
+// knowledgeRecorder is a Knowledge server that keeps the items recorded.
+type knowledgeRecorder struct {
+	knowledgev1.UnimplementedKnowledgeServiceServer
+	mu    sync.Mutex
+	items []*knowledgev1.RecordItemRequest
+}
+
+func (k *knowledgeRecorder) RecordItem(_ context.Context, req *knowledgev1.RecordItemRequest) (*knowledgev1.RecordItemResponse, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.items = append(k.items, req)
+	return &knowledgev1.RecordItemResponse{}, nil
+}
+
+func (k *knowledgeRecorder) recorded() []*knowledgev1.RecordItemRequest {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.items)
+}
+
+// buildBundle serves a Scheduler with the scripted Verifier, a Knowledge recorder (v.knowledge)
+// and an agent that completes every assignment it gets.
 func buildBundle(t *testing.T, st store.Store, v *loopVerifier) *testBundle {
 	t.Helper()
-	b := bundleWith(t, st, WithVerifier(serveVerifier(t, v)))
+	v.knowledge = &knowledgeRecorder{}
+	kconn := servertest.Serve(t, server.Config{Name: "knowledge-test",
+		Services: []server.Service{{Desc: &knowledgev1.KnowledgeService_ServiceDesc, Impl: v.knowledge}}})
+	b := bundleWith(t, st, WithVerifier(serveVerifier(t, v)), WithKnowledge(knowledgev1.NewKnowledgeServiceClient(kconn)))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() {
@@ -238,6 +265,16 @@ func TestFeatureBuildConvergesInTwoIterations(t *testing.T) {
 			}
 		}
 		require.Equal(t, 1, started, "the iteration's start is on its execution's event stream")
+		// What fixed F2 and F3 is Knowledge on their files, tagged with the criterion and signature.
+		require.Eventually(t, func() bool { return len(v.knowledge.recorded()) == 2 }, 10*time.Second, 10*time.Millisecond)
+		k := v.knowledge.recorded()[0]
+		require.Equal(t, knowledgev1.ItemType_ITEM_TYPE_GOTCHA, k.GetType())
+		require.Equal(t, "src/f2.go", k.GetFilePattern())
+		require.Contains(t, k.GetTags(), "criterion-f2")
+		require.Contains(t, k.GetTags(), "signature-"+signature([]string{"F2", "F3"})[:12])
+		require.Contains(t, k.GetContent(), "Done-criterion F2 of feature inventory-export failed")
+		require.Contains(t, k.GetContent(), "Gap: location missing")
+		require.Equal(t, "fix-F2", k.GetSource().GetTaskId())
 		require.Eventually(t, func() bool { // logged right after the build ended
 			for _, e := range logOf(t, b, ex2.GetId(), commonv1.EventType_EVENT_TYPE_INFO) {
 				if strings.Contains(e.GetMessage(), "Build Feature - exit SUCCESS (CONVERGED)") {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
+	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
@@ -125,6 +126,15 @@ func Module() servicecmd.Module {
 			}
 			if verifierConn != nil {
 				opts = append(opts, WithVerifier(verifierv1.NewVerifierServiceClient(verifierConn)))
+			}
+			if e := rt.Embedded; e != nil {
+				opts = append(opts, WithKnowledge(knowledgev1.NewKnowledgeServiceClient(e.Self)))
+			} else if dash.KnowledgeAddr != "" {
+				conn, err := dial(dash.KnowledgeAddr)
+				if err != nil {
+					return servicecmd.Built{Close: closeAll}, err
+				}
+				opts = append(opts, WithKnowledge(knowledgev1.NewKnowledgeServiceClient(conn)))
 			}
 			if regConn != nil {
 				opts = append(opts, WithRegistry(registryv1.NewRegistryServiceClient(regConn), stale))

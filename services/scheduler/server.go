@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
@@ -51,6 +52,8 @@ type Server struct {
 	verifyTries   int
 	verifyBackoff backoffPolicy
 	verifying     sync.Map
+	// knowledge records what fixed a feature build's failed criteria (WithKnowledge); nil: nothing.
+	knowledge knowledgev1.KnowledgeServiceClient
 	// gitExport serves local repositories to the Verifier (WithGitExport); nil: none.
 	gitExport *gitExport
 	// watchers bounds the WatchExecution streams in flight (watchlimits.go).
