@@ -46,10 +46,10 @@ type chartBar struct {
 // chart lays the iterations' progress out as bars of an SVG 0..100 chart (drawn by the template
 // with attributes only: the Content-Security-Policy allows no inline style).
 func chart(its []*schedulerv1.FeatureIteration) (bars []chartBar, width int) {
-	const barW, gap, height = 28, 8, 100
+	const barW, gap, top = 28, 16, 14 // top: room for the percent above a full bar
 	for i, it := range its {
 		p := max(0, min(100, it.GetProgressPercent()))
-		b := chartBar{Number: it.GetNumber(), Percent: p, X: gap + i*(barW+gap), H: int(p), Y: height - int(p),
+		b := chartBar{Number: it.GetNumber(), Percent: p, X: gap + i*(barW+gap), H: int(p), Y: top + 100 - int(p),
 			Regressed: len(it.GetRegressedCriteria()) > 0}
 		b.Description = fmt.Sprintf("iteration %d: %d%% of the automatic criteria passing", it.GetNumber(), p)
 		if b.Regressed {

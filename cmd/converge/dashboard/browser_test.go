@@ -16,6 +16,9 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/clustertest"
 )
 
 // chromium answers the browser to drive, or skips the test saying how to get one.
@@ -215,6 +218,44 @@ func TestBrowserWatchesAndSteersTheGreeter(t *testing.T) {
 	require.Contains(t, txt, "Sign-off recorded")
 	require.Contains(t, txt, "Signed off: PASS by Ada Reviewer")
 	b.shot(t, shots, "verify.png")
+
+	// The sign-off reaches the run: its outcome on the runs page moves from
+	// CONVERGED_PENDING_HUMAN to CONVERGED (the Scheduler asks the Verifier every few seconds).
+	outcome := `(document.querySelector("tr[data-run] td[data-label=Status] small") || {}).textContent || ""`
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		b.do(t, chromedp.Navigate(s.url+"/"))
+		got, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](outcome))
+		require.NoError(t, err)
+		if got == "CONVERGED" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the run's outcome stayed %q after the sign-off", got)
+		b.do(t, chromedp.Sleep(500*time.Millisecond)) //nolint:forbidigo // the page is polled, as a person would reload it
+	}
+
+	// A feature build (the build → verify loop) of a small list: its page with the iterations and
+	// the criteria-progress chart.
+	fbRepo := filepath.Join(s.dir, "notes") // under the agents' allowed root
+	for _, args := range [][]string{{"init", "-q", "-b", "main", fbRepo}, {"-C", fbRepo, "commit", "-q", "--allow-empty", "-m", "start"}} {
+		out, err := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t"}, args...)...).CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+	sched := schedulerv1.NewSchedulerServiceClient(s.conn(t, ""))
+	fb, err := sched.StartFeatureBuild(t.Context(), &schedulerv1.StartFeatureBuildRequest{Feature: "greeter-notes",
+		TaskListSource: &schedulerv1.StartFeatureBuildRequest_TaskList{TaskList: clustertest.Layered("greeter-notes", fbRepo, 3, "0")}})
+	require.NoError(t, err)
+	fbID := fb.GetFeatureBuild().GetId()
+	require.Eventually(t, func() bool {
+		res, err := sched.GetFeatureBuild(t.Context(), &schedulerv1.GetFeatureBuildRequest{Key: &schedulerv1.GetFeatureBuildRequest_FeatureBuildId{FeatureBuildId: fbID}})
+		return err == nil && res.GetFeatureBuild().GetEndTime() != nil
+	}, 3*time.Minute, 200*time.Millisecond)
+	b.do(t, chromedp.Navigate(s.url+"/builds"), chromedp.WaitVisible(chromedp.CSS(`tr[data-build="`+fbID+`"]`)))
+	b.do(t, chromedp.Navigate(s.url+"/builds/"+fbID), chromedp.WaitVisible(chromedp.ID("it-h")))
+	txt = b.text(t)
+	require.Contains(t, txt, "SUCCESS")
+	require.Contains(t, txt, "Criteria progress")
+	b.shot(t, shots, "build.png")
 
 	// Agents and locks, at a phone's width too.
 	b.do(t, chromedp.Navigate(s.url+"/agents"))
