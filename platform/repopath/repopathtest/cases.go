@@ -98,8 +98,8 @@ var Cases = []Case{
 	{In: ".git/config", Why: "inside .git"},
 	{In: "sub/.git/hooks/pre-commit", Why: "nested .git"},
 	{In: "sub/.GIT/config", Why: ".GIT on a case-insensitive file system"},
-	{In: ".GIT/config", Why: ".GIT at the root (issue 14 finding 12: the Scheduler accepted it)"},
-	{In: "sub/.git/config", Why: "nested .git (issue 14 finding 12: the Scheduler accepted it)"},
+	{In: ".GIT/config", Why: ".GIT at the root (the Scheduler once accepted it)"},
+	{In: "sub/.git/config", Why: "nested .git (the Scheduler once accepted it)"},
 	{In: "a/.Git", Why: "trailing .Git"},
 
 	// Globs.

@@ -4,12 +4,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/converge-dev/converge/services/registry"
 )
 
 // The stale and gone windows are flags with CONVERGE_* variables, checked before anything starts.
 func TestWindowFlags(t *testing.T) {
 	cmd := command()
-	require.Equal(t, "30s", cmd.Flags().Lookup("stale-after").DefValue)
+	require.Equal(t, registry.DefaultStaleWindow.String(), cmd.Flags().Lookup("stale-after").DefValue)
+	require.Equal(t, "1m0s", cmd.Flags().Lookup("stale-after").DefValue, "the seeds: stale after 60 s without a heartbeat")
 	require.Equal(t, "0s", cmd.Flags().Lookup("gone-after").DefValue)
 
 	for _, tc := range []struct {
