@@ -142,7 +142,7 @@ func sections(in In) []*section {
 		add("Specification (excerpt)", strings.TrimSpace(demote(in.Spec)), trimSpec)
 	}
 	if p := strings.TrimSpace(in.PreviousTask); p != "" {
-		add("Previous Task (done before this one)", demote(p), trimPrevious)
+		add("Previous Tasks (done before this one, in this run)", demote(p), trimPrevious)
 	}
 	add("Validation", validation(t.GetValidation()), keep)
 	if len(in.Hints) > 0 {

@@ -22,9 +22,10 @@ import (
 //   - the project's conventions: the ConventionsSource files of the task list's ProjectContext
 //     (the "## " sections named, or whole), else AGENTS.md, CLAUDE.md, .cursorrules and
 //     CONVENTIONS.md at the root when present; at most convBudget bytes in all;
-//   - the spec (ProjectContext.spec_file, at most specBudget bytes) and the idea context
+//   - the spec (ProjectContext.spec_file, else the design.md beside tasks_file; at most
+//     specBudget bytes) and the idea context
 //     (ProjectContext.context_files, at most contextFileBudget bytes each);
-//   - the summary of the task this agent did before in the same run;
+//   - the summaries of the tasks this agent did before in the same run (seed 003);
 //   - on a retry, why the last try failed (its error and output tail) and its diff;
 //   - the Knowledge gotchas of the task's files (gotchas, with ownership and locks, are read
 //     before the worktree exists).
@@ -104,6 +105,11 @@ func loadProject(wt *workspace.Worktree, pc *schedulerv1.ProjectContext) project
 		if text, ok := read(f, specBudget, true); ok {
 			p.spec = strings.TrimSpace(text)
 		}
+	} else if tf := pc.GetTasksFile(); tf != "" && !strings.HasPrefix(tf, "/") {
+		// pb-build's layout (seed 003): specs/<dir>/tasks.md beside specs/<dir>/design.md.
+		if text, ok := read(path.Join(path.Dir(tf), "design.md"), specBudget, false); ok {
+			p.spec = strings.TrimSpace(text)
+		}
 	}
 	var idea []string
 	for _, f := range pc.GetContextFiles() {
@@ -158,7 +164,7 @@ type primeIn struct {
 	project  project
 	gotchas  []prompt.Gotcha
 	hints    []string // why earlier tries (and earlier attempts, from the Scheduler) failed
-	previous string   // the previous task's summary
+	previous string   // the summaries of the run's previous tasks
 	diff     string   // the last failed try's diff
 }
 
@@ -168,24 +174,30 @@ func buildPrompt(ca *schedulerv1.ClaimedAssignment, in primeIn) string {
 		Spec: in.project.spec, IdeaContext: in.project.idea, PreviousTask: in.previous, FailedDiff: in.diff, MaxBytes: promptBudget})
 }
 
-// rememberTask keeps the summary of a task this worker ended, for the next task of the same run.
+// rememberTask adds the summary of a task this worker ended to the run's list, for the next
+// tasks' prompts (seed 003: "a summary of previous tasks", one entry per task; the last
+// maxPrevious are kept).
 func (w *Worker) rememberTask(executionID string, summary string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.previous == nil {
-		w.previous = map[string]string{}
+		w.previous = map[string][]string{}
 	}
-	if len(w.previous) > 64 { // runs this worker no longer works on
+	if _, ok := w.previous[executionID]; !ok && len(w.previous) >= 64 { // runs this worker no longer works on
 		clear(w.previous)
 	}
-	w.previous[executionID] = summary
+	list := append(w.previous[executionID], summary)
+	w.previous[executionID] = list[max(0, len(list)-maxPrevious):]
 }
 
-// previousTask answers the summary of the last task this worker ended in the run.
+// maxPrevious bounds the summaries of previous tasks kept per run.
+const maxPrevious = 20
+
+// previousTask answers the summaries of the tasks this worker ended in the run, oldest first.
 func (w *Worker) previousTask(executionID string) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.previous[executionID]
+	return strings.Join(w.previous[executionID], "\n\n")
 }
 
 // taskSummary summarises how a task ended, for the next task's prompt.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -143,6 +144,36 @@ func TestPrimeFeedsTheExecutor(t *testing.T) {
 	h.complete()
 	second, err := os.ReadFile(filepath.Join(prompts, "2-1.md"))
 	require.NoError(t, err)
-	require.Contains(t, string(second), "## Previous Task (done before this one)")
+	require.Contains(t, string(second), "## Previous Tasks (done before this one, in this run)")
 	require.True(t, strings.Contains(string(second), "Task 1: first: SUCCEEDED after 2 tries"), "%s", second)
+}
+
+// Issue 15 part 1 (seed 003's layout): a list imported from specs/<dir>/tasks.md without a
+// spec_file gets specs/<dir>/design.md as its spec when the repository has one.
+func TestPrimeFindsTheDesignBesideTheTasksFile(t *testing.T) {
+	t.Parallel()
+	wt := primeWorktree(t, map[string]string{"specs/01-auth/design.md": "# Auth\n\nSessions expire after an hour.\n", "specs/01-auth/tasks.md": "# Tasks\n"}, nil)
+	p := loadProject(wt, &schedulerv1.ProjectContext{TasksFile: "specs/01-auth/tasks.md"})
+	require.Equal(t, "# Auth\n\nSessions expire after an hour.", p.spec)
+	require.Empty(t, p.skipped)
+	p = loadProject(wt, &schedulerv1.ProjectContext{TasksFile: "tasks.md"}) // no design.md beside it: nothing, silently
+	require.Empty(t, p.spec)
+	require.Empty(t, p.skipped)
+}
+
+// Issue 15 part 1 (seed 003): the prompt carries a summary of every task the agent did before in
+// the run, oldest first.
+func TestPreviousTasksAccumulate(t *testing.T) {
+	t.Parallel()
+	w, err := New(Config{StandAlone: true, DataDir: t.TempDir()})
+	require.NoError(t, err)
+	for i := range maxPrevious + 2 {
+		w.rememberTask("ex_1", "task "+strconv.Itoa(i))
+	}
+	w.rememberTask("ex_2", "other run")
+	got := strings.Split(w.previousTask("ex_1"), "\n\n")
+	require.Len(t, got, maxPrevious)
+	require.Equal(t, "task 2", got[0])
+	require.Equal(t, "task "+strconv.Itoa(maxPrevious+1), got[len(got)-1])
+	require.Equal(t, "other run", w.previousTask("ex_2"))
 }

@@ -111,8 +111,8 @@ type Worker struct {
 	replaced error
 	// beat asks the heartbeat loop for a heartbeat now (the state changed).
 	beat chan struct{}
-	// previous is the summary of the last task ended per execution (Prime's previous task).
-	previous map[string]string
+	// previous are the summaries of the tasks ended per execution (Prime's previous tasks).
+	previous map[string][]string
 	// hbMu orders heartbeats: each reads the state and sends it before the next reads it, so a
 	// stale IDLE never lands after the RUNNING of a claim.
 	hbMu sync.Mutex
