@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
@@ -31,9 +32,10 @@ type buildOptions struct {
 	AllowPendingHuman bool
 	// AgentCLI is the coding-agent command line every task runs through (the agent-cli executor,
 	// prompt on stdin); empty = each task's own command.
-	AgentCLI string
-	AppStart string
-	AppReady string
+	AgentCLI   string
+	AppStart   string
+	AppReady   string
+	AppTimeout time.Duration
 	// Scope guards (seed §15); unset = the Scheduler's defaults.
 	ConfirmRequired, Confirmed []string
 	MaxFiles, MaxLines         int
@@ -93,8 +95,9 @@ func buildCommand() *cobra.Command {
 	fs.BoolVar(&o.Resume, "resume", false, "continue the latest build of the feature from its last iteration")
 	fs.BoolVar(&o.AllowPendingHuman, "allow-pending-human", false, "exit 0 also when the build converged with HUMAN_VERIFY criteria waiting for sign-off")
 	fs.StringVar(&o.AgentCLI, "agent-cli", os.Getenv("CONVERGE_AGENT_CLI"), "coding-agent command line each task runs through, prompt on stdin, e.g. 'claude -p' [CONVERGE_AGENT_CLI]")
-	fs.StringVar(&o.AppStart, "app-start", "", "command that starts the app under test before Verify Done (not supported yet)")
-	fs.StringVar(&o.AppReady, "app-ready", "", "readiness URL of the app under test (not supported yet)")
+	fs.StringVar(&o.AppStart, "app-start", "", "shell command that starts the app under test in a checkout of the run branch before each Verify Done (stopped after), e.g. 'go run ./cmd/server'")
+	fs.StringVar(&o.AppReady, "app-ready", "", "URL polled until the app answers 2xx, e.g. http://127.0.0.1:8080/healthz; its host is the base URL of http checks")
+	fs.DurationVar(&o.AppTimeout, "app-timeout", 60*time.Second, "how long one start of the app may take to become ready (3 attempts), 1s to 10m")
 	fs.StringSliceVar(&o.ConfirmRequired, "confirm-required", nil, "scope guard: repository globs whose change needs a person's confirmation (the build stops BLOCKED)")
 	fs.StringSliceVar(&o.Confirmed, "confirm", nil, "scope guard: paths a person confirmed (with --resume after a confirm-required stop)")
 	fs.IntVar(&o.MaxFiles, "max-files", 10, "scope guard: most files one iteration may change (0 = no limit)")
@@ -129,8 +132,10 @@ func runBuild(parent context.Context, o buildOptions, env runEnv) error {
 		return usagef("want a task list file (or --resume)")
 	case o.Resume && inProcess && o.run.DataDir == "":
 		return usagef("--resume needs the build's state: give --data-dir (where the build ran) or --server")
-	case o.AppStart != "" || o.AppReady != "":
-		return usagef("--app-start and --app-ready are not supported yet: start the app yourself and give the criteria its address")
+	case (o.AppStart == "") != (o.AppReady == ""):
+		return usagef("--app-start and --app-ready go together: the command that starts the app and the URL that says it is ready")
+	case o.AppTimeout < time.Second || o.AppTimeout > 10*time.Minute:
+		return usagef("--app-timeout %s: want 1s to 10m", o.AppTimeout)
 	case !inProcess && (env.agentsSet || env.dataDirSet || env.inMemorySet):
 		return usagef("--agents, --data-dir and --in-memory configure the in-process suite: not with --server")
 	case inProcess && (o.run.Agents < 1 || o.run.Agents > 64):
@@ -145,6 +150,9 @@ func runBuild(parent context.Context, o buildOptions, env runEnv) error {
 	if len(o.ConfirmRequired) > 0 || len(o.Confirmed) > 0 || o.MaxFiles != 10 || o.MaxLines != 500 {
 		req.ScopeGuards = &schedulerv1.ScopeGuards{BlocklistGlobs: []string{".env*", "**/.env*", ".git/**"},
 			MaxFilesPerIteration: int32(o.MaxFiles), MaxLinesPerIteration: int32(o.MaxLines), ConfirmRequiredGlobs: o.ConfirmRequired, ConfirmedPaths: o.Confirmed}
+	}
+	if o.AppStart != "" {
+		req.App = &schedulerv1.AppUnderTest{StartCommand: o.AppStart, ReadyUrl: o.AppReady, ReadyTimeout: durationpb.New(o.AppTimeout)}
 	}
 	if o.AgentCLI != "" {
 		argv := strings.Fields(o.AgentCLI)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -121,4 +123,36 @@ func TestBuildFeatureScopeGuardBlocksThenResumeConverges(t *testing.T) {
 	code, out, errOut = cli(t, "build", "inventory-export", "--resume", "--data-dir", data, "--repo", repo)
 	require.Equal(t, exitFailure, code)
 	require.Contains(t, out+errOut, "already converged")
+}
+
+// The app under test never gets ready (its start command waits for a file a person has not made
+// yet): three attempts, each in the recovery log, then BLOCKED with the log in the report. Once
+// the blocker is removed, --resume verifies again (nothing left to build), then fixes F2 and F3:
+// CONVERGED.
+func TestBuildFeatureNeverReadyAppBlocksThenResumeConverges(t *testing.T) {
+	t.Parallel()
+	data, gate := t.TempDir(), filepath.Join(t.TempDir(), "allow")
+	repo := featureLoopRepo(t)
+	script, err := filepath.Abs(filepath.Join(featureLoop, "fixer.sh"))
+	require.NoError(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	start := fmt.Sprintf("if test -f %s; then exec python3 -m http.server %d --bind 127.0.0.1; else exec sleep 30; fi", gate, port)
+	ready := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	args := []string{"build", "inventory-export", featureLoopTasks, "--criteria", featureLoopCriteria, "--repo", repo, "--agents", "2",
+		"--agent-cli", "sh " + script, "--data-dir", data, "--app-start", start, "--app-ready", ready, "--app-timeout", "1s"}
+	code, out, errOut := cli(t, args...)
+	require.Equal(t, exitFailure, code, out+errOut)
+	for _, want := range []string{"## Build Feature - BLOCKED", "recovery exhausted: the app did not become ready in 3 attempts",
+		"### Recovery Log", "| App not running | start: " + start + " | Failed: not ready within 1s |", "converge build inventory-export --resume"} {
+		require.Contains(t, out, want)
+	}
+
+	require.NoError(t, os.WriteFile(gate, nil, 0o644)) // a person removes the blocker
+	code, out, errOut = cli(t, "build", "inventory-export", "--resume", "--data-dir", data, "--repo", repo)
+	require.Equal(t, exitOK, code, out+errOut)
+	require.Contains(t, out, "## Build Feature - CONVERGED ✅")
+	require.Contains(t, out, "| 3 | 3/3 | Fixed F2, F3 |")
 }

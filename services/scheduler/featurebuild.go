@@ -102,7 +102,7 @@ func (s *Server) StartFeatureBuild(ctx context.Context, req *schedulerv1.StartFe
 	sum := sha256.Sum256([]byte(criteria))
 	fb := &schedulerv1.FeatureBuild{Feature: req.GetFeature(), TaskListId: listID, Status: schedulerv1.FeatureBuildStatus_FEATURE_BUILD_STATUS_PENDING,
 		MaxIterations: int32(defaultMaxIterations), Criteria: progress, Autonomy: autonomy, ScopeGuards: guards, Options: opts,
-		SkipVerify: req.GetSkipVerify(), DoneCriteriaSha256: hex.EncodeToString(sum[:])}
+		SkipVerify: req.GetSkipVerify(), DoneCriteriaSha256: hex.EncodeToString(sum[:]), App: req.GetApp()}
 	if req.MaxIterations != nil {
 		fb.MaxIterations = req.GetMaxIterations()
 	}
@@ -166,6 +166,9 @@ func (s *Server) resumeFeatureBuild(ctx context.Context, req *schedulerv1.StartF
 		}
 		if g := req.GetScopeGuards(); g != nil {
 			fb.ScopeGuards = g
+		}
+		if a := req.GetApp(); a != nil {
+			fb.App = a
 		}
 		return nil
 	})

@@ -226,6 +226,13 @@ func escalationReport(b *schedulerv1.FeatureBuild, reason, stuck string) string 
 		pathTable(&w, b, false)
 		w.WriteString("\n")
 	}
+	if len(b.GetRecoveryLog()) > 0 {
+		w.WriteString("### Recovery Log\n| Time | Issue | Action | Result |\n|------|-------|--------|--------|\n")
+		for _, r := range b.GetRecoveryLog() {
+			fmt.Fprintf(&w, "| %s | %s | %s | %s |\n", r.GetTime().AsTime().UTC().Format("15:04:05"), r.GetIssue(), r.GetAction(), r.GetResult())
+		}
+		w.WriteString("\n")
+	}
 	if stuck != "" {
 		fmt.Fprintf(&w, "### Stuck Point\n%s still failing after iteration %d.\n\n", stuck, len(b.GetIterations()))
 		w.WriteString("**Attempted fixes:**\n")

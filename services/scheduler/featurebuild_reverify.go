@@ -81,9 +81,19 @@ func (s *Server) reverifyOnce(ctx context.Context, fb *schedulerv1.FeatureBuild)
 		sum.BlockReason = "the run branch could not be checked out for Verify Done: " + err.Error()
 	} else {
 		defer cleanup()
-		res, err := s.callVerifier(ctx, ex.GetId(), &verifierv1.VerifyRequest{LoopKey: fb.GetId(), Parallelism: 4, Target: target,
-			CriteriaSource: &verifierv1.VerifyRequest_CriteriaMarkdown{CriteriaMarkdown: dc}})
-		if err != nil {
+		app, why := s.startApp(ctx, fb, ex, runCommit(waves))
+		if app != nil {
+			defer app.stop()
+			target.BaseUrl = app.baseURL
+		}
+		var res *verifierv1.VerifyResponse
+		if why == "" {
+			res, err = s.callVerifier(ctx, ex.GetId(), &verifierv1.VerifyRequest{LoopKey: fb.GetId(), Parallelism: 4, Target: target,
+				CriteriaSource: &verifierv1.VerifyRequest_CriteriaMarkdown{CriteriaMarkdown: dc}})
+		}
+		if why != "" {
+			sum.BlockReason = "the app under test is not running: " + why
+		} else if err != nil {
 			if ctx.Err() != nil {
 				return err
 			}

@@ -144,6 +144,18 @@ func (s *Server) verify(ctx context.Context, e *schedulerv1.Execution, commit st
 	}
 	defer cleanup()
 	req.Target = target
+	if e.GetFeatureBuildId() != "" { // the build's app under test, if any (featurebuild_app.go)
+		app, why := s.iterationApp(ctx, e, commit)
+		if why != "" {
+			end(commonv1.Outcome_OUTCOME_BLOCKED, &schedulerv1.VerifySummary{Verdict: commonv1.Verdict_VERDICT_BLOCKED, VerifyTime: now,
+				BlockReason: why}, "the app under test is not running: "+why)
+			return
+		}
+		if app != nil {
+			defer app.stop()
+			req.Target.BaseUrl = app.baseURL
+		}
+	}
 	res, err := s.callVerifier(ctx, e.GetId(), req)
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, errVerifyEnded) {

@@ -6928,7 +6928,9 @@ type FeatureBuild struct {
 	// When it ended.
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// When it last changed.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,26,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,26,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The app under test started before each Verify Done; unset: none.
+	App           *AppUnderTest `protobuf:"bytes,27,opt,name=app,proto3" json:"app,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7145,6 +7147,13 @@ func (x *FeatureBuild) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *FeatureBuild) GetApp() *AppUnderTest {
+	if x != nil {
+		return x.App
+	}
+	return nil
+}
+
 // Request of StartFeatureBuild. Iteration 1 runs the task list; each later iteration runs a new
 // execution (triggered_by FEATURE_BUILD) of the tasks not yet completed plus one fix task per
 // failed criterion, built from the verify report's failure details (expected, actual, gap,
@@ -7177,7 +7186,10 @@ type StartFeatureBuildRequest struct {
 	// lines per iteration; no confirm-required paths.
 	ScopeGuards *ScopeGuards `protobuf:"bytes,10,opt,name=scope_guards,json=scopeGuards,proto3" json:"scope_guards,omitempty"`
 	// Options for each iteration's execution (executor, parallelism, budgets, ...).
-	Options       *ExecutionOptions `protobuf:"bytes,11,opt,name=options,proto3" json:"options,omitempty"`
+	Options *ExecutionOptions `protobuf:"bytes,11,opt,name=options,proto3" json:"options,omitempty"`
+	// The app under test: started from the run branch before each Verify Done, polled until ready,
+	// stopped after; http checks by path go to its base URL. Unset: none (start it yourself).
+	App           *AppUnderTest `protobuf:"bytes,12,opt,name=app,proto3" json:"app,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7300,6 +7312,13 @@ func (x *StartFeatureBuildRequest) GetOptions() *ExecutionOptions {
 	return nil
 }
 
+func (x *StartFeatureBuildRequest) GetApp() *AppUnderTest {
+	if x != nil {
+		return x.App
+	}
+	return nil
+}
+
 type isStartFeatureBuildRequest_TaskListSource interface {
 	isStartFeatureBuildRequest_TaskListSource()
 }
@@ -7318,6 +7337,84 @@ func (*StartFeatureBuildRequest_TaskListId) isStartFeatureBuildRequest_TaskListS
 
 func (*StartFeatureBuildRequest_TaskList) isStartFeatureBuildRequest_TaskListSource() {}
 
+// AppUnderTest is the application a feature build's http checks need running (seed §4.5, §5). The
+// Scheduler starts it in a checkout of the run branch's commit (its own process group, so it is
+// stopped with everything it started), polls ready_url, and records each attempt in the build's
+// recovery_log; a port held by a process converge did not start ends the build BLOCKED naming the
+// port (converge never kills a foreign process).
+type AppUnderTest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Shell command that starts the app in the checkout's root, e.g. "go run ./cmd/server". Required.
+	StartCommand string `protobuf:"bytes,1,opt,name=start_command,json=startCommand,proto3" json:"start_command,omitempty"`
+	// URL polled until it answers 2xx, e.g. "http://127.0.0.1:8080/healthz"; its scheme and host
+	// are the base URL of the Verifier's http checks. Required; http or https.
+	ReadyUrl string `protobuf:"bytes,2,opt,name=ready_url,json=readyUrl,proto3" json:"ready_url,omitempty"`
+	// How long one start may take to become ready (default 60 s, the seed's; 1 s to 10 min).
+	ReadyTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=ready_timeout,json=readyTimeout,proto3" json:"ready_timeout,omitempty"`
+	// TCP port the app listens on, checked free before the start (0 = the ready URL's port).
+	Port          int32 `protobuf:"varint,4,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppUnderTest) Reset() {
+	*x = AppUnderTest{}
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppUnderTest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppUnderTest) ProtoMessage() {}
+
+func (x *AppUnderTest) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppUnderTest.ProtoReflect.Descriptor instead.
+func (*AppUnderTest) Descriptor() ([]byte, []int) {
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *AppUnderTest) GetStartCommand() string {
+	if x != nil {
+		return x.StartCommand
+	}
+	return ""
+}
+
+func (x *AppUnderTest) GetReadyUrl() string {
+	if x != nil {
+		return x.ReadyUrl
+	}
+	return ""
+}
+
+func (x *AppUnderTest) GetReadyTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.ReadyTimeout
+	}
+	return nil
+}
+
+func (x *AppUnderTest) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
 // Response of StartFeatureBuild.
 type StartFeatureBuildResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -7333,7 +7430,7 @@ type StartFeatureBuildResponse struct {
 
 func (x *StartFeatureBuildResponse) Reset() {
 	*x = StartFeatureBuildResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7345,7 +7442,7 @@ func (x *StartFeatureBuildResponse) String() string {
 func (*StartFeatureBuildResponse) ProtoMessage() {}
 
 func (x *StartFeatureBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7358,7 +7455,7 @@ func (x *StartFeatureBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartFeatureBuildResponse.ProtoReflect.Descriptor instead.
 func (*StartFeatureBuildResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{72}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *StartFeatureBuildResponse) GetFeatureBuild() *FeatureBuild {
@@ -7398,7 +7495,7 @@ type GetFeatureBuildRequest struct {
 
 func (x *GetFeatureBuildRequest) Reset() {
 	*x = GetFeatureBuildRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7410,7 +7507,7 @@ func (x *GetFeatureBuildRequest) String() string {
 func (*GetFeatureBuildRequest) ProtoMessage() {}
 
 func (x *GetFeatureBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7423,7 +7520,7 @@ func (x *GetFeatureBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureBuildRequest.ProtoReflect.Descriptor instead.
 func (*GetFeatureBuildRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{73}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetFeatureBuildRequest) GetKey() isGetFeatureBuildRequest_Key {
@@ -7480,7 +7577,7 @@ type GetFeatureBuildResponse struct {
 
 func (x *GetFeatureBuildResponse) Reset() {
 	*x = GetFeatureBuildResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7492,7 +7589,7 @@ func (x *GetFeatureBuildResponse) String() string {
 func (*GetFeatureBuildResponse) ProtoMessage() {}
 
 func (x *GetFeatureBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7505,7 +7602,7 @@ func (x *GetFeatureBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureBuildResponse.ProtoReflect.Descriptor instead.
 func (*GetFeatureBuildResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{74}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetFeatureBuildResponse) GetFeatureBuild() *FeatureBuild {
@@ -7532,7 +7629,7 @@ type ListFeatureBuildsRequest struct {
 
 func (x *ListFeatureBuildsRequest) Reset() {
 	*x = ListFeatureBuildsRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7544,7 +7641,7 @@ func (x *ListFeatureBuildsRequest) String() string {
 func (*ListFeatureBuildsRequest) ProtoMessage() {}
 
 func (x *ListFeatureBuildsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7557,7 +7654,7 @@ func (x *ListFeatureBuildsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFeatureBuildsRequest.ProtoReflect.Descriptor instead.
 func (*ListFeatureBuildsRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{75}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListFeatureBuildsRequest) GetPageSize() int32 {
@@ -7601,7 +7698,7 @@ type ListFeatureBuildsResponse struct {
 
 func (x *ListFeatureBuildsResponse) Reset() {
 	*x = ListFeatureBuildsResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7613,7 +7710,7 @@ func (x *ListFeatureBuildsResponse) String() string {
 func (*ListFeatureBuildsResponse) ProtoMessage() {}
 
 func (x *ListFeatureBuildsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7626,7 +7723,7 @@ func (x *ListFeatureBuildsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFeatureBuildsResponse.ProtoReflect.Descriptor instead.
 func (*ListFeatureBuildsResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{76}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListFeatureBuildsResponse) GetFeatureBuilds() []*FeatureBuild {
@@ -7656,7 +7753,7 @@ type CancelFeatureBuildRequest struct {
 
 func (x *CancelFeatureBuildRequest) Reset() {
 	*x = CancelFeatureBuildRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7668,7 +7765,7 @@ func (x *CancelFeatureBuildRequest) String() string {
 func (*CancelFeatureBuildRequest) ProtoMessage() {}
 
 func (x *CancelFeatureBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7681,7 +7778,7 @@ func (x *CancelFeatureBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelFeatureBuildRequest.ProtoReflect.Descriptor instead.
 func (*CancelFeatureBuildRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{77}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *CancelFeatureBuildRequest) GetFeatureBuildId() string {
@@ -7709,7 +7806,7 @@ type CancelFeatureBuildResponse struct {
 
 func (x *CancelFeatureBuildResponse) Reset() {
 	*x = CancelFeatureBuildResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7721,7 +7818,7 @@ func (x *CancelFeatureBuildResponse) String() string {
 func (*CancelFeatureBuildResponse) ProtoMessage() {}
 
 func (x *CancelFeatureBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7734,7 +7831,7 @@ func (x *CancelFeatureBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelFeatureBuildResponse.ProtoReflect.Descriptor instead.
 func (*CancelFeatureBuildResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{78}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *CancelFeatureBuildResponse) GetFeatureBuild() *FeatureBuild {
@@ -8356,7 +8453,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x06result\x18\x04 \x01(\tR\x06result\x12\x1c\n" +
 	"\tsucceeded\x18\x05 \x01(\bR\tsucceeded\x12\x18\n" +
 	"\aattempt\x18\x06 \x01(\x05R\aattempt\x12\x1c\n" +
-	"\titeration\x18\a \x01(\x05R\titeration\"\xbe\n" +
+	"\titeration\x18\a \x01(\x05R\titeration\"\xf5\n" +
 	"\n" +
 	"\fFeatureBuild\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
@@ -8393,7 +8490,8 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"start_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12;\n" +
 	"\vupdate_time\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xc5\b\n" +
+	"updateTime\x125\n" +
+	"\x03app\x18\x1b \x01(\v2#.converge.scheduler.v1.AppUnderTestR\x03app\"\xfc\b\n" +
 	"\x18StartFeatureBuildRequest\x12C\n" +
 	"\afeature\x18\x01 \x01(\tB)\xbaH&r$2\"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$R\afeature\x12N\n" +
 	"\ftask_list_id\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$H\x00R\n" +
@@ -8410,10 +8508,18 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\bautonomy\x18\t \x01(\x0e2\x1f.converge.scheduler.v1.AutonomyB\b\xbaH\x05\x82\x01\x02\x10\x01R\bautonomy\x12E\n" +
 	"\fscope_guards\x18\n" +
 	" \x01(\v2\".converge.scheduler.v1.ScopeGuardsR\vscopeGuards\x12A\n" +
-	"\aoptions\x18\v \x01(\v2'.converge.scheduler.v1.ExecutionOptionsR\aoptions:\xa4\x01\xbaH\xa0\x01\x1a\x9d\x01\n" +
+	"\aoptions\x18\v \x01(\v2'.converge.scheduler.v1.ExecutionOptionsR\aoptions\x125\n" +
+	"\x03app\x18\f \x01(\v2#.converge.scheduler.v1.AppUnderTestR\x03app:\xa4\x01\xbaH\xa0\x01\x1a\x9d\x01\n" +
 	" feature_build.task_list_required\x12:task_list_id or task_list is required unless resume is set\x1a=this.resume || this.task_list_id != '' || has(this.task_list)B\x12\n" +
 	"\x10task_list_sourceB\x11\n" +
-	"\x0f_max_iterations\"\xf3\x01\n" +
+	"\x0f_max_iterations\"\xbd\x02\n" +
+	"\fAppUnderTest\x12/\n" +
+	"\rstart_command\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\x80@R\fstartCommand\x12\x89\x01\n" +
+	"\tready_url\x18\x02 \x01(\tBl\xbaHi\xba\x01^\n" +
+	"\x0furl.http_scheme\x12 URL scheme must be http or https\x1a)this.matches('^[hH][tT][tT][pP][sS]?://')r\x06\x18\x80\x10\x88\x01\x01R\breadyUrl\x12O\n" +
+	"\rready_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\x0f\xbaH\f\xaa\x01\t\"\x03\b\xd8\x042\x02\b\x01R\freadyTimeout\x12\x1f\n" +
+	"\x04port\x18\x04 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xff\xff\x03(\x00R\x04port\"\xf3\x01\n" +
 	"\x19StartFeatureBuildResponse\x12H\n" +
 	"\rfeature_build\x18\x01 \x01(\v2#.converge.scheduler.v1.FeatureBuildR\ffeatureBuild\x12G\n" +
 	"\rplanned_waves\x18\x02 \x03(\v2\".converge.scheduler.v1.PlannedWaveR\fplannedWaves\x12C\n" +
@@ -8574,7 +8680,7 @@ func file_converge_scheduler_v1_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_converge_scheduler_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
-var file_converge_scheduler_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_converge_scheduler_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_converge_scheduler_v1_scheduler_proto_goTypes = []any{
 	(ValidationLevel)(0),               // 0: converge.scheduler.v1.ValidationLevel
 	(ImportFormat)(0),                  // 1: converge.scheduler.v1.ImportFormat
@@ -8662,41 +8768,42 @@ var file_converge_scheduler_v1_scheduler_proto_goTypes = []any{
 	(*RecoveryLogEntry)(nil),           // 83: converge.scheduler.v1.RecoveryLogEntry
 	(*FeatureBuild)(nil),               // 84: converge.scheduler.v1.FeatureBuild
 	(*StartFeatureBuildRequest)(nil),   // 85: converge.scheduler.v1.StartFeatureBuildRequest
-	(*StartFeatureBuildResponse)(nil),  // 86: converge.scheduler.v1.StartFeatureBuildResponse
-	(*GetFeatureBuildRequest)(nil),     // 87: converge.scheduler.v1.GetFeatureBuildRequest
-	(*GetFeatureBuildResponse)(nil),    // 88: converge.scheduler.v1.GetFeatureBuildResponse
-	(*ListFeatureBuildsRequest)(nil),   // 89: converge.scheduler.v1.ListFeatureBuildsRequest
-	(*ListFeatureBuildsResponse)(nil),  // 90: converge.scheduler.v1.ListFeatureBuildsResponse
-	(*CancelFeatureBuildRequest)(nil),  // 91: converge.scheduler.v1.CancelFeatureBuildRequest
-	(*CancelFeatureBuildResponse)(nil), // 92: converge.scheduler.v1.CancelFeatureBuildResponse
-	(*v1.TaskValidation)(nil),          // 93: converge.common.v1.TaskValidation
-	(*v1.Task)(nil),                    // 94: converge.common.v1.Task
-	(*timestamppb.Timestamp)(nil),      // 95: google.protobuf.Timestamp
-	(*v1.ExecutorSpec)(nil),            // 96: converge.common.v1.ExecutorSpec
-	(*v1.AgentConfig)(nil),             // 97: converge.common.v1.AgentConfig
-	(*durationpb.Duration)(nil),        // 98: google.protobuf.Duration
-	(v1.Verdict)(0),                    // 99: converge.common.v1.Verdict
-	(v1.Outcome)(0),                    // 100: converge.common.v1.Outcome
-	(*v1.ErrorContext)(nil),            // 101: converge.common.v1.ErrorContext
-	(v1.EventType)(0),                  // 102: converge.common.v1.EventType
-	(*v1.LogEntry)(nil),                // 103: converge.common.v1.LogEntry
-	(*structpb.Struct)(nil),            // 104: google.protobuf.Struct
-	(*v1.Checkpoint)(nil),              // 105: converge.common.v1.Checkpoint
+	(*AppUnderTest)(nil),               // 86: converge.scheduler.v1.AppUnderTest
+	(*StartFeatureBuildResponse)(nil),  // 87: converge.scheduler.v1.StartFeatureBuildResponse
+	(*GetFeatureBuildRequest)(nil),     // 88: converge.scheduler.v1.GetFeatureBuildRequest
+	(*GetFeatureBuildResponse)(nil),    // 89: converge.scheduler.v1.GetFeatureBuildResponse
+	(*ListFeatureBuildsRequest)(nil),   // 90: converge.scheduler.v1.ListFeatureBuildsRequest
+	(*ListFeatureBuildsResponse)(nil),  // 91: converge.scheduler.v1.ListFeatureBuildsResponse
+	(*CancelFeatureBuildRequest)(nil),  // 92: converge.scheduler.v1.CancelFeatureBuildRequest
+	(*CancelFeatureBuildResponse)(nil), // 93: converge.scheduler.v1.CancelFeatureBuildResponse
+	(*v1.TaskValidation)(nil),          // 94: converge.common.v1.TaskValidation
+	(*v1.Task)(nil),                    // 95: converge.common.v1.Task
+	(*timestamppb.Timestamp)(nil),      // 96: google.protobuf.Timestamp
+	(*v1.ExecutorSpec)(nil),            // 97: converge.common.v1.ExecutorSpec
+	(*v1.AgentConfig)(nil),             // 98: converge.common.v1.AgentConfig
+	(*durationpb.Duration)(nil),        // 99: google.protobuf.Duration
+	(v1.Verdict)(0),                    // 100: converge.common.v1.Verdict
+	(v1.Outcome)(0),                    // 101: converge.common.v1.Outcome
+	(*v1.ErrorContext)(nil),            // 102: converge.common.v1.ErrorContext
+	(v1.EventType)(0),                  // 103: converge.common.v1.EventType
+	(*v1.LogEntry)(nil),                // 104: converge.common.v1.LogEntry
+	(*structpb.Struct)(nil),            // 105: google.protobuf.Struct
+	(*v1.Checkpoint)(nil),              // 106: converge.common.v1.Checkpoint
 }
 var file_converge_scheduler_v1_scheduler_proto_depIdxs = []int32{
 	15,  // 0: converge.scheduler.v1.ProjectContext.conventions:type_name -> converge.scheduler.v1.ConventionsSource
-	93,  // 1: converge.scheduler.v1.ValidationLevels.codebase:type_name -> converge.common.v1.TaskValidation
-	93,  // 2: converge.scheduler.v1.ValidationLevels.api:type_name -> converge.common.v1.TaskValidation
-	93,  // 3: converge.scheduler.v1.ValidationLevels.ui:type_name -> converge.common.v1.TaskValidation
+	94,  // 1: converge.scheduler.v1.ValidationLevels.codebase:type_name -> converge.common.v1.TaskValidation
+	94,  // 2: converge.scheduler.v1.ValidationLevels.api:type_name -> converge.common.v1.TaskValidation
+	94,  // 3: converge.scheduler.v1.ValidationLevels.ui:type_name -> converge.common.v1.TaskValidation
 	14,  // 4: converge.scheduler.v1.TaskListSpec.repository:type_name -> converge.scheduler.v1.Repository
 	16,  // 5: converge.scheduler.v1.TaskListSpec.context:type_name -> converge.scheduler.v1.ProjectContext
 	17,  // 6: converge.scheduler.v1.TaskListSpec.validation:type_name -> converge.scheduler.v1.ValidationLevels
-	94,  // 7: converge.scheduler.v1.TaskListSpec.tasks:type_name -> converge.common.v1.Task
+	95,  // 7: converge.scheduler.v1.TaskListSpec.tasks:type_name -> converge.common.v1.Task
 	1,   // 8: converge.scheduler.v1.ImportSource.format:type_name -> converge.scheduler.v1.ImportFormat
 	18,  // 9: converge.scheduler.v1.TaskList.spec:type_name -> converge.scheduler.v1.TaskListSpec
 	19,  // 10: converge.scheduler.v1.TaskList.source:type_name -> converge.scheduler.v1.ImportSource
-	95,  // 11: converge.scheduler.v1.TaskList.create_time:type_name -> google.protobuf.Timestamp
-	95,  // 12: converge.scheduler.v1.TaskList.update_time:type_name -> google.protobuf.Timestamp
+	96,  // 11: converge.scheduler.v1.TaskList.create_time:type_name -> google.protobuf.Timestamp
+	96,  // 12: converge.scheduler.v1.TaskList.update_time:type_name -> google.protobuf.Timestamp
 	18,  // 13: converge.scheduler.v1.CreateTaskListRequest.spec:type_name -> converge.scheduler.v1.TaskListSpec
 	20,  // 14: converge.scheduler.v1.CreateTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
 	1,   // 15: converge.scheduler.v1.ImportTaskListRequest.format:type_name -> converge.scheduler.v1.ImportFormat
@@ -8711,38 +8818,38 @@ var file_converge_scheduler_v1_scheduler_proto_depIdxs = []int32{
 	32,  // 24: converge.scheduler.v1.PlannedWave.placements:type_name -> converge.scheduler.v1.WavePlacement
 	18,  // 25: converge.scheduler.v1.PlanWavesRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
 	33,  // 26: converge.scheduler.v1.PlanWavesResponse.waves:type_name -> converge.scheduler.v1.PlannedWave
-	96,  // 27: converge.scheduler.v1.ExecutionOptions.executor:type_name -> converge.common.v1.ExecutorSpec
-	97,  // 28: converge.scheduler.v1.ExecutionOptions.agent_config:type_name -> converge.common.v1.AgentConfig
-	98,  // 29: converge.scheduler.v1.ExecutionOptions.task_timeout:type_name -> google.protobuf.Duration
-	98,  // 30: converge.scheduler.v1.ExecutionOptions.max_wall_time:type_name -> google.protobuf.Duration
+	97,  // 27: converge.scheduler.v1.ExecutionOptions.executor:type_name -> converge.common.v1.ExecutorSpec
+	98,  // 28: converge.scheduler.v1.ExecutionOptions.agent_config:type_name -> converge.common.v1.AgentConfig
+	99,  // 29: converge.scheduler.v1.ExecutionOptions.task_timeout:type_name -> google.protobuf.Duration
+	99,  // 30: converge.scheduler.v1.ExecutionOptions.max_wall_time:type_name -> google.protobuf.Duration
 	36,  // 31: converge.scheduler.v1.ExecutionOptions.critical_phases:type_name -> converge.scheduler.v1.CriticalPhases
-	99,  // 32: converge.scheduler.v1.VerifySummary.verdict:type_name -> converge.common.v1.Verdict
-	95,  // 33: converge.scheduler.v1.VerifySummary.verify_time:type_name -> google.protobuf.Timestamp
+	100, // 32: converge.scheduler.v1.VerifySummary.verdict:type_name -> converge.common.v1.Verdict
+	96,  // 33: converge.scheduler.v1.VerifySummary.verify_time:type_name -> google.protobuf.Timestamp
 	0,   // 34: converge.scheduler.v1.ValidationLevelResult.level:type_name -> converge.scheduler.v1.ValidationLevel
-	98,  // 35: converge.scheduler.v1.ValidationLevelResult.duration:type_name -> google.protobuf.Duration
+	99,  // 35: converge.scheduler.v1.ValidationLevelResult.duration:type_name -> google.protobuf.Duration
 	5,   // 36: converge.scheduler.v1.Execution.triggered_by:type_name -> converge.scheduler.v1.ExecutionTrigger
 	4,   // 37: converge.scheduler.v1.Execution.status:type_name -> converge.scheduler.v1.ExecutionStatus
-	100, // 38: converge.scheduler.v1.Execution.outcome:type_name -> converge.common.v1.Outcome
+	101, // 38: converge.scheduler.v1.Execution.outcome:type_name -> converge.common.v1.Outcome
 	37,  // 39: converge.scheduler.v1.Execution.options:type_name -> converge.scheduler.v1.ExecutionOptions
 	14,  // 40: converge.scheduler.v1.Execution.repository:type_name -> converge.scheduler.v1.Repository
 	39,  // 41: converge.scheduler.v1.Execution.validation_results:type_name -> converge.scheduler.v1.ValidationLevelResult
 	38,  // 42: converge.scheduler.v1.Execution.verification:type_name -> converge.scheduler.v1.VerifySummary
-	95,  // 43: converge.scheduler.v1.Execution.create_time:type_name -> google.protobuf.Timestamp
-	95,  // 44: converge.scheduler.v1.Execution.start_time:type_name -> google.protobuf.Timestamp
-	95,  // 45: converge.scheduler.v1.Execution.end_time:type_name -> google.protobuf.Timestamp
-	95,  // 46: converge.scheduler.v1.Execution.update_time:type_name -> google.protobuf.Timestamp
+	96,  // 43: converge.scheduler.v1.Execution.create_time:type_name -> google.protobuf.Timestamp
+	96,  // 44: converge.scheduler.v1.Execution.start_time:type_name -> google.protobuf.Timestamp
+	96,  // 45: converge.scheduler.v1.Execution.end_time:type_name -> google.protobuf.Timestamp
+	96,  // 46: converge.scheduler.v1.Execution.update_time:type_name -> google.protobuf.Timestamp
 	6,   // 47: converge.scheduler.v1.Wave.status:type_name -> converge.scheduler.v1.WaveStatus
 	32,  // 48: converge.scheduler.v1.Wave.placements:type_name -> converge.scheduler.v1.WavePlacement
-	95,  // 49: converge.scheduler.v1.Wave.start_time:type_name -> google.protobuf.Timestamp
-	95,  // 50: converge.scheduler.v1.Wave.end_time:type_name -> google.protobuf.Timestamp
+	96,  // 49: converge.scheduler.v1.Wave.start_time:type_name -> google.protobuf.Timestamp
+	96,  // 50: converge.scheduler.v1.Wave.end_time:type_name -> google.protobuf.Timestamp
 	7,   // 51: converge.scheduler.v1.Assignment.kind:type_name -> converge.scheduler.v1.AssignmentKind
 	8,   // 52: converge.scheduler.v1.Assignment.status:type_name -> converge.scheduler.v1.AssignmentStatus
-	95,  // 53: converge.scheduler.v1.Assignment.lease_expire_time:type_name -> google.protobuf.Timestamp
-	95,  // 54: converge.scheduler.v1.Assignment.assign_time:type_name -> google.protobuf.Timestamp
-	95,  // 55: converge.scheduler.v1.Assignment.complete_time:type_name -> google.protobuf.Timestamp
-	95,  // 56: converge.scheduler.v1.Assignment.last_report_time:type_name -> google.protobuf.Timestamp
+	96,  // 53: converge.scheduler.v1.Assignment.lease_expire_time:type_name -> google.protobuf.Timestamp
+	96,  // 54: converge.scheduler.v1.Assignment.assign_time:type_name -> google.protobuf.Timestamp
+	96,  // 55: converge.scheduler.v1.Assignment.complete_time:type_name -> google.protobuf.Timestamp
+	96,  // 56: converge.scheduler.v1.Assignment.last_report_time:type_name -> google.protobuf.Timestamp
 	9,   // 57: converge.scheduler.v1.Assignment.result:type_name -> converge.scheduler.v1.CompletionResult
-	101, // 58: converge.scheduler.v1.Assignment.error:type_name -> converge.common.v1.ErrorContext
+	102, // 58: converge.scheduler.v1.Assignment.error:type_name -> converge.common.v1.ErrorContext
 	37,  // 59: converge.scheduler.v1.StartExecutionRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
 	5,   // 60: converge.scheduler.v1.StartExecutionRequest.triggered_by:type_name -> converge.scheduler.v1.ExecutionTrigger
 	40,  // 61: converge.scheduler.v1.StartExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
@@ -8753,8 +8860,8 @@ var file_converge_scheduler_v1_scheduler_proto_depIdxs = []int32{
 	40,  // 66: converge.scheduler.v1.ListExecutionsResponse.executions:type_name -> converge.scheduler.v1.Execution
 	8,   // 67: converge.scheduler.v1.ListAssignmentsRequest.statuses:type_name -> converge.scheduler.v1.AssignmentStatus
 	42,  // 68: converge.scheduler.v1.ListAssignmentsResponse.assignments:type_name -> converge.scheduler.v1.Assignment
-	102, // 69: converge.scheduler.v1.WatchExecutionRequest.event_types:type_name -> converge.common.v1.EventType
-	103, // 70: converge.scheduler.v1.WatchExecutionResponse.entry:type_name -> converge.common.v1.LogEntry
+	103, // 69: converge.scheduler.v1.WatchExecutionRequest.event_types:type_name -> converge.common.v1.EventType
+	104, // 70: converge.scheduler.v1.WatchExecutionResponse.entry:type_name -> converge.common.v1.LogEntry
 	40,  // 71: converge.scheduler.v1.WatchExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
 	40,  // 72: converge.scheduler.v1.PauseExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
 	40,  // 73: converge.scheduler.v1.ResumeExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
@@ -8762,41 +8869,41 @@ var file_converge_scheduler_v1_scheduler_proto_depIdxs = []int32{
 	42,  // 75: converge.scheduler.v1.RetryTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
 	40,  // 76: converge.scheduler.v1.RetryTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
 	40,  // 77: converge.scheduler.v1.SkipTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
-	102, // 78: converge.scheduler.v1.GetExecutionLogRequest.event_types:type_name -> converge.common.v1.EventType
-	103, // 79: converge.scheduler.v1.GetExecutionLogResponse.entries:type_name -> converge.common.v1.LogEntry
-	95,  // 80: converge.scheduler.v1.ErrorRecord.time:type_name -> google.protobuf.Timestamp
-	102, // 81: converge.scheduler.v1.ErrorRecord.event_type:type_name -> converge.common.v1.EventType
-	94,  // 82: converge.scheduler.v1.HandoffContext.task:type_name -> converge.common.v1.Task
+	103, // 78: converge.scheduler.v1.GetExecutionLogRequest.event_types:type_name -> converge.common.v1.EventType
+	104, // 79: converge.scheduler.v1.GetExecutionLogResponse.entries:type_name -> converge.common.v1.LogEntry
+	96,  // 80: converge.scheduler.v1.ErrorRecord.time:type_name -> google.protobuf.Timestamp
+	103, // 81: converge.scheduler.v1.ErrorRecord.event_type:type_name -> converge.common.v1.EventType
+	95,  // 82: converge.scheduler.v1.HandoffContext.task:type_name -> converge.common.v1.Task
 	65,  // 83: converge.scheduler.v1.HandoffContext.error_history:type_name -> converge.scheduler.v1.ErrorRecord
-	103, // 84: converge.scheduler.v1.HandoffContext.recent_entries:type_name -> converge.common.v1.LogEntry
-	95,  // 85: converge.scheduler.v1.HandoffContext.escalate_time:type_name -> google.protobuf.Timestamp
+	104, // 84: converge.scheduler.v1.HandoffContext.recent_entries:type_name -> converge.common.v1.LogEntry
+	96,  // 85: converge.scheduler.v1.HandoffContext.escalate_time:type_name -> google.protobuf.Timestamp
 	42,  // 86: converge.scheduler.v1.HandoffContext.last_assignment:type_name -> converge.scheduler.v1.Assignment
 	66,  // 87: converge.scheduler.v1.GetHandoffContextResponse.context:type_name -> converge.scheduler.v1.HandoffContext
-	102, // 88: converge.scheduler.v1.AgentEvent.event_type:type_name -> converge.common.v1.EventType
-	104, // 89: converge.scheduler.v1.AgentEvent.context:type_name -> google.protobuf.Struct
-	95,  // 90: converge.scheduler.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	103, // 88: converge.scheduler.v1.AgentEvent.event_type:type_name -> converge.common.v1.EventType
+	105, // 89: converge.scheduler.v1.AgentEvent.context:type_name -> google.protobuf.Struct
+	96,  // 90: converge.scheduler.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
 	42,  // 91: converge.scheduler.v1.ClaimedAssignment.assignment:type_name -> converge.scheduler.v1.Assignment
-	94,  // 92: converge.scheduler.v1.ClaimedAssignment.task:type_name -> converge.common.v1.Task
+	95,  // 92: converge.scheduler.v1.ClaimedAssignment.task:type_name -> converge.common.v1.Task
 	14,  // 93: converge.scheduler.v1.ClaimedAssignment.repository:type_name -> converge.scheduler.v1.Repository
 	37,  // 94: converge.scheduler.v1.ClaimedAssignment.options:type_name -> converge.scheduler.v1.ExecutionOptions
 	16,  // 95: converge.scheduler.v1.ClaimedAssignment.context:type_name -> converge.scheduler.v1.ProjectContext
 	17,  // 96: converge.scheduler.v1.ClaimedAssignment.validation:type_name -> converge.scheduler.v1.ValidationLevels
 	70,  // 97: converge.scheduler.v1.ClaimedAssignment.merges:type_name -> converge.scheduler.v1.IntegrationInput
-	101, // 98: converge.scheduler.v1.ClaimedAssignment.previous_errors:type_name -> converge.common.v1.ErrorContext
-	98,  // 99: converge.scheduler.v1.ClaimedAssignment.heartbeat_interval:type_name -> google.protobuf.Duration
-	98,  // 100: converge.scheduler.v1.ClaimedAssignment.lease_duration:type_name -> google.protobuf.Duration
+	102, // 98: converge.scheduler.v1.ClaimedAssignment.previous_errors:type_name -> converge.common.v1.ErrorContext
+	99,  // 99: converge.scheduler.v1.ClaimedAssignment.heartbeat_interval:type_name -> google.protobuf.Duration
+	99,  // 100: converge.scheduler.v1.ClaimedAssignment.lease_duration:type_name -> google.protobuf.Duration
 	71,  // 101: converge.scheduler.v1.ClaimedAssignment.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	98,  // 102: converge.scheduler.v1.ClaimTaskRequest.wait:type_name -> google.protobuf.Duration
+	99,  // 102: converge.scheduler.v1.ClaimTaskRequest.wait:type_name -> google.protobuf.Duration
 	7,   // 103: converge.scheduler.v1.ClaimTaskRequest.kinds:type_name -> converge.scheduler.v1.AssignmentKind
 	72,  // 104: converge.scheduler.v1.ClaimTaskResponse.assignment:type_name -> converge.scheduler.v1.ClaimedAssignment
 	69,  // 105: converge.scheduler.v1.ReportProgressRequest.events:type_name -> converge.scheduler.v1.AgentEvent
-	105, // 106: converge.scheduler.v1.ReportProgressRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
+	106, // 106: converge.scheduler.v1.ReportProgressRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
 	10,  // 107: converge.scheduler.v1.ReportProgressResponse.directive:type_name -> converge.scheduler.v1.Directive
-	95,  // 108: converge.scheduler.v1.ReportProgressResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	105, // 109: converge.scheduler.v1.RecordCheckpointRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
-	105, // 110: converge.scheduler.v1.RecordCheckpointResponse.checkpoint:type_name -> converge.common.v1.Checkpoint
+	96,  // 108: converge.scheduler.v1.ReportProgressResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	106, // 109: converge.scheduler.v1.RecordCheckpointRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
+	106, // 110: converge.scheduler.v1.RecordCheckpointResponse.checkpoint:type_name -> converge.common.v1.Checkpoint
 	9,   // 111: converge.scheduler.v1.CompleteTaskRequest.result:type_name -> converge.scheduler.v1.CompletionResult
-	101, // 112: converge.scheduler.v1.CompleteTaskRequest.error:type_name -> converge.common.v1.ErrorContext
+	102, // 112: converge.scheduler.v1.CompleteTaskRequest.error:type_name -> converge.common.v1.ErrorContext
 	39,  // 113: converge.scheduler.v1.CompleteTaskRequest.level_results:type_name -> converge.scheduler.v1.ValidationLevelResult
 	69,  // 114: converge.scheduler.v1.CompleteTaskRequest.events:type_name -> converge.scheduler.v1.AgentEvent
 	73,  // 115: converge.scheduler.v1.CompleteTaskRequest.claim_next:type_name -> converge.scheduler.v1.ClaimTaskRequest
@@ -8804,11 +8911,11 @@ var file_converge_scheduler_v1_scheduler_proto_depIdxs = []int32{
 	10,  // 117: converge.scheduler.v1.CompleteTaskResponse.directive:type_name -> converge.scheduler.v1.Directive
 	72,  // 118: converge.scheduler.v1.CompleteTaskResponse.next:type_name -> converge.scheduler.v1.ClaimedAssignment
 	38,  // 119: converge.scheduler.v1.FeatureIteration.verification:type_name -> converge.scheduler.v1.VerifySummary
-	95,  // 120: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
-	95,  // 121: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
-	95,  // 122: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
+	96,  // 120: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
+	96,  // 121: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
+	96,  // 122: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
 	12,  // 123: converge.scheduler.v1.FeatureBuild.status:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	100, // 124: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
+	101, // 124: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
 	13,  // 125: converge.scheduler.v1.FeatureBuild.exit_reason:type_name -> converge.scheduler.v1.ExitReason
 	81,  // 126: converge.scheduler.v1.FeatureBuild.iterations:type_name -> converge.scheduler.v1.FeatureIteration
 	82,  // 127: converge.scheduler.v1.FeatureBuild.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
@@ -8816,78 +8923,81 @@ var file_converge_scheduler_v1_scheduler_proto_depIdxs = []int32{
 	11,  // 129: converge.scheduler.v1.FeatureBuild.autonomy:type_name -> converge.scheduler.v1.Autonomy
 	71,  // 130: converge.scheduler.v1.FeatureBuild.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
 	37,  // 131: converge.scheduler.v1.FeatureBuild.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	95,  // 132: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
-	95,  // 133: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
-	95,  // 134: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
-	95,  // 135: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
-	18,  // 136: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
-	11,  // 137: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
-	71,  // 138: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	37,  // 139: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	84,  // 140: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	33,  // 141: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
-	82,  // 142: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
-	84,  // 143: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	12,  // 144: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	84,  // 145: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
-	84,  // 146: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	22,  // 147: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
-	24,  // 148: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
-	26,  // 149: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
-	28,  // 150: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
-	30,  // 151: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
-	34,  // 152: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
-	43,  // 153: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
-	45,  // 154: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
-	47,  // 155: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
-	49,  // 156: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
-	51,  // 157: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
-	53,  // 158: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
-	55,  // 159: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
-	57,  // 160: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
-	59,  // 161: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
-	61,  // 162: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
-	63,  // 163: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
-	67,  // 164: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
-	73,  // 165: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
-	75,  // 166: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
-	77,  // 167: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
-	79,  // 168: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
-	85,  // 169: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
-	87,  // 170: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
-	89,  // 171: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
-	91,  // 172: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
-	23,  // 173: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
-	25,  // 174: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
-	27,  // 175: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
-	29,  // 176: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
-	31,  // 177: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
-	35,  // 178: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
-	44,  // 179: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
-	46,  // 180: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
-	48,  // 181: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
-	50,  // 182: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
-	52,  // 183: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
-	54,  // 184: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
-	56,  // 185: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
-	58,  // 186: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
-	60,  // 187: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
-	62,  // 188: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
-	64,  // 189: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
-	68,  // 190: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
-	74,  // 191: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
-	76,  // 192: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
-	78,  // 193: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
-	80,  // 194: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
-	86,  // 195: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
-	88,  // 196: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
-	90,  // 197: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
-	92,  // 198: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
-	173, // [173:199] is the sub-list for method output_type
-	147, // [147:173] is the sub-list for method input_type
-	147, // [147:147] is the sub-list for extension type_name
-	147, // [147:147] is the sub-list for extension extendee
-	0,   // [0:147] is the sub-list for field type_name
+	96,  // 132: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
+	96,  // 133: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
+	96,  // 134: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
+	96,  // 135: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
+	86,  // 136: converge.scheduler.v1.FeatureBuild.app:type_name -> converge.scheduler.v1.AppUnderTest
+	18,  // 137: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
+	11,  // 138: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
+	71,  // 139: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	37,  // 140: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	86,  // 141: converge.scheduler.v1.StartFeatureBuildRequest.app:type_name -> converge.scheduler.v1.AppUnderTest
+	99,  // 142: converge.scheduler.v1.AppUnderTest.ready_timeout:type_name -> google.protobuf.Duration
+	84,  // 143: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	33,  // 144: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
+	82,  // 145: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
+	84,  // 146: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	12,  // 147: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
+	84,  // 148: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
+	84,  // 149: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	22,  // 150: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
+	24,  // 151: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
+	26,  // 152: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
+	28,  // 153: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
+	30,  // 154: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
+	34,  // 155: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
+	43,  // 156: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
+	45,  // 157: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
+	47,  // 158: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
+	49,  // 159: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
+	51,  // 160: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
+	53,  // 161: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
+	55,  // 162: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
+	57,  // 163: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
+	59,  // 164: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
+	61,  // 165: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
+	63,  // 166: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
+	67,  // 167: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
+	73,  // 168: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
+	75,  // 169: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
+	77,  // 170: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
+	79,  // 171: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
+	85,  // 172: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
+	88,  // 173: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
+	90,  // 174: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
+	92,  // 175: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
+	23,  // 176: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
+	25,  // 177: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
+	27,  // 178: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
+	29,  // 179: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
+	31,  // 180: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
+	35,  // 181: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
+	44,  // 182: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
+	46,  // 183: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
+	48,  // 184: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
+	50,  // 185: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
+	52,  // 186: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
+	54,  // 187: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
+	56,  // 188: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
+	58,  // 189: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
+	60,  // 190: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
+	62,  // 191: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
+	64,  // 192: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
+	68,  // 193: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
+	74,  // 194: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
+	76,  // 195: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
+	78,  // 196: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
+	80,  // 197: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
+	87,  // 198: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
+	89,  // 199: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
+	91,  // 200: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
+	93,  // 201: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
+	176, // [176:202] is the sub-list for method output_type
+	150, // [150:176] is the sub-list for method input_type
+	150, // [150:150] is the sub-list for extension type_name
+	150, // [150:150] is the sub-list for extension extendee
+	0,   // [0:150] is the sub-list for field type_name
 }
 
 func init() { file_converge_scheduler_v1_scheduler_proto_init() }
@@ -8908,7 +9018,7 @@ func file_converge_scheduler_v1_scheduler_proto_init() {
 		(*StartFeatureBuildRequest_TaskListId)(nil),
 		(*StartFeatureBuildRequest_TaskList)(nil),
 	}
-	file_converge_scheduler_v1_scheduler_proto_msgTypes[73].OneofWrappers = []any{
+	file_converge_scheduler_v1_scheduler_proto_msgTypes[74].OneofWrappers = []any{
 		(*GetFeatureBuildRequest_FeatureBuildId)(nil),
 		(*GetFeatureBuildRequest_Feature)(nil),
 	}
@@ -8918,7 +9028,7 @@ func file_converge_scheduler_v1_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_converge_scheduler_v1_scheduler_proto_rawDesc), len(file_converge_scheduler_v1_scheduler_proto_rawDesc)),
 			NumEnums:      14,
-			NumMessages:   79,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

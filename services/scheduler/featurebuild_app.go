@@ -1,0 +1,197 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/proc"
+)
+
+// The app under test (seed §4.5, §5: recovery actions). Before Verify Done of a feature build's
+// iteration the Scheduler starts the app in a checkout of the run branch's commit, polls its ready
+// URL, and hands the Verifier its base URL; after the verification it stops it (the process group).
+// It runs in the Scheduler because the Scheduler is the one that has the run branch's commit
+// (checked out for the Verifier, or fetchable) and calls the Verifier: the app lives exactly as
+// long as the verification, on the Scheduler's host; the Verifier reaches it at ready_url's host,
+// so that host must be reachable from the Verifier (127.0.0.1 when both run in one process, as in
+// converge dev and converge build). Every attempt goes to the build's recovery_log.
+
+// Recovery limits of the seed's table (§5.2).
+const (
+	appStartAttempts   = 3                // "App not running": 3 attempts
+	appDefaultTimeout  = 60 * time.Second // ... of 60 s each
+	appPollEvery       = 250 * time.Millisecond
+	appOutputCap       = 64 << 10
+	appCheckoutsSubdir = "apps"
+)
+
+// runningApp is a started app: stop ends it (and everything it started).
+type runningApp struct {
+	baseURL string
+	stop    func()
+}
+
+// iterationApp starts the app of execution e's build (nil, "" when it has none).
+func (s *Server) iterationApp(ctx context.Context, e *schedulerv1.Execution, commit string) (*runningApp, string) {
+	fb, _, err := s.store.GetFeatureBuild(ctx, e.GetFeatureBuildId())
+	if err != nil {
+		return nil, "the feature build could not be read: " + err.Error()
+	}
+	return s.startApp(ctx, fb, e, commit)
+}
+
+// startApp starts fb's app for the verification of execution e at commit; it answers the app
+// (nil when the build has none) or why it could not (the build then ends BLOCKED with it).
+func (s *Server) startApp(ctx context.Context, fb *schedulerv1.FeatureBuild, e *schedulerv1.Execution, commit string) (*runningApp, string) {
+	app := fb.GetApp()
+	if app == nil {
+		return nil, ""
+	}
+	iteration := fb.GetCurrentIteration()
+	logEntry := func(issue, action, result string, ok bool, attempt int) {
+		_, err := s.store.UpdateFeatureBuild(ctx, fb.GetId(), func(b *schedulerv1.FeatureBuild) error {
+			b.RecoveryLog = append(b.RecoveryLog, &schedulerv1.RecoveryLogEntry{Time: timestamppb.New(s.now()), Issue: issue, Action: action,
+				Result: result, Succeeded: ok, Attempt: int32(attempt), Iteration: iteration})
+			return nil
+		})
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("feature build: recovery log", "feature_build", fb.GetId(), "err", err)
+		}
+	}
+	u, err := url.Parse(app.GetReadyUrl())
+	if err != nil {
+		return nil, "the app's ready URL does not parse: " + err.Error()
+	}
+	port := int(app.GetPort())
+	if port == 0 {
+		if port, _ = strconv.Atoi(u.Port()); port == 0 {
+			port = map[string]int{"http": 80, "https": 443}[u.Scheme]
+		}
+	}
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort(u.Hostname(), strconv.Itoa(port)), time.Second); err == nil {
+		_ = c.Close()
+		logEntry(fmt.Sprintf("Port %d in use", port), "none: the process holding it was not started by converge, and converge never kills one", "Blocked", false, 1)
+		return nil, fmt.Sprintf("port %d is in use by a process converge did not start: stop it (or change the app's port), then resume", port)
+	}
+	dir, err := s.appCheckout(ctx, e, commit)
+	if err != nil {
+		logEntry("App not running", "check out the run branch", "Failed: "+err.Error(), false, 1)
+		return nil, "the run branch could not be checked out to start the app: " + err.Error()
+	}
+	timeout := app.GetReadyTimeout().AsDuration()
+	if timeout <= 0 {
+		timeout = appDefaultTimeout
+	}
+	attempts := appStartAttempts
+	if fb.GetAutonomy() == schedulerv1.Autonomy_AUTONOMY_CAUTIOUS {
+		attempts = 1 // no recovery attempts
+	}
+	var last string
+	for attempt := 1; attempt <= attempts; attempt++ {
+		appCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan proc.Result, 1)
+		go func() {
+			done <- proc.Run(appCtx, proc.Spec{Shell: app.GetStartCommand(), Dir: dir, Env: os.Environ(), OutputCap: appOutputCap, WaitDelay: 2 * time.Second})
+		}()
+		stop := func() {
+			cancel()
+			<-done
+		}
+		started := time.Now()
+		ready, exited := waitReady(ctx, app.GetReadyUrl(), timeout, done)
+		switch {
+		case ready:
+			logEntry("App not running", "start: "+app.GetStartCommand(), fmt.Sprintf("Started: ready after %s", time.Since(started).Round(100*time.Millisecond)), true, attempt)
+			return &runningApp{baseURL: u.Scheme + "://" + u.Host, stop: func() { stop(); _ = os.RemoveAll(dir) }}, ""
+		case exited != nil:
+			tail := strings.TrimSpace(exited.Output)
+			if len(tail) > 500 {
+				tail = tail[len(tail)-500:]
+			}
+			last = fmt.Sprintf("the app exited (%s) before it was ready: %s", exited.Status, tail)
+			logEntry("App not running", "start: "+app.GetStartCommand(), "Failed: exited ("+exited.Status+"): "+tail, false, attempt)
+		default:
+			stop()
+			last = fmt.Sprintf("%s did not answer 2xx within %s", app.GetReadyUrl(), timeout)
+			logEntry("App not running", "start: "+app.GetStartCommand(), fmt.Sprintf("Failed: not ready within %s", timeout), false, attempt)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	_ = os.RemoveAll(dir)
+	return nil, fmt.Sprintf("recovery exhausted: the app did not become ready in %d attempts (last: %s); see the recovery log", attempts, last)
+}
+
+// waitReady polls readyURL until it answers 2xx (true), the app exits (its result), or timeout.
+func waitReady(ctx context.Context, readyURL string, timeout time.Duration, done <-chan proc.Result) (bool, *proc.Result) {
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(appPollEvery)
+	defer tick.Stop()
+	for {
+		if req, err := http.NewRequestWithContext(ctx, http.MethodGet, readyURL, nil); err == nil {
+			if res, err := client.Do(req); err == nil {
+				_ = res.Body.Close()
+				if res.StatusCode >= 200 && res.StatusCode < 300 {
+					return true, nil
+				}
+			}
+		}
+		select {
+		case r := <-done:
+			return false, &r
+		case <-deadline.C:
+			return false, nil
+		case <-ctx.Done():
+			return false, nil
+		case <-tick.C:
+		}
+	}
+}
+
+// appCheckout clones the run branch at commit into the work dir for the app.
+func (s *Server) appCheckout(ctx context.Context, e *schedulerv1.Execution, commit string) (string, error) {
+	repo := e.GetRepository()
+	root := s.workDir
+	if root == "" {
+		root = os.TempDir()
+	}
+	root, err := filepath.Abs(filepath.Join(root, appCheckoutsSubdir))
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp(root, e.GetId()+"-")
+	if err != nil {
+		return "", err
+	}
+	if repo == nil {
+		return dir, nil // a scratch build: the app runs in an empty directory
+	}
+	if _, err := git(ctx, "", "clone", "--quiet", "--no-hardlinks", "--branch", e.GetRunBranch(), "--", repoSource(repo), dir); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", err
+	}
+	if commit != "" {
+		if _, err := git(ctx, dir, "checkout", "--quiet", "--detach", commit); err != nil {
+			_ = os.RemoveAll(dir)
+			return "", err
+		}
+	}
+	return dir, nil
+}
