@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -213,19 +214,29 @@ func (t *execTx) NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKin
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	args := []any{t.ID(), waveNumber}
-	query := `SELECT ` + assignmentColumns + ` FROM wave_task_assignments a
-		WHERE a.execution_id = $1 AND a.wave_number = $2 AND a.status = 'pending'`
-	if len(kinds) > 0 {
-		names, err := store.AssignmentKindNames(kinds)
-		if err != nil {
-			return nil, err
-		}
-		args = append(args, names)
-		query += ` AND a.kind = ANY($3)`
+	// Two indexed look-ups, never a sort of the wave's pending rows (a fan-out of n tasks made
+	// every claim sort the n − k still pending): the wave's pending integration through its unique
+	// index, else the first pending task in position order through the claimable index.
+	var picks []string
+	if len(kinds) == 0 || slices.Contains(kinds, schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION) {
+		picks = append(picks, `(SELECT i.assignment_id FROM wave_task_assignments i WHERE i.wave_id =
+			(SELECT w.wave_id FROM parallel_execution_waves w WHERE w.execution_id = $1 AND w.wave_number = $2)
+			AND i.kind = 'integration' AND i.status = 'pending')`)
 	}
-	query += ` ORDER BY CASE a.kind WHEN 'integration' THEN 0 ELSE 1 END, a.position, a.assignment_id LIMIT 1`
-	a, err := scanAssignment(t.tx.QueryRow(t.ctx, query, args...))
+	if len(kinds) == 0 || slices.Contains(kinds, schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK) {
+		picks = append(picks, `(SELECT p.assignment_id FROM wave_task_assignments p
+			WHERE p.execution_id = $1 AND p.wave_number = $2 AND p.status = 'pending' AND p.kind = 'task'
+			ORDER BY p.position, p.assignment_id LIMIT 1)`)
+	}
+	if len(picks) == 0 {
+		return nil, nil
+	}
+	pick := picks[0]
+	if len(picks) == 2 {
+		pick = "COALESCE(" + picks[0] + ", " + picks[1] + ")"
+	}
+	a, err := scanAssignment(t.tx.QueryRow(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
+		WHERE a.assignment_id = `+pick, t.ID(), waveNumber))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

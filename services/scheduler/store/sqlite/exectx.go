@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -154,18 +155,32 @@ func (t *execTx) NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKin
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	args := []any{t.ID(), waveNumber}
-	query := `SELECT ` + assignmentColumns + ` FROM wave_task_assignments a
-		WHERE a.execution_id = ? AND a.wave_number = ? AND a.status = 'pending'`
-	if len(kinds) > 0 {
-		names, err := store.AssignmentKindNames(kinds)
-		if err != nil {
-			return nil, err
-		}
-		query += ` AND a.kind IN ` + in(names, &args)
+	// Two indexed look-ups, never a sort of the wave's pending rows (a fan-out of n tasks made
+	// every claim sort the n − k still pending): the wave's pending integration through its unique
+	// index, else the first pending task in position order through the claimable index.
+	var picks []string
+	var args []any
+	if len(kinds) == 0 || slices.Contains(kinds, schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION) {
+		picks = append(picks, `(SELECT i.assignment_id FROM wave_task_assignments i WHERE i.wave_id =
+			(SELECT w.wave_id FROM parallel_execution_waves w WHERE w.execution_id = ? AND w.wave_number = ?)
+			AND i.kind = 'integration' AND i.status = 'pending')`)
+		args = append(args, t.ID(), waveNumber)
 	}
-	query += ` ORDER BY CASE a.kind WHEN 'integration' THEN 0 ELSE 1 END, a.position, a.assignment_id LIMIT 1`
-	a, err := scanAssignment(t.tx.QueryRowContext(t.ctx, query, args...))
+	if len(kinds) == 0 || slices.Contains(kinds, schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK) {
+		picks = append(picks, `(SELECT p.assignment_id FROM wave_task_assignments p INDEXED BY wave_task_assignments_claimable_idx
+			WHERE p.execution_id = ? AND p.wave_number = ? AND p.status = 'pending' AND p.kind = 'task'
+			ORDER BY p.position, p.assignment_id LIMIT 1)`)
+		args = append(args, t.ID(), waveNumber)
+	}
+	if len(picks) == 0 {
+		return nil, nil
+	}
+	pick := picks[0]
+	if len(picks) == 2 {
+		pick = "COALESCE(" + picks[0] + ", " + picks[1] + ")"
+	}
+	a, err := scanAssignment(t.tx.QueryRowContext(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
+		WHERE a.assignment_id = `+pick, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
