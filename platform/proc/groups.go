@@ -47,10 +47,11 @@ func (g *GroupDir) Dir() string { return g.dir }
 // Started records the group (best effort: a record that cannot be written is a group the next
 // process will not find).
 func (g *GroupDir) Started(pgid int) {
+	// The record first: a group Live answers has its record.
+	_ = os.WriteFile(filepath.Join(g.dir, strconv.Itoa(pgid)), []byte(startTime(pgid)), 0o644)
 	g.mu.Lock()
 	g.live[pgid] = true
 	g.mu.Unlock()
-	_ = os.WriteFile(filepath.Join(g.dir, strconv.Itoa(pgid)), []byte(startTime(pgid)), 0o644)
 }
 
 // Ended forgets the group.

@@ -9,7 +9,9 @@
 // SIGKILL has what it left killed by the next one (KillRecorded). Output is kept up to a cap: the last bytes,
 // where test runners and compilers put their verdict, with a count of what was dropped. A
 // process that escaped the group (setsid) and still holds the output pipe does not hang Run: it
-// stops reading after WaitDelay.
+// stops reading after WaitDelay. Spec.Sandbox confines a process further (sandbox.go): its own
+// user, PID and mount namespaces with a fresh /proc, another uid, no capabilities, a cgroup
+// killed whole at the end; DetectSandbox answers what the host allows and what it does not.
 //
 //	res := proc.Run(ctx, proc.Spec{
 //		Shell:     "go test ./...",
