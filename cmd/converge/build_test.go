@@ -156,3 +156,20 @@ func TestBuildFeatureNeverReadyAppBlocksThenResumeConverges(t *testing.T) {
 	require.Contains(t, out, "## Build Feature - CONVERGED ✅")
 	require.Contains(t, out, "| 3 | 3/3 | Fixed F2, F3 |")
 }
+
+// A port held by a process converge did not start ends the build BLOCKED naming the port; the
+// process is left alone.
+func TestBuildFeatureForeignPortBlocks(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	code, out := buildFeature(t, "fixer.sh", "--app-start", "sleep 30", "--app-ready", fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "--app-timeout", "1s")
+	require.Equal(t, exitFailure, code, out)
+	require.Contains(t, out, fmt.Sprintf("port %d is in use by a process converge did not start", port))
+	require.Contains(t, out, fmt.Sprintf("| Port %d in use | none: the process holding it was not started by converge, and converge never kills one | Blocked |", port))
+	c, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err, "the foreign process still listens")
+	require.NoError(t, c.Close())
+}
