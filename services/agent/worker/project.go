@@ -1,9 +1,12 @@
 package worker
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/url"
 	"path/filepath"
 	"strings"
+	"unicode"
 
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 )
@@ -17,6 +20,18 @@ import (
 //   - a local repository: its cleaned absolute path;
 //   - no repository (a scratch task list): "tasklist:" and the task list's id.
 func projectOf(ca *schedulerv1.ClaimedAssignment) string {
+	p := repositoryIdentity(ca)
+	// Knowledge takes at most 512 bytes without control characters: a longer or odd identity
+	// is named by its hash instead (the same repository, the same name).
+	if len(p) > 512 || strings.ContainsFunc(p, unicode.IsControl) {
+		sum := sha256.Sum256([]byte(p))
+		return "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return p
+}
+
+// repositoryIdentity is the identity projectOf names (see there).
+func repositoryIdentity(ca *schedulerv1.ClaimedAssignment) string {
 	repo := ca.GetRepository()
 	switch {
 	case repo.GetUrl() != "":

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,4 +23,7 @@ func TestProjectOf(t *testing.T) {
 	require.Equal(t, "/srv/repos/app", projectOf(&schedulerv1.ClaimedAssignment{
 		Repository: &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: "/srv/repos/app/"}}}))
 	require.Equal(t, "tasklist:tl_1", projectOf(&schedulerv1.ClaimedAssignment{TaskListId: "tl_1"}))
+	long := projectOf(&schedulerv1.ClaimedAssignment{
+		Repository: &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: "/" + strings.Repeat("d/", 400)}}})
+	require.Regexp(t, `^sha256:[0-9a-f]{64}$`, long, "an identity Knowledge would refuse is hashed")
 }
