@@ -325,7 +325,9 @@ func (s *Server) RetryTask(ctx context.Context, req *schedulerv1.RetryTaskReques
 			return failedPrecondition("execution %s ended %s: start a RETRY execution (triggered_by RETRY, previous_execution_id %s)", r.e.GetId(), statusName(r.e), r.e.GetId())
 		}
 		if w.GetStatus() != schedulerv1.WaveStatus_WAVE_STATUS_RUNNING {
-			return failedPrecondition("task %s is in wave %d, which is %s: only tasks of the running wave can be retried", req.GetTaskId(), w.GetWaveNumber(), w.GetStatus())
+			var err error
+			out, err = r.retryInLaterWave(a, w, req.GetReason())
+			return err
 		}
 		switch a.GetStatus() {
 		case schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_FAILED:
@@ -435,8 +437,10 @@ func (r *runner) taskAssignment(taskID string) (*store.Assignment, *schedulerv1.
 	if len(as) == 0 {
 		return nil, nil, fmt.Errorf("task %s in execution %s: %w", taskID, r.e.GetId(), store.ErrNotFound)
 	}
-	w, err := r.wave(as[0].GetWaveNumber())
-	return as[0], w, err
+	// The latest: a task retried in a later wave has an assignment there too (retry.go).
+	last := as[len(as)-1]
+	w, err := r.wave(last.GetWaveNumber())
+	return last, w, err
 }
 
 // dependents returns the tasks of the list that depend on id, directly or not, in list order.

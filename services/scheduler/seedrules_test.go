@@ -208,3 +208,50 @@ func TestClaimAsksTheRegistry(t *testing.T) {
 		require.NotNil(t, b.claim(t, "ghost", time.Second))
 	})
 }
+
+// Part 11: RetryTask of a task whose wave is no longer running (here blocked by a merge conflict
+// while its wave integrates) runs it again in the earliest wave that has not started integrating.
+func TestRetryTaskInALaterWave(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := runBundle(t, st)
+		spec := &schedulerv1.TaskListSpec{Name: "retry-later", Tasks: []*commonv1.Task{
+			{Id: "X", Title: "x", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "x.txt"},
+			{Id: "Y", Title: "y", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "y.txt"},
+			{Id: "Z", Title: "z", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "z.txt", DependsOn: []string{"X"}},
+		}}
+		e := b.start(t, b.createList(t, spec), nil)
+		commits := map[string]string{"X": strings.Repeat("a", 40), "Y": strings.Repeat("b", 40)}
+		for range 2 {
+			c := b.claim(t, "agent-1", time.Second)
+			_, err := b.client.CompleteTask(t.Context(), &schedulerv1.CompleteTaskRequest{AssignmentId: c.GetAssignment().GetId(),
+				InstanceId: "agent-1", FencingToken: c.GetAssignment().GetFencingToken(), Tries: 1,
+				Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, CommitSha: commits[c.GetTask().GetId()]})
+			require.NoError(t, err)
+		}
+		integ := b.claim(t, "agent-1", time.Second)
+		_, err := b.client.CompleteTask(t.Context(), &schedulerv1.CompleteTaskRequest{AssignmentId: integ.GetAssignment().GetId(),
+			InstanceId: "agent-1", FencingToken: integ.GetAssignment().GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_FAILED,
+			Error: &commonv1.ErrorContext{Code: "MERGE_CONFLICT", Message: "task commit bbbbbbbbbbbb conflicts on y.txt", TaskId: "Y"}})
+		require.NoError(t, err)
+
+		res, err := b.client.RetryTask(t.Context(), &schedulerv1.RetryTaskRequest{ExecutionId: e.GetId(), TaskId: "Y", Reason: "rebased on X"})
+		require.NoError(t, err)
+		require.Equal(t, int32(2), res.GetAssignment().GetWaveNumber())
+		require.Equal(t, int32(2), res.GetAssignment().GetAttempt())
+		require.Equal(t, int32(0), res.GetExecution().GetFailedTasks())
+
+		order := b.work(t, "agent-1", e.GetId(), func(c *schedulerv1.ClaimedAssignment) schedulerv1.CompletionResult {
+			if c.GetTask().GetId() == "Y" {
+				require.Equal(t, "MERGE_CONFLICT", c.GetPreviousErrors()[0].GetCode())
+				require.Equal(t, "rebased on X", c.GetPreviousErrors()[len(c.GetPreviousErrors())-1].GetMessage())
+			}
+			return schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED
+		})
+		require.Contains(t, order, "Y")
+		require.Contains(t, order, "Z")
+		end := b.waitEnded(t, e.GetId())
+		require.Equal(t, int32(0), end.GetFailedTasks())
+		require.Equal(t, schedulerv1.ExecutionStatus_EXECUTION_STATUS_COMPLETED, end.GetStatus())
+	})
+}

@@ -1707,9 +1707,10 @@ type ImportTaskListRequest struct {
 	// Repository-relative path of the document in the list's repository, e.g.
 	// "specs/2026-02-15-01-auth/tasks.md". Required when write_back is set.
 	SourcePath string `protobuf:"bytes,3,opt,name=source_path,json=sourcePath,proto3" json:"source_path,omitempty"`
-	// Write task status back into source_path (`- [x]`, DONE / SKIPPED / DCR markers) by precise
-	// edits of the task's block, never a rewrite, committed to the run branch with the integration of
-	// the wave that finished the task.
+	// Record that task status is to be written back into source_path (`- [x]`, DONE / SKIPPED / DCR
+	// markers) by precise edits of the task's block, never a rewrite (ImportSource.write_back). The
+	// Scheduler stores it; `converge run` writes the status back into the local file it imported as
+	// the run goes. Committing those edits to the run branch is not done by the Scheduler.
 	WriteBack bool `protobuf:"varint,4,opt,name=write_back,json=writeBack,proto3" json:"write_back,omitempty"`
 	// Fields that fill in or override what the document carries (name, repository, context,
 	// validation, done-criteria). Its tasks must be empty: the document supplies them.

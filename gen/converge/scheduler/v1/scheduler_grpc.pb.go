@@ -129,11 +129,11 @@ type SchedulerServiceClient interface {
 	// when it does not exist; FailedPrecondition when it already ended COMPLETED or FAILED.
 	CancelExecution(ctx context.Context, in *CancelExecutionRequest, opts ...grpc.CallOption) (*CancelExecutionResponse, error)
 	// Requeues a FAILED, SKIPPED or BLOCKED_DCR task of a PENDING, RUNNING or PAUSED execution with
-	// attempt + 1, in the earliest wave not yet integrated (a wave is appended when every wave is
-	// integrated); dependents skipped because of it are requeued too. To retry after the execution
-	// ended, start a new one with triggered_by RETRY. NotFound for an unknown execution or task;
-	// FailedPrecondition for any other task or execution state; ResourceExhausted when
-	// max_total_attempts is spent.
+	// attempt + 1, in its wave while that wave runs, else in the earliest later wave that has not
+	// started integrating. To retry after the execution ended, or when no such wave is left, start a
+	// new one with triggered_by RETRY. NotFound for an unknown execution or task; FailedPrecondition
+	// for any other task or execution state, when no wave is left, or when a task depending on it
+	// would run before it or alongside it.
 	RetryTask(ctx context.Context, in *RetryTaskRequest, opts ...grpc.CallOption) (*RetryTaskResponse, error)
 	// Marks a PENDING, FAILED or BLOCKED_DCR task SKIPPED (with skip_dependents, also every task
 	// depending on it that has not run yet). As in the seed (001), a skipped dependency counts as
@@ -549,11 +549,11 @@ type SchedulerServiceServer interface {
 	// when it does not exist; FailedPrecondition when it already ended COMPLETED or FAILED.
 	CancelExecution(context.Context, *CancelExecutionRequest) (*CancelExecutionResponse, error)
 	// Requeues a FAILED, SKIPPED or BLOCKED_DCR task of a PENDING, RUNNING or PAUSED execution with
-	// attempt + 1, in the earliest wave not yet integrated (a wave is appended when every wave is
-	// integrated); dependents skipped because of it are requeued too. To retry after the execution
-	// ended, start a new one with triggered_by RETRY. NotFound for an unknown execution or task;
-	// FailedPrecondition for any other task or execution state; ResourceExhausted when
-	// max_total_attempts is spent.
+	// attempt + 1, in its wave while that wave runs, else in the earliest later wave that has not
+	// started integrating. To retry after the execution ended, or when no such wave is left, start a
+	// new one with triggered_by RETRY. NotFound for an unknown execution or task; FailedPrecondition
+	// for any other task or execution state, when no wave is left, or when a task depending on it
+	// would run before it or alongside it.
 	RetryTask(context.Context, *RetryTaskRequest) (*RetryTaskResponse, error)
 	// Marks a PENDING, FAILED or BLOCKED_DCR task SKIPPED (with skip_dependents, also every task
 	// depending on it that has not run yet). As in the seed (001), a skipped dependency counts as
