@@ -16,7 +16,7 @@ TOOL_STAMPS := $(TOOLS_DIR)/stamps/buf@$(BUF_VERSION) $(TOOLS_DIR)/stamps/protoc
                $(TOOLS_DIR)/stamps/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION) $(TOOLS_DIR)/stamps/grpcurl@$(GRPCURL_VERSION) \
                $(TOOLS_DIR)/stamps/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
-GO_TEST_FLAGS ?= -race -count=1
+GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 LISTEN        ?= 127.0.0.1:7070
 DASHBOARD     ?= 127.0.0.1:7080
 SHOTS_DIR     ?= docs/dashboard
