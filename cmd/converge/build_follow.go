@@ -23,12 +23,14 @@ func followBuild(ctx context.Context, conn grpc.ClientConnInterface, id string, 
 	shown := int32(0)                                     // iterations whose result was printed
 	building := int32(0)
 	var wasPassing int32
+	booted := false
 	for {
 		fb, err := getBuild(ctx, client, id)
 		if err != nil {
 			return nil, err
 		}
-		if shown == 0 && building == 0 {
+		if !booted {
+			booted = true
 			c := fb.GetCriteria()
 			fmt.Fprintf(w, "## Build Feature - Boot Complete\n\n**Feature:** %s\n**Build:** %s\n**Max iterations:** %d\n**Resuming:** %s\n**Criteria loaded:** %d total (AUTO_VERIFY %d, HUMAN_VERIFY %d, TOOL_VERIFY %d)\n\n",
 				fb.GetFeature(), fb.GetId(), fb.GetMaxIterations(), yesNo(fb.GetResumeCount() > 0), c.GetTotal(), c.GetAutoVerify(), c.GetHumanVerify(), c.GetToolVerify())

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -77,8 +78,10 @@ func TestBuildFeatureLoopRegressionStops(t *testing.T) {
 	t.Parallel()
 	code, out := buildFeature(t, "regressing.sh")
 	require.Equal(t, exitFailure, code, out)
-	require.Contains(t, out, "**Reason:** Regression detected: F1 passed in iteration 1 and fail in iteration 2")
-	require.Contains(t, out, "**Regressed:** F1")
+	// Caught at the wave that caused it: fix-F2 ran in wave 1 of iteration 2, fix-F3 (wave 2) never ran.
+	require.Contains(t, out, "**Reason:** Regression detected: F1 passed in iteration 1 and fail after wave 1 of iteration 2")
+	require.Contains(t, out, "| 2 | FAILED | 0/3 passing |") // the partial re-verification of F1: it failed
+	require.Equal(t, 1, strings.Count(out, "## Build Feature - Boot Complete"))
 	require.NotContains(t, out, "Iteration 3 of 5")
 }
 

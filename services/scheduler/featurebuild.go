@@ -314,4 +314,7 @@ func runBranchOf(fb *schedulerv1.FeatureBuild) string { return featureBuildRunPr
 func (s *Server) exitBuild(fb *schedulerv1.FeatureBuild, st schedulerv1.FeatureBuildStatus, outcome commonv1.Outcome, reason schedulerv1.ExitReason, msg string) {
 	fb.Status, fb.Outcome, fb.ExitReason, fb.ExitMessage = st, outcome, reason, msg
 	fb.EndTime = timestamppb.New(s.now())
+	if its := fb.GetIterations(); len(its) > 0 && its[len(its)-1].GetEndTime() == nil {
+		its[len(its)-1].EndTime = fb.GetEndTime() // ended with the build (cancelled, a regression mid-iteration)
+	}
 }

@@ -84,11 +84,12 @@ func (s *Server) advanceBuild(ctx context.Context, fb *schedulerv1.FeatureBuild)
 	if fb.GetCurrentExecutionId() == "" {
 		return s.startIteration(ctx, fb)
 	}
-	ex, _, err := s.store.GetExecution(ctx, fb.GetCurrentExecutionId())
+	ex, waves, err := s.store.GetExecution(ctx, fb.GetCurrentExecutionId())
 	if err != nil {
 		return err
 	}
 	if !ended(ex) {
+		s.reverifyWaves(ctx, fb, ex, waves)
 		return nil
 	}
 	return s.finishIteration(ctx, fb, ex)
