@@ -137,7 +137,8 @@ func (s *Server) startExecution(ctx context.Context, req *schedulerv1.StartExecu
 	if len(held) > 0 {
 		first.Message += fmt.Sprintf("; %d held back by a design change request (BLOCKED_DCR): %s", len(held), strings.Join(held, ", "))
 	}
-	err = s.store.CreateExecution(ctx, e, waves, assignments, []*commonv1.LogEntry{first})
+	err = s.store.CreateExecution(ctx, e, waves, assignments, []*commonv1.LogEntry{first},
+		store.CreateOptions{AllowConcurrent: req.GetAllowConcurrent() && fb == nil})
 	if errors.Is(err, store.ErrAlreadyExists) && req.GetRequestId() != "" {
 		existing, gerr := s.store.ExecutionIDByRequest(ctx, tl.ID, req.GetRequestId())
 		if gerr != nil {

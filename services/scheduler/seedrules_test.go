@@ -56,6 +56,13 @@ func TestOneOpenExecutionPerTaskList(t *testing.T) {
 		wg.Wait()
 		require.Len(t, won, 1)
 		require.Equal(t, 7, lost)
+
+		// The request may opt out: allow_concurrent starts a second open run of the list.
+		second, err := b.client.StartExecution(t.Context(), &schedulerv1.StartExecutionRequest{TaskListId: list, AllowConcurrent: true})
+		require.NoError(t, err)
+		require.NotEqual(t, won[0], second.GetExecution().GetId())
+		_, err = b.client.StartExecution(t.Context(), &schedulerv1.StartExecutionRequest{TaskListId: list})
+		requireCode(t, err, codes.FailedPrecondition)
 	})
 }
 

@@ -32,6 +32,23 @@ var (
 )
 
 // Executions is the part of [Store] that keeps execution runs.
+// CreateOptions changes how CreateExecution checks a new run; the zero value is the default.
+type CreateOptions struct {
+	// AllowConcurrent: the run may start while the list has another open execution
+	// (StartExecutionRequest.allow_concurrent).
+	AllowConcurrent bool
+}
+
+// ConcurrentAllowed reports whether opts (CreateExecution's) allow a run next to an open one.
+func ConcurrentAllowed(opts []CreateOptions) bool {
+	for _, o := range opts {
+		if o.AllowConcurrent {
+			return true
+		}
+	}
+	return false
+}
+
 type Executions interface {
 	// CreateExecution stores a new execution with its waves, its assignments (every task
 	// assignment of every wave; integration assignments are added later) and its first log entries,
@@ -46,8 +63,9 @@ type Executions interface {
 	// the task list does not exist. A new run, e stored PENDING (as the engine starts every run),
 	// gets OpenExecutionError (ErrActive) when the list has an execution that has not ended
 	// (PENDING, RUNNING or PAUSED), checked under the list's lock so that two concurrent starts
-	// cannot both pass; an execution stored in another status (a test's fixture) is not checked.
-	CreateExecution(ctx context.Context, e *schedulerv1.Execution, waves []*schedulerv1.Wave, assignments []*Assignment, entries []*commonv1.LogEntry) error
+	// cannot both pass; an execution stored in another status (a test's fixture) is not checked,
+	// nor is a run created with CreateOptions.AllowConcurrent.
+	CreateExecution(ctx context.Context, e *schedulerv1.Execution, waves []*schedulerv1.Wave, assignments []*Assignment, entries []*commonv1.LogEntry, opts ...CreateOptions) error
 	// AssignmentExecution returns the id of the execution assignment id belongs to; ErrNotFound
 	// (naming the assignment) when there is no such assignment.
 	AssignmentExecution(ctx context.Context, assignmentID string) (string, error)

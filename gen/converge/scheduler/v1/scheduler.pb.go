@@ -3685,9 +3685,14 @@ type StartExecutionRequest struct {
 	PreviousExecutionId string `protobuf:"bytes,4,opt,name=previous_execution_id,json=previousExecutionId,proto3" json:"previous_execution_id,omitempty"`
 	// Idempotency key: a repeated StartExecution with the same request_id for the same list answers
 	// the execution the first one started.
-	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// A task list has at most one open (PENDING, RUNNING or PAUSED) execution: by default a start
+	// while one is open is FailedPrecondition naming it, since two runs of one list would race on
+	// its tasks. true opts out: this run starts next to the open one (each run has its own run
+	// branch; the caller accepts that both work on the same tasks). Ignored for a dry run.
+	AllowConcurrent bool `protobuf:"varint,6,opt,name=allow_concurrent,json=allowConcurrent,proto3" json:"allow_concurrent,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StartExecutionRequest) Reset() {
@@ -3753,6 +3758,13 @@ func (x *StartExecutionRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *StartExecutionRequest) GetAllowConcurrent() bool {
+	if x != nil {
+		return x.AllowConcurrent
+	}
+	return false
 }
 
 // Response of StartExecution.
@@ -8143,7 +8155,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x11discoveries_count\x18\x16 \x01(\x05R\x10discoveriesCount\x12#\n" +
 	"\rfiles_changed\x18\x17 \x03(\tR\ffilesChanged\x124\n" +
 	"\x16validation_output_tail\x18\x18 \x01(\tR\x14validationOutputTail\x12\x1c\n" +
-	"\tprincipal\x18\x19 \x01(\tR\tprincipal\"\xd1\x04\n" +
+	"\tprincipal\x18\x19 \x01(\tR\tprincipal\"\xfc\x04\n" +
 	"\x15StartExecutionRequest\x12L\n" +
 	"\ftask_list_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\n" +
 	"taskListId\x12A\n" +
@@ -8152,7 +8164,8 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x04R\vtriggeredBy\x12a\n" +
 	"\x15previous_execution_id\x18\x04 \x01(\tB-\xbaH*\xd8\x01\x01r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x13previousExecutionId\x12L\n" +
 	"\n" +
-	"request_id\x18\x05 \x01(\tB-\xbaH*\xd8\x01\x01r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\trequestId:\x9d\x01\xbaH\x99\x01\x1a\x96\x01\n" +
+	"request_id\x18\x05 \x01(\tB-\xbaH*\xd8\x01\x01r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\trequestId\x12)\n" +
+	"\x10allow_concurrent\x18\x06 \x01(\bR\x0fallowConcurrent:\x9d\x01\xbaH\x99\x01\x1a\x96\x01\n" +
 	"\x1astart.retry_needs_previous\x12<previous_execution_id is required when triggered_by is RETRY\x1a:this.triggered_by != 3 || this.previous_execution_id != ''\"\x8b\x01\n" +
 	"\x16StartExecutionResponse\x12>\n" +
 	"\texecution\x18\x01 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\x121\n" +

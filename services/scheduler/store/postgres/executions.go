@@ -185,11 +185,11 @@ func logArgs(r store.LogRow) []any {
 // CreateExecution stores an execution with its waves, assignments and first log entries. The
 // list's row is locked (FOR NO KEY UPDATE) first: concurrent starts of one list take run numbers
 // one after the other, and DeleteTaskList, which locks it FOR UPDATE, waits.
-func (s *Store) CreateExecution(ctx context.Context, e *schedulerv1.Execution, waves []*schedulerv1.Wave, assignments []*store.Assignment, entries []*commonv1.LogEntry) error {
+func (s *Store) CreateExecution(ctx context.Context, e *schedulerv1.Execution, waves []*schedulerv1.Wave, assignments []*store.Assignment, entries []*commonv1.LogEntry, opts ...store.CreateOptions) error {
 	if e.GetId() == "" {
 		return errors.New("scheduler store: create execution: no id")
 	}
-	newRun := e.GetStatus() == schedulerv1.ExecutionStatus_EXECUTION_STATUS_PENDING || e.GetStatus() == schedulerv1.ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED
+	newRun := !store.ConcurrentAllowed(opts) && (e.GetStatus() == schedulerv1.ExecutionStatus_EXECUTION_STATUS_PENDING || e.GetStatus() == schedulerv1.ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED)
 	var (
 		runNumber int32
 		now       time.Time

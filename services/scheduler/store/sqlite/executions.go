@@ -209,7 +209,7 @@ func insertLog(ctx context.Context, tx *sql.Tx, id string, lastSeq int64, now ti
 
 // CreateExecution stores an execution with its waves, assignments and first log entries. The
 // transaction holds SQLite's write lock from its start, so run numbers cannot collide.
-func (s *Store) CreateExecution(ctx context.Context, e *schedulerv1.Execution, waves []*schedulerv1.Wave, assignments []*store.Assignment, entries []*commonv1.LogEntry) error {
+func (s *Store) CreateExecution(ctx context.Context, e *schedulerv1.Execution, waves []*schedulerv1.Wave, assignments []*store.Assignment, entries []*commonv1.LogEntry, opts ...store.CreateOptions) error {
 	if e.GetId() == "" {
 		return errors.New("scheduler store: create execution: no id")
 	}
@@ -221,7 +221,7 @@ func (s *Store) CreateExecution(ctx context.Context, e *schedulerv1.Execution, w
 	if err != nil {
 		return err
 	}
-	newRun := e.GetStatus() == schedulerv1.ExecutionStatus_EXECUTION_STATUS_PENDING || e.GetStatus() == schedulerv1.ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED
+	newRun := !store.ConcurrentAllowed(opts) && (e.GetStatus() == schedulerv1.ExecutionStatus_EXECUTION_STATUS_PENDING || e.GetStatus() == schedulerv1.ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED)
 	var (
 		runNumber int32
 		t         = now()

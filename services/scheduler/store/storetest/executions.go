@@ -314,6 +314,15 @@ func testOneOpenRunPerList(t *testing.T, newStore func(t *testing.T) store.Store
 	err := s.CreateExecution(ctx, next.e, next.waves, next.as, next.entries)
 	require.ErrorIs(t, err, store.ErrActive)
 	require.ErrorContains(t, err, "a-1")
+	// CreateOptions.AllowConcurrent opts out of the rule.
+	side := newRun("a-side", "a", []string{"t0"})
+	side.e.Status = exPending
+	require.NoError(t, s.CreateExecution(ctx, side.e, side.waves, side.as, side.entries, store.CreateOptions{AllowConcurrent: true}))
+	update(t, s, "a-side", func(tx store.ExecTx) error {
+		e := tx.Execution()
+		e.Status, e.Outcome = schedulerv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED, commonv1.Outcome_OUTCOME_CANCELLED
+		return tx.PutExecution(e)
+	})
 	update(t, s, "a-1", func(tx store.ExecTx) error {
 		e := tx.Execution()
 		e.Status, e.Outcome = schedulerv1.ExecutionStatus_EXECUTION_STATUS_CANCELLED, commonv1.Outcome_OUTCOME_CANCELLED
