@@ -87,6 +87,8 @@ type Server struct {
 
 	store store.Store
 	hot   hot.Backend
+	// holders caches the agent instance → principal bindings checkHolder reads (identity.go).
+	holders holderBindings
 
 	logger       *slog.Logger
 	now          func() time.Time
