@@ -92,6 +92,9 @@ func ParseExecutionPlan(content []byte) (*Document, error) {
 			}
 			continue
 		}
+		if phaseNumber == 0 && headerField(spec, l) {
+			continue
+		}
 		if cmd, ok := gateOf(l.text); ok && !l.fenced {
 			gates = append(gates, planGate{line: l.num, phase: phase, milestone: milestone, phaseNumber: phaseNumber, command: cmd})
 			continue

@@ -172,6 +172,9 @@ func (p *tasksMDParser) line(l mdLine) error {
 			return errorf(l.num, `checkbox step outside any "### Task X.Y: name" block`)
 		}
 		if p.inTitle {
+			if headerField(p.spec, l) {
+				return nil
+			}
 			p.preamble = append(p.preamble, l.text)
 		}
 		return nil
