@@ -74,7 +74,7 @@ func (s *Server) advanceBuild(ctx context.Context, fb *schedulerv1.FeatureBuild)
 	if limit := fb.GetOptions().GetMaxWallTime().AsDuration(); limit > 0 && fb.GetStartTime() != nil && s.now().Sub(fb.GetStartTime().AsTime()) > limit {
 		return s.endBuild(ctx, fb.GetId(), fb.GetCurrentExecutionId(), func(b *schedulerv1.FeatureBuild) {
 			s.exitBuild(b, schedulerv1.FeatureBuildStatus_FEATURE_BUILD_STATUS_FAILED, commonv1.Outcome_OUTCOME_ESCALATED,
-				schedulerv1.ExitReason_EXIT_REASON_MAX_ITERATIONS, escalationReport(b, fmt.Sprintf("Budget spent: wall time %s (max_wall_time) after %d iterations", limit, b.GetCurrentIteration()), ""))
+				schedulerv1.ExitReason_EXIT_REASON_BUDGET, escalationReport(b, fmt.Sprintf("Budget spent: wall time %s (max_wall_time) after %d iterations", limit, b.GetCurrentIteration()), ""))
 		})
 	}
 	if its := fb.GetIterations(); fb.GetCurrentExecutionId() == "" && len(its) > 0 && its[len(its)-1].GetExecutionId() == "" && its[len(its)-1].GetEndTime() == nil {

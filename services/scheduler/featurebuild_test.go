@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,12 +161,12 @@ func (k *knowledgeRecorder) recorded() []*knowledgev1.RecordItemRequest {
 
 // buildBundle serves a Scheduler with the scripted Verifier, a Knowledge recorder (v.knowledge)
 // and an agent that completes every assignment it gets.
-func buildBundle(t *testing.T, st store.Store, v *loopVerifier) *testBundle {
+func buildBundle(t *testing.T, st store.Store, v *loopVerifier, opts ...Option) *testBundle {
 	t.Helper()
 	v.knowledge = &knowledgeRecorder{}
 	kconn := servertest.Serve(t, server.Config{Name: "knowledge-test",
 		Services: []server.Service{{Desc: &knowledgev1.KnowledgeService_ServiceDesc, Impl: v.knowledge}}})
-	b := bundleWith(t, st, WithVerifier(serveVerifier(t, v)), WithKnowledge(knowledgev1.NewKnowledgeServiceClient(kconn)))
+	b := bundleWith(t, st, append([]Option{WithVerifier(serveVerifier(t, v)), WithKnowledge(knowledgev1.NewKnowledgeServiceClient(kconn))}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() {
@@ -343,6 +344,29 @@ func TestFeatureBuildExits(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A spent wall-time budget ends the build ESCALATED with exit reason BUDGET (not MAX_ITERATIONS)
+// and the figure: the clock jumps two hours once iteration 1 has been verified.
+func TestFeatureBuildWallTimeBudgetExitsBudget(t *testing.T) {
+	t.Parallel()
+	var late atomic.Bool
+	v := &loopVerifier{failing: func(int) []string {
+		late.Store(true)
+		return []string{"F2"}
+	}}
+	clock := func() time.Time {
+		if late.Load() {
+			return time.Now().Add(2 * time.Hour)
+		}
+		return time.Now()
+	}
+	b := buildBundle(t, backends["sqlite"](t), v, WithClock(clock))
+	fb := b.waitBuild(t, b.startBuild(t, &schedulerv1.StartFeatureBuildRequest{Feature: "budget",
+		Options: &schedulerv1.ExecutionOptions{MaxWallTime: durationpb.New(time.Hour)}}).GetId())
+	require.Equal(t, schedulerv1.ExitReason_EXIT_REASON_BUDGET, fb.GetExitReason(), fb.GetExitMessage())
+	require.Equal(t, commonv1.Outcome_OUTCOME_ESCALATED, fb.GetOutcome())
+	require.Contains(t, fb.GetExitMessage(), "Budget spent: wall time 1h0m0s (max_wall_time)")
+}
 
 // A build BLOCKED by its verdict (every task done, nothing failed: the app was down) resumes with a
 // verify-only iteration, no execution, and converges: resume_count 1, two iterations.

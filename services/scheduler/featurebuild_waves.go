@@ -15,6 +15,11 @@ import (
 // criteria: it is never the loop's verdict), so a regression is caught at the wave that caused it:
 // the build ends REGRESSION naming the criteria and the wave, and the rest of the iteration is
 // cancelled (unless AUTONOMOUS). The last wave is left to the iteration's own Verify Done.
+//
+// The re-verifications run under their own loop key (wavesLoopKey), never the build's: they run
+// in a goroutine while later waves build, so one may still run when the iteration's Verify Done
+// starts; in one loop both would take "the next iteration" of it and the later insert would clash
+// (Verify Done BLOCKED), and the partial reports would take the build loop's iteration numbers.
 
 // reverifyWaves starts the re-verification of fb's current execution's integrated waves (each
 // once per replica; a new leader checks them again).
@@ -67,7 +72,7 @@ func (s *Server) reverifyWave(ctx context.Context, fb *schedulerv1.FeatureBuild,
 		return err
 	}
 	defer cleanup()
-	res, err := s.callVerifier(ctx, ex.GetId(), &verifierv1.VerifyRequest{LoopKey: fb.GetId(), Parallelism: 4, Target: target, OnlyCriteria: passing,
+	res, err := s.callVerifier(ctx, ex.GetId(), &verifierv1.VerifyRequest{LoopKey: wavesLoopKey(fb.GetId()), Parallelism: 4, Target: target, OnlyCriteria: passing,
 		CriteriaSource: &verifierv1.VerifyRequest_CriteriaMarkdown{CriteriaMarkdown: dc}, Labels: map[string]string{"wave": fmt.Sprint(w.GetWaveNumber()), "execution": ex.GetId()}})
 	if err != nil {
 		return err
@@ -102,3 +107,7 @@ func short12(sha string) string {
 	}
 	return sha
 }
+
+// wavesLoopKey is the Verifier loop of a build's per-wave re-verifications: the build's id (a
+// short prefixed ULID) and ":waves", well within the loop key's 128 characters.
+func wavesLoopKey(buildID string) string { return buildID + ":waves" }

@@ -861,6 +861,9 @@ const (
 	// The loop could not go on (e.g. the task list or repository became unusable); see exit_message
 	// (outcome FAILED).
 	ExitReason_EXIT_REASON_ERROR ExitReason = 8
+	// A budget was spent (max_wall_time of the build's options) before convergence; exit_message
+	// has the figures (outcome ESCALATED). Ours: the seed's §12.2 list has no budget exit.
+	ExitReason_EXIT_REASON_BUDGET ExitReason = 9
 )
 
 // Enum value maps for ExitReason.
@@ -875,6 +878,7 @@ var (
 		6: "EXIT_REASON_CANCELLED",
 		7: "EXIT_REASON_VERIFY_SKIPPED",
 		8: "EXIT_REASON_ERROR",
+		9: "EXIT_REASON_BUDGET",
 	}
 	ExitReason_value = map[string]int32{
 		"EXIT_REASON_UNSPECIFIED":    0,
@@ -886,6 +890,7 @@ var (
 		"EXIT_REASON_CANCELLED":      6,
 		"EXIT_REASON_VERIFY_SKIPPED": 7,
 		"EXIT_REASON_ERROR":          8,
+		"EXIT_REASON_BUDGET":         9,
 	}
 )
 
@@ -8640,7 +8645,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x1cFEATURE_BUILD_STATUS_RUNNING\x10\x02\x12\"\n" +
 	"\x1eFEATURE_BUILD_STATUS_COMPLETED\x10\x03\x12\x1f\n" +
 	"\x1bFEATURE_BUILD_STATUS_FAILED\x10\x04\x12\"\n" +
-	"\x1eFEATURE_BUILD_STATUS_CANCELLED\x10\x05*\x80\x02\n" +
+	"\x1eFEATURE_BUILD_STATUS_CANCELLED\x10\x05*\x98\x02\n" +
 	"\n" +
 	"ExitReason\x12\x1b\n" +
 	"\x17EXIT_REASON_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -8651,7 +8656,8 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x16EXIT_REASON_REGRESSION\x10\x05\x12\x19\n" +
 	"\x15EXIT_REASON_CANCELLED\x10\x06\x12\x1e\n" +
 	"\x1aEXIT_REASON_VERIFY_SKIPPED\x10\a\x12\x15\n" +
-	"\x11EXIT_REASON_ERROR\x10\b2\xbf\x16\n" +
+	"\x11EXIT_REASON_ERROR\x10\b\x12\x16\n" +
+	"\x12EXIT_REASON_BUDGET\x10\t2\xbf\x16\n" +
 	"\x10SchedulerService\x12m\n" +
 	"\x0eCreateTaskList\x12,.converge.scheduler.v1.CreateTaskListRequest\x1a-.converge.scheduler.v1.CreateTaskListResponse\x12m\n" +
 	"\x0eImportTaskList\x12,.converge.scheduler.v1.ImportTaskListRequest\x1a-.converge.scheduler.v1.ImportTaskListResponse\x12d\n" +
