@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/platform/proc"
 )
@@ -34,6 +35,12 @@ const (
 	appPollEvery       = 250 * time.Millisecond
 	appOutputCap       = 64 << 10
 	appCheckoutsSubdir = "apps"
+	appErrorTail       = 4000 // bytes of a failed start's output kept for its fix task
+	// appBuildErrorPrefix starts the block reason of a start command that exited before it was
+	// ready (a build error: decide answers it with a fix task while appMaxFixes allows).
+	appBuildErrorPrefix = "build error on start: the app exited ("
+	appMaxFixes         = 2 // "Build errors on start": 2 attempts (seed §5.2)
+	appFixTaskID        = "fix-app-start"
 )
 
 // runningApp is a started app: stop ends it (and everything it started).
@@ -115,12 +122,16 @@ func (s *Server) startApp(ctx context.Context, fb *schedulerv1.FeatureBuild, e *
 			logEntry("App not running", "start: "+app.GetStartCommand(), fmt.Sprintf("Started: ready after %s", time.Since(started).Round(100*time.Millisecond)), true, attempt)
 			return &runningApp{baseURL: u.Scheme + "://" + u.Host, stop: func() { stop(); _ = os.RemoveAll(dir) }}, ""
 		case exited != nil:
+			// A start command that exits is a build error (seed §5.2, §5.6): starting it again
+			// would fail the same way. Verify Done ends BLOCKED with its output, and the loop
+			// turns that into one fix task and a restart (decide, appFixTask).
 			tail := strings.TrimSpace(exited.Output)
-			if len(tail) > 500 {
-				tail = tail[len(tail)-500:]
+			if len(tail) > appErrorTail {
+				tail = tail[len(tail)-appErrorTail:]
 			}
-			last = fmt.Sprintf("the app exited (%s) before it was ready: %s", exited.Status, tail)
-			logEntry("App not running", "start: "+app.GetStartCommand(), "Failed: exited ("+exited.Status+"): "+tail, false, attempt)
+			logEntry("Build errors on start", "start: "+app.GetStartCommand(), "Failed: exited ("+exited.Status+"): "+tail, false, attempt)
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Sprintf("%s%s) before it was ready: %s", appBuildErrorPrefix, exited.Status, tail)
 		default:
 			stop()
 			last = fmt.Sprintf("%s did not answer 2xx within %s", app.GetReadyUrl(), timeout)
@@ -194,4 +205,28 @@ func (s *Server) appCheckout(ctx context.Context, e *schedulerv1.Execution, comm
 		}
 	}
 	return dir, nil
+}
+
+// appBuildErrors counts b's iterations whose Verify Done was blocked by a build error on start.
+func appBuildErrors(b *schedulerv1.FeatureBuild) int {
+	n := 0
+	for _, it := range b.GetIterations() {
+		if strings.HasPrefix(it.GetVerification().GetBlockReason(), appBuildErrorPrefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// appFixTask is the one fix task of an iteration after a build error on start: its output, the
+// start command, and what to do; the next Verify Done starts the app again (the restart).
+func appFixTask(fb *schedulerv1.FeatureBuild, n int32, why string) *commonv1.Task {
+	desc := fmt.Sprintf("Iteration %d of the feature %q: the app under test does not start. Its start command\n\n    %s\n\n"+
+		"exited before it was ready (build error on start, attempt %d of %d). Its output:\n\n%s\n\n"+
+		"Read the error (a missing import, a type error, a typo), fix the code so that the start command builds and serves, "+
+		"and change nothing else: the app is started again before the done-criteria are verified.",
+		n, fb.GetFeature(), fb.GetApp().GetStartCommand(), appBuildErrors(fb), appMaxFixes, strings.TrimPrefix(why, "build error on start: "))
+	return &commonv1.Task{Id: appFixTaskID, Action: commonv1.TaskAction_TASK_ACTION_UPDATE, Phase: "fix",
+		Title: "Fix the build error that stops the app from starting", Description: clip(desc, 16000),
+		Requirements: []string{clip("the start command starts the app: "+fb.GetApp().GetStartCommand(), 1000)}}
 }

@@ -70,6 +70,10 @@ func (s *Server) decide(b *schedulerv1.FeatureBuild, ex *schedulerv1.Execution, 
 			outcome = commonv1.Outcome_OUTCOME_CONVERGED_PENDING_HUMAN
 		}
 		s.exitBuild(b, schedulerv1.FeatureBuildStatus_FEATURE_BUILD_STATUS_COMPLETED, outcome, schedulerv1.ExitReason_EXIT_REASON_SUCCESS, successReport(b, sum))
+	case sum.GetVerdict() == commonv1.Verdict_VERDICT_BLOCKED && strings.HasPrefix(sum.GetBlockReason(), appBuildErrorPrefix) &&
+		b.GetAutonomy() != schedulerv1.Autonomy_AUTONOMY_CAUTIOUS && appBuildErrors(b) <= appMaxFixes && b.GetCurrentIteration() < b.GetMaxIterations():
+		it.Summary = "build error on start: one fix task, then restart"
+		b.CurrentExecutionId = "" // the next round starts iteration n+1 with the fix task (appFixTask)
 	case sum.GetVerdict() == commonv1.Verdict_VERDICT_BLOCKED:
 		block("Cannot verify: " + orDefault(sum.GetBlockReason(), "Verify Done answered BLOCKED"))
 	case b.GetAutonomy() == schedulerv1.Autonomy_AUTONOMY_CAUTIOUS:

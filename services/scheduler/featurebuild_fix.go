@@ -92,6 +92,9 @@ func (s *Server) fixList(ctx context.Context, fb *schedulerv1.FeatureBuild, n in
 // before Verify Done or was not FAILED: its failed tasks are retried as they are).
 func (s *Server) fixTasks(ctx context.Context, fb *schedulerv1.FeatureBuild, n int32, prev *schedulerv1.FeatureIteration) ([]*commonv1.Task, error) {
 	v := prev.GetVerification()
+	if strings.HasPrefix(v.GetBlockReason(), appBuildErrorPrefix) {
+		return []*commonv1.Task{appFixTask(fb, n, v.GetBlockReason())}, nil
+	}
 	if v.GetReportId() == "" || v.GetVerdict() != commonv1.Verdict_VERDICT_FAILED || s.verifier == nil {
 		return nil, nil
 	}

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -390,4 +391,39 @@ func TestFeatureBuildResumeAfterBlockedVerifiesAgain(t *testing.T) {
 		require.Len(t, v.requests(), 2)
 		require.Equal(t, fb.GetId(), v.requests()[1].GetLoopKey())
 	})
+}
+
+// A start command that exits before the app is ready is a build error on start (seed §5.2, §5.6):
+// the loop answers it with one fix task carrying the output, then starts the app again, twice at
+// most; a third failure ends BLOCKED with the error.
+func TestFeatureBuildAppBuildErrorGetsAFixTaskThenRestart(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	v := &loopVerifier{failing: func(int) []string { return nil }}
+	b := buildBundle(t, backends["sqlite"](t), v)
+	fb := b.waitBuild(t, b.startBuild(t, &schedulerv1.StartFeatureBuildRequest{Feature: "app", App: &schedulerv1.AppUnderTest{
+		StartCommand: "echo 'main.go:3:2: undefined: foo' >&2; exit 2", ReadyUrl: fmt.Sprintf("http://127.0.0.1:%d/health", port)}}).GetId())
+	require.Equal(t, schedulerv1.ExitReason_EXIT_REASON_BLOCKED, fb.GetExitReason(), fb.GetExitMessage())
+	require.Contains(t, fb.GetExitMessage(), "build error on start: the app exited (exit status 2)")
+	require.Len(t, fb.GetIterations(), 3, "two fix-and-restart iterations after the first failure")
+	for _, it := range fb.GetIterations()[1:] {
+		ex, _ := b.execution(t, it.GetExecutionId())
+		tl, err := b.client.GetTaskList(t.Context(), &schedulerv1.GetTaskListRequest{TaskListId: ex.GetTaskListId()})
+		require.NoError(t, err)
+		tasks := tl.GetTaskList().GetSpec().GetTasks()
+		require.Len(t, tasks, 1, "one fix task")
+		require.Equal(t, "fix-app-start", tasks[0].GetId())
+		require.Contains(t, tasks[0].GetDescription(), "main.go:3:2: undefined: foo")
+	}
+	require.Empty(t, v.requests(), "the app never ran: nothing was verified")
+	var starts int
+	for _, e := range fb.GetRecoveryLog() {
+		if e.GetIssue() == "Build errors on start" {
+			starts++
+		}
+	}
+	require.Equal(t, 3, starts, "one start per iteration: a build error is not retried as is")
 }
