@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
@@ -288,7 +289,20 @@ func (r *runner) integrated(a *store.Assignment, w *schedulerv1.Wave, req *sched
 			return err
 		}
 		why := fmt.Sprintf("integration of wave %d failed: %s", w.GetWaveNumber(), a.GetError().GetMessage())
-		if err := r.log(entry(commonv1.EventType_EVENT_TYPE_INTEGRATION_FAILED, a, why, map[string]any{"code": a.GetError().GetCode()})); err != nil {
+		data := map[string]any{"code": a.GetError().GetCode()}
+		// A validation level that failed on the integrated commit: which one, and its output's tail.
+		for _, lr := range req.GetLevelResults() {
+			if lr.GetRan() && !lr.GetPassed() {
+				data["level"] = strings.ToLower(strings.TrimPrefix(lr.GetLevel().String(), "VALIDATION_LEVEL_"))
+				data["exit_code"] = float64(lr.GetExitCode())
+				why = fmt.Sprintf("wave %d: validation level %s failed on the integrated commit: %s", w.GetWaveNumber(), data["level"], a.GetError().GetMessage())
+				break
+			}
+		}
+		if out := req.GetValidationOutputTail(); out != "" {
+			data["output_tail"] = tailString(out, waveOutputTail)
+		}
+		if err := r.log(entry(commonv1.EventType_EVENT_TYPE_INTEGRATION_FAILED, a, why, data)); err != nil {
 			return err
 		}
 		return r.finish(schedulerv1.ExecutionStatus_EXECUTION_STATUS_FAILED, commonv1.Outcome_OUTCOME_FAILED, why)
@@ -321,4 +335,20 @@ func (r *runner) integrated(a *store.Assignment, w *schedulerv1.Wave, req *sched
 		}
 	}
 	return r.afterWave(w)
+}
+
+// waveOutputTail is how much of a failed wave validation's output its INTEGRATION_FAILED event
+// keeps (the assignment keeps up to 64 KiB).
+const waveOutputTail = 4096
+
+// tailString is the last n bytes of s (at a UTF-8 boundary), marked when cut.
+func tailString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := len(s) - n
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return "[…]" + s[cut:]
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // integrate merges a wave's task commits onto the run branch (one cherry-picked commit per task,
-// in order), runs the codebase validation (the last wave: every triggered level), and pushes the
-// run branch.
+// in order), runs the validation levels on the integrated commit (codebase → api → ui, each
+// triggered level, stopping at the first failure), and pushes the run branch.
 func (w *Worker) integrate(ctx context.Context, l *lease) outcome {
 	ca := l.ca
 	a := ca.GetAssignment()

@@ -124,15 +124,16 @@ func (w *Worker) runLevel(ctx context.Context, ca *schedulerv1.ClaimedAssignment
 	return r
 }
 
-// levels runs the validation levels of an integration: codebase always; for the final
-// integration also api and ui when their trigger globs match a path the run changed.
+// levels runs the validation levels of an integration on the integrated commit (seed 000's
+// validate phase, per wave): codebase, then api and ui when their trigger globs match a path the
+// wave changed (the last wave: a path the run changed), stopping at the first failing level.
 func (w *Worker) levels(ctx context.Context, ca *schedulerv1.ClaimedAssignment, wt *workspace.Worktree) []*schedulerv1.ValidationLevelResult {
 	v := ca.GetValidation()
 	out := []*schedulerv1.ValidationLevelResult{w.runLevel(ctx, ca, wt, schedulerv1.ValidationLevel_VALIDATION_LEVEL_CODEBASE, v.GetCodebase(), "")}
 	if out[0].GetRan() && !out[0].GetPassed() {
 		return out // stop early on a codebase failure
 	}
-	if !ca.GetFinalIntegration() {
+	if v.GetApi().GetCommand() == "" && v.GetUi().GetCommand() == "" {
 		return out
 	}
 	changed := w.runChanges(ctx, ca, wt)
@@ -165,7 +166,7 @@ func levelName(l schedulerv1.ValidationLevel) string {
 	return strings.ToLower(strings.TrimPrefix(l.String(), "VALIDATION_LEVEL_"))
 }
 
-// runChanges lists the paths the run changed against the repository's base ref; nil when unknown
+// runChanges lists the paths the wave changed (the last wave: the run, against the base ref); nil when unknown
 // (then every level with a command runs).
 func (w *Worker) runChanges(ctx context.Context, ca *schedulerv1.ClaimedAssignment, wt *workspace.Worktree) []string {
 	if !wt.HasRepository() {
@@ -173,14 +174,19 @@ func (w *Worker) runChanges(ctx context.Context, ca *schedulerv1.ClaimedAssignme
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	ref := orDefault(ca.GetRepository().GetBaseRef(), "HEAD")
-	cmd := exec.CommandContext(ctx, "git", "diff", "--name-only", "-z", ref+"...HEAD")
+	// A wave's integration: what the wave changed (its base commit to the integrated commit); the
+	// last wave's: what the run changed against the base ref.
+	span := ca.GetBaseCommit() + "..HEAD"
+	if ca.GetFinalIntegration() || ca.GetBaseCommit() == "" {
+		span = orDefault(ca.GetRepository().GetBaseRef(), "HEAD") + "...HEAD"
+	}
+	cmd := exec.CommandContext(ctx, "git", "diff", "--name-only", "-z", span)
 	cmd.Dir = wt.Dir
 	b, err := cmd.Output()
 	if err != nil {
 		return nil
 	}
-	var out []string
+	out := []string{} // known and empty: no trigger glob matches
 	for _, p := range strings.Split(string(b), "\x00") {
 		if p != "" {
 			out = append(out, p)

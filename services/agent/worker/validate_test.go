@@ -91,3 +91,45 @@ func TestFullSuiteRunsAfterEachTask(t *testing.T) {
 	}
 	require.Equal(t, []string{"suite", "suite"}, lines(t, ran))
 }
+
+// Issue 15 part 4: every wave's integration (not only the last) runs the levels on the integrated
+// commit, codebase → api → ui, stopping at the first failing one; the failure fails the
+// integration VALIDATION_FAILED naming the level, with its output tail. A level whose trigger
+// globs match nothing the wave changed does not run.
+func TestWaveIntegrationRunsEveryLevel(t *testing.T) {
+	t.Parallel()
+	level := func(exit string) *commonv1.TaskValidation { return &commonv1.TaskValidation{Command: "exit " + exit} }
+	integration := func(repo string) *schedulerv1.ClaimedAssignment {
+		ca := claimed(t, &commonv1.Task{Id: "wave-1"}, "")
+		ca.Task = nil
+		ca.Assignment.Kind, ca.Assignment.WaveNumber = schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION, 1
+		ca.Assignment.TaskId = ""
+		if repo != "" {
+			ca.Repository = &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: repo}, BaseRef: "main"}
+			ca.BaseCommit = gitT(t, repo, "rev-parse", "HEAD")
+		}
+		return ca
+	}
+
+	ran := tmpFile(t, "ran")
+	h := startWorker(t, nil)
+	ca := integration("")
+	ca.Validation = rewrite(&schedulerv1.ValidationLevels{Codebase: level("0"), Api: level("1"), Ui: level("0")}, ran)
+	h.sched.push(ca)
+	c := h.complete()
+	require.Equal(t, []string{"codebase", "api"}, lines(t, ran), "ui does not run after a failing api level")
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_FAILED, c.GetResult())
+	require.Equal(t, "VALIDATION_FAILED", c.GetError().GetCode())
+	require.Contains(t, c.GetError().GetMessage(), "API validation failed")
+	require.Contains(t, c.GetValidationOutputTail(), "api output")
+	require.Len(t, c.GetLevelResults(), 2)
+
+	// On a repository: the wave changed nothing under server/, so the api level is not triggered.
+	ran = tmpFile(t, "ran")
+	ca = integration(origin(t))
+	ca.Validation = rewrite(&schedulerv1.ValidationLevels{Codebase: level("0"), Api: level("1"), ApiTriggerGlobs: []string{"server/**"}, Ui: level("0")}, ran)
+	h.sched.push(ca)
+	c = h.complete()
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+	require.Equal(t, []string{"codebase", "ui"}, lines(t, ran))
+}

@@ -1154,8 +1154,12 @@ func (x *ProjectContext) GetContextFiles() []string {
 	return nil
 }
 
-// ValidationLevels are the run-wide checks: codebase after every wave's integration, and all three
-// levels after the last wave, before Verify Done. A level without a command is not run.
+// ValidationLevels are the run-wide checks (seed 000's validate phase). On every wave's integrated
+// commit they run in order, codebase → api → ui, stopping at the first failing level: api and ui
+// only when their trigger globs match a path the wave changed (the last wave: the run changed).
+// A failure fails the wave's integration and the run (INTEGRATION_FAILED names the level and
+// carries the output's tail). A task's try runs them too (after its own validation). A level
+// without a command is not run.
 type ValidationLevels struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Codebase level, e.g. `go build ./... && go vet ./...` (timeout default 120 s).
@@ -5690,7 +5694,8 @@ type ClaimedAssignment struct {
 	Validation *ValidationLevels `protobuf:"bytes,11,opt,name=validation,proto3" json:"validation,omitempty"`
 	// Task commits to merge, in order (INTEGRATION only).
 	Merges []*IntegrationInput `protobuf:"bytes,12,rep,name=merges,proto3" json:"merges,omitempty"`
-	// True for the last wave's integration: run every triggered validation level.
+	// True for the last wave's integration: the api/ui trigger globs match what the whole run
+	// changed (other waves: what the wave changed).
 	FinalIntegration bool `protobuf:"varint,13,opt,name=final_integration,json=finalIntegration,proto3" json:"final_integration,omitempty"`
 	// Errors of earlier attempts, oldest first (at most 5), to pass to the executor as hints.
 	PreviousErrors []*v1.ErrorContext `protobuf:"bytes,14,rep,name=previous_errors,json=previousErrors,proto3" json:"previous_errors,omitempty"`
