@@ -20,7 +20,8 @@ import (
 //     PID 1 of its own tree: it sees no other process, and when it dies the kernel kills
 //     everything left in the namespace, setsid or not) and a mount namespace with a fresh /proc
 //     (the caller's /proc/<pid>/environ is not reachable). The command runs with no capabilities
-//     and no_new_privs. The network is shared.
+//     and no_new_privs. The network is shared, unless NoNetwork: a network namespace of its own
+//     (a loopback interface, down; no route out).
 //   - Without namespaces, a caller that is root still runs the process as UID/GID (so the
 //     caller's /proc/<pid>/environ, mode 0400, is unreadable); otherwise the process runs as the
 //     caller: what it can read, the caller's environment included, it reads.
@@ -37,6 +38,8 @@ type Sandbox struct {
 	UID, GID int
 	// Namespaces runs the process in new user, PID and mount namespaces.
 	Namespaces bool
+	// NoNetwork (with Namespaces) adds a network namespace: the process reaches no network.
+	NoNetwork bool
 	// CgroupParent is a cgroup v2 directory runs get cgroups under; "": none.
 	CgroupParent string
 }
@@ -162,6 +165,34 @@ func (s *Sandbox) probe(ctx context.Context) error {
 	return nil
 }
 
+// CgroupDir makes name in the caller's cgroup (v2) and answers its directory, for
+// Sandbox.CgroupParent; an error says why the host allows none (no cgroup v2, not writable).
+func CgroupDir(name string) (string, error) { return cgroupDir(name) }
+
+// KillCgroups kills every process of the run cgroups under parent (a CgroupParent whose runs
+// were not ended by their Run: its process died) and removes them and parent.
+func KillCgroups(parent string) error {
+	if parent == "" {
+		return nil
+	}
+	entries, err := os.ReadDir(parent)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("proc: cgroups: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "run-") {
+			(&runCgroup{dir: filepath.Join(parent, e.Name())}).kill()
+		}
+	}
+	if err := os.Remove(parent); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("proc: cgroups: %w", err)
+	}
+	return nil
+}
+
 // cgroupDir finds the cgroup v2 hierarchy and the caller's cgroup in it, and makes name there.
 func cgroupDir(name string) (string, error) {
 	b, err := os.ReadFile("/proc/self/cgroup")
@@ -201,6 +232,9 @@ func (s *Sandbox) prepare(attr *syscall.SysProcAttr) (*runCgroup, error) {
 			uid, gid = os.Geteuid(), os.Getegid()
 		}
 		attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS
+		if s.NoNetwork {
+			attr.Cloneflags |= syscall.CLONE_NEWNET
+		}
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
@@ -248,7 +282,9 @@ func (c *runCgroup) kill() {
 	if c == nil {
 		return
 	}
-	_ = c.f.Close()
+	if c.f != nil {
+		_ = c.f.Close()
+	}
 	if err := os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0); err != nil {
 		// Kernels before 5.14: kill what is listed.
 		if b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs")); err == nil {
