@@ -52,7 +52,7 @@ func (e *agentCLIExecutor) Run(ctx context.Context, req Request) (Result, error)
 	}
 	spec.Argv = argv
 
-	res := proc.Run(ctx, e.opts.sandbox.spec(spec))
+	res := proc.Run(ctx, e.opts.spec(spec))
 	out := clean(res.Output, req.outputCap())
 	result := Result{ExitCode: res.ExitCode, Output: out, Duration: res.Duration}
 	if err := processError(ctx, "agent CLI "+filepath.Base(argv[0]), res, req.timeout(), out); err != nil {

@@ -22,7 +22,7 @@ func (e *commandExecutor) Run(ctx context.Context, req Request) (Result, error) 
 	if strings.TrimSpace(command) == "" {
 		return Result{ExitCode: -1}, newError(CodeNoCommand, "task %q has no command to run", req.Task.GetId())
 	}
-	res := proc.Run(ctx, e.opts.sandbox.spec(proc.Spec{
+	res := proc.Run(ctx, e.opts.spec(proc.Spec{
 		Shell:     command,
 		Dir:       req.Dir,
 		Env:       e.opts.env(e.spec.GetEnvPassthrough(), req),

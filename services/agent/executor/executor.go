@@ -167,6 +167,8 @@ type options struct {
 	allowedEnv  map[string]bool
 	restrictEnv bool
 	sandbox     Sandbox
+	// cgroupParent gives each process a cgroup under it (WithCgroupParent); "": none.
+	cgroupParent string
 }
 
 // WithLookupEnv reads the agent's environment through lookup instead of os.LookupEnv: for

@@ -51,7 +51,7 @@ func Validate(ctx context.Context, dir string, v *commonv1.TaskValidation, timeo
 	}
 	o := newOptions(opts)
 	env, _ := proc.EnvFrom(o.lookupEnv, o.passthrough, nil)
-	res := proc.Run(ctx, o.sandbox.spec(proc.Spec{
+	res := proc.Run(ctx, o.spec(proc.Spec{
 		Shell:     command,
 		Dir:       dir,
 		Env:       env,

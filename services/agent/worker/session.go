@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -23,11 +24,15 @@ import (
 //	groups/      one file per live executor process group (proc.GroupDir)
 //	worktrees/   one file per worktree or scratch directory in use, by directory name
 //	watchdog     the pid of the session's watchdog
+//	cgroup       the session's cgroup (v2) directory, when the host lets it make one: each
+//	             executor process runs in a cgroup of its own under it (executor.WithCgroupParent),
+//	             killed whole when the process ends, so what a task started with setsid goes too
 //
 // The watchdog is a small shell process outside the agent's process group that reads a pipe only
 // the agent holds open: when the agent dies, even by SIGKILL, the kernel closes the pipe and the
-// watchdog kills every process group recorded in groups/ at once (each leader also gets SIGKILL
-// from the kernel, Pdeathsig, but what it started would live on). Without it a killed agent's
+// watchdog kills every process group recorded in groups/ and every process of the session's run
+// cgroups at once (each leader also gets SIGKILL from the kernel, Pdeathsig, but what it started
+// would live on; in the namespaces sandbox the kernel kills the whole PID namespace with it). Without it a killed agent's
 // task keeps running while the Scheduler requeues it, and the task runs twice. The records stay
 // for the next agent on the data dir, which kills what is left (if the watchdog was killed too).
 //
@@ -45,6 +50,10 @@ type session struct {
 	dir    string
 	lock   *os.File
 	groups *proc.GroupDir
+	// cgroup is the parent of the session's run cgroups ("": the host allows none, cgroupErr
+	// says why).
+	cgroup    string
+	cgroupErr error
 	// watchdog kills the recorded groups once feed is closed (the agent stops or dies).
 	watchdog *exec.Cmd
 	feed     *os.File
@@ -72,6 +81,12 @@ func openSession(dataDir, id string) (*session, error) {
 		return nil, err
 	}
 	s := &session{dir: dir, lock: lock, groups: groups}
+	if s.cgroup, s.cgroupErr = proc.CgroupDir("converge-agent-" + sanitize(id)); s.cgroupErr == nil {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup"), []byte(s.cgroup), 0o644); err != nil {
+			_ = proc.KillCgroups(s.cgroup)
+			s.cgroup, s.cgroupErr = "", err
+		}
+	}
 	if err := s.startWatchdog(); err != nil {
 		_ = lock.Close()
 		return nil, fmt.Errorf("worker: session watchdog: %w", err)
@@ -81,7 +96,8 @@ func openSession(dataDir, id string) (*session, error) {
 
 // watchdogScript waits for end of file on its standard input (the agent is gone), then kills
 // every process group recorded in the directory $1 whose leader, if still there, started when
-// its record says (else the id was reused by an unrelated process).
+// its record says (else the id was reused by an unrelated process), and every process of the
+// run cgroups under $2 (when given).
 const watchdogScript = `cat >/dev/null
 for f in "$1"/*; do
   [ -f "$f" ] || continue
@@ -95,6 +111,11 @@ for f in "$1"/*; do
   fi
   kill -9 "-$pg" 2>/dev/null
 done
+if [ -n "$2" ]; then
+  for c in "$2"/run-*; do
+    [ -d "$c" ] && echo 1 > "$c/cgroup.kill" 2>/dev/null
+  done
+fi
 exit 0`
 
 // startWatchdog starts the session's watchdog (see the top of this file).
@@ -104,7 +125,7 @@ func (s *session) startWatchdog() error {
 		return err
 	}
 	defer r.Close()
-	cmd := exec.Command("sh", "-c", watchdogScript, "converge-agent-watchdog", s.groups.Dir())
+	cmd := exec.Command("sh", "-c", watchdogScript, "converge-agent-watchdog", s.groups.Dir(), s.cgroup)
 	cmd.Stdin = r
 	cmd.Env = proc.Env(nil, nil)
 	// A group of its own: a Ctrl-C or a kill of the agent's group must not take it first.
@@ -154,6 +175,7 @@ func (s *session) close() int {
 	}
 	s.closed = true
 	n := s.groups.KillAll()
+	_ = proc.KillCgroups(s.cgroup)
 	_ = os.RemoveAll(s.dir)
 	if s.feed != nil {
 		_ = s.feed.Close() // the watchdog finds nothing left and exits
@@ -201,6 +223,11 @@ func (w *Worker) cleanUpDataDir(ctx context.Context) (recovered, error) {
 		}
 		killed, err := proc.KillRecorded(filepath.Join(dir, "groups"))
 		out.killed = append(out.killed, killed...)
+		if cg, rerr := os.ReadFile(filepath.Join(dir, "cgroup")); rerr == nil && strings.HasPrefix(string(cg), "/sys/fs/cgroup/") {
+			// What its tasks left in their cgroups (setsid children of a killed agent whose
+			// watchdog was killed too).
+			err = errors.Join(err, proc.KillCgroups(filepath.Clean(string(cg))))
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}

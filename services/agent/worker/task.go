@@ -147,7 +147,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		return fail("CHECKPOINT", err.Error(), 0)
 	}
 	l.event(commonv1.EventType_EVENT_TYPE_CHECKPOINT_CREATED, "checkpoint at "+short(cp.Commit), map[string]any{"commit": cp.Commit, "files": float64(len(cp.Files))})
-	ex, err := executor.New(ca.GetOptions().GetExecutor(), executor.WithProcessGroups(w.sess.groups), executor.WithSandbox(w.cfg.Sandbox), executor.WithAllowedEnv(w.cfg.AllowedEnv...))
+	ex, err := executor.New(ca.GetOptions().GetExecutor(), executor.WithProcessGroups(w.sess.groups), executor.WithSandbox(w.cfg.Sandbox), executor.WithCgroupParent(w.sess.cgroup), executor.WithAllowedEnv(w.cfg.AllowedEnv...))
 	if err != nil {
 		return fail("EXECUTOR", err.Error(), 0)
 	}

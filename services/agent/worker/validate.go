@@ -38,7 +38,7 @@ func (w *Worker) validateTry(ctx context.Context, l *lease, wt *workspace.Worktr
 	var out tryValidation
 	t := l.ca.GetTask()
 	if v := t.GetValidation(); strings.TrimSpace(v.GetCommand()) != "" {
-		vr := executor.Validate(ctx, wt.Dir, v, vtimeout, outputCap, executor.WithProcessGroups(w.sess.groups), executor.WithSandbox(w.cfg.Sandbox))
+		vr := executor.Validate(ctx, wt.Dir, v, vtimeout, outputCap, executor.WithProcessGroups(w.sess.groups), executor.WithSandbox(w.cfg.Sandbox), executor.WithCgroupParent(w.sess.cgroup))
 		l.event(commonv1.EventType_EVENT_TYPE_VALIDATION_RUN, fmt.Sprintf("validation %q: passed=%t exit=%d", v.GetCommand(), vr.Passed, vr.ExitCode),
 			map[string]any{"passed": vr.Passed, "exit_code": float64(vr.ExitCode), "try": float64(try)})
 		out.tail = vr.Output
@@ -117,7 +117,7 @@ func (w *Worker) runLevel(ctx context.Context, ca *schedulerv1.ClaimedAssignment
 		if tv.GetTimeout() != nil {
 			timeout = tv.GetTimeout().AsDuration()
 		}
-		res := executor.Validate(ctx, wt.Dir, tv, timeout, outputCap, executor.WithProcessGroups(w.sess.groups), executor.WithSandbox(w.cfg.Sandbox))
+		res := executor.Validate(ctx, wt.Dir, tv, timeout, outputCap, executor.WithProcessGroups(w.sess.groups), executor.WithSandbox(w.cfg.Sandbox), executor.WithCgroupParent(w.sess.cgroup))
 		r.Ran, r.Passed, r.ExitCode = true, res.Passed, int32(max(min(res.ExitCode, 255), -1))
 		r.Duration, r.OutputTail, r.Message = durationpb.New(res.Duration), tail(res.Output, 65536), truncate(res.Message, 4096)
 	}

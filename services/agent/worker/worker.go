@@ -253,6 +253,9 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		w.log.Info("cleaned up after earlier processes on the data dir", "dead_sessions", rec.deadSessions,
 			"process_groups_killed", len(rec.killed), "worktrees_removed", rec.swept)
 	}
+	if w.sess.cgroupErr != nil {
+		w.log.Warn("no cgroup per task process: what a task starts with setsid outlives it unless --sandbox namespaces holds it", "why", w.sess.cgroupErr)
+	}
 	// Nothing this process started outlives its Run: executor processes still running are
 	// killed, and the session's record goes.
 	defer func() {
