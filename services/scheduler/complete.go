@@ -30,7 +30,8 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 		// agent's ClaimTask answers why.
 		next = nil
 	}
-	fused := false // the completion was accepted now (not a retry): a next claim may follow
+	fused := false   // the completion was accepted now (not a retry): a next claim may follow
+	applied := false // the completion was applied now (not a retry)
 	err = s.update(ctx, eid, func(r *runner) error {
 		a, err := r.holder(ctx, req.GetAssignmentId(), req.GetInstanceId(), req.GetFencingToken())
 		if err != nil {
@@ -49,7 +50,7 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 		if err := r.complete(a, req); err != nil {
 			return err
 		}
-		res.Assignment = a.Assignment
+		res.Assignment, applied = a.Assignment, true
 		fused = next != nil
 		if fused && (next.GetExecutionId() == "" || next.GetExecutionId() == eid) {
 			// The next assignment of the same execution, in the same transaction: no second
@@ -60,6 +61,9 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 	})
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	if applied {
+		s.confirmGiven(ctx, eid, res.GetAssignment(), auth.Name(ctx))
 	}
 	if fused && res.GetNext() == nil {
 		// Nothing more in this execution for the agent: any other, at once (no wait).
