@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,43 +61,65 @@ func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream g
 			return err
 		}
 	}
+	t, release := s.tail(e)
+	defer release()
 	lastSent := time.Now()
+	send := func(en *commonv1.LogEntry, snap *schedulerv1.Execution) error {
+		msg := &schedulerv1.WatchExecutionResponse{Entry: en}
+		if req.GetIncludeSnapshots() && snapshotEvents[en.GetEventType()] {
+			msg.Execution = snap
+		}
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+		cursor = en.GetSeq()
+		lastSent = time.Now()
+		return nil
+	}
 	for {
-		woken := s.wake.wait()
-		entries, more, last, err := s.store.ReadLog(ctx, store.LogQuery{ExecutionID: req.GetExecutionId(), AfterSeq: cursor,
-			TaskID: req.GetTaskId(), EventTypes: req.GetEventTypes(), Limit: watchBatch})
-		if err != nil {
-			return toStatus(err)
-		}
-		for _, en := range entries {
-			msg := &schedulerv1.WatchExecutionResponse{Entry: en}
-			if req.GetIncludeSnapshots() && snapshotEvents[en.GetEventType()] {
-				if snap, _, err := s.store.GetExecution(ctx, req.GetExecutionId()); err == nil {
-					msg.Execution = snap
-				}
-			}
-			if err := stream.Send(msg); err != nil {
-				return err
-			}
-			cursor = en.GetSeq()
-			lastSent = time.Now()
-		}
-		if more {
-			continue
-		}
-		// A filtered stream moves its cursor past the entries it did not want (ReadLog reads
-		// last before the entries, so every entry up to last was seen).
-		if filtered := req.GetTaskId() != "" || len(req.GetEventTypes()) > 0; filtered && last > cursor {
-			cursor = last
-		}
-		if len(entries) == 0 {
-			cur, _, err := s.store.GetExecution(ctx, req.GetExecutionId())
+		st := t.after(cursor)
+		if cursor < st.base {
+			// Behind the tail's window: catch up from the store.
+			entries, more, last, err := s.store.ReadLog(ctx, store.LogQuery{ExecutionID: req.GetExecutionId(), AfterSeq: cursor,
+				TaskID: req.GetTaskId(), EventTypes: req.GetEventTypes(), Limit: watchBatch})
 			if err != nil {
 				return toStatus(err)
 			}
-			if ended(cur) && cur.GetLastSeq() <= cursor {
-				return nil
+			for _, en := range entries {
+				var snap *schedulerv1.Execution
+				if req.GetIncludeSnapshots() && snapshotEvents[en.GetEventType()] {
+					snap, _, _ = s.store.GetExecution(ctx, req.GetExecutionId())
+				}
+				if err := send(en, snap); err != nil {
+					return err
+				}
 			}
+			// A filtered stream moves its cursor past the entries it did not want (ReadLog
+			// reads last before the entries, so every entry up to last was seen).
+			if !more && last > cursor {
+				cursor = last
+			}
+			continue
+		}
+		for _, x := range st.window {
+			en := x.entry
+			if (req.GetTaskId() != "" && en.GetTaskId() != req.GetTaskId()) ||
+				(len(req.GetEventTypes()) > 0 && !slices.Contains(req.GetEventTypes(), en.GetEventType())) {
+				cursor = en.GetSeq()
+				continue
+			}
+			if err := send(en, x.snap); err != nil {
+				return err
+			}
+		}
+		if len(st.window) > 0 {
+			continue // the tail may have read more meanwhile
+		}
+		if st.err != nil {
+			return toStatus(st.err)
+		}
+		if st.ended && cursor >= st.last {
+			return nil
 		}
 		if time.Since(lastSent) >= watchKeepAliveInterval {
 			if err := stream.Send(&schedulerv1.WatchExecutionResponse{}); err != nil {
@@ -104,15 +127,15 @@ func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream g
 			}
 			lastSent = time.Now()
 		}
-		t := time.NewTimer(watchPollInterval)
+		timer := time.NewTimer(watchKeepAliveInterval - time.Since(lastSent))
 		select {
 		case <-ctx.Done():
-			t.Stop()
+			timer.Stop()
 			return toStatus(ctx.Err())
-		case <-woken:
-		case <-t.C:
+		case <-st.changed:
+		case <-timer.C:
 		}
-		t.Stop()
+		timer.Stop()
 	}
 }
 

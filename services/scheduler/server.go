@@ -5,7 +5,7 @@
 //   - server.go: the Server, New and its Options (With...).
 //   - tasklists.go, waves.go: task lists and PlanWaves; executions.go: StartExecution and the
 //     execution RPCs (get, list, pause, resume, cancel, retry, skip); events.go: the log and
-//     WatchExecution.
+//     WatchExecution; tail.go: the log tail one execution's streams share.
 //   - options.go: ExecutionOptions defaults, resolved once when an execution is created.
 //   - runner.go: the transaction runner (every state change of an execution) and the engine's rules.
 //   - claim.go: ClaimTask, the lease and capability matching; lease.go: the lease checks;
@@ -58,6 +58,8 @@ type Server struct {
 	gitExport *gitExport
 	// watchers bounds the WatchExecution streams in flight (watchlimits.go).
 	watchers watchers
+	// tails are the shared log tails of the watched executions (tail.go).
+	tails tails
 	// now is the clock of ids and of the driver's own deadlines (default time.Now); lease times
 	// come from the store's clock.
 	now func() time.Time

@@ -1,0 +1,128 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/server"
+	"github.com/converge-dev/converge/platform/server/servertest"
+	"github.com/converge-dev/converge/services/scheduler/store"
+)
+
+// TestWatchExecutionStreamsShareOneTail: several streams of one execution, unfiltered, with
+// snapshots and filtered, are served from one tail (one store reader) and each still gets
+// exactly its entries, in order, once; the tail goes away with the run.
+func TestWatchExecutionStreamsShareOneTail(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		s := New(st, WithDriverInterval(20*time.Millisecond), WithWorkDir(t.TempDir()))
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		s.Start(ctx)
+		conn := servertest.Serve(t, server.Config{
+			Name:     "scheduler-test",
+			Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}},
+		})
+		b := &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: st}
+		e := b.start(t, b.createList(t, diamond("shared")), nil)
+
+		reqs := []*schedulerv1.WatchExecutionRequest{
+			{ExecutionId: e.GetId()}, {ExecutionId: e.GetId()},
+			{ExecutionId: e.GetId(), IncludeSnapshots: true}, {ExecutionId: e.GetId(), IncludeSnapshots: true},
+			{ExecutionId: e.GetId(), TaskId: "D"},
+			{ExecutionId: e.GetId(), EventTypes: []commonv1.EventType{commonv1.EventType_EVENT_TYPE_TASK_COMPLETED}},
+		}
+		got := make([][]*schedulerv1.WatchExecutionResponse, len(reqs))
+		var wg sync.WaitGroup
+		started := make(chan struct{}, len(reqs))
+		for i, req := range reqs {
+			stream, err := b.client.WatchExecution(t.Context(), req)
+			require.NoError(t, err)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				first := true
+				for {
+					msg, err := stream.Recv()
+					if first {
+						started <- struct{}{} // the stream has joined the tail before it sends
+						first = false
+					}
+					if errors.Is(err, io.EOF) {
+						return
+					}
+					if !assertNoError(t, err) {
+						return
+					}
+					got[i] = append(got[i], msg)
+				}
+			}()
+		}
+		// The filtered streams' first message comes once their tasks' entries exist: start the
+		// run, then check that every stream joined one tail.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.work(t, "agent-1", e.GetId(), succeed)
+		}()
+		for range reqs {
+			<-started
+		}
+		wg.Wait()
+		s.tails.mu.Lock()
+		require.Empty(t, s.tails.m, "the tail ended with the run and its streams")
+		s.tails.mu.Unlock()
+
+		all, err := b.client.GetExecutionLog(t.Context(), &schedulerv1.GetExecutionLogRequest{ExecutionId: e.GetId(), Limit: 500})
+		require.NoError(t, err)
+		want := func(keep func(*commonv1.LogEntry) bool) []int64 {
+			var seqs []int64
+			for _, en := range all.GetEntries() {
+				if keep(en) {
+					seqs = append(seqs, en.GetSeq())
+				}
+			}
+			return seqs
+		}
+		seqs := func(msgs []*schedulerv1.WatchExecutionResponse) []int64 {
+			var out []int64
+			for _, m := range msgs {
+				if m.GetEntry() != nil {
+					out = append(out, m.GetEntry().GetSeq())
+				}
+			}
+			return out
+		}
+		every := want(func(*commonv1.LogEntry) bool { return true })
+		for i := range 4 {
+			require.Equal(t, every, seqs(got[i]), "stream %d", i)
+		}
+		for i := 2; i < 4; i++ {
+			require.NotNil(t, got[i][0].GetExecution(), "the first message of a snapshot stream is the execution")
+			for _, m := range got[i][1:] {
+				require.Equal(t, snapshotEvents[m.GetEntry().GetEventType()], m.GetExecution() != nil, "seq %d", m.GetEntry().GetSeq())
+			}
+		}
+		require.Equal(t, want(func(en *commonv1.LogEntry) bool { return en.GetTaskId() == "D" }), seqs(got[4]))
+		require.Equal(t, want(func(en *commonv1.LogEntry) bool {
+			return en.GetEventType() == commonv1.EventType_EVENT_TYPE_TASK_COMPLETED
+		}), seqs(got[5]))
+	})
+}
+
+// assertNoError reports err as a test failure from a goroutine.
+func assertNoError(t *testing.T, err error) bool {
+	if err != nil {
+		t.Errorf("unexpected error: %v", err)
+		return false
+	}
+	return true
+}
