@@ -96,7 +96,7 @@ func buildCommand() *cobra.Command {
 	fs.BoolVar(&o.AllowPendingHuman, "allow-pending-human", false, "exit 0 also when the build converged with HUMAN_VERIFY criteria waiting for sign-off")
 	fs.StringVar(&o.AgentCLI, "agent-cli", os.Getenv("CONVERGE_AGENT_CLI"), "coding-agent command line each task runs through, prompt on stdin, e.g. 'claude -p' [CONVERGE_AGENT_CLI]")
 	fs.StringVar(&o.AppStart, "app-start", "", "shell command that starts the app under test in a checkout of the run branch before each Verify Done (stopped after), e.g. 'go run ./cmd/server'")
-	fs.StringVar(&o.AppReady, "app-ready", "", "URL polled until the app answers 2xx, e.g. http://127.0.0.1:8080/healthz; its host is the base URL of http checks")
+	fs.StringVar(&o.AppReady, "app-ready", "", "URL polled until the app answers 2xx, e.g. http://127.0.0.1:8080/healthz (its host is the base URL of http checks), or grpc://host:port polled with grpc.health.v1 until SERVING (the address of grpc checks)")
 	fs.DurationVar(&o.AppTimeout, "app-timeout", 60*time.Second, "how long one start of the app may take to become ready (3 attempts), 1s to 10m")
 	fs.StringSliceVar(&o.ConfirmRequired, "confirm-required", nil, "scope guard: repository globs whose change needs a person's confirmation (the build stops BLOCKED)")
 	fs.StringSliceVar(&o.Confirmed, "confirm", nil, "scope guard: paths a person confirmed (with --resume after a confirm-required stop)")

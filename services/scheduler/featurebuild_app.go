@@ -12,10 +12,15 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
 	"github.com/converge-dev/converge/platform/proc"
 )
 
@@ -46,7 +51,17 @@ const (
 // runningApp is a started app: stop ends it (and everything it started).
 type runningApp struct {
 	baseURL string
+	grpc    bool // ready_url is grpc://host:port: the app is the target of grpc checks
 	stop    func()
+}
+
+// aim points the Verifier's target at the app: its base URL, or its gRPC address.
+func (a *runningApp) aim(t *verifierv1.Target) {
+	if a.grpc {
+		t.GrpcAddress = strings.TrimPrefix(a.baseURL, "grpc://")
+		return
+	}
+	t.BaseUrl = a.baseURL
 }
 
 // iterationApp starts the app of execution e's build (nil, "" when it has none).
@@ -83,7 +98,7 @@ func (s *Server) startApp(ctx context.Context, fb *schedulerv1.FeatureBuild, e *
 	port := int(app.GetPort())
 	if port == 0 {
 		if port, _ = strconv.Atoi(u.Port()); port == 0 {
-			port = map[string]int{"http": 80, "https": 443}[u.Scheme]
+			port = map[string]int{"http": 80, "https": 443}[strings.ToLower(u.Scheme)]
 		}
 	}
 	if c, err := net.DialTimeout("tcp", net.JoinHostPort(u.Hostname(), strconv.Itoa(port)), time.Second); err == nil {
@@ -120,7 +135,7 @@ func (s *Server) startApp(ctx context.Context, fb *schedulerv1.FeatureBuild, e *
 		switch {
 		case ready:
 			logEntry("App not running", "start: "+app.GetStartCommand(), fmt.Sprintf("Started: ready after %s", time.Since(started).Round(100*time.Millisecond)), true, attempt)
-			return &runningApp{baseURL: u.Scheme + "://" + u.Host, stop: func() { stop(); _ = os.RemoveAll(dir) }}, ""
+			return &runningApp{baseURL: u.Scheme + "://" + u.Host, grpc: strings.EqualFold(u.Scheme, "grpc"), stop: func() { stop(); _ = os.RemoveAll(dir) }}, ""
 		case exited != nil:
 			// A start command that exits is a build error (seed §5.2, §5.6): starting it again
 			// would fail the same way. Verify Done ends BLOCKED with its output, and the loop
@@ -152,14 +167,32 @@ func waitReady(ctx context.Context, readyURL string, timeout time.Duration, done
 	defer deadline.Stop()
 	tick := time.NewTicker(appPollEvery)
 	defer tick.Stop()
-	for {
+	ready := func() bool {
 		if req, err := http.NewRequestWithContext(ctx, http.MethodGet, readyURL, nil); err == nil {
 			if res, err := client.Do(req); err == nil {
 				_ = res.Body.Close()
-				if res.StatusCode >= 200 && res.StatusCode < 300 {
-					return true, nil
-				}
+				return res.StatusCode >= 200 && res.StatusCode < 300
 			}
+		}
+		return false
+	}
+	if u, err := url.Parse(readyURL); err == nil && strings.EqualFold(u.Scheme, "grpc") {
+		conn, err := grpc.NewClient(u.Host, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return false, nil
+		}
+		defer func() { _ = conn.Close() }()
+		health := healthpb.NewHealthClient(conn)
+		ready = func() bool { // grpc.health.v1: the server's overall health
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			res, err := health.Check(cctx, &healthpb.HealthCheckRequest{})
+			return err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING
+		}
+	}
+	for {
+		if ready() {
+			return true, nil
 		}
 		select {
 		case r := <-done:

@@ -84,7 +84,7 @@ func (s *Server) reverifyOnce(ctx context.Context, fb *schedulerv1.FeatureBuild)
 		app, why := s.startApp(ctx, fb, ex, runCommit(waves))
 		if app != nil {
 			defer app.stop()
-			target.BaseUrl = app.baseURL
+			app.aim(target)
 		}
 		var res *verifierv1.VerifyResponse
 		if why == "" {

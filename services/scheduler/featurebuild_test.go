@@ -13,7 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -426,4 +429,30 @@ func TestFeatureBuildAppBuildErrorGetsAFixTaskThenRestart(t *testing.T) {
 		}
 	}
 	require.Equal(t, 3, starts, "one start per iteration: a build error is not retried as is")
+}
+
+// --app-ready grpc://host:port: the app is ready when grpc.health.v1 answers SERVING, and its
+// address is the target of the Verifier's grpc checks. (The "app" here is a long sleep on a free
+// port; the health server it would serve is the test's.)
+func TestFeatureBuildAppReadyOverGRPCHealth(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	hs := health.NewServer()
+	gs := grpc.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	go func() { _ = gs.Serve(l) }()
+	t.Cleanup(gs.Stop)
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	appPort := free.Addr().(*net.TCPAddr).Port
+	require.NoError(t, free.Close())
+	v := &loopVerifier{failing: func(int) []string { return nil }}
+	b := buildBundle(t, backends["sqlite"](t), v)
+	fb := b.waitBuild(t, b.startBuild(t, &schedulerv1.StartFeatureBuildRequest{Feature: "grpc-app", App: &schedulerv1.AppUnderTest{
+		StartCommand: "exec sleep 60", ReadyUrl: "grpc://" + l.Addr().String(), Port: int32(appPort)}}).GetId())
+	require.Equal(t, commonv1.Outcome_OUTCOME_CONVERGED, fb.GetOutcome(), fb.GetExitMessage())
+	require.Len(t, v.requests(), 1)
+	require.Equal(t, l.Addr().String(), v.requests()[0].GetTarget().GetGrpcAddress())
+	require.Empty(t, v.requests()[0].GetTarget().GetBaseUrl())
 }

@@ -153,7 +153,7 @@ func (s *Server) verify(ctx context.Context, e *schedulerv1.Execution, commit st
 		}
 		if app != nil {
 			defer app.stop()
-			req.Target.BaseUrl = app.baseURL
+			app.aim(req.Target)
 		}
 	}
 	res, err := s.callVerifier(ctx, e.GetId(), req)

@@ -7370,7 +7370,9 @@ type AppUnderTest struct {
 	// Shell command that starts the app in the checkout's root, e.g. "go run ./cmd/server". Required.
 	StartCommand string `protobuf:"bytes,1,opt,name=start_command,json=startCommand,proto3" json:"start_command,omitempty"`
 	// URL polled until it answers 2xx, e.g. "http://127.0.0.1:8080/healthz"; its scheme and host
-	// are the base URL of the Verifier's http checks. Required; http or https.
+	// are the base URL of the Verifier's http checks. Or "grpc://host:port": polled with
+	// grpc.health.v1 Check (overall service "") until SERVING, and host:port is the address of the
+	// Verifier's grpc checks. Required; http, https or grpc.
 	ReadyUrl string `protobuf:"bytes,2,opt,name=ready_url,json=readyUrl,proto3" json:"ready_url,omitempty"`
 	// How long one start may take to become ready (default 60 s, the seed's; 1 s to 10 min).
 	ReadyTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=ready_timeout,json=readyTimeout,proto3" json:"ready_timeout,omitempty"`
@@ -8536,12 +8538,12 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x03app\x18\f \x01(\v2#.converge.scheduler.v1.AppUnderTestR\x03app:\xa4\x01\xbaH\xa0\x01\x1a\x9d\x01\n" +
 	" feature_build.task_list_required\x12:task_list_id or task_list is required unless resume is set\x1a=this.resume || this.task_list_id != '' || has(this.task_list)B\x12\n" +
 	"\x10task_list_sourceB\x11\n" +
-	"\x0f_max_iterations\"\xdf\x03\n" +
+	"\x0f_max_iterations\"\xfa\x03\n" +
 	"\fAppUnderTest\x12\xd0\x01\n" +
 	"\rstart_command\x18\x01 \x01(\tB\xaa\x01\xbaH\xa6\x01\xba\x01\x9b\x01\n" +
-	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x05\x10\x01\x18\x80@R\fstartCommand\x12\x89\x01\n" +
-	"\tready_url\x18\x02 \x01(\tBl\xbaHi\xba\x01^\n" +
-	"\x0furl.http_scheme\x12 URL scheme must be http or https\x1a)this.matches('^[hH][tT][tT][pP][sS]?://')r\x06\x18\x80\x10\x88\x01\x01R\breadyUrl\x12O\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x05\x10\x01\x18\x80@R\fstartCommand\x12\xa4\x01\n" +
+	"\tready_url\x18\x02 \x01(\tB\x86\x01\xbaH\x82\x01\xba\x01w\n" +
+	"\x0furl.http_scheme\x12&URL scheme must be http, https or grpc\x1a<this.matches('^([hH][tT][tT][pP][sS]?|[gG][rR][pP][cC])://')r\x06\x18\x80\x10\x88\x01\x01R\breadyUrl\x12O\n" +
 	"\rready_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\x0f\xbaH\f\xaa\x01\t\"\x03\b\xd8\x042\x02\b\x01R\freadyTimeout\x12\x1f\n" +
 	"\x04port\x18\x04 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xff\xff\x03(\x00R\x04port\"\xf3\x01\n" +
 	"\x19StartFeatureBuildResponse\x12H\n" +
