@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
@@ -165,29 +166,53 @@ func (refusingKnowledge) RecordItem(context.Context, *knowledgev1.RecordItemRequ
 	return nil, status.Error(codes.Unavailable, "knowledge is down")
 }
 
-// Issue 12 defect 12: in a list with a repository, a task that declares no files commits
-// nothing; what it changed is named in a WARNING event and discarded. A task with files commits
-// only those and names the rest.
-func TestUndeclaredChangesAreNotCommitted(t *testing.T) {
+// Issue 12 defect 12 / issue 15 part 2: in a list with a repository, a try that changed paths
+// outside the task's declared files is refused (SCOPE_GUARD naming them, reported in a WARNING
+// event, nothing pushed) unless options.allow_undeclared_files is set: then the task commits only
+// its files and the rest is named in a WARNING event and discarded. A task that declares no files
+// (check-only) commits nothing and its changes are named and discarded.
+func TestUndeclaredChangesAreRefusedUnlessAllowed(t *testing.T) {
 	t.Parallel()
 	repo := origin(t)
 	h := startWorker(t, nil)
-	h.sched.push(claimed(t, &commonv1.Task{Id: "12", Title: "no files", Command: "echo x > a.txt && echo y >> README.md"}, repo))
+	allowing := func(ca *schedulerv1.ClaimedAssignment) *schedulerv1.ClaimedAssignment {
+		ca.Options.AllowUndeclaredFiles = true
+		return ca
+	}
+	refs := func() string {
+		out, err := exec.Command("git", "-C", repo, "for-each-ref", "refs/converge/").CombinedOutput()
+		require.NoError(t, err)
+		return strings.TrimSpace(string(out))
+	}
+
+	// The default: refused, naming the undeclared paths, and nothing pushed.
+	ca := claimed(t, &commonv1.Task{Id: "11", Title: "one file", File: "b.txt", Command: "echo b > b.txt && echo z > stray.txt"}, repo)
+	ca.Options.MaxRetries = proto.Int32(0)
+	h.sched.push(ca)
 	c := h.complete()
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_FAILED, c.GetResult())
+	require.Equal(t, "SCOPE_GUARD", c.GetError().GetCode())
+	require.Contains(t, c.GetError().GetMessage(), "stray.txt")
+	require.NotContains(t, c.GetError().GetMessage(), "b.txt,")
+	warnings := eventsOf(h.sched.events(c), commonv1.EventType_EVENT_TYPE_WARNING)
+	require.NotEmpty(t, warnings)
+	require.Equal(t, "undeclared", warnings[0].GetContext().AsMap()["rule"])
+	require.Empty(t, refs(), "nothing pushed")
+
+	h.sched.push(claimed(t, &commonv1.Task{Id: "12", Title: "no files", Command: "echo x > a.txt && echo y >> README.md"}, repo))
+	c = h.complete()
 	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
 	require.Empty(t, c.GetCommitSha(), "a task that declares no files commits nothing")
 	require.Empty(t, c.GetFilesChanged())
 	require.Empty(t, c.GetTaskRef())
-	warnings := eventsOf(h.sched.events(c), commonv1.EventType_EVENT_TYPE_WARNING)
+	warnings = eventsOf(h.sched.events(c), commonv1.EventType_EVENT_TYPE_WARNING)
 	require.Len(t, warnings, 1)
 	require.Contains(t, warnings[0].GetMessage(), "the task declares no files")
 	require.Contains(t, warnings[0].GetMessage(), "README.md")
 	require.Contains(t, warnings[0].GetMessage(), "a.txt")
-	out, err := exec.Command("git", "-C", repo, "for-each-ref", "refs/converge/").CombinedOutput()
-	require.NoError(t, err)
-	require.Empty(t, strings.TrimSpace(string(out)), "nothing pushed")
+	require.Empty(t, refs(), "nothing pushed")
 
-	h.sched.push(claimed(t, &commonv1.Task{Id: "13", Title: "one file", File: "b.txt", Command: "echo b > b.txt && echo z > stray.txt"}, repo))
+	h.sched.push(allowing(claimed(t, &commonv1.Task{Id: "13", Title: "one file", File: "b.txt", Command: "echo b > b.txt && echo z > stray.txt"}, repo)))
 	c = h.complete()
 	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
 	require.Equal(t, []string{"b.txt"}, c.GetFilesChanged())

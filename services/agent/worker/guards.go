@@ -19,7 +19,8 @@ const codeScopeGuard = "SCOPE_GUARD"
 
 // scopeError is a try refused by a scope guard.
 type scopeError struct {
-	// rule names the guard: "blocklist", "confirm_required", "max_files" or "max_lines".
+	// rule names the guard: "blocklist", "confirm_required", "max_files", "max_lines" or
+	// "undeclared" (a path outside the task's declared files, ExecutionOptions.allow_undeclared_files off).
 	rule string
 	// paths are the offending paths (all the changed ones for max_files and max_lines).
 	paths []string
@@ -69,6 +70,9 @@ func checkLines(g *schedulerv1.ScopeGuards, lines int, committed []string) *scop
 	}
 	return nil
 }
+
+// listPaths names at most 50 paths.
+func listPaths(paths []string) string { return list(paths) }
 
 // list names at most 50 paths.
 func list(paths []string) string {

@@ -33,9 +33,11 @@ func (w *Worker) finishTask(ctx context.Context, l *lease, wt *workspace.Worktre
 	if err != nil {
 		return out, err
 	}
-	// Only the task's declared files are committed. A task that declares none commits nothing:
-	// the planner cannot tell what it conflicts with, so what it changed is not its to commit.
-	// Whatever is left out is named in a WARNING event and discarded with the worktree.
+	// Only the task's declared files are committed. A task that declares none (a check-only task,
+	// docs/tasks.md) commits nothing: what its command changed (build outputs, caches) is named in
+	// a WARNING event and discarded with the worktree. A task that declares files and changed
+	// paths outside them is refused (SCOPE_GUARD naming them, the try rolled back) unless the
+	// options allow undeclared files: then those paths are named in a WARNING event and discarded.
 	declared := len(targets(t)) > 0
 	var paths, stray []string
 	for _, c := range changes {
@@ -58,6 +60,11 @@ func (w *Worker) finishTask(ctx context.Context, l *lease, wt *workspace.Worktre
 		list := make([]any, len(shown))
 		for i, p := range shown {
 			list[i] = p
+		}
+		if declared && !ca.GetOptions().GetAllowUndeclaredFiles() {
+			// runTask reports it in a WARNING event (rule "undeclared", the paths) and fails the try.
+			return out, &scopeError{rule: "undeclared", paths: stray,
+				msg: "scope guard: the try changed paths outside the task's declared files, and options.allow_undeclared_files is off: " + listPaths(stray)}
 		}
 		l.event(commonv1.EventType_EVENT_TYPE_WARNING, msg, map[string]any{"discarded": list, "discarded_count": float64(len(stray))})
 		w.log.Warn("task changes not committed", "task", t.GetId(), "paths", len(stray), "declared", declared)

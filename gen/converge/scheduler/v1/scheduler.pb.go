@@ -2585,8 +2585,15 @@ type ExecutionOptions struct {
 	RequiredCapabilities []string `protobuf:"bytes,11,rep,name=required_capabilities,json=requiredCapabilities,proto3" json:"required_capabilities,omitempty"`
 	// Minimum confidence of Knowledge gotchas fed to prompts (default 0.6).
 	KnowledgeMinConfidence *float64 `protobuf:"fixed64,12,opt,name=knowledge_min_confidence,json=knowledgeMinConfidence,proto3,oneof" json:"knowledge_min_confidence,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// What a task's try may change besides its declared files (Task.file and Task.files). false
+	// (the default): a try of a task that declares files and changed a path outside them fails
+	// SCOPE_GUARD naming the paths (a WARNING event lists them too) and is rolled back like any
+	// failed try. true: such paths are reported in a WARNING event and left out of the task's commit
+	// (discarded); the try passes. A task that declares no files (check-only) commits nothing and
+	// its changes are always reported and discarded.
+	AllowUndeclaredFiles bool `protobuf:"varint,13,opt,name=allow_undeclared_files,json=allowUndeclaredFiles,proto3" json:"allow_undeclared_files,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ExecutionOptions) Reset() {
@@ -2701,6 +2708,13 @@ func (x *ExecutionOptions) GetKnowledgeMinConfidence() float64 {
 		return *x.KnowledgeMinConfidence
 	}
 	return 0
+}
+
+func (x *ExecutionOptions) GetAllowUndeclaredFiles() bool {
+	if x != nil {
+		return x.AllowUndeclaredFiles
+	}
+	return false
 }
 
 // VerifySummary is what an execution or feature-build iteration keeps of a Verify Done report. The
@@ -8019,7 +8033,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"levelCount\"\xc4\x01\n" +
 	"\x0eCriticalPhases\x12\xb1\x01\n" +
 	"\x06phases\x18\x01 \x03(\tB\x98\x01\xbaH\x94\x01\xba\x01\x80\x01\n" +
-	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a+this.all(s, !s.matches(r'[\\x00-\\x1F\\x7F]'))\x92\x01\r\x10 \x18\x01\"\ar\x05\x10\x01\x18\x80\x01R\x06phases\"\xf3\x06\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a+this.all(s, !s.matches(r'[\\x00-\\x1F\\x7F]'))\x92\x01\r\x10 \x18\x01\"\ar\x05\x10\x01\x18\x80\x01R\x06phases\"\xa9\a\n" +
 	"\x10ExecutionOptions\x12-\n" +
 	"\fmax_parallel\x18\x01 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\x80\b(\x00R\vmaxParallel\x12/\n" +
@@ -8037,7 +8051,8 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\adry_run\x18\n" +
 	" \x01(\bR\x06dryRun\x12b\n" +
 	"\x15required_capabilities\x18\v \x03(\tB-\xbaH*\x92\x01'\x10 \x18\x01\"!r\x1f2\x1d^[a-z0-9][a-z0-9._:/-]{0,63}$R\x14requiredCapabilities\x12V\n" +
-	"\x18knowledge_min_confidence\x18\f \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\xf0?)\x00\x00\x00\x00\x00\x00\x00\x00H\x02R\x16knowledgeMinConfidence\x88\x01\x01B\x0e\n" +
+	"\x18knowledge_min_confidence\x18\f \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\xf0?)\x00\x00\x00\x00\x00\x00\x00\x00H\x02R\x16knowledgeMinConfidence\x88\x01\x01\x124\n" +
+	"\x16allow_undeclared_files\x18\r \x01(\bR\x14allowUndeclaredFilesB\x0e\n" +
 	"\f_max_retriesB\x13\n" +
 	"\x11_max_failed_tasksB\x1b\n" +
 	"\x19_knowledge_min_confidence\"\xa6\x03\n" +
