@@ -124,8 +124,28 @@ func (s *Server) verify(ctx context.Context, req *verifierv1.VerifyRequest, emit
 		}
 		ev.finished(results[i])
 	}
+	// The validation cache (cache.go): a keyed result of the loop's latest complete report is
+	// reused when its key (the check and the clean checkout's tree) is the same.
+	var keys []string
+	cached := map[string]cachedResult{}
+	if !dryRun {
+		keys = cacheKeys(ctx, target.Dir, crit)
+		cached = s.cachedResults(ctx, loopKey)
+	}
 	for i, c := range crit {
 		if results[i] != nil {
+			continue
+		}
+		key := ""
+		if keys != nil {
+			key = keys[i]
+		}
+		if r, loc, ok := reuse(cached, c, key); ok {
+			results[i] = r
+			if loc.File != "" {
+				locations[c.GetId()] = loc
+			}
+			ev.finished(r)
 			continue
 		}
 		wg.Go(func() {
@@ -143,6 +163,7 @@ func (s *Server) verify(ctx context.Context, req *verifierv1.VerifyRequest, emit
 			}
 			mu.Lock()
 			results[i] = res.CriterionResult
+			results[i].CacheKey = key
 			if res.File != "" {
 				locations[c.GetId()] = report.Location{File: res.File, Line: res.Line}
 			}

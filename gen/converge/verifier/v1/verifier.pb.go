@@ -3937,7 +3937,15 @@ type CriterionResult struct {
 	// Attempts made (0 when the check did not run).
 	Attempts int32 `protobuf:"varint,9,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	// The human verdict that decided this result, if any (HUMAN_VERIFY only).
-	HumanVerdict  *HumanVerdict `protobuf:"bytes,10,opt,name=human_verdict,json=humanVerdict,proto3" json:"human_verdict,omitempty"`
+	HumanVerdict *HumanVerdict `protobuf:"bytes,10,opt,name=human_verdict,json=humanVerdict,proto3" json:"human_verdict,omitempty"`
+	// The validation cache's key (ours, seed 002 part 9): sha256 hex of the criterion (its check)
+	// and of the git tree it ran on (HEAD's tree of a clean checkout). "" when the result may not be
+	// reused: an http or grpc check (it depends on the running app), a directory that is not a
+	// clean git checkout, a human verdict, a dry run.
+	CacheKey string `protobuf:"bytes,11,opt,name=cache_key,json=cacheKey,proto3" json:"cache_key,omitempty"`
+	// True when the check was not run again: this is the result with the same cache_key in the
+	// loop's latest complete report (nothing it depends on changed).
+	Reused        bool `protobuf:"varint,12,opt,name=reused,proto3" json:"reused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4040,6 +4048,20 @@ func (x *CriterionResult) GetHumanVerdict() *HumanVerdict {
 		return x.HumanVerdict
 	}
 	return nil
+}
+
+func (x *CriterionResult) GetCacheKey() string {
+	if x != nil {
+		return x.CacheKey
+	}
+	return ""
+}
+
+func (x *CriterionResult) GetReused() bool {
+	if x != nil {
+		return x.Reused
+	}
+	return false
 }
 
 // FailureDetail explains one failed criterion for the next build iteration (the seed's
@@ -6034,7 +6056,7 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\x04note\x18\x06 \x01(\tR\x04note\x12\x1b\n" +
 	"\treport_id\x18\a \x01(\tR\breportId\x12;\n" +
 	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xf1\x03\n" +
+	"createTime\"\xc0\x04\n" +
 	"\x0fCriterionResult\x12!\n" +
 	"\fcriterion_id\x18\x01 \x01(\tR\vcriterionId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x124\n" +
@@ -6046,7 +6068,9 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\bduration\x18\b \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x1a\n" +
 	"\battempts\x18\t \x01(\x05R\battempts\x12G\n" +
 	"\rhuman_verdict\x18\n" +
-	" \x01(\v2\".converge.verifier.v1.HumanVerdictR\fhumanVerdict\"\xbc\x02\n" +
+	" \x01(\v2\".converge.verifier.v1.HumanVerdictR\fhumanVerdict\x125\n" +
+	"\tcache_key\x18\v \x01(\tB\x18\xbaH\x15r\x132\x11^([0-9a-f]{64})?$R\bcacheKey\x12\x16\n" +
+	"\x06reused\x18\f \x01(\bR\x06reused\"\xbc\x02\n" +
 	"\rFailureDetail\x12!\n" +
 	"\fcriterion_id\x18\x01 \x01(\tR\vcriterionId\x12%\n" +
 	"\x0ecriterion_name\x18\x02 \x01(\tR\rcriterionName\x12\x1a\n" +
