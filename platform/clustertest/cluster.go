@@ -140,9 +140,12 @@ func Start(tb TB, opts Options) *Cluster {
 		c.KnowledgeAddr = c.service("knowledge", "knowledge")
 	}
 	if !slices.Contains(opts.Without, "verifier") {
-		var args []string
+		// The cluster's work dir is a private (0700) temporary directory of the test's user, where
+		// the Scheduler checks out what Verify Done reads: the Verifier's checks keep its uid
+		// (their namespaces stay on). The uid switch is the security suite's, on its own Verifier.
+		args := []string{"--sandbox-uid=-1"}
 		if !opts.VerifierNoAllowedRoot {
-			args = []string{"--allowed-root", c.WorkDir}
+			args = append(args, "--allowed-root", c.WorkDir)
 		}
 		c.VerifierAddr = c.service("verifier", "verifier", args...)
 	}

@@ -215,11 +215,12 @@ func TestReadOnlyViewerCannotAct(t *testing.T) {
 	require.Contains(t, body, `id="retry"`, "a skipped task of a running execution offers retry")
 	require.NotContains(t, body, `id="skip"`)
 
-	// Wave 1 had only 1.1, so it is over: RetryTask refuses, and the page says why in the API's words.
+	// Wave 1 had only 1.1, so it is over and 1.2 (which depends on it) runs now: RetryTask refuses,
+	// and the page says why in the API's words.
 	code, body = s.do(t, http.MethodPost, "/runs/"+id+"/tasks/1.1/retry", "", "Cookie: converge_token="+operator)
 	require.Equal(t, http.StatusConflict, code)
 	require.Contains(t, body, "FailedPrecondition")
-	require.Contains(t, body, "only tasks of the running wave can be retried")
+	require.Contains(t, body, "task 1.2 depends on task 1.1 and would run before it or alongside it")
 	// The viewer cannot skip either.
 	code, _ = s.do(t, http.MethodPost, "/runs/"+id+"/tasks/1.1/skip", "")
 	require.Equal(t, http.StatusUnauthorized, code)
