@@ -52,10 +52,24 @@ func (r *runner) live(a *store.Assignment) error {
 	return nil
 }
 
-// directive tells a lease holder whether to go on.
+// directive tells a lease holder whether to go on: CANCEL once the run ended (cancelled, failed,
+// ...: stop now), DRAIN while it is paused (finish this assignment; the run hands out nothing
+// more until it is resumed, and the agent goes on serving other runs), else CONTINUE.
 func (r *runner) directive(a *store.Assignment) (schedulerv1.Directive, string) {
 	if ended(r.e) {
 		return schedulerv1.Directive_DIRECTIVE_CANCEL, fmt.Sprintf("execution %s: %s", statusName(r.e), r.e.GetStatusMessage())
 	}
+	if r.e.GetStatus() == schedulerv1.ExecutionStatus_EXECUTION_STATUS_PAUSED {
+		return schedulerv1.Directive_DIRECTIVE_DRAIN, fmt.Sprintf("execution %s paused: finish this assignment; the run hands out no more work until it is resumed%s",
+			r.e.GetId(), prefixed(": ", r.e.GetStatusMessage()))
+	}
 	return schedulerv1.Directive_DIRECTIVE_CONTINUE, ""
+}
+
+// prefixed is p+s, or "" when s is empty.
+func prefixed(p, s string) string {
+	if s == "" {
+		return ""
+	}
+	return p + s
 }

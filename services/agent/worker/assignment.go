@@ -30,7 +30,7 @@ type lease struct {
 	message  string
 	lost     error // the Scheduler refused the lease: nothing more may be reported
 	cancel   string
-	draining bool
+	draining bool // the run is paused (DRAIN): finish, and claim no next assignment with the completion
 	// locks are the fenced file locks the work holds (tasks only); the keeper renews them with
 	// the lease. lockLost is set once one was lost to another holder: the work must not write.
 	locks    []heldLock
@@ -116,7 +116,12 @@ func (l *lease) report(ctx context.Context) bool {
 		l.mu.Unlock()
 		return false
 	case schedulerv1.Directive_DIRECTIVE_DRAIN:
+		// The run is paused: this assignment finishes as usual and the run hands out nothing
+		// more until resumed. Scoped to the run: the worker goes on serving other runs.
 		l.mu.Lock()
+		if !l.draining {
+			l.w.log.Info("execution draining: finishing this assignment", "execution", l.ca.GetAssignment().GetExecutionId(), "reason", res.GetReason())
+		}
 		l.draining = true
 		l.mu.Unlock()
 	}
@@ -295,9 +300,6 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 		res, err := w.cfg.Scheduler.CompleteTask(cctx, req)
 		if err == nil {
 			log.Info("assignment completed", "result", out.result.String(), "commit", out.commit)
-			if res.GetDirective() == schedulerv1.Directive_DIRECTIVE_DRAIN {
-				w.Drain(0)
-			}
 			next = res.GetNext()
 			break
 		}
@@ -313,9 +315,6 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 			log.Warn("completion not delivered within 30 s: the lease will run out and the task be requeued", "err", err)
 			break
 		}
-	}
-	if l.draining {
-		w.Drain(0)
 	}
 	return next
 }

@@ -87,6 +87,31 @@ func TestCancelDirectiveReportsCancelled(t *testing.T) {
 	require.True(t, strings.Contains(c.GetError().GetMessage(), "cancelled by the test"), c.GetError().GetMessage())
 }
 
+// Issue 15 part 11: DRAIN (the run is paused) lets the assignment finish and complete as usual,
+// without claiming a next one with the completion; it is scoped to the run, so the worker does
+// not drain: it goes on claiming and runs the next assignment it is given.
+func TestDrainDirectiveFinishesAndKeepsServing(t *testing.T) {
+	t.Parallel()
+	h := startWorker(t, nil)
+	h.sched.mu.Lock()
+	h.sched.directive = schedulerv1.Directive_DIRECTIVE_DRAIN
+	h.sched.mu.Unlock()
+	h.sched.push(claimed(t, &commonv1.Task{Id: "4", Title: "paused run", Command: "echo ok"}, ""))
+	c := h.complete()
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+	require.Nil(t, c.GetClaimNext(), "no next assignment claimed with the completion of a draining run")
+	h.sched.mu.Lock()
+	require.NotEmpty(t, h.sched.reports, "the directive was answered to a report")
+	h.sched.directive = schedulerv1.Directive_DIRECTIVE_CONTINUE
+	h.sched.mu.Unlock()
+	require.False(t, h.w.Draining(), "a run's DRAIN does not drain the worker")
+
+	h.sched.push(claimed(t, &commonv1.Task{Id: "5", Title: "another run", Command: "echo ok"}, ""))
+	c = h.complete()
+	require.Equal(t, "5", c.GetAssignmentId()[len("as_"):])
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+}
+
 // eventsOf answers the events of type typ.
 func eventsOf(events []*schedulerv1.AgentEvent, typ commonv1.EventType) []*schedulerv1.AgentEvent {
 	var out []*schedulerv1.AgentEvent

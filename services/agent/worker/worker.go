@@ -231,7 +231,7 @@ func (w *Worker) setState(fn func(s *Status)) {
 	w.mu.Unlock()
 }
 
-// Run works until ctx ends or the worker was drained (Drain, or a DRAIN directive), then
+// Run works until ctx ends or the worker was drained (Drain; a DRAIN directive only pauses one run), then
 // tells the Registry it is done: COMPLETED after a clean stop, FAILED when ctx was cancelled
 // with a cause other than context.Canceled (context.WithCancelCause: the process is failing,
 // e.g. its server stopped serving) or Run fails. It returns nil on a clean stop.

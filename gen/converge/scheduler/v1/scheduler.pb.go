@@ -666,7 +666,9 @@ const (
 	// Stop this assignment now: restore the checkpoint, release locks, CompleteTask with CANCELLED
 	// (execution cancelled, task skipped, or the Registry lost the agent's lock).
 	Directive_DIRECTIVE_CANCEL Directive = 2
-	// Finish this assignment, then claim nothing more and exit.
+	// Finish this assignment (and complete it as usual), but its execution hands out no more work:
+	// the execution is paused, until ResumeExecution. Scoped to that execution: the agent keeps
+	// claiming (other executions' work; the paused one's again once resumed) and does not exit.
 	Directive_DIRECTIVE_DRAIN Directive = 3
 )
 
@@ -6512,7 +6514,8 @@ type CompleteTaskResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The assignment in its final state.
 	Assignment *Assignment `protobuf:"bytes,1,opt,name=assignment,proto3" json:"assignment,omitempty"`
-	// CONTINUE: claim the next assignment; DRAIN: claim nothing more and exit.
+	// CONTINUE: claim the next assignment; DRAIN (reserved: the Scheduler answers CONTINUE): as on
+	// ReportProgress, the execution hands out no more work, the agent goes on claiming.
 	Directive Directive `protobuf:"varint,2,opt,name=directive,proto3,enum=converge.scheduler.v1.Directive" json:"directive,omitempty"`
 	// The next assignment leased to the agent when the request asked for one (claim_next) and one
 	// was ready; work on it as on a ClaimTask answer. Unset: nothing was claimed.
