@@ -92,6 +92,7 @@ func resumeOptions(o runOptions, prev *schedulerv1.ExecutionOptions) *schedulerv
 	if o.CriticalPhases == nil {
 		opts.CriticalPhases = prev.GetCriticalPhases()
 	}
+	opts.AllowUndeclaredFiles = opts.GetAllowUndeclaredFiles() || prev.GetAllowUndeclaredFiles()
 	opts.Executor = prev.GetExecutor()
 	return opts
 }

@@ -69,6 +69,9 @@ type runOptions struct {
 	// CriticalPhases are the phases a failed task of ends the run FAILED; nil = the Scheduler's
 	// default (database).
 	CriticalPhases []string
+	// AllowUndeclaredFiles lets a task's try change files outside its declared ones (they are
+	// reported and discarded) instead of failing it SCOPE_GUARD.
+	AllowUndeclaredFiles bool
 	// NoWriteBack leaves a tasks.md alone (default: its Status lines and tracking table follow
 	// the run).
 	NoWriteBack bool
@@ -157,6 +160,7 @@ func runCommand() *cobra.Command {
 	fs.StringVar(&o.Format, "format", "", "task list format: tasks-md, plan (execution plan), json or yaml (default: from the extension)")
 	fs.IntVar(&maxFailed, "max-failed-tasks", -1, "stop rule: more failed tasks than this end the run FAILED, 0 to 10000; -1 = the Scheduler's default, 3")
 	fs.StringSliceVar(&o.CriticalPhases, "critical-phase", nil, "stop rule: a failed task of this phase ends the run FAILED at once (repeat or comma-separate; default: database)")
+	fs.BoolVar(&o.AllowUndeclaredFiles, "allow-undeclared-files", false, "a task may change files outside its declared ones: they are reported and discarded (default: the try fails SCOPE_GUARD)")
 	fs.BoolVar(&o.NoWriteBack, "no-write-back", false, "leave a tasks.md alone (default: its Status lines and tracking table follow the run)")
 	fs.StringVar(&o.Resume, "resume", "", "continue this execution (paused: resume; failed or cancelled: a RETRY run of its list) instead of starting one")
 	heartbeat, herr := envDuration("CONVERGE_HEARTBEAT")
@@ -312,7 +316,7 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 
 // executionOptions are the options `converge run` starts its execution with.
 func executionOptions(o runOptions) *schedulerv1.ExecutionOptions {
-	opts := &schedulerv1.ExecutionOptions{MaxParallel: int32(o.MaxParallel)}
+	opts := &schedulerv1.ExecutionOptions{MaxParallel: int32(o.MaxParallel), AllowUndeclaredFiles: o.AllowUndeclaredFiles}
 	if o.Heartbeat > 0 {
 		opts.AgentConfig = &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(o.Heartbeat)}
 	}

@@ -478,6 +478,8 @@ func TestRunExecutionOptionsDefaults(t *testing.T) {
 	require.Equal(t, int32(0), opts.GetMaxRetries())
 	require.NotNil(t, opts.MaxRetries)
 	require.Equal(t, 5*time.Second, opts.GetAgentConfig().GetHeartbeatInterval().AsDuration())
+	require.False(t, opts.GetAllowUndeclaredFiles(), "undeclared files are refused unless asked")
+	require.True(t, executionOptions(runOptions{AllowUndeclaredFiles: true}).GetAllowUndeclaredFiles(), "--allow-undeclared-files")
 }
 
 // The issue's case (issue 12, defect 1, seen from converge run): a task whose command always
