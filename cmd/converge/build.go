@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -39,6 +40,9 @@ type buildOptions struct {
 	// Scope guards (seed §15); unset = the Scheduler's defaults.
 	ConfirmRequired, Confirmed []string
 	MaxFiles, MaxLines         int
+	// Budgets of the model usage the agents report (0 = none): tokens, and cost in US dollars.
+	MaxTokens int64
+	MaxCost   float64
 }
 
 func buildCommand() *cobra.Command {
@@ -102,6 +106,8 @@ func buildCommand() *cobra.Command {
 	fs.StringSliceVar(&o.Confirmed, "confirm", nil, "scope guard: paths a person confirmed (with --resume after a confirm-required stop)")
 	fs.IntVar(&o.MaxFiles, "max-files", 10, "scope guard: most files one iteration may change (0 = no limit)")
 	fs.IntVar(&o.MaxLines, "max-lines", 500, "scope guard: most lines one iteration may change (0 = no limit)")
+	fs.Int64Var(&o.MaxTokens, "max-tokens", 0, "budget: the build ends ESCALATED (exit reason BUDGET) once its agents reported more input plus output tokens after an iteration (0 = none)")
+	fs.Float64Var(&o.MaxCost, "max-cost", 0, "budget in US dollars, like --max-tokens for the cost the agents reported, e.g. 2.50 (0 = none)")
 	cmd.AddCommand(buildStatusCommand(), buildCancelCommand())
 	return cmd
 }
@@ -138,11 +144,15 @@ func runBuild(parent context.Context, o buildOptions, env runEnv) error {
 		return usagef("--app-timeout %s: want 1s to 10m", o.AppTimeout)
 	case !inProcess && (env.agentsSet || env.dataDirSet || env.inMemorySet):
 		return usagef("--agents, --data-dir and --in-memory configure the in-process suite: not with --server")
+	case o.MaxTokens < 0:
+		return usagef("--max-tokens %d: want 0 (none) or more", o.MaxTokens)
+	case o.MaxCost < 0 || o.MaxCost > 1e9 || math.IsNaN(o.MaxCost):
+		return usagef("--max-cost %g: want 0 (none) to 1e9 US dollars", o.MaxCost)
 	case inProcess && (o.run.Agents < 1 || o.run.Agents > 64):
 		return usagef("--agents %d: want 1 to 64", o.run.Agents)
 	}
 	req := &schedulerv1.StartFeatureBuildRequest{Feature: o.Feature, Resume: o.Resume, DryRun: o.DryRun, SkipVerify: o.SkipVerify,
-		Autonomy: autonomy, Options: executionOptions(o.run)}
+		Autonomy: autonomy, Options: executionOptions(o.run), MaxTokens: o.MaxTokens, MaxCostUsdMicros: int64(math.Round(o.MaxCost * 1e6))}
 	if o.run.client.Server == "" || o.MaxIterations != 5 {
 		n := int32(o.MaxIterations)
 		req.MaxIterations = &n

@@ -113,6 +113,9 @@ func (r *runner) complete(a *store.Assignment, req *schedulerv1.CompleteTaskRequ
 		r.e.RunningTasks--
 	}
 	r.e.TotalAttempts += req.GetTries()
+	if u := req.GetUsage(); u != nil {
+		a.Usage, r.e.Usage = u, addUsage(r.e.GetUsage(), u)
+	}
 	r.changed = true
 	if ended(r.e) {
 		// Recorded, nothing moves: the run is over.

@@ -102,7 +102,8 @@ func (s *Server) StartFeatureBuild(ctx context.Context, req *schedulerv1.StartFe
 	sum := sha256.Sum256([]byte(criteria))
 	fb := &schedulerv1.FeatureBuild{Feature: req.GetFeature(), TaskListId: listID, Status: schedulerv1.FeatureBuildStatus_FEATURE_BUILD_STATUS_PENDING,
 		MaxIterations: int32(defaultMaxIterations), Criteria: progress, Autonomy: autonomy, ScopeGuards: guards, Options: opts,
-		SkipVerify: req.GetSkipVerify(), DoneCriteriaSha256: hex.EncodeToString(sum[:]), App: req.GetApp()}
+		SkipVerify: req.GetSkipVerify(), DoneCriteriaSha256: hex.EncodeToString(sum[:]), App: req.GetApp(),
+		MaxTokens: req.GetMaxTokens(), MaxCostUsdMicros: req.GetMaxCostUsdMicros()}
 	if req.MaxIterations != nil {
 		fb.MaxIterations = req.GetMaxIterations()
 	}
@@ -161,6 +162,12 @@ func (s *Server) resumeFeatureBuild(ctx context.Context, req *schedulerv1.StartF
 			commonv1.Outcome_OUTCOME_UNSPECIFIED, schedulerv1.ExitReason_EXIT_REASON_UNSPECIFIED, ""
 		fb.EndTime, fb.CurrentExecutionId = nil, ""
 		fb.ResumeCount++
+		if req.GetMaxTokens() > 0 { // a build that spent its budget resumes with a larger one
+			fb.MaxTokens = req.GetMaxTokens()
+		}
+		if req.GetMaxCostUsdMicros() > 0 {
+			fb.MaxCostUsdMicros = req.GetMaxCostUsdMicros()
+		}
 		if req.GetAutonomy() != schedulerv1.Autonomy_AUTONOMY_UNSPECIFIED {
 			fb.Autonomy = req.GetAutonomy()
 		}

@@ -260,7 +260,12 @@ func (s *Server) finishIteration(ctx context.Context, fb *schedulerv1.FeatureBui
 		}
 		it := b.GetIterations()[len(b.GetIterations())-1]
 		it.FilesCreated, it.FilesModified, it.LinesChanged = ch.created, append(ch.modified, ch.deleted...), ch.lines
+		b.Usage = addUsage(b.GetUsage(), ex.GetUsage())
 		s.decide(b, ex, sum, thrash, skipped)
+		if over := overBudget(b); over != "" && !store.FeatureBuildEnded(b.GetStatus()) {
+			s.exitBuild(b, schedulerv1.FeatureBuildStatus_FEATURE_BUILD_STATUS_FAILED, commonv1.Outcome_OUTCOME_ESCALATED,
+				schedulerv1.ExitReason_EXIT_REASON_BUDGET, escalationReport(b, fmt.Sprintf("Budget spent: %s after %d iterations", over, b.GetCurrentIteration()), ""))
+		}
 		if guard, detail := scopeViolation(b.GetScopeGuards(), ch, b.GetAutonomy()); guard != "" && b.GetExitReason() != schedulerv1.ExitReason_EXIT_REASON_CANCELLED {
 			s.exitBuild(b, schedulerv1.FeatureBuildStatus_FEATURE_BUILD_STATUS_FAILED, commonv1.Outcome_OUTCOME_BLOCKED,
 				schedulerv1.ExitReason_EXIT_REASON_BLOCKED, scopeReport(b, guard, detail))

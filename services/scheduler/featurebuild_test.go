@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
@@ -179,7 +180,9 @@ func buildBundle(t *testing.T, st store.Store, v *loopVerifier, opts ...Option) 
 			if err != nil || res.GetAssignment() == nil {
 				continue
 			}
-			_, _ = b.complete(ctx, res.GetAssignment(), schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
+			a := res.GetAssignment().GetAssignment()
+			_, _ = b.client.CompleteTask(ctx, &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(), InstanceId: a.GetInstanceId(),
+				FencingToken: a.GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, Tries: 1, Usage: agentUsage})
 		}
 	}()
 	return b
@@ -370,6 +373,35 @@ func TestFeatureBuildWallTimeBudgetExitsBudget(t *testing.T) {
 	require.Equal(t, schedulerv1.ExitReason_EXIT_REASON_BUDGET, fb.GetExitReason(), fb.GetExitMessage())
 	require.Equal(t, commonv1.Outcome_OUTCOME_ESCALATED, fb.GetOutcome())
 	require.Contains(t, fb.GetExitMessage(), "Budget spent: wall time 1h0m0s (max_wall_time)")
+}
+
+// agentUsage is the model usage buildBundle's agent reports with every completion.
+var agentUsage = &schedulerv1.Usage{InputTokens: 1000, OutputTokens: 200, CostUsdMicros: 5000}
+
+// The usage the agents report with CompleteTask is summed per execution and per build; once it
+// passes max_tokens after an iteration, the build ends ESCALATED with exit reason BUDGET (not
+// MAX_ITERATIONS) and the figures, spent vs budget.
+func TestFeatureBuildTokenBudgetExitsBudget(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		v := &loopVerifier{failing: func(int) []string { return []string{"F2"} }}
+		b := buildBundle(t, st, v)
+		fb := b.waitBuild(t, b.startBuild(t, &schedulerv1.StartFeatureBuildRequest{Feature: "tokens", MaxTokens: 2000}).GetId())
+		require.Equal(t, schedulerv1.ExitReason_EXIT_REASON_BUDGET, fb.GetExitReason(), fb.GetExitMessage())
+		require.Equal(t, commonv1.Outcome_OUTCOME_ESCALATED, fb.GetOutcome())
+		require.Len(t, fb.GetIterations(), 1)
+		ex, _ := b.execution(t, fb.GetIterations()[0].GetExecutionId())
+		n := ex.GetUsage().GetInputTokens() / agentUsage.GetInputTokens()
+		require.Positive(t, n, "the execution sums its completions' usage")
+		require.True(t, proto.Equal(&schedulerv1.Usage{InputTokens: n * 1000, OutputTokens: n * 200, CostUsdMicros: n * 5000}, ex.GetUsage()), "%v", ex.GetUsage())
+		require.True(t, proto.Equal(ex.GetUsage(), fb.GetUsage()), "%v", fb.GetUsage())
+		require.Contains(t, fb.GetExitMessage(), fmt.Sprintf("Budget spent: %d tokens (%d input, %d output) of max_tokens 2000 after 1 iterations", n*1200, n*1000, n*200))
+
+		// The cost budget, the same way.
+		fb = b.waitBuild(t, b.startBuild(t, &schedulerv1.StartFeatureBuildRequest{Feature: "cost", MaxCostUsdMicros: 7500}).GetId())
+		require.Equal(t, schedulerv1.ExitReason_EXIT_REASON_BUDGET, fb.GetExitReason(), fb.GetExitMessage())
+		require.Contains(t, fb.GetExitMessage(), "of max_cost $0.007500")
+	})
 }
 
 // A build BLOCKED by its verdict (every task done, nothing failed: the app was down) resumes with a

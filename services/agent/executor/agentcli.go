@@ -54,7 +54,7 @@ func (e *agentCLIExecutor) Run(ctx context.Context, req Request) (Result, error)
 
 	res := proc.Run(ctx, e.opts.spec(spec))
 	out := clean(res.Output, req.outputCap())
-	result := Result{ExitCode: res.ExitCode, Output: out, Duration: res.Duration}
+	result := Result{ExitCode: res.ExitCode, Output: out, Duration: res.Duration, Usage: ParseUsage(out)}
 	if err := processError(ctx, "agent CLI "+filepath.Base(argv[0]), res, req.timeout(), out); err != nil {
 		return result, err
 	}

@@ -130,6 +130,10 @@ type Result struct {
 	// openai executor's task file). The command and agent-cli executors leave it empty: what
 	// their processes changed is for the workspace's diff to tell.
 	FilesWritten []string
+	// Usage is the model usage the run reported: the openai executor's from the answer's usage,
+	// the agent-cli executor's from the last "converge-usage:" line of its output (ParseUsage).
+	// Zero when none was reported.
+	Usage Usage
 }
 
 // Error is why a run did not do its task.

@@ -41,6 +41,7 @@ case "$2" in
 esac
 echo "secret=${FAKE_SECRET:-absent} key=${FAKE_KEY:-absent} task=$CONVERGE_TASK_ID file=$CONVERGE_TASK_FILE attempt=$CONVERGE_ATTEMPT"
 echo "names: $(env | cut -d= -f1 | sort | tr '\n' ' ')"
+echo "converge-usage: input_tokens=1200 output_tokens=340 cost_usd=0.0123"
 `
 
 func TestMain(m *testing.M) {
@@ -240,6 +241,7 @@ func TestAgentCLIStdin(t *testing.T) {
 	require.Contains(t, res.Output, "secret=absent key=k1 task=3.2 file=written.md attempt=1")
 	require.NotContains(t, res.Output, "s3cret")
 	requireOnlyNames(t, res.Output, "FAKE_KEY")
+	require.Equal(t, executor.Usage{InputTokens: 1200, OutputTokens: 340, CostUSDMicros: 12300}, res.Usage, "the CLI's converge-usage line")
 }
 
 func TestAgentCLIPromptFile(t *testing.T) {
@@ -376,6 +378,7 @@ func chat(content, finish string) string {
 	data, err := json.Marshal(map[string]any{
 		"id": "chatcmpl-1", "object": "chat.completion", "model": "coder",
 		"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": finish}},
+		"usage":   map[string]any{"prompt_tokens": 321, "completion_tokens": 45, "total_tokens": 366},
 	})
 	if err != nil {
 		panic(err)
@@ -409,6 +412,7 @@ func TestOpenAIWritesTheFile(t *testing.T) {
 	require.Equal(t, []string{"pkg/x/x.go"}, res.FilesWritten)
 	require.Contains(t, res.Output, "It compiles.")
 	require.Equal(t, "package x\n\nfunc X() {}\n", b.read(t, "pkg/x/x.go"))
+	require.Equal(t, executor.Usage{InputTokens: 321, OutputTokens: 45}, res.Usage, "the answer's usage")
 
 	rec := f.last.Load()
 	require.Equal(t, http.MethodPost, rec.method)

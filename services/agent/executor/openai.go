@@ -54,6 +54,10 @@ type chatResponse struct {
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
+	Usage struct {
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+	} `json:"usage"`
 }
 
 func (e *openAIExecutor) Run(ctx context.Context, req Request) (Result, error) {
@@ -102,7 +106,7 @@ func (e *openAIExecutor) Run(ctx context.Context, req Request) (Result, error) {
 	if d := e.spec.GetRequestTimeout(); d != nil && d.AsDuration() > 0 {
 		timeout = d.AsDuration()
 	}
-	content, answer, cerr := e.complete(ctx, req, key, timeout)
+	content, answer, cerr := e.complete(ctx, req, key, timeout, &result.Usage)
 	result.Output = clean(answer, req.outputCap())
 	if cerr != nil {
 		if cerr.Output == "" {
@@ -125,8 +129,8 @@ func (e *openAIExecutor) Run(ctx context.Context, req Request) (Result, error) {
 }
 
 // complete sends the chat-completions request and answers the first choice's content and the
-// raw answer (for Output).
-func (e *openAIExecutor) complete(ctx context.Context, req Request, key string, timeout time.Duration) (content, answer string, _ *Error) {
+// raw answer (for Output), and sets *usage from the answer's usage (the API reports no cost).
+func (e *openAIExecutor) complete(ctx context.Context, req Request, key string, timeout time.Duration, usage *Usage) (content, answer string, _ *Error) {
 	body, err := json.Marshal(chatRequest{
 		Model: e.spec.GetModel(),
 		Messages: []chatMessage{
@@ -187,6 +191,7 @@ func (e *openAIExecutor) complete(ctx context.Context, req Request, key string, 
 	if err := json.Unmarshal(raw, &cr); err != nil {
 		return "", answer, newError(CodeBadResponse, "the answer is not a chat completion: %v", err)
 	}
+	usage.InputTokens, usage.OutputTokens = max(cr.Usage.PromptTokens, 0), max(cr.Usage.CompletionTokens, 0)
 	if len(cr.Choices) == 0 || cr.Choices[0].Message.Content == nil {
 		return "", answer, newError(CodeBadResponse, "the answer has no choices[0].message.content")
 	}

@@ -14,6 +14,7 @@ import (
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/platform/backoff"
+	"github.com/converge-dev/converge/services/agent/executor"
 )
 
 // lease is one claimed assignment while the worker holds it: a keeper goroutine reports progress
@@ -30,7 +31,8 @@ type lease struct {
 	message  string
 	lost     error // the Scheduler refused the lease: nothing more may be reported
 	cancel   string
-	draining bool // the run is paused (DRAIN): finish, and claim no next assignment with the completion
+	draining bool           // the run is paused (DRAIN): finish, and claim no next assignment with the completion
+	usage    executor.Usage // model usage of the executor runs so far (CompleteTaskRequest.usage)
 	// locks are the fenced file locks the work holds (tasks only); the keeper renews them with
 	// the lease. lockLost is set once one was lost to another holder: the work must not write.
 	locks    []heldLock
@@ -287,6 +289,9 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 		Result: out.result, CommitSha: out.commit, TaskRef: out.ref, Error: out.err, Tries: out.tries,
 		ConsecutiveFailures: consecutive, DiscoveriesCount: out.discoveries, ValidationOutputTail: tail(out.validationOut, 65536),
 		FilesChanged: out.files, LinesChanged: out.lines, LevelResults: out.levels, Events: l.takeEvents()}
+	if u := l.usage; !u.Zero() {
+		req.Usage = &schedulerv1.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUsdMicros: u.CostUSDMicros}
+	}
 	if ctx.Err() == nil && !w.Draining() && !l.draining && out.result != schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED {
 		req.ClaimNext = w.claimRequest(0)
 	}

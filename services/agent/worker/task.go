@@ -181,6 +181,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		w.recordCheckpoint(ctx, l, cp, try, in.hints)
 		text := buildPrompt(ca, in)
 		res, err := ex.Run(ctx, executor.Request{Dir: wt.Dir, Task: t, Prompt: text, Timeout: timeout, OutputCap: outputCap, Attempt: try})
+		l.usage = l.usage.Add(res.Usage) // every try's usage counts, failed ones too
 		var why, code, output string
 		if err != nil {
 			code, why, output = "EXECUTOR_FAILED", err.Error(), ""

@@ -3013,7 +3013,9 @@ type Execution struct {
 	// When it ended.
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// When it last changed.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// Model usage the agents reported for the run's assignments (CompleteTaskRequest.usage), summed.
+	Usage         *Usage `protobuf:"bytes,32,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3265,6 +3267,13 @@ func (x *Execution) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Execution) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 // Wave is one wave of an execution (the seed's parallel_execution_waves).
 type Wave struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3485,7 +3494,9 @@ type Assignment struct {
 	// The authenticated principal that claimed the current lease (set by ClaimTask; empty when the
 	// server authenticates nobody). Only it, or an operator, may report progress, record
 	// checkpoints and complete the assignment (PermissionDenied otherwise; docs/security.md).
-	Principal     string `protobuf:"bytes,25,opt,name=principal,proto3" json:"principal,omitempty"`
+	Principal string `protobuf:"bytes,25,opt,name=principal,proto3" json:"principal,omitempty"`
+	// Model usage the agent reported with the completion (CompleteTaskRequest.usage); unset: none.
+	Usage         *Usage `protobuf:"bytes,26,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3693,6 +3704,13 @@ func (x *Assignment) GetPrincipal() string {
 		return x.Principal
 	}
 	return ""
+}
+
+func (x *Assignment) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
 }
 
 // Request of StartExecution.
@@ -6362,7 +6380,10 @@ type CompleteTaskRequest struct {
 	// claim is made when the completion is refused, repeated (a retry of an accepted completion:
 	// the next assignment of the first answer, if it was lost, is requeued when its lease runs out)
 	// or answered DRAIN. Unset: CompleteTask only completes, as before.
-	ClaimNext     *ClaimTaskRequest `protobuf:"bytes,16,opt,name=claim_next,json=claimNext,proto3" json:"claim_next,omitempty"`
+	ClaimNext *ClaimTaskRequest `protobuf:"bytes,16,opt,name=claim_next,json=claimNext,proto3" json:"claim_next,omitempty"`
+	// Model usage of the executor runs of this attempt (summed over its tries); unset: not reported.
+	// Summed into the execution's and its feature build's usage (the build's token and cost budgets).
+	Usage         *Usage `protobuf:"bytes,17,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6505,6 +6526,13 @@ func (x *CompleteTaskRequest) GetEvents() []*AgentEvent {
 func (x *CompleteTaskRequest) GetClaimNext() *ClaimTaskRequest {
 	if x != nil {
 		return x.ClaimNext
+	}
+	return nil
+}
+
+func (x *CompleteTaskRequest) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
 	}
 	return nil
 }
@@ -6970,9 +6998,17 @@ type FeatureBuild struct {
 	// When it last changed.
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,26,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// The app under test started before each Verify Done; unset: none.
-	App           *AppUnderTest `protobuf:"bytes,27,opt,name=app,proto3" json:"app,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	App *AppUnderTest `protobuf:"bytes,27,opt,name=app,proto3" json:"app,omitempty"`
+	// Model usage of the build's iterations' executions, summed after each iteration.
+	Usage *Usage `protobuf:"bytes,28,opt,name=usage,proto3" json:"usage,omitempty"`
+	// Token budget (input plus output tokens of usage); 0: none. Passed after an iteration, the
+	// build ends ESCALATED with exit reason BUDGET.
+	MaxTokens int64 `protobuf:"varint,29,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// Cost budget in millionths of a US dollar; 0: none. Passed after an iteration, the build ends
+	// ESCALATED with exit reason BUDGET.
+	MaxCostUsdMicros int64 `protobuf:"varint,30,opt,name=max_cost_usd_micros,json=maxCostUsdMicros,proto3" json:"max_cost_usd_micros,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FeatureBuild) Reset() {
@@ -7194,6 +7230,92 @@ func (x *FeatureBuild) GetApp() *AppUnderTest {
 	return nil
 }
 
+func (x *FeatureBuild) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *FeatureBuild) GetMaxTokens() int64 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *FeatureBuild) GetMaxCostUsdMicros() int64 {
+	if x != nil {
+		return x.MaxCostUsdMicros
+	}
+	return 0
+}
+
+// Usage is the model usage of executor runs, as the executor reported it (the OpenAI API's usage;
+// an agent-cli's "converge-usage:" line).
+type Usage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Prompt (input) tokens.
+	InputTokens int64 `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	// Completion (output) tokens.
+	OutputTokens int64 `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	// Cost in millionths of a US dollar; 0 when the executor does not report it.
+	CostUsdMicros int64 `protobuf:"varint,3,opt,name=cost_usd_micros,json=costUsdMicros,proto3" json:"cost_usd_micros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Usage) Reset() {
+	*x = Usage{}
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Usage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Usage) ProtoMessage() {}
+
+func (x *Usage) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Usage.ProtoReflect.Descriptor instead.
+func (*Usage) Descriptor() ([]byte, []int) {
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *Usage) GetInputTokens() int64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetOutputTokens() int64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCostUsdMicros() int64 {
+	if x != nil {
+		return x.CostUsdMicros
+	}
+	return 0
+}
+
 // Request of StartFeatureBuild. Iteration 1 runs the task list; each later iteration runs a new
 // execution (triggered_by FEATURE_BUILD) of the tasks not yet completed plus one fix task per
 // failed criterion, built from the verify report's failure details (expected, actual, gap,
@@ -7229,14 +7351,19 @@ type StartFeatureBuildRequest struct {
 	Options *ExecutionOptions `protobuf:"bytes,11,opt,name=options,proto3" json:"options,omitempty"`
 	// The app under test: started from the run branch before each Verify Done, polled until ready,
 	// stopped after; http checks by path go to its base URL. Unset: none (start it yourself).
-	App           *AppUnderTest `protobuf:"bytes,12,opt,name=app,proto3" json:"app,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	App *AppUnderTest `protobuf:"bytes,12,opt,name=app,proto3" json:"app,omitempty"`
+	// Token budget: the build ends ESCALATED with exit reason BUDGET once the usage its iterations'
+	// agents reported (input plus output tokens) passes it after an iteration; 0: none.
+	MaxTokens int64 `protobuf:"varint,13,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// Cost budget in millionths of a US dollar, like max_tokens for the reported cost; 0: none.
+	MaxCostUsdMicros int64 `protobuf:"varint,14,opt,name=max_cost_usd_micros,json=maxCostUsdMicros,proto3" json:"max_cost_usd_micros,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StartFeatureBuildRequest) Reset() {
 	*x = StartFeatureBuildRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[71]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7248,7 +7375,7 @@ func (x *StartFeatureBuildRequest) String() string {
 func (*StartFeatureBuildRequest) ProtoMessage() {}
 
 func (x *StartFeatureBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[71]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7261,7 +7388,7 @@ func (x *StartFeatureBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartFeatureBuildRequest.ProtoReflect.Descriptor instead.
 func (*StartFeatureBuildRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{71}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *StartFeatureBuildRequest) GetFeature() string {
@@ -7359,6 +7486,20 @@ func (x *StartFeatureBuildRequest) GetApp() *AppUnderTest {
 	return nil
 }
 
+func (x *StartFeatureBuildRequest) GetMaxTokens() int64 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *StartFeatureBuildRequest) GetMaxCostUsdMicros() int64 {
+	if x != nil {
+		return x.MaxCostUsdMicros
+	}
+	return 0
+}
+
 type isStartFeatureBuildRequest_TaskListSource interface {
 	isStartFeatureBuildRequest_TaskListSource()
 }
@@ -7401,7 +7542,7 @@ type AppUnderTest struct {
 
 func (x *AppUnderTest) Reset() {
 	*x = AppUnderTest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7413,7 +7554,7 @@ func (x *AppUnderTest) String() string {
 func (*AppUnderTest) ProtoMessage() {}
 
 func (x *AppUnderTest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7426,7 +7567,7 @@ func (x *AppUnderTest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppUnderTest.ProtoReflect.Descriptor instead.
 func (*AppUnderTest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{72}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *AppUnderTest) GetStartCommand() string {
@@ -7472,7 +7613,7 @@ type StartFeatureBuildResponse struct {
 
 func (x *StartFeatureBuildResponse) Reset() {
 	*x = StartFeatureBuildResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7484,7 +7625,7 @@ func (x *StartFeatureBuildResponse) String() string {
 func (*StartFeatureBuildResponse) ProtoMessage() {}
 
 func (x *StartFeatureBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7497,7 +7638,7 @@ func (x *StartFeatureBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartFeatureBuildResponse.ProtoReflect.Descriptor instead.
 func (*StartFeatureBuildResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{73}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *StartFeatureBuildResponse) GetFeatureBuild() *FeatureBuild {
@@ -7537,7 +7678,7 @@ type GetFeatureBuildRequest struct {
 
 func (x *GetFeatureBuildRequest) Reset() {
 	*x = GetFeatureBuildRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7549,7 +7690,7 @@ func (x *GetFeatureBuildRequest) String() string {
 func (*GetFeatureBuildRequest) ProtoMessage() {}
 
 func (x *GetFeatureBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7562,7 +7703,7 @@ func (x *GetFeatureBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureBuildRequest.ProtoReflect.Descriptor instead.
 func (*GetFeatureBuildRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{74}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetFeatureBuildRequest) GetKey() isGetFeatureBuildRequest_Key {
@@ -7619,7 +7760,7 @@ type GetFeatureBuildResponse struct {
 
 func (x *GetFeatureBuildResponse) Reset() {
 	*x = GetFeatureBuildResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7631,7 +7772,7 @@ func (x *GetFeatureBuildResponse) String() string {
 func (*GetFeatureBuildResponse) ProtoMessage() {}
 
 func (x *GetFeatureBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7644,7 +7785,7 @@ func (x *GetFeatureBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureBuildResponse.ProtoReflect.Descriptor instead.
 func (*GetFeatureBuildResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{75}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetFeatureBuildResponse) GetFeatureBuild() *FeatureBuild {
@@ -7671,7 +7812,7 @@ type ListFeatureBuildsRequest struct {
 
 func (x *ListFeatureBuildsRequest) Reset() {
 	*x = ListFeatureBuildsRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7683,7 +7824,7 @@ func (x *ListFeatureBuildsRequest) String() string {
 func (*ListFeatureBuildsRequest) ProtoMessage() {}
 
 func (x *ListFeatureBuildsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7696,7 +7837,7 @@ func (x *ListFeatureBuildsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFeatureBuildsRequest.ProtoReflect.Descriptor instead.
 func (*ListFeatureBuildsRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{76}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListFeatureBuildsRequest) GetPageSize() int32 {
@@ -7740,7 +7881,7 @@ type ListFeatureBuildsResponse struct {
 
 func (x *ListFeatureBuildsResponse) Reset() {
 	*x = ListFeatureBuildsResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7752,7 +7893,7 @@ func (x *ListFeatureBuildsResponse) String() string {
 func (*ListFeatureBuildsResponse) ProtoMessage() {}
 
 func (x *ListFeatureBuildsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7765,7 +7906,7 @@ func (x *ListFeatureBuildsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFeatureBuildsResponse.ProtoReflect.Descriptor instead.
 func (*ListFeatureBuildsResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{77}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListFeatureBuildsResponse) GetFeatureBuilds() []*FeatureBuild {
@@ -7795,7 +7936,7 @@ type CancelFeatureBuildRequest struct {
 
 func (x *CancelFeatureBuildRequest) Reset() {
 	*x = CancelFeatureBuildRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7807,7 +7948,7 @@ func (x *CancelFeatureBuildRequest) String() string {
 func (*CancelFeatureBuildRequest) ProtoMessage() {}
 
 func (x *CancelFeatureBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7820,7 +7961,7 @@ func (x *CancelFeatureBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelFeatureBuildRequest.ProtoReflect.Descriptor instead.
 func (*CancelFeatureBuildRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{78}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *CancelFeatureBuildRequest) GetFeatureBuildId() string {
@@ -7848,7 +7989,7 @@ type CancelFeatureBuildResponse struct {
 
 func (x *CancelFeatureBuildResponse) Reset() {
 	*x = CancelFeatureBuildResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[79]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7860,7 +8001,7 @@ func (x *CancelFeatureBuildResponse) String() string {
 func (*CancelFeatureBuildResponse) ProtoMessage() {}
 
 func (x *CancelFeatureBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[79]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7873,7 +8014,7 @@ func (x *CancelFeatureBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelFeatureBuildResponse.ProtoReflect.Descriptor instead.
 func (*CancelFeatureBuildResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{79}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *CancelFeatureBuildResponse) GetFeatureBuild() *FeatureBuild {
@@ -8086,7 +8227,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x04\x18\x80\x80\x04R\n" +
 	"outputTail\x12k\n" +
 	"\amessage\x18\a \x01(\tBQ\xbaHN\xba\x01F\n" +
-	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x03\x18\x80 R\amessage\"\xb7\v\n" +
+	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x03\x18\x80 R\amessage\"\xeb\v\n" +
 	"\tExecution\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\ftask_list_id\x18\x02 \x01(\tR\n" +
@@ -8131,7 +8272,8 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"start_time\x18\x1d \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12;\n" +
 	"\vupdate_time\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xd2\x04\n" +
+	"updateTime\x122\n" +
+	"\x05usage\x18  \x01(\v2\x1c.converge.scheduler.v1.UsageR\x05usage\"\xd2\x04\n" +
 	"\x04Wave\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x12\x1f\n" +
@@ -8153,7 +8295,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"placements\x129\n" +
 	"\n" +
 	"start_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
-	"\bend_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xbf\b\n" +
+	"\bend_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xf3\b\n" +
 	"\n" +
 	"Assignment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x129\n" +
@@ -8185,7 +8327,8 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x11discoveries_count\x18\x16 \x01(\x05R\x10discoveriesCount\x12#\n" +
 	"\rfiles_changed\x18\x17 \x03(\tR\ffilesChanged\x124\n" +
 	"\x16validation_output_tail\x18\x18 \x01(\tR\x14validationOutputTail\x12\x1c\n" +
-	"\tprincipal\x18\x19 \x01(\tR\tprincipal\"\xfc\x04\n" +
+	"\tprincipal\x18\x19 \x01(\tR\tprincipal\x122\n" +
+	"\x05usage\x18\x1a \x01(\v2\x1c.converge.scheduler.v1.UsageR\x05usage\"\xfc\x04\n" +
 	"\x15StartExecutionRequest\x12L\n" +
 	"\ftask_list_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\n" +
 	"taskListId\x12A\n" +
@@ -8430,7 +8573,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x18RecordCheckpointResponse\x12>\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\v2\x1e.converge.common.v1.CheckpointR\n" +
-	"checkpoint\"\xba\r\n" +
+	"checkpoint\"\xee\r\n" +
 	"\x13CompleteTaskRequest\x12O\n" +
 	"\rassignment_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\fassignmentId\x12K\n" +
 	"\vinstance_id\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\n" +
@@ -8457,7 +8600,8 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\rlevel_results\x18\x0e \x03(\v2,.converge.scheduler.v1.ValidationLevelResultB\b\xbaH\x05\x92\x01\x02\x10\x03R\flevelResults\x12C\n" +
 	"\x06events\x18\x0f \x03(\v2!.converge.scheduler.v1.AgentEventB\b\xbaH\x05\x92\x01\x02\x10dR\x06events\x12F\n" +
 	"\n" +
-	"claim_next\x18\x10 \x01(\v2'.converge.scheduler.v1.ClaimTaskRequestR\tclaimNext:\x97\x02\xbaH\x93\x02\x1ak\n" +
+	"claim_next\x18\x10 \x01(\v2'.converge.scheduler.v1.ClaimTaskRequestR\tclaimNext\x122\n" +
+	"\x05usage\x18\x11 \x01(\v2\x1c.converge.scheduler.v1.UsageR\x05usage:\x97\x02\xbaH\x93\x02\x1ak\n" +
 	"\x1bcomplete.failed_needs_error\x12'error is required when result is FAILED\x1a#this.result != 2 || has(this.error)\x1a\xa3\x01\n" +
 	"\x1ccomplete.claim_next_instance\x129claim_next.instance_id must be the completing instance_id\x1aH!has(this.claim_next) || this.claim_next.instance_id == this.instance_id\"\xd7\x01\n" +
 	"\x14CompleteTaskResponse\x12A\n" +
@@ -8497,8 +8641,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x06result\x18\x04 \x01(\tR\x06result\x12\x1c\n" +
 	"\tsucceeded\x18\x05 \x01(\bR\tsucceeded\x12\x18\n" +
 	"\aattempt\x18\x06 \x01(\x05R\aattempt\x12\x1c\n" +
-	"\titeration\x18\a \x01(\x05R\titeration\"\xf5\n" +
-	"\n" +
+	"\titeration\x18\a \x01(\x05R\titeration\"\xf7\v\n" +
 	"\fFeatureBuild\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\afeature\x18\x02 \x01(\tR\afeature\x12 \n" +
@@ -8535,7 +8678,15 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\bend_time\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12;\n" +
 	"\vupdate_time\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x125\n" +
-	"\x03app\x18\x1b \x01(\v2#.converge.scheduler.v1.AppUnderTestR\x03app\"\xfc\b\n" +
+	"\x03app\x18\x1b \x01(\v2#.converge.scheduler.v1.AppUnderTestR\x03app\x122\n" +
+	"\x05usage\x18\x1c \x01(\v2\x1c.converge.scheduler.v1.UsageR\x05usage\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x1d \x01(\x03R\tmaxTokens\x12-\n" +
+	"\x13max_cost_usd_micros\x18\x1e \x01(\x03R\x10maxCostUsdMicros\"\x92\x01\n" +
+	"\x05Usage\x12*\n" +
+	"\finput_tokens\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\vinputTokens\x12,\n" +
+	"\routput_tokens\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\foutputTokens\x12/\n" +
+	"\x0fcost_usd_micros\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\rcostUsdMicros\"\xdc\t\n" +
 	"\x18StartFeatureBuildRequest\x12C\n" +
 	"\afeature\x18\x01 \x01(\tB)\xbaH&r$2\"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$R\afeature\x12N\n" +
 	"\ftask_list_id\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$H\x00R\n" +
@@ -8553,7 +8704,10 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\fscope_guards\x18\n" +
 	" \x01(\v2\".converge.scheduler.v1.ScopeGuardsR\vscopeGuards\x12A\n" +
 	"\aoptions\x18\v \x01(\v2'.converge.scheduler.v1.ExecutionOptionsR\aoptions\x125\n" +
-	"\x03app\x18\f \x01(\v2#.converge.scheduler.v1.AppUnderTestR\x03app:\xa4\x01\xbaH\xa0\x01\x1a\x9d\x01\n" +
+	"\x03app\x18\f \x01(\v2#.converge.scheduler.v1.AppUnderTestR\x03app\x12&\n" +
+	"\n" +
+	"max_tokens\x18\r \x01(\x03B\a\xbaH\x04\"\x02(\x00R\tmaxTokens\x126\n" +
+	"\x13max_cost_usd_micros\x18\x0e \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x10maxCostUsdMicros:\xa4\x01\xbaH\xa0\x01\x1a\x9d\x01\n" +
 	" feature_build.task_list_required\x12:task_list_id or task_list is required unless resume is set\x1a=this.resume || this.task_list_id != '' || has(this.task_list)B\x12\n" +
 	"\x10task_list_sourceB\x11\n" +
 	"\x0f_max_iterations\"\xfa\x03\n" +
@@ -8725,7 +8879,7 @@ func file_converge_scheduler_v1_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_converge_scheduler_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
-var file_converge_scheduler_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
+var file_converge_scheduler_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
 var file_converge_scheduler_v1_scheduler_proto_goTypes = []any{
 	(ValidationLevel)(0),               // 0: converge.scheduler.v1.ValidationLevel
 	(ImportFormat)(0),                  // 1: converge.scheduler.v1.ImportFormat
@@ -8812,43 +8966,44 @@ var file_converge_scheduler_v1_scheduler_proto_goTypes = []any{
 	(*CriteriaProgress)(nil),           // 82: converge.scheduler.v1.CriteriaProgress
 	(*RecoveryLogEntry)(nil),           // 83: converge.scheduler.v1.RecoveryLogEntry
 	(*FeatureBuild)(nil),               // 84: converge.scheduler.v1.FeatureBuild
-	(*StartFeatureBuildRequest)(nil),   // 85: converge.scheduler.v1.StartFeatureBuildRequest
-	(*AppUnderTest)(nil),               // 86: converge.scheduler.v1.AppUnderTest
-	(*StartFeatureBuildResponse)(nil),  // 87: converge.scheduler.v1.StartFeatureBuildResponse
-	(*GetFeatureBuildRequest)(nil),     // 88: converge.scheduler.v1.GetFeatureBuildRequest
-	(*GetFeatureBuildResponse)(nil),    // 89: converge.scheduler.v1.GetFeatureBuildResponse
-	(*ListFeatureBuildsRequest)(nil),   // 90: converge.scheduler.v1.ListFeatureBuildsRequest
-	(*ListFeatureBuildsResponse)(nil),  // 91: converge.scheduler.v1.ListFeatureBuildsResponse
-	(*CancelFeatureBuildRequest)(nil),  // 92: converge.scheduler.v1.CancelFeatureBuildRequest
-	(*CancelFeatureBuildResponse)(nil), // 93: converge.scheduler.v1.CancelFeatureBuildResponse
-	(*v1.TaskValidation)(nil),          // 94: converge.common.v1.TaskValidation
-	(*v1.Task)(nil),                    // 95: converge.common.v1.Task
-	(*timestamppb.Timestamp)(nil),      // 96: google.protobuf.Timestamp
-	(*v1.ExecutorSpec)(nil),            // 97: converge.common.v1.ExecutorSpec
-	(*v1.AgentConfig)(nil),             // 98: converge.common.v1.AgentConfig
-	(*durationpb.Duration)(nil),        // 99: google.protobuf.Duration
-	(v1.Verdict)(0),                    // 100: converge.common.v1.Verdict
-	(v1.Outcome)(0),                    // 101: converge.common.v1.Outcome
-	(*v1.ErrorContext)(nil),            // 102: converge.common.v1.ErrorContext
-	(v1.EventType)(0),                  // 103: converge.common.v1.EventType
-	(*v1.LogEntry)(nil),                // 104: converge.common.v1.LogEntry
-	(*structpb.Struct)(nil),            // 105: google.protobuf.Struct
-	(*v1.Checkpoint)(nil),              // 106: converge.common.v1.Checkpoint
+	(*Usage)(nil),                      // 85: converge.scheduler.v1.Usage
+	(*StartFeatureBuildRequest)(nil),   // 86: converge.scheduler.v1.StartFeatureBuildRequest
+	(*AppUnderTest)(nil),               // 87: converge.scheduler.v1.AppUnderTest
+	(*StartFeatureBuildResponse)(nil),  // 88: converge.scheduler.v1.StartFeatureBuildResponse
+	(*GetFeatureBuildRequest)(nil),     // 89: converge.scheduler.v1.GetFeatureBuildRequest
+	(*GetFeatureBuildResponse)(nil),    // 90: converge.scheduler.v1.GetFeatureBuildResponse
+	(*ListFeatureBuildsRequest)(nil),   // 91: converge.scheduler.v1.ListFeatureBuildsRequest
+	(*ListFeatureBuildsResponse)(nil),  // 92: converge.scheduler.v1.ListFeatureBuildsResponse
+	(*CancelFeatureBuildRequest)(nil),  // 93: converge.scheduler.v1.CancelFeatureBuildRequest
+	(*CancelFeatureBuildResponse)(nil), // 94: converge.scheduler.v1.CancelFeatureBuildResponse
+	(*v1.TaskValidation)(nil),          // 95: converge.common.v1.TaskValidation
+	(*v1.Task)(nil),                    // 96: converge.common.v1.Task
+	(*timestamppb.Timestamp)(nil),      // 97: google.protobuf.Timestamp
+	(*v1.ExecutorSpec)(nil),            // 98: converge.common.v1.ExecutorSpec
+	(*v1.AgentConfig)(nil),             // 99: converge.common.v1.AgentConfig
+	(*durationpb.Duration)(nil),        // 100: google.protobuf.Duration
+	(v1.Verdict)(0),                    // 101: converge.common.v1.Verdict
+	(v1.Outcome)(0),                    // 102: converge.common.v1.Outcome
+	(*v1.ErrorContext)(nil),            // 103: converge.common.v1.ErrorContext
+	(v1.EventType)(0),                  // 104: converge.common.v1.EventType
+	(*v1.LogEntry)(nil),                // 105: converge.common.v1.LogEntry
+	(*structpb.Struct)(nil),            // 106: google.protobuf.Struct
+	(*v1.Checkpoint)(nil),              // 107: converge.common.v1.Checkpoint
 }
 var file_converge_scheduler_v1_scheduler_proto_depIdxs = []int32{
 	15,  // 0: converge.scheduler.v1.ProjectContext.conventions:type_name -> converge.scheduler.v1.ConventionsSource
-	94,  // 1: converge.scheduler.v1.ValidationLevels.codebase:type_name -> converge.common.v1.TaskValidation
-	94,  // 2: converge.scheduler.v1.ValidationLevels.api:type_name -> converge.common.v1.TaskValidation
-	94,  // 3: converge.scheduler.v1.ValidationLevels.ui:type_name -> converge.common.v1.TaskValidation
+	95,  // 1: converge.scheduler.v1.ValidationLevels.codebase:type_name -> converge.common.v1.TaskValidation
+	95,  // 2: converge.scheduler.v1.ValidationLevels.api:type_name -> converge.common.v1.TaskValidation
+	95,  // 3: converge.scheduler.v1.ValidationLevels.ui:type_name -> converge.common.v1.TaskValidation
 	14,  // 4: converge.scheduler.v1.TaskListSpec.repository:type_name -> converge.scheduler.v1.Repository
 	16,  // 5: converge.scheduler.v1.TaskListSpec.context:type_name -> converge.scheduler.v1.ProjectContext
 	17,  // 6: converge.scheduler.v1.TaskListSpec.validation:type_name -> converge.scheduler.v1.ValidationLevels
-	95,  // 7: converge.scheduler.v1.TaskListSpec.tasks:type_name -> converge.common.v1.Task
+	96,  // 7: converge.scheduler.v1.TaskListSpec.tasks:type_name -> converge.common.v1.Task
 	1,   // 8: converge.scheduler.v1.ImportSource.format:type_name -> converge.scheduler.v1.ImportFormat
 	18,  // 9: converge.scheduler.v1.TaskList.spec:type_name -> converge.scheduler.v1.TaskListSpec
 	19,  // 10: converge.scheduler.v1.TaskList.source:type_name -> converge.scheduler.v1.ImportSource
-	96,  // 11: converge.scheduler.v1.TaskList.create_time:type_name -> google.protobuf.Timestamp
-	96,  // 12: converge.scheduler.v1.TaskList.update_time:type_name -> google.protobuf.Timestamp
+	97,  // 11: converge.scheduler.v1.TaskList.create_time:type_name -> google.protobuf.Timestamp
+	97,  // 12: converge.scheduler.v1.TaskList.update_time:type_name -> google.protobuf.Timestamp
 	18,  // 13: converge.scheduler.v1.CreateTaskListRequest.spec:type_name -> converge.scheduler.v1.TaskListSpec
 	20,  // 14: converge.scheduler.v1.CreateTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
 	1,   // 15: converge.scheduler.v1.ImportTaskListRequest.format:type_name -> converge.scheduler.v1.ImportFormat
@@ -8863,186 +9018,190 @@ var file_converge_scheduler_v1_scheduler_proto_depIdxs = []int32{
 	32,  // 24: converge.scheduler.v1.PlannedWave.placements:type_name -> converge.scheduler.v1.WavePlacement
 	18,  // 25: converge.scheduler.v1.PlanWavesRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
 	33,  // 26: converge.scheduler.v1.PlanWavesResponse.waves:type_name -> converge.scheduler.v1.PlannedWave
-	97,  // 27: converge.scheduler.v1.ExecutionOptions.executor:type_name -> converge.common.v1.ExecutorSpec
-	98,  // 28: converge.scheduler.v1.ExecutionOptions.agent_config:type_name -> converge.common.v1.AgentConfig
-	99,  // 29: converge.scheduler.v1.ExecutionOptions.task_timeout:type_name -> google.protobuf.Duration
-	99,  // 30: converge.scheduler.v1.ExecutionOptions.max_wall_time:type_name -> google.protobuf.Duration
+	98,  // 27: converge.scheduler.v1.ExecutionOptions.executor:type_name -> converge.common.v1.ExecutorSpec
+	99,  // 28: converge.scheduler.v1.ExecutionOptions.agent_config:type_name -> converge.common.v1.AgentConfig
+	100, // 29: converge.scheduler.v1.ExecutionOptions.task_timeout:type_name -> google.protobuf.Duration
+	100, // 30: converge.scheduler.v1.ExecutionOptions.max_wall_time:type_name -> google.protobuf.Duration
 	36,  // 31: converge.scheduler.v1.ExecutionOptions.critical_phases:type_name -> converge.scheduler.v1.CriticalPhases
-	100, // 32: converge.scheduler.v1.VerifySummary.verdict:type_name -> converge.common.v1.Verdict
-	96,  // 33: converge.scheduler.v1.VerifySummary.verify_time:type_name -> google.protobuf.Timestamp
+	101, // 32: converge.scheduler.v1.VerifySummary.verdict:type_name -> converge.common.v1.Verdict
+	97,  // 33: converge.scheduler.v1.VerifySummary.verify_time:type_name -> google.protobuf.Timestamp
 	0,   // 34: converge.scheduler.v1.ValidationLevelResult.level:type_name -> converge.scheduler.v1.ValidationLevel
-	99,  // 35: converge.scheduler.v1.ValidationLevelResult.duration:type_name -> google.protobuf.Duration
+	100, // 35: converge.scheduler.v1.ValidationLevelResult.duration:type_name -> google.protobuf.Duration
 	5,   // 36: converge.scheduler.v1.Execution.triggered_by:type_name -> converge.scheduler.v1.ExecutionTrigger
 	4,   // 37: converge.scheduler.v1.Execution.status:type_name -> converge.scheduler.v1.ExecutionStatus
-	101, // 38: converge.scheduler.v1.Execution.outcome:type_name -> converge.common.v1.Outcome
+	102, // 38: converge.scheduler.v1.Execution.outcome:type_name -> converge.common.v1.Outcome
 	37,  // 39: converge.scheduler.v1.Execution.options:type_name -> converge.scheduler.v1.ExecutionOptions
 	14,  // 40: converge.scheduler.v1.Execution.repository:type_name -> converge.scheduler.v1.Repository
 	39,  // 41: converge.scheduler.v1.Execution.validation_results:type_name -> converge.scheduler.v1.ValidationLevelResult
 	38,  // 42: converge.scheduler.v1.Execution.verification:type_name -> converge.scheduler.v1.VerifySummary
-	96,  // 43: converge.scheduler.v1.Execution.create_time:type_name -> google.protobuf.Timestamp
-	96,  // 44: converge.scheduler.v1.Execution.start_time:type_name -> google.protobuf.Timestamp
-	96,  // 45: converge.scheduler.v1.Execution.end_time:type_name -> google.protobuf.Timestamp
-	96,  // 46: converge.scheduler.v1.Execution.update_time:type_name -> google.protobuf.Timestamp
-	6,   // 47: converge.scheduler.v1.Wave.status:type_name -> converge.scheduler.v1.WaveStatus
-	32,  // 48: converge.scheduler.v1.Wave.placements:type_name -> converge.scheduler.v1.WavePlacement
-	96,  // 49: converge.scheduler.v1.Wave.start_time:type_name -> google.protobuf.Timestamp
-	96,  // 50: converge.scheduler.v1.Wave.end_time:type_name -> google.protobuf.Timestamp
-	7,   // 51: converge.scheduler.v1.Assignment.kind:type_name -> converge.scheduler.v1.AssignmentKind
-	8,   // 52: converge.scheduler.v1.Assignment.status:type_name -> converge.scheduler.v1.AssignmentStatus
-	96,  // 53: converge.scheduler.v1.Assignment.lease_expire_time:type_name -> google.protobuf.Timestamp
-	96,  // 54: converge.scheduler.v1.Assignment.assign_time:type_name -> google.protobuf.Timestamp
-	96,  // 55: converge.scheduler.v1.Assignment.complete_time:type_name -> google.protobuf.Timestamp
-	96,  // 56: converge.scheduler.v1.Assignment.last_report_time:type_name -> google.protobuf.Timestamp
-	9,   // 57: converge.scheduler.v1.Assignment.result:type_name -> converge.scheduler.v1.CompletionResult
-	102, // 58: converge.scheduler.v1.Assignment.error:type_name -> converge.common.v1.ErrorContext
-	37,  // 59: converge.scheduler.v1.StartExecutionRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	5,   // 60: converge.scheduler.v1.StartExecutionRequest.triggered_by:type_name -> converge.scheduler.v1.ExecutionTrigger
-	40,  // 61: converge.scheduler.v1.StartExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	41,  // 62: converge.scheduler.v1.StartExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
-	40,  // 63: converge.scheduler.v1.GetExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	41,  // 64: converge.scheduler.v1.GetExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
-	4,   // 65: converge.scheduler.v1.ListExecutionsRequest.statuses:type_name -> converge.scheduler.v1.ExecutionStatus
-	40,  // 66: converge.scheduler.v1.ListExecutionsResponse.executions:type_name -> converge.scheduler.v1.Execution
-	8,   // 67: converge.scheduler.v1.ListAssignmentsRequest.statuses:type_name -> converge.scheduler.v1.AssignmentStatus
-	42,  // 68: converge.scheduler.v1.ListAssignmentsResponse.assignments:type_name -> converge.scheduler.v1.Assignment
-	103, // 69: converge.scheduler.v1.WatchExecutionRequest.event_types:type_name -> converge.common.v1.EventType
-	104, // 70: converge.scheduler.v1.WatchExecutionResponse.entry:type_name -> converge.common.v1.LogEntry
-	40,  // 71: converge.scheduler.v1.WatchExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	40,  // 72: converge.scheduler.v1.PauseExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	40,  // 73: converge.scheduler.v1.ResumeExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	40,  // 74: converge.scheduler.v1.CancelExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	42,  // 75: converge.scheduler.v1.RetryTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
-	40,  // 76: converge.scheduler.v1.RetryTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
-	40,  // 77: converge.scheduler.v1.SkipTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
-	103, // 78: converge.scheduler.v1.GetExecutionLogRequest.event_types:type_name -> converge.common.v1.EventType
-	104, // 79: converge.scheduler.v1.GetExecutionLogResponse.entries:type_name -> converge.common.v1.LogEntry
-	96,  // 80: converge.scheduler.v1.ErrorRecord.time:type_name -> google.protobuf.Timestamp
-	103, // 81: converge.scheduler.v1.ErrorRecord.event_type:type_name -> converge.common.v1.EventType
-	95,  // 82: converge.scheduler.v1.HandoffContext.task:type_name -> converge.common.v1.Task
-	65,  // 83: converge.scheduler.v1.HandoffContext.error_history:type_name -> converge.scheduler.v1.ErrorRecord
-	104, // 84: converge.scheduler.v1.HandoffContext.recent_entries:type_name -> converge.common.v1.LogEntry
-	96,  // 85: converge.scheduler.v1.HandoffContext.escalate_time:type_name -> google.protobuf.Timestamp
-	42,  // 86: converge.scheduler.v1.HandoffContext.last_assignment:type_name -> converge.scheduler.v1.Assignment
-	66,  // 87: converge.scheduler.v1.GetHandoffContextResponse.context:type_name -> converge.scheduler.v1.HandoffContext
-	103, // 88: converge.scheduler.v1.AgentEvent.event_type:type_name -> converge.common.v1.EventType
-	105, // 89: converge.scheduler.v1.AgentEvent.context:type_name -> google.protobuf.Struct
-	96,  // 90: converge.scheduler.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
-	42,  // 91: converge.scheduler.v1.ClaimedAssignment.assignment:type_name -> converge.scheduler.v1.Assignment
-	95,  // 92: converge.scheduler.v1.ClaimedAssignment.task:type_name -> converge.common.v1.Task
-	14,  // 93: converge.scheduler.v1.ClaimedAssignment.repository:type_name -> converge.scheduler.v1.Repository
-	37,  // 94: converge.scheduler.v1.ClaimedAssignment.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	16,  // 95: converge.scheduler.v1.ClaimedAssignment.context:type_name -> converge.scheduler.v1.ProjectContext
-	17,  // 96: converge.scheduler.v1.ClaimedAssignment.validation:type_name -> converge.scheduler.v1.ValidationLevels
-	70,  // 97: converge.scheduler.v1.ClaimedAssignment.merges:type_name -> converge.scheduler.v1.IntegrationInput
-	102, // 98: converge.scheduler.v1.ClaimedAssignment.previous_errors:type_name -> converge.common.v1.ErrorContext
-	99,  // 99: converge.scheduler.v1.ClaimedAssignment.heartbeat_interval:type_name -> google.protobuf.Duration
-	99,  // 100: converge.scheduler.v1.ClaimedAssignment.lease_duration:type_name -> google.protobuf.Duration
-	71,  // 101: converge.scheduler.v1.ClaimedAssignment.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	99,  // 102: converge.scheduler.v1.ClaimTaskRequest.wait:type_name -> google.protobuf.Duration
-	7,   // 103: converge.scheduler.v1.ClaimTaskRequest.kinds:type_name -> converge.scheduler.v1.AssignmentKind
-	72,  // 104: converge.scheduler.v1.ClaimTaskResponse.assignment:type_name -> converge.scheduler.v1.ClaimedAssignment
-	69,  // 105: converge.scheduler.v1.ReportProgressRequest.events:type_name -> converge.scheduler.v1.AgentEvent
-	106, // 106: converge.scheduler.v1.ReportProgressRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
-	10,  // 107: converge.scheduler.v1.ReportProgressResponse.directive:type_name -> converge.scheduler.v1.Directive
-	96,  // 108: converge.scheduler.v1.ReportProgressResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	106, // 109: converge.scheduler.v1.RecordCheckpointRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
-	106, // 110: converge.scheduler.v1.RecordCheckpointResponse.checkpoint:type_name -> converge.common.v1.Checkpoint
-	9,   // 111: converge.scheduler.v1.CompleteTaskRequest.result:type_name -> converge.scheduler.v1.CompletionResult
-	102, // 112: converge.scheduler.v1.CompleteTaskRequest.error:type_name -> converge.common.v1.ErrorContext
-	39,  // 113: converge.scheduler.v1.CompleteTaskRequest.level_results:type_name -> converge.scheduler.v1.ValidationLevelResult
-	69,  // 114: converge.scheduler.v1.CompleteTaskRequest.events:type_name -> converge.scheduler.v1.AgentEvent
-	73,  // 115: converge.scheduler.v1.CompleteTaskRequest.claim_next:type_name -> converge.scheduler.v1.ClaimTaskRequest
-	42,  // 116: converge.scheduler.v1.CompleteTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
-	10,  // 117: converge.scheduler.v1.CompleteTaskResponse.directive:type_name -> converge.scheduler.v1.Directive
-	72,  // 118: converge.scheduler.v1.CompleteTaskResponse.next:type_name -> converge.scheduler.v1.ClaimedAssignment
-	38,  // 119: converge.scheduler.v1.FeatureIteration.verification:type_name -> converge.scheduler.v1.VerifySummary
-	96,  // 120: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
-	96,  // 121: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
-	96,  // 122: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
-	12,  // 123: converge.scheduler.v1.FeatureBuild.status:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	101, // 124: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
-	13,  // 125: converge.scheduler.v1.FeatureBuild.exit_reason:type_name -> converge.scheduler.v1.ExitReason
-	81,  // 126: converge.scheduler.v1.FeatureBuild.iterations:type_name -> converge.scheduler.v1.FeatureIteration
-	82,  // 127: converge.scheduler.v1.FeatureBuild.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
-	83,  // 128: converge.scheduler.v1.FeatureBuild.recovery_log:type_name -> converge.scheduler.v1.RecoveryLogEntry
-	11,  // 129: converge.scheduler.v1.FeatureBuild.autonomy:type_name -> converge.scheduler.v1.Autonomy
-	71,  // 130: converge.scheduler.v1.FeatureBuild.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	37,  // 131: converge.scheduler.v1.FeatureBuild.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	96,  // 132: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
-	96,  // 133: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
-	96,  // 134: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
-	96,  // 135: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
-	86,  // 136: converge.scheduler.v1.FeatureBuild.app:type_name -> converge.scheduler.v1.AppUnderTest
-	18,  // 137: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
-	11,  // 138: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
-	71,  // 139: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	37,  // 140: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	86,  // 141: converge.scheduler.v1.StartFeatureBuildRequest.app:type_name -> converge.scheduler.v1.AppUnderTest
-	99,  // 142: converge.scheduler.v1.AppUnderTest.ready_timeout:type_name -> google.protobuf.Duration
-	84,  // 143: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	33,  // 144: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
-	82,  // 145: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
-	84,  // 146: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	12,  // 147: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	84,  // 148: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
-	84,  // 149: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	22,  // 150: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
-	24,  // 151: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
-	26,  // 152: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
-	28,  // 153: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
-	30,  // 154: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
-	34,  // 155: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
-	43,  // 156: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
-	45,  // 157: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
-	47,  // 158: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
-	49,  // 159: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
-	51,  // 160: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
-	53,  // 161: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
-	55,  // 162: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
-	57,  // 163: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
-	59,  // 164: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
-	61,  // 165: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
-	63,  // 166: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
-	67,  // 167: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
-	73,  // 168: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
-	75,  // 169: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
-	77,  // 170: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
-	79,  // 171: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
-	85,  // 172: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
-	88,  // 173: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
-	90,  // 174: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
-	92,  // 175: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
-	23,  // 176: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
-	25,  // 177: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
-	27,  // 178: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
-	29,  // 179: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
-	31,  // 180: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
-	35,  // 181: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
-	44,  // 182: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
-	46,  // 183: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
-	48,  // 184: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
-	50,  // 185: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
-	52,  // 186: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
-	54,  // 187: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
-	56,  // 188: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
-	58,  // 189: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
-	60,  // 190: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
-	62,  // 191: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
-	64,  // 192: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
-	68,  // 193: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
-	74,  // 194: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
-	76,  // 195: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
-	78,  // 196: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
-	80,  // 197: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
-	87,  // 198: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
-	89,  // 199: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
-	91,  // 200: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
-	93,  // 201: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
-	176, // [176:202] is the sub-list for method output_type
-	150, // [150:176] is the sub-list for method input_type
-	150, // [150:150] is the sub-list for extension type_name
-	150, // [150:150] is the sub-list for extension extendee
-	0,   // [0:150] is the sub-list for field type_name
+	97,  // 43: converge.scheduler.v1.Execution.create_time:type_name -> google.protobuf.Timestamp
+	97,  // 44: converge.scheduler.v1.Execution.start_time:type_name -> google.protobuf.Timestamp
+	97,  // 45: converge.scheduler.v1.Execution.end_time:type_name -> google.protobuf.Timestamp
+	97,  // 46: converge.scheduler.v1.Execution.update_time:type_name -> google.protobuf.Timestamp
+	85,  // 47: converge.scheduler.v1.Execution.usage:type_name -> converge.scheduler.v1.Usage
+	6,   // 48: converge.scheduler.v1.Wave.status:type_name -> converge.scheduler.v1.WaveStatus
+	32,  // 49: converge.scheduler.v1.Wave.placements:type_name -> converge.scheduler.v1.WavePlacement
+	97,  // 50: converge.scheduler.v1.Wave.start_time:type_name -> google.protobuf.Timestamp
+	97,  // 51: converge.scheduler.v1.Wave.end_time:type_name -> google.protobuf.Timestamp
+	7,   // 52: converge.scheduler.v1.Assignment.kind:type_name -> converge.scheduler.v1.AssignmentKind
+	8,   // 53: converge.scheduler.v1.Assignment.status:type_name -> converge.scheduler.v1.AssignmentStatus
+	97,  // 54: converge.scheduler.v1.Assignment.lease_expire_time:type_name -> google.protobuf.Timestamp
+	97,  // 55: converge.scheduler.v1.Assignment.assign_time:type_name -> google.protobuf.Timestamp
+	97,  // 56: converge.scheduler.v1.Assignment.complete_time:type_name -> google.protobuf.Timestamp
+	97,  // 57: converge.scheduler.v1.Assignment.last_report_time:type_name -> google.protobuf.Timestamp
+	9,   // 58: converge.scheduler.v1.Assignment.result:type_name -> converge.scheduler.v1.CompletionResult
+	103, // 59: converge.scheduler.v1.Assignment.error:type_name -> converge.common.v1.ErrorContext
+	85,  // 60: converge.scheduler.v1.Assignment.usage:type_name -> converge.scheduler.v1.Usage
+	37,  // 61: converge.scheduler.v1.StartExecutionRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	5,   // 62: converge.scheduler.v1.StartExecutionRequest.triggered_by:type_name -> converge.scheduler.v1.ExecutionTrigger
+	40,  // 63: converge.scheduler.v1.StartExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	41,  // 64: converge.scheduler.v1.StartExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
+	40,  // 65: converge.scheduler.v1.GetExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	41,  // 66: converge.scheduler.v1.GetExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
+	4,   // 67: converge.scheduler.v1.ListExecutionsRequest.statuses:type_name -> converge.scheduler.v1.ExecutionStatus
+	40,  // 68: converge.scheduler.v1.ListExecutionsResponse.executions:type_name -> converge.scheduler.v1.Execution
+	8,   // 69: converge.scheduler.v1.ListAssignmentsRequest.statuses:type_name -> converge.scheduler.v1.AssignmentStatus
+	42,  // 70: converge.scheduler.v1.ListAssignmentsResponse.assignments:type_name -> converge.scheduler.v1.Assignment
+	104, // 71: converge.scheduler.v1.WatchExecutionRequest.event_types:type_name -> converge.common.v1.EventType
+	105, // 72: converge.scheduler.v1.WatchExecutionResponse.entry:type_name -> converge.common.v1.LogEntry
+	40,  // 73: converge.scheduler.v1.WatchExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	40,  // 74: converge.scheduler.v1.PauseExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	40,  // 75: converge.scheduler.v1.ResumeExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	40,  // 76: converge.scheduler.v1.CancelExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	42,  // 77: converge.scheduler.v1.RetryTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
+	40,  // 78: converge.scheduler.v1.RetryTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
+	40,  // 79: converge.scheduler.v1.SkipTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
+	104, // 80: converge.scheduler.v1.GetExecutionLogRequest.event_types:type_name -> converge.common.v1.EventType
+	105, // 81: converge.scheduler.v1.GetExecutionLogResponse.entries:type_name -> converge.common.v1.LogEntry
+	97,  // 82: converge.scheduler.v1.ErrorRecord.time:type_name -> google.protobuf.Timestamp
+	104, // 83: converge.scheduler.v1.ErrorRecord.event_type:type_name -> converge.common.v1.EventType
+	96,  // 84: converge.scheduler.v1.HandoffContext.task:type_name -> converge.common.v1.Task
+	65,  // 85: converge.scheduler.v1.HandoffContext.error_history:type_name -> converge.scheduler.v1.ErrorRecord
+	105, // 86: converge.scheduler.v1.HandoffContext.recent_entries:type_name -> converge.common.v1.LogEntry
+	97,  // 87: converge.scheduler.v1.HandoffContext.escalate_time:type_name -> google.protobuf.Timestamp
+	42,  // 88: converge.scheduler.v1.HandoffContext.last_assignment:type_name -> converge.scheduler.v1.Assignment
+	66,  // 89: converge.scheduler.v1.GetHandoffContextResponse.context:type_name -> converge.scheduler.v1.HandoffContext
+	104, // 90: converge.scheduler.v1.AgentEvent.event_type:type_name -> converge.common.v1.EventType
+	106, // 91: converge.scheduler.v1.AgentEvent.context:type_name -> google.protobuf.Struct
+	97,  // 92: converge.scheduler.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	42,  // 93: converge.scheduler.v1.ClaimedAssignment.assignment:type_name -> converge.scheduler.v1.Assignment
+	96,  // 94: converge.scheduler.v1.ClaimedAssignment.task:type_name -> converge.common.v1.Task
+	14,  // 95: converge.scheduler.v1.ClaimedAssignment.repository:type_name -> converge.scheduler.v1.Repository
+	37,  // 96: converge.scheduler.v1.ClaimedAssignment.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	16,  // 97: converge.scheduler.v1.ClaimedAssignment.context:type_name -> converge.scheduler.v1.ProjectContext
+	17,  // 98: converge.scheduler.v1.ClaimedAssignment.validation:type_name -> converge.scheduler.v1.ValidationLevels
+	70,  // 99: converge.scheduler.v1.ClaimedAssignment.merges:type_name -> converge.scheduler.v1.IntegrationInput
+	103, // 100: converge.scheduler.v1.ClaimedAssignment.previous_errors:type_name -> converge.common.v1.ErrorContext
+	100, // 101: converge.scheduler.v1.ClaimedAssignment.heartbeat_interval:type_name -> google.protobuf.Duration
+	100, // 102: converge.scheduler.v1.ClaimedAssignment.lease_duration:type_name -> google.protobuf.Duration
+	71,  // 103: converge.scheduler.v1.ClaimedAssignment.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	100, // 104: converge.scheduler.v1.ClaimTaskRequest.wait:type_name -> google.protobuf.Duration
+	7,   // 105: converge.scheduler.v1.ClaimTaskRequest.kinds:type_name -> converge.scheduler.v1.AssignmentKind
+	72,  // 106: converge.scheduler.v1.ClaimTaskResponse.assignment:type_name -> converge.scheduler.v1.ClaimedAssignment
+	69,  // 107: converge.scheduler.v1.ReportProgressRequest.events:type_name -> converge.scheduler.v1.AgentEvent
+	107, // 108: converge.scheduler.v1.ReportProgressRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
+	10,  // 109: converge.scheduler.v1.ReportProgressResponse.directive:type_name -> converge.scheduler.v1.Directive
+	97,  // 110: converge.scheduler.v1.ReportProgressResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	107, // 111: converge.scheduler.v1.RecordCheckpointRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
+	107, // 112: converge.scheduler.v1.RecordCheckpointResponse.checkpoint:type_name -> converge.common.v1.Checkpoint
+	9,   // 113: converge.scheduler.v1.CompleteTaskRequest.result:type_name -> converge.scheduler.v1.CompletionResult
+	103, // 114: converge.scheduler.v1.CompleteTaskRequest.error:type_name -> converge.common.v1.ErrorContext
+	39,  // 115: converge.scheduler.v1.CompleteTaskRequest.level_results:type_name -> converge.scheduler.v1.ValidationLevelResult
+	69,  // 116: converge.scheduler.v1.CompleteTaskRequest.events:type_name -> converge.scheduler.v1.AgentEvent
+	73,  // 117: converge.scheduler.v1.CompleteTaskRequest.claim_next:type_name -> converge.scheduler.v1.ClaimTaskRequest
+	85,  // 118: converge.scheduler.v1.CompleteTaskRequest.usage:type_name -> converge.scheduler.v1.Usage
+	42,  // 119: converge.scheduler.v1.CompleteTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
+	10,  // 120: converge.scheduler.v1.CompleteTaskResponse.directive:type_name -> converge.scheduler.v1.Directive
+	72,  // 121: converge.scheduler.v1.CompleteTaskResponse.next:type_name -> converge.scheduler.v1.ClaimedAssignment
+	38,  // 122: converge.scheduler.v1.FeatureIteration.verification:type_name -> converge.scheduler.v1.VerifySummary
+	97,  // 123: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
+	97,  // 124: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
+	97,  // 125: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
+	12,  // 126: converge.scheduler.v1.FeatureBuild.status:type_name -> converge.scheduler.v1.FeatureBuildStatus
+	102, // 127: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
+	13,  // 128: converge.scheduler.v1.FeatureBuild.exit_reason:type_name -> converge.scheduler.v1.ExitReason
+	81,  // 129: converge.scheduler.v1.FeatureBuild.iterations:type_name -> converge.scheduler.v1.FeatureIteration
+	82,  // 130: converge.scheduler.v1.FeatureBuild.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
+	83,  // 131: converge.scheduler.v1.FeatureBuild.recovery_log:type_name -> converge.scheduler.v1.RecoveryLogEntry
+	11,  // 132: converge.scheduler.v1.FeatureBuild.autonomy:type_name -> converge.scheduler.v1.Autonomy
+	71,  // 133: converge.scheduler.v1.FeatureBuild.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	37,  // 134: converge.scheduler.v1.FeatureBuild.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	97,  // 135: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
+	97,  // 136: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
+	97,  // 137: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
+	97,  // 138: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
+	87,  // 139: converge.scheduler.v1.FeatureBuild.app:type_name -> converge.scheduler.v1.AppUnderTest
+	85,  // 140: converge.scheduler.v1.FeatureBuild.usage:type_name -> converge.scheduler.v1.Usage
+	18,  // 141: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
+	11,  // 142: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
+	71,  // 143: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	37,  // 144: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	87,  // 145: converge.scheduler.v1.StartFeatureBuildRequest.app:type_name -> converge.scheduler.v1.AppUnderTest
+	100, // 146: converge.scheduler.v1.AppUnderTest.ready_timeout:type_name -> google.protobuf.Duration
+	84,  // 147: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	33,  // 148: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
+	82,  // 149: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
+	84,  // 150: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	12,  // 151: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
+	84,  // 152: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
+	84,  // 153: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	22,  // 154: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
+	24,  // 155: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
+	26,  // 156: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
+	28,  // 157: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
+	30,  // 158: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
+	34,  // 159: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
+	43,  // 160: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
+	45,  // 161: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
+	47,  // 162: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
+	49,  // 163: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
+	51,  // 164: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
+	53,  // 165: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
+	55,  // 166: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
+	57,  // 167: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
+	59,  // 168: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
+	61,  // 169: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
+	63,  // 170: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
+	67,  // 171: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
+	73,  // 172: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
+	75,  // 173: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
+	77,  // 174: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
+	79,  // 175: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
+	86,  // 176: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
+	89,  // 177: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
+	91,  // 178: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
+	93,  // 179: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
+	23,  // 180: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
+	25,  // 181: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
+	27,  // 182: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
+	29,  // 183: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
+	31,  // 184: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
+	35,  // 185: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
+	44,  // 186: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
+	46,  // 187: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
+	48,  // 188: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
+	50,  // 189: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
+	52,  // 190: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
+	54,  // 191: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
+	56,  // 192: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
+	58,  // 193: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
+	60,  // 194: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
+	62,  // 195: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
+	64,  // 196: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
+	68,  // 197: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
+	74,  // 198: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
+	76,  // 199: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
+	78,  // 200: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
+	80,  // 201: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
+	88,  // 202: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
+	90,  // 203: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
+	92,  // 204: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
+	94,  // 205: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
+	180, // [180:206] is the sub-list for method output_type
+	154, // [154:180] is the sub-list for method input_type
+	154, // [154:154] is the sub-list for extension type_name
+	154, // [154:154] is the sub-list for extension extendee
+	0,   // [0:154] is the sub-list for field type_name
 }
 
 func init() { file_converge_scheduler_v1_scheduler_proto_init() }
@@ -9059,11 +9218,11 @@ func file_converge_scheduler_v1_scheduler_proto_init() {
 		(*PlanWavesRequest_TaskList)(nil),
 	}
 	file_converge_scheduler_v1_scheduler_proto_msgTypes[23].OneofWrappers = []any{}
-	file_converge_scheduler_v1_scheduler_proto_msgTypes[71].OneofWrappers = []any{
+	file_converge_scheduler_v1_scheduler_proto_msgTypes[72].OneofWrappers = []any{
 		(*StartFeatureBuildRequest_TaskListId)(nil),
 		(*StartFeatureBuildRequest_TaskList)(nil),
 	}
-	file_converge_scheduler_v1_scheduler_proto_msgTypes[74].OneofWrappers = []any{
+	file_converge_scheduler_v1_scheduler_proto_msgTypes[75].OneofWrappers = []any{
 		(*GetFeatureBuildRequest_FeatureBuildId)(nil),
 		(*GetFeatureBuildRequest_Feature)(nil),
 	}
@@ -9073,7 +9232,7 @@ func file_converge_scheduler_v1_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_converge_scheduler_v1_scheduler_proto_rawDesc), len(file_converge_scheduler_v1_scheduler_proto_rawDesc)),
 			NumEnums:      14,
-			NumMessages:   80,
+			NumMessages:   81,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
