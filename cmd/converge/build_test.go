@@ -85,6 +85,17 @@ func TestBuildFeatureLoopRegressionStops(t *testing.T) {
 	require.NotContains(t, out, "Iteration 3 of 5")
 }
 
+// The usage fixer.sh reports (its converge-usage line: 1250 tokens a task) passes --max-tokens
+// after iteration 1: ESCALATED with exit reason BUDGET and the figures, exit 1, no iteration 2.
+func TestBuildFeatureLoopTokenBudgetStops(t *testing.T) {
+	t.Parallel()
+	code, out := buildFeature(t, "fixer.sh", "--max-tokens", "2000")
+	require.Equal(t, exitFailure, code, out)
+	require.Contains(t, out, "## Build Feature - ESCALATED")
+	require.Contains(t, out, "**Reason:** Budget spent: 2500 tokens (2000 input, 500 output) of max_tokens 2000 after 1 iterations")
+	require.NotContains(t, out, "Iteration 2 of 5")
+}
+
 // A dry run plans and parses, and builds and stores nothing.
 func TestBuildFeatureDryRun(t *testing.T) {
 	t.Parallel()

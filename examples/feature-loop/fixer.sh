@@ -58,3 +58,6 @@ fix-F3)
 	exit 1
 	;;
 esac
+# The model usage a real agent CLI would report (docs/scheduler.md, "Token and cost budgets"):
+# converge build --max-tokens / --max-cost count it.
+echo "converge-usage: input_tokens=1000 output_tokens=250 cost_usd=0.01"
