@@ -211,7 +211,8 @@ func TestQuotaOnUnaryMethods(t *testing.T) {
 	var err error
 	require.Eventually(t, func() bool {
 		select {
-		case <-first: // a probe took the unit before the first call did: start it again
+		case e := <-first: // a probe took the unit before the first call did: start it again
+			t.Logf("the first call lost the unit to a probe (%v): starting it again", e)
 			first = start()
 			return false
 		default:
