@@ -50,6 +50,9 @@ func TestFeatureBuildRPCs(t *testing.T) {
 		_, err = b.client.StartFeatureBuild(ctx, &schedulerv1.StartFeatureBuildRequest{Feature: "bad key!", DoneCriteria: loopDoneCriteria,
 			TaskListSource: &schedulerv1.StartFeatureBuildRequest_TaskListId{TaskListId: list}})
 		requireCode(t, err, codes.InvalidArgument)
+		_, err = b.client.StartFeatureBuild(ctx, &schedulerv1.StartFeatureBuildRequest{Feature: "export", DoneCriteria: loopDoneCriteria,
+			TaskListSource: &schedulerv1.StartFeatureBuildRequest_TaskListId{TaskListId: list}, MaxTokens: -1, MaxCostUsdMicros: -5})
+		requireViolations(t, err, map[string]string{"max_tokens": "must be greater than or equal to 0", "max_cost_usd_micros": "must be greater than or equal to 0"})
 
 		// One running build per feature.
 		fb := b.startBuild(t, &schedulerv1.StartFeatureBuildRequest{Feature: "export", TaskListSource: &schedulerv1.StartFeatureBuildRequest_TaskListId{TaskListId: list}})
