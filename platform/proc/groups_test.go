@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,8 +26,11 @@ func TestGroupDirRecordsLiveGroupsAndKillsThem(t *testing.T) {
 	go func() {
 		done <- proc.Run(t.Context(), proc.Spec{Shell: `sleep 60 & echo $! > child.pid; wait`, Dir: work, Groups: groups})
 	}()
-	require.Eventually(t, func() bool { return len(groups.Live()) == 1 && fileExists(filepath.Join(work, "child.pid")) },
-		10*time.Second, 5*time.Millisecond)
+	// The shell makes child.pid before it writes the id into it: wait for the whole line.
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(filepath.Join(work, "child.pid"))
+		return len(groups.Live()) == 1 && err == nil && strings.HasSuffix(string(b), "\n")
+	}, 10*time.Second, 5*time.Millisecond)
 	pgid := groups.Live()[0]
 	record, err := os.ReadFile(filepath.Join(records, strconv.Itoa(pgid)))
 	require.NoError(t, err)
@@ -83,9 +87,4 @@ func TestKillRecordedKillsWhatADeadCallerLeft(t *testing.T) {
 	killed, err = proc.KillRecorded(filepath.Join(t.TempDir(), "none"))
 	require.NoError(t, err)
 	require.Empty(t, killed)
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
