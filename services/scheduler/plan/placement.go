@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
@@ -47,8 +48,11 @@ func (p *packer) placement(t int32, lvl, rel int) Placement {
 	}
 	if len(prev.tasks) >= p.maxParallel && !p.conflictsWith(t, rel-1, nil) {
 		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_MAX_PARALLEL
-		pl.Message = "wave " + strconv.Itoa(prevNumber) + " already holds " + strconv.Itoa(len(prev.tasks)) +
-			" tasks (max_parallel " + strconv.Itoa(p.maxParallel) + ")"
+		b := append(p.scratch[:0], "wave "...)
+		b = append(strconv.AppendInt(b, int64(prevNumber), 10), " already holds "...)
+		b = append(strconv.AppendInt(b, int64(len(prev.tasks)), 10), " tasks (max_parallel "...)
+		b = append(strconv.AppendInt(b, int64(p.maxParallel), 10), ')')
+		pl.Message, p.scratch = p.text.copy(b), b
 		return pl
 	}
 	var found []conflict
@@ -95,10 +99,8 @@ func (p *packer) conflictsWith(t int32, rel int, report *[]conflict) bool {
 			note(p.who(im.node, classUnder, w, readers), im.path)
 		}
 		note(p.who(im.node, classExact, w, readers), im.path)
-		for a := p.parent[im.node]; a >= 0; a = p.parent[a] {
-			if p.dirNode[a] {
-				note(p.who(a, classDir, w, readers), im.path)
-			}
+		for a := p.dirUp[im.node]; a >= 0; a = p.dirUp[a] {
+			note(p.who(a, classDir, w, readers), im.path)
 		}
 	}
 	if p.globConflict(t, true, p.waves[rel], report) {
@@ -114,8 +116,41 @@ func (p *packer) levelMessage(t int32, lvl int) string {
 	}
 	for _, d := range p.tasks[t].Deps {
 		if p.levels[d] == lvl-1 {
-			return "dependency level " + strconv.Itoa(lvl) + ": after " + p.tasks[d].ID
+			return p.text.concat("dependency level ", strconv.Itoa(lvl), ": after ", p.tasks[d].ID)
 		}
 	}
 	return "dependency level " + strconv.Itoa(lvl)
+}
+
+// textArena builds the placements' messages in shared chunks: one allocation per 64 KiB of
+// messages instead of one per task (a plan of 100,000 tasks has 100,000 of them). A chunk's bytes
+// are written once and never changed, so the strings that point into it are immutable.
+type textArena struct{ buf []byte }
+
+// concat returns the concatenation of parts.
+func (a *textArena) concat(parts ...string) string {
+	n := 0
+	for _, s := range parts {
+		n += len(s)
+	}
+	if cap(a.buf)-len(a.buf) < n {
+		a.buf = make([]byte, 0, max(n, 64<<10))
+	}
+	start := len(a.buf)
+	for _, s := range parts {
+		a.buf = append(a.buf, s...)
+	}
+	b := a.buf[start:]
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// copy returns b's bytes as a string.
+func (a *textArena) copy(b []byte) string {
+	if cap(a.buf)-len(a.buf) < len(b) {
+		a.buf = make([]byte, 0, max(len(b), 64<<10))
+	}
+	start := len(a.buf)
+	a.buf = append(a.buf, b...)
+	c := a.buf[start:]
+	return unsafe.String(unsafe.SliceData(c), len(c))
 }

@@ -42,7 +42,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
@@ -96,9 +95,6 @@ type Result struct {
 // ErrCycle is returned for a dependency graph that is not a DAG (a list that did not pass
 // tasklist.Validate).
 var ErrCycle = errors.New("plan: the dependencies have a cycle")
-
-// membersLimit is how many set entries the packer keeps before it drops those of past levels.
-const membersLimit = 1 << 16
 
 // maxReported caps the conflicting tasks and paths a placement names.
 const maxReported = 10
@@ -160,83 +156,17 @@ func PlanContext(ctx context.Context, tasks []Task, maxParallel int, budget int6
 		return nil, err
 	}
 
-	// The tasks of each level, by priority then list order (a counting sort by level keeps list
-	// order; a stable sort by priority within each level does the rest).
-	start := make([]int, nLevels+1)
-	for _, l := range levels {
-		start[l+1]++
-	}
-	for l := range nLevels {
-		start[l+1] += start[l]
-	}
-	order := make([]int32, len(tasks))
-	fill := slices.Clone(start[:nLevels])
-	for i, l := range levels {
-		order[fill[l]] = int32(i)
-		fill[l]++
-	}
+	order, start := levelOrder(tasks, levels, nLevels)
 
 	p := newPacker(tasks, maxParallel)
 	p.ctx, p.budget, p.check = ctx, budget, checkEvery
 	for l := range nLevels {
-		level := order[start[l]:start[l+1]]
-		slices.SortStableFunc(level, func(a, b int32) int {
-			return int(tasks[b].Priority) - int(tasks[a].Priority)
-		})
-		p.level(level, l, levels)
+		p.level(order[start[l]:start[l+1]], l, levels)
 		if p.err != nil {
 			return nil, p.err
 		}
 	}
 	return &Result{Waves: p.result, Levels: nLevels}, nil
-}
-
-// Levels returns the dependency level of each task (the longest chain of dependencies below it)
-// and the number of levels, by Kahn's algorithm. ErrCycle when the graph has a cycle.
-func Levels(tasks []Task) ([]int, int, error) {
-	n := len(tasks)
-	// dependents in compressed rows: dependents of i are adj[off[i]:off[i+1]].
-	off := make([]int32, n+1)
-	indeg := make([]int32, n)
-	for i, t := range tasks {
-		for _, d := range t.Deps {
-			off[d+1]++
-		}
-		indeg[i] = int32(len(t.Deps))
-	}
-	for i := range n {
-		off[i+1] += off[i]
-	}
-	adj := make([]int32, off[n])
-	pos := slices.Clone(off[:n])
-	for i, t := range tasks {
-		for _, d := range t.Deps {
-			adj[pos[d]] = int32(i)
-			pos[d]++
-		}
-	}
-	levels := make([]int, n)
-	queue := make([]int32, 0, n)
-	for i := range n {
-		if indeg[i] == 0 {
-			queue = append(queue, int32(i))
-		}
-	}
-	nLevels := 0
-	for head := 0; head < len(queue); head++ {
-		u := queue[head]
-		nLevels = max(nLevels, levels[u]+1)
-		for _, v := range adj[off[u]:off[u+1]] {
-			levels[v] = max(levels[v], levels[u]+1)
-			if indeg[v]--; indeg[v] == 0 {
-				queue = append(queue, v)
-			}
-		}
-	}
-	if len(queue) != n {
-		return nil, 0, ErrCycle
-	}
-	return levels, nLevels, nil
 }
 
 // Set classes: per node of the path tree (and per glob pattern), the waves of the current level
@@ -258,15 +188,6 @@ type impact struct {
 	node  int32 // interned node (the path without a trailing "/"), or interned glob pattern
 }
 
-// member is one wave in one set. next and nextW are the union-find pointers of the "any" and
-// "writer" flavours (the next wave to try); who and whoW the first task, and the first writer,
-// that put the wave in the set.
-type member struct {
-	next, nextW int32
-	who, whoW   int32
-	writer      bool
-}
-
 // waveState is what packing needs of a wave of the current level.
 type waveState struct {
 	tasks  []int32
@@ -283,14 +204,23 @@ type packer struct {
 	tasks       []Task
 	maxParallel int
 	impacts     [][]impact
-	nodes       map[string]int32  // interned paths (files and directories) and glob patterns
-	parent      []int32           // parent directory of each interned path (-1 at the top)
-	dirNode     []bool            // whether some task has a directory impact at the path
-	members     map[uint64]member // (node, class, wave) → membership
-	open        []int32           // union-find over waves: open[w] == w when wave w is not full
-	waves       []*waveState      // waves of the current level
-	first       int               // number of the current level's first wave (0-based)
+	nodes       map[string]int32 // interned paths (files and directories) and glob patterns
+	parent      []int32          // parent directory of each interned path (-1 at the top)
+	dirNode     []bool           // whether some task has a directory impact at the path
+	dirUp       []int32          // the nearest ancestor of each path with dirNode set, or -1
+	sets        *setTable        // (node, class, wave) → membership, this level's
+	open        []int32          // union-find over waves: open[w] == w when wave w is not full
+	waves       []*waveState     // waves of the current level
+	first       int              // number of the current level's first wave (0-based)
 	result      [][]Placement
+	// The level's placements in placement order and the relative wave of each, laid out wave by
+	// wave into arena (one allocation for the whole plan) once the level is packed.
+	pending     []Placement
+	pendingWave []int32
+	arena       []Placement
+	counts      []int // placements per wave of the level (scratch)
+	text        textArena
+	scratch     []byte // a message being built
 	levels      []int
 	// The budget: ops spent, the limit (0: none), the next ops count at which ctx is looked at,
 	// and why the plan stopped.
@@ -332,7 +262,6 @@ func newPacker(tasks []Task, maxParallel int) *packer {
 		total += len(t.Impacts)
 	}
 	p.nodes = make(map[string]int32, total)
-	p.members = make(map[uint64]member, min(2*total, membersLimit))
 	arena := make([]impact, total) // one allocation for every task's impacts
 	for i, t := range tasks {
 		ims := arena[:len(t.Impacts):len(t.Impacts)]
@@ -357,6 +286,16 @@ func newPacker(tasks []Task, maxParallel int) *packer {
 			}
 		}
 	}
+	// A parent is interned before its children, so its dirUp is known when theirs is computed.
+	p.dirUp = make([]int32, len(p.parent))
+	for i, a := range p.parent {
+		if a >= 0 && !p.dirNode[a] {
+			a = p.dirUp[a]
+		}
+		p.dirUp[i] = a
+	}
+	p.sets = newSetTable(len(p.parent) * classes)
+	p.arena = make([]Placement, len(tasks))
 	return p
 }
 
@@ -388,10 +327,13 @@ func key(node int32, class int, wave int32) uint64 {
 // free returns the first wave at or after w that is not in the set (node, class), of writers
 // only when writers is set, compressing the path it walked.
 func (p *packer) free(node int32, class int, w int32, writers bool) int32 {
+	if !p.sets.has(node, class) {
+		return w // no task of the level is in the set: the common case, no hashing
+	}
 	x := w
 	for {
-		m, ok := p.members[key(node, class, x)]
-		if !ok || (writers && !m.writer) {
+		m := p.sets.get(key(node, class, x))
+		if m == nil || (writers && !m.writer) {
 			break
 		}
 		if writers {
@@ -405,15 +347,13 @@ func (p *packer) free(node int32, class int, w int32, writers bool) int32 {
 	}
 	// Path compression: every member walked now points at x.
 	for y := w; y != x; {
-		k := key(node, class, y)
-		m := p.members[k]
+		m := p.sets.get(key(node, class, y))
 		next := m.next
 		if writers {
 			next, m.nextW = m.nextW, x
 		} else {
 			m.next = x
 		}
-		p.members[k] = m
 		y = next
 	}
 	return x
@@ -422,26 +362,24 @@ func (p *packer) free(node int32, class int, w int32, writers bool) int32 {
 // add puts wave w in the set (node, class), and in its writers' flavour when write is set,
 // remembering task t.
 func (p *packer) add(node int32, class int, w, t int32, write bool) {
-	k := key(node, class, w)
-	m, ok := p.members[k]
-	switch {
-	case !ok:
-		m = member{next: w + 1, nextW: w + 1, who: t, whoW: -1}
-	case !write || m.writer:
+	m, inserted := p.sets.put(node, class, key(node, class, w), member{next: w + 1, nextW: w + 1, who: t, whoW: -1})
+	if !inserted && (!write || m.writer) {
 		return // nothing changes
 	}
 	if write {
 		m.writer, m.whoW = true, t
 	}
-	p.members[k] = m
 }
 
 // who returns the task that put wave w in the set (node, class) (the first writer with writers
 // set), or -1.
 func (p *packer) who(node int32, class int, w int32, writers bool) int32 {
-	m, ok := p.members[key(node, class, w)]
+	if !p.sets.has(node, class) {
+		return -1
+	}
+	m := p.sets.get(key(node, class, w))
 	switch {
-	case !ok || (writers && !m.writer):
+	case m == nil || (writers && !m.writer):
 		return -1
 	case writers:
 		return m.whoW
@@ -480,10 +418,8 @@ func (p *packer) fit(im *impact, w int32) int32 {
 			x = p.free(im.node, classUnder, x, readers)
 		}
 		x = p.free(im.node, classExact, x, readers)
-		for a := p.parent[im.node]; a >= 0; a = p.parent[a] {
-			if p.dirNode[a] {
-				x = p.free(a, classDir, x, readers)
-			}
+		for a := p.dirUp[im.node]; a >= 0; a = p.dirUp[a] {
+			x = p.free(a, classDir, x, readers)
 		}
 		if x == w {
 			return w
@@ -497,27 +433,61 @@ func (p *packer) level(order []int32, lvl int, levels []int) {
 	p.levels = levels
 	p.first = len(p.result)
 	p.waves = p.waves[:0]
+	p.sets.next() // the sets of the level before are never looked at again
+	p.pending, p.pendingWave = p.pending[:0], p.pendingWave[:0]
 	for _, t := range order {
 		if p.place(t, lvl); p.err != nil {
 			return
 		}
 		p.placed++
 	}
-	// The sets of this level are never looked at again (their waves are before the next level's
-	// first wave); drop them once they take room. Clearing costs the map's capacity, which is at
-	// most a few times the entries added since the last clear: amortized constant per entry.
-	if len(p.members) > membersLimit {
-		clear(p.members)
+	// Lay the placements out wave by wave, each wave in placement order.
+	counts := append(p.counts[:0], make([]int, len(p.waves))...)
+	for _, rel := range p.pendingWave {
+		counts[rel]++
 	}
+	p.counts = counts
+	for rel, n := range counts {
+		p.result[p.first+rel] = p.arena[:0:n]
+		p.arena = p.arena[n:]
+	}
+	for i, rel := range p.pendingWave {
+		w := p.first + int(rel)
+		p.result[w] = append(p.result[w], p.pending[i])
+	}
+}
+
+// record keeps task t's placement in wave rel of the level.
+func (p *packer) record(t int32, lvl, rel int) {
+	p.pending = append(p.pending, p.placement(t, lvl, rel))
+	p.pendingWave = append(p.pendingWave, int32(rel))
+}
+
+// newWave appends an empty wave to the level's, reusing the state (and the slices' room) of a
+// wave of an earlier level: nothing of it is kept once its level is packed.
+func (p *packer) newWave() *waveState {
+	n := len(p.waves)
+	if n < cap(p.waves) {
+		if ws := p.waves[:n+1][n]; ws != nil {
+			p.waves = p.waves[:n+1]
+			*ws = waveState{tasks: ws.tasks[:0], globs: ws.globs[:0], plain: ws.plain[:0],
+				owners: ws.owners[:0], gowner: ws.gowner[:0]}
+			return ws
+		}
+	}
+	ws := &waveState{tasks: make([]int32, 0, min(p.maxParallel, 64))}
+	p.waves = append(p.waves, ws)
+	return ws
 }
 
 // placeAlone puts exclusive task t in a new wave after the level's waves, and closes that wave.
 func (p *packer) placeAlone(t int32, lvl int) {
 	w := int32(p.first + len(p.waves))
-	p.waves = append(p.waves, &waveState{tasks: []int32{t}, exclusive: true})
+	ws := p.newWave()
+	ws.tasks, ws.exclusive = append(ws.tasks, t), true
 	p.result = append(p.result, nil)
 	p.open = append(p.open, w+1) // full: nothing joins it
-	p.result[w] = append(p.result[w], p.placement(t, lvl, len(p.waves)-1))
+	p.record(t, lvl, len(p.waves)-1)
 }
 
 // place puts task t in the first wave of its level it fits in.
@@ -558,7 +528,7 @@ func (p *packer) place(t int32, lvl int) {
 	// Put it there.
 	rel := int(w) - p.first
 	if rel == len(p.waves) {
-		p.waves = append(p.waves, &waveState{})
+		p.newWave()
 		p.result = append(p.result, nil)
 		p.open = append(p.open, w)
 	}
@@ -576,10 +546,8 @@ func (p *packer) place(t int32, lvl int) {
 			p.add(im.node, classDir, w, t, im.write)
 		}
 		p.add(im.node, classExact, w, t, im.write)
-		for a := p.parent[im.node]; a >= 0; a = p.parent[a] {
-			if p.dirNode[a] {
-				p.add(a, classUnder, w, t, im.write)
-			}
+		for a := p.dirUp[im.node]; a >= 0; a = p.dirUp[a] {
+			p.add(a, classUnder, w, t, im.write)
 		}
 		ws.plain = append(ws.plain, im)
 		ws.owners = append(ws.owners, t)
@@ -587,7 +555,7 @@ func (p *packer) place(t int32, lvl int) {
 	if len(ws.tasks) >= p.maxParallel {
 		p.open[w] = w + 1
 	}
-	p.result[w] = append(p.result[w], p.placement(t, lvl, rel))
+	p.record(t, lvl, rel)
 }
 
 // conflict is one overlap found between the task being placed and a task of a wave.

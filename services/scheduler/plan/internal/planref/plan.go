@@ -1,0 +1,645 @@
+// Package planref is the wave planner as it was before its packer was rewritten with integer
+// ids, slices and generation-stamped sets (issue 17, P5), kept unchanged so that plan's
+// equivalence test can hold the new planner to exactly the old one's output on random task lists.
+// Nothing but that test imports it.
+//
+// The original package documentation follows.
+//
+// Package plan groups the tasks of a task list into waves (DESIGN §2 step 2): the topological
+// levels of the dependency DAG, each level split so that no two tasks of a wave have overlapping
+// file impacts, and no wave holds more than max_parallel tasks. Every placement says why the
+// task landed in its wave.
+//
+// # Algorithm
+//
+//  1. Levels. Kahn's algorithm computes each task's dependency level, the length of the longest
+//     dependency chain below it (0 = no dependencies). O(tasks + dependencies).
+//  2. Order. The tasks of a level are taken by priority (higher first), then list order.
+//  3. Waves. Each level gets waves of its own, after the previous level's. A task goes to the
+//     first wave of its level that is not full and holds no task whose impacts overlap its own
+//     (first fit). Two impacts overlap when their paths can name the same file and at least one
+//     of them writes: two readers never conflict. An exclusive task (a check-only task: one that
+//     declares no files in a list with a repository, see FromSpec) conflicts with every task: it
+//     gets a new wave of its own, which no later task joins.
+//
+// # Complexity
+//
+// Finding the first fitting wave does not compare the task with every task of the level. Each
+// exact file and directory is a node of the path tree, and for each node the packer keeps the
+// set of the level's waves with an impact exactly at it, with a directory impact at it, and with
+// an impact under it (the last two only for nodes where some task has a directory impact), each
+// also for writers only. A set is a union-find over wave numbers whose find answers the first wave
+// at or after w that is not in the set, in amortized near-constant time; so is the set of full
+// waves. The fitting wave is the first w that all of the task's sets (one per impact and
+// ancestor directory) and the full set let through: the search only moves forward, each step
+// jumping over a whole run of waves that one set holds. For exact files and directories a task
+// costs O(impacts × path depth × α) per step, and it takes one step unless its paths sit in
+// interleaved waves (then at most one per such run); a plan costs
+// O(T + D + T log T + I × depth × α) for T tasks, D dependencies and I impacts: near-linear. A
+// thousand tasks writing the same file take one step each, not one per earlier wave.
+//
+// Globs cannot be indexed by node: a glob is checked against the impacts of a candidate wave one
+// by one (exact match of file against glob with doublestar; glob against directory and glob
+// against glob segment by segment, conservatively, so that a possible overlap is a conflict).
+// Identical globs are indexed like files. A task with globs, or a wave with globs, costs
+// O(impacts of the wave) per candidate wave, and a wave holds at most max_parallel tasks.
+package planref
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/services/scheduler/tasklist"
+)
+
+// DefaultMaxParallel is the wave size when none is given.
+const DefaultMaxParallel = 4
+
+// Task is one task to plan.
+type Task struct {
+	// ID is the task's id, used in messages.
+	ID string
+	// Priority orders the tasks of a level: higher first, then list order.
+	Priority int32
+	// Deps are the indexes of the tasks this one depends on.
+	Deps []int32
+	// Impacts are the task's resolved file impacts.
+	Impacts []tasklist.Impact
+	// Exclusive: the task may touch anything (it declares no files), so it conflicts with every
+	// other task and runs alone in its wave.
+	Exclusive bool
+}
+
+// Placement is one task's place in a wave and why.
+type Placement struct {
+	// Task is the index of the task.
+	Task int
+	// Level is its dependency level (0 = no dependencies).
+	Level int
+	// Reason is what decided its wave.
+	Reason schedulerv1.PlacementReason
+	// Conflicts are, for FILE_CONFLICT, the tasks of the wave before its own that it conflicts
+	// with (at most 10).
+	Conflicts []int
+	// Paths are, for FILE_CONFLICT, its own paths that conflict (at most 10).
+	Paths []string
+	// Message says why in words.
+	Message string
+}
+
+// Result is a plan.
+type Result struct {
+	// Waves are the waves in order; each lists its placements in priority order.
+	Waves [][]Placement
+	// Levels is the number of dependency levels.
+	Levels int
+}
+
+// ErrCycle is returned for a dependency graph that is not a DAG (a list that did not pass
+// tasklist.Validate).
+var ErrCycle = errors.New("plan: the dependencies have a cycle")
+
+// membersLimit is how many set entries the packer keeps before it drops those of past levels.
+const membersLimit = 1 << 16
+
+// maxReported caps the conflicting tasks and paths a placement names.
+const maxReported = 10
+
+// DefaultBudget is the operations budget of a plan (see PlanContext): some 800,000 glob
+// comparisons, a few seconds of CPU at worst. Plans of lists with files and directories, however large, take about
+// one operation per task; only globs that overlap many waves come near it.
+const DefaultBudget = 20_000_000
+
+// fullCompare is the cost, in operations, of comparing a glob with another impact segment by
+// segment, against 1 for a step of the search or a comparison the literal prefixes decide: it is
+// some 25 times as slow (a few µs against ~100 ns, measured on the 2-core bench machine).
+const fullCompare = 25
+
+// compareCost is what comparing impacts a and b (one a glob) costs.
+func compareCost(a, b *impact) int64 {
+	if a.kind == b.kind && !prefixCompatible(staticPrefix(a.path), staticPrefix(b.path)) {
+		return 1
+	}
+	return fullCompare
+}
+
+// checkEvery is how many operations pass between two looks at the context.
+const checkEvery = 1 << 12
+
+// BudgetError is a plan stopped because it used up its operations budget.
+type BudgetError struct {
+	// Operations is what the plan had spent when it stopped; Budget is its limit.
+	Operations, Budget int64
+	// Placed is the number of tasks placed by then, of Tasks.
+	Placed, Tasks int
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("plan: stopped after %d operations (the budget) with %d of %d tasks placed", e.Operations, e.Placed, e.Tasks)
+}
+
+// Plan plans the waves of tasks with at most maxParallel tasks per wave (0 means
+// DefaultMaxParallel) within DefaultBudget operations. It is deterministic: the same tasks give
+// the same plan.
+func Plan(tasks []Task, maxParallel int) (*Result, error) {
+	return PlanContext(context.Background(), tasks, maxParallel, DefaultBudget)
+}
+
+// PlanContext is Plan that stops with ctx's error once ctx ends, and with a *BudgetError once it
+// has spent budget operations (0: no limit). An operation is one step of a task's search for its
+// wave or one comparison of a glob with another impact: what grows when globs overlap (a list of
+// 2,000 tasks with 100 overlapping globs each costs billions of them), so the limit bounds the
+// time a request can cost whatever its list.
+func PlanContext(ctx context.Context, tasks []Task, maxParallel int, budget int64) (*Result, error) {
+	if maxParallel <= 0 {
+		maxParallel = DefaultMaxParallel
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	levels, nLevels, err := Levels(tasks)
+	if err != nil {
+		return nil, err
+	}
+
+	// The tasks of each level, by priority then list order (a counting sort by level keeps list
+	// order; a stable sort by priority within each level does the rest).
+	start := make([]int, nLevels+1)
+	for _, l := range levels {
+		start[l+1]++
+	}
+	for l := range nLevels {
+		start[l+1] += start[l]
+	}
+	order := make([]int32, len(tasks))
+	fill := slices.Clone(start[:nLevels])
+	for i, l := range levels {
+		order[fill[l]] = int32(i)
+		fill[l]++
+	}
+
+	p := newPacker(tasks, maxParallel)
+	p.ctx, p.budget, p.check = ctx, budget, checkEvery
+	for l := range nLevels {
+		level := order[start[l]:start[l+1]]
+		slices.SortStableFunc(level, func(a, b int32) int {
+			return int(tasks[b].Priority) - int(tasks[a].Priority)
+		})
+		p.level(level, l, levels)
+		if p.err != nil {
+			return nil, p.err
+		}
+	}
+	return &Result{Waves: p.result, Levels: nLevels}, nil
+}
+
+// Levels returns the dependency level of each task (the longest chain of dependencies below it)
+// and the number of levels, by Kahn's algorithm. ErrCycle when the graph has a cycle.
+func Levels(tasks []Task) ([]int, int, error) {
+	n := len(tasks)
+	// dependents in compressed rows: dependents of i are adj[off[i]:off[i+1]].
+	off := make([]int32, n+1)
+	indeg := make([]int32, n)
+	for i, t := range tasks {
+		for _, d := range t.Deps {
+			off[d+1]++
+		}
+		indeg[i] = int32(len(t.Deps))
+	}
+	for i := range n {
+		off[i+1] += off[i]
+	}
+	adj := make([]int32, off[n])
+	pos := slices.Clone(off[:n])
+	for i, t := range tasks {
+		for _, d := range t.Deps {
+			adj[pos[d]] = int32(i)
+			pos[d]++
+		}
+	}
+	levels := make([]int, n)
+	queue := make([]int32, 0, n)
+	for i := range n {
+		if indeg[i] == 0 {
+			queue = append(queue, int32(i))
+		}
+	}
+	nLevels := 0
+	for head := 0; head < len(queue); head++ {
+		u := queue[head]
+		nLevels = max(nLevels, levels[u]+1)
+		for _, v := range adj[off[u]:off[u+1]] {
+			levels[v] = max(levels[v], levels[u]+1)
+			if indeg[v]--; indeg[v] == 0 {
+				queue = append(queue, v)
+			}
+		}
+	}
+	if len(queue) != n {
+		return nil, 0, ErrCycle
+	}
+	return levels, nLevels, nil
+}
+
+// Set classes: per node of the path tree (and per glob pattern), the waves of the current level
+// that hold an impact of the class there. Each set comes in two flavours, "any impact" and
+// "a writer", kept in one map entry.
+const (
+	classExact = iota // an impact (file or directory) exactly at the node
+	classDir          // a directory impact at the node (covering everything under it)
+	classUnder        // an impact strictly under the node
+	classGlob         // a glob impact whose pattern is the node's string
+	classes           // number of classes
+)
+
+// impact is a task's impact, prepared for packing.
+type impact struct {
+	path  string
+	kind  commonv1.FileImpactKind
+	write bool
+	node  int32 // interned node (the path without a trailing "/"), or interned glob pattern
+}
+
+// member is one wave in one set. next and nextW are the union-find pointers of the "any" and
+// "writer" flavours (the next wave to try); who and whoW the first task, and the first writer,
+// that put the wave in the set.
+type member struct {
+	next, nextW int32
+	who, whoW   int32
+	writer      bool
+}
+
+// waveState is what packing needs of a wave of the current level.
+type waveState struct {
+	tasks  []int32
+	globs  []*impact // glob impacts in the wave
+	plain  []*impact // file and directory impacts in the wave (for globs to check)
+	owners []int32   // owner of each plain impact
+	gowner []int32   // owner of each glob impact
+	// exclusive: the wave holds an exclusive task, alone.
+	exclusive bool
+}
+
+// packer places the tasks of each level into waves.
+type packer struct {
+	tasks       []Task
+	maxParallel int
+	impacts     [][]impact
+	nodes       map[string]int32  // interned paths (files and directories) and glob patterns
+	parent      []int32           // parent directory of each interned path (-1 at the top)
+	dirNode     []bool            // whether some task has a directory impact at the path
+	members     map[uint64]member // (node, class, wave) → membership
+	open        []int32           // union-find over waves: open[w] == w when wave w is not full
+	waves       []*waveState      // waves of the current level
+	first       int               // number of the current level's first wave (0-based)
+	result      [][]Placement
+	levels      []int
+	// The budget: ops spent, the limit (0: none), the next ops count at which ctx is looked at,
+	// and why the plan stopped.
+	ctx         context.Context
+	ops, budget int64
+	check       int64
+	placed      int
+	err         error
+}
+
+// spend counts n operations; false once the plan must stop (p.err says why).
+func (p *packer) spend(n int64) bool {
+	if p.err != nil {
+		return false
+	}
+	p.ops += n
+	if p.budget > 0 && p.ops > p.budget {
+		p.err = &BudgetError{Operations: p.ops, Budget: p.budget, Placed: p.placed, Tasks: len(p.tasks)}
+		return false
+	}
+	if p.ops >= p.check {
+		p.check = p.ops + checkEvery
+		if err := p.ctx.Err(); err != nil {
+			p.err = err
+			return false
+		}
+	}
+	return true
+}
+
+func newPacker(tasks []Task, maxParallel int) *packer {
+	p := &packer{
+		tasks:       tasks,
+		maxParallel: maxParallel,
+		impacts:     make([][]impact, len(tasks)),
+	}
+	total := 0
+	for _, t := range tasks {
+		total += len(t.Impacts)
+	}
+	p.nodes = make(map[string]int32, total)
+	p.members = make(map[uint64]member, min(2*total, membersLimit))
+	arena := make([]impact, total) // one allocation for every task's impacts
+	for i, t := range tasks {
+		ims := arena[:len(t.Impacts):len(t.Impacts)]
+		arena = arena[len(t.Impacts):]
+		for j, im := range t.Impacts {
+			ims[j] = impact{path: im.Path, kind: im.Kind, write: im.Writes()}
+			if im.Kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB {
+				ims[j].node = p.internGlob(im.Path)
+			} else {
+				ims[j].node = p.intern(im.Node())
+			}
+		}
+		p.impacts[i] = ims
+	}
+	// Sets of directory impacts ("dir") and of what lies under a directory ("under") are only
+	// ever looked at for paths where some task has a directory impact: skip the others.
+	p.dirNode = make([]bool, len(p.parent))
+	for _, ims := range p.impacts {
+		for _, im := range ims {
+			if im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY {
+				p.dirNode[im.node] = true
+			}
+		}
+	}
+	return p
+}
+
+// intern returns the id of a path, interning its parent directories too.
+func (p *packer) intern(path string) int32 {
+	if id, ok := p.nodes[path]; ok {
+		return id
+	}
+	parent := int32(-1)
+	if i := strings.LastIndexByte(path, '/'); i > 0 {
+		parent = p.intern(path[:i])
+	}
+	id := int32(len(p.parent))
+	p.nodes[path] = id
+	p.parent = append(p.parent, parent)
+	return id
+}
+
+// internGlob returns the id of a glob pattern. Patterns and paths share ids without clashing:
+// their sets are of different classes.
+func (p *packer) internGlob(pattern string) int32 {
+	return p.intern(pattern)
+}
+
+func key(node int32, class int, wave int32) uint64 {
+	return (uint64(node)*classes+uint64(class))<<32 | uint64(uint32(wave))
+}
+
+// free returns the first wave at or after w that is not in the set (node, class), of writers
+// only when writers is set, compressing the path it walked.
+func (p *packer) free(node int32, class int, w int32, writers bool) int32 {
+	x := w
+	for {
+		m, ok := p.members[key(node, class, x)]
+		if !ok || (writers && !m.writer) {
+			break
+		}
+		if writers {
+			x = m.nextW
+		} else {
+			x = m.next
+		}
+	}
+	if x == w || x == w+1 {
+		return x // nothing to compress
+	}
+	// Path compression: every member walked now points at x.
+	for y := w; y != x; {
+		k := key(node, class, y)
+		m := p.members[k]
+		next := m.next
+		if writers {
+			next, m.nextW = m.nextW, x
+		} else {
+			m.next = x
+		}
+		p.members[k] = m
+		y = next
+	}
+	return x
+}
+
+// add puts wave w in the set (node, class), and in its writers' flavour when write is set,
+// remembering task t.
+func (p *packer) add(node int32, class int, w, t int32, write bool) {
+	k := key(node, class, w)
+	m, ok := p.members[k]
+	switch {
+	case !ok:
+		m = member{next: w + 1, nextW: w + 1, who: t, whoW: -1}
+	case !write || m.writer:
+		return // nothing changes
+	}
+	if write {
+		m.writer, m.whoW = true, t
+	}
+	p.members[k] = m
+}
+
+// who returns the task that put wave w in the set (node, class) (the first writer with writers
+// set), or -1.
+func (p *packer) who(node int32, class int, w int32, writers bool) int32 {
+	m, ok := p.members[key(node, class, w)]
+	switch {
+	case !ok || (writers && !m.writer):
+		return -1
+	case writers:
+		return m.whoW
+	default:
+		return m.who
+	}
+}
+
+// openFrom returns the first wave at or after w that is not full.
+func (p *packer) openFrom(w int32) int32 {
+	x := w
+	for int(x) < len(p.open) && p.open[x] != x {
+		x = p.open[x]
+	}
+	for y := w; y != x; {
+		next := p.open[y]
+		p.open[y] = x
+		y = next
+	}
+	return x
+}
+
+// fit returns the first wave at or after w that impact im lets through: a wave with no impact
+// it overlaps in the sets it must avoid. A writer avoids every impact at its node and every
+// directory impact above it (a directory writer also everything under it); a reader avoids the
+// writers among them. Globs are checked against globs here only when identical; the rest is
+// globConflict's.
+func (p *packer) fit(im *impact, w int32) int32 {
+	readers := !im.write // a reader only avoids writers
+	if im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB {
+		return p.free(im.node, classGlob, w, readers)
+	}
+	for {
+		x := w
+		if im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY {
+			x = p.free(im.node, classUnder, x, readers)
+		}
+		x = p.free(im.node, classExact, x, readers)
+		for a := p.parent[im.node]; a >= 0; a = p.parent[a] {
+			if p.dirNode[a] {
+				x = p.free(a, classDir, x, readers)
+			}
+		}
+		if x == w {
+			return w
+		}
+		w = x
+	}
+}
+
+// level packs the tasks of one level, in order.
+func (p *packer) level(order []int32, lvl int, levels []int) {
+	p.levels = levels
+	p.first = len(p.result)
+	p.waves = p.waves[:0]
+	for _, t := range order {
+		if p.place(t, lvl); p.err != nil {
+			return
+		}
+		p.placed++
+	}
+	// The sets of this level are never looked at again (their waves are before the next level's
+	// first wave); drop them once they take room. Clearing costs the map's capacity, which is at
+	// most a few times the entries added since the last clear: amortized constant per entry.
+	if len(p.members) > membersLimit {
+		clear(p.members)
+	}
+}
+
+// placeAlone puts exclusive task t in a new wave after the level's waves, and closes that wave.
+func (p *packer) placeAlone(t int32, lvl int) {
+	w := int32(p.first + len(p.waves))
+	p.waves = append(p.waves, &waveState{tasks: []int32{t}, exclusive: true})
+	p.result = append(p.result, nil)
+	p.open = append(p.open, w+1) // full: nothing joins it
+	p.result[w] = append(p.result[w], p.placement(t, lvl, len(p.waves)-1))
+}
+
+// place puts task t in the first wave of its level it fits in.
+func (p *packer) place(t int32, lvl int) {
+	if p.tasks[t].Exclusive {
+		p.placeAlone(t, lvl)
+		return
+	}
+	ims := p.impacts[t]
+	hasGlob := false
+	for i := range ims {
+		hasGlob = hasGlob || ims[i].kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB
+	}
+	w := p.openFrom(int32(p.first))
+	for {
+		if !p.spend(1) {
+			return
+		}
+		moved := false
+		for i := range ims {
+			if x := p.fit(&ims[i], w); x != w {
+				w, moved = x, true
+			}
+		}
+		if x := p.openFrom(w); x != w {
+			w, moved = x, true
+		}
+		if moved {
+			continue
+		}
+		if rel := int(w) - p.first; rel < len(p.waves) && p.globConflict(t, hasGlob, p.waves[rel], nil) {
+			w++
+			continue
+		}
+		break
+	}
+
+	// Put it there.
+	rel := int(w) - p.first
+	if rel == len(p.waves) {
+		p.waves = append(p.waves, &waveState{})
+		p.result = append(p.result, nil)
+		p.open = append(p.open, w)
+	}
+	ws := p.waves[rel]
+	ws.tasks = append(ws.tasks, t)
+	for i := range ims {
+		im := &ims[i]
+		switch im.kind {
+		case commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB:
+			p.add(im.node, classGlob, w, t, im.write)
+			ws.globs = append(ws.globs, im)
+			ws.gowner = append(ws.gowner, t)
+			continue
+		case commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY:
+			p.add(im.node, classDir, w, t, im.write)
+		}
+		p.add(im.node, classExact, w, t, im.write)
+		for a := p.parent[im.node]; a >= 0; a = p.parent[a] {
+			if p.dirNode[a] {
+				p.add(a, classUnder, w, t, im.write)
+			}
+		}
+		ws.plain = append(ws.plain, im)
+		ws.owners = append(ws.owners, t)
+	}
+	if len(ws.tasks) >= p.maxParallel {
+		p.open[w] = w + 1
+	}
+	p.result[w] = append(p.result[w], p.placement(t, lvl, rel))
+}
+
+// conflict is one overlap found between the task being placed and a task of a wave.
+type conflict struct {
+	with int32
+	path string
+}
+
+// globConflict reports whether task t conflicts with wave ws through a glob (a glob of the wave,
+// or one of t's globs against the wave's files and directories). With report set, it collects
+// every such conflict into it instead of stopping at the first.
+func (p *packer) globConflict(t int32, hasGlob bool, ws *waveState, report *[]conflict) bool {
+	if len(ws.globs) == 0 && !hasGlob {
+		return false
+	}
+	found := false
+	for i := range p.impacts[t] {
+		im := &p.impacts[t][i]
+		for j, g := range ws.globs {
+			if !p.spend(compareCost(im, g)) {
+				return true // the plan stops: place sees p.err
+			}
+			if (im.write || g.write) && overlaps(im, g) {
+				if report == nil {
+					return true
+				}
+				found = true
+				*report = append(*report, conflict{ws.gowner[j], im.path})
+			}
+		}
+		if im.kind != commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB {
+			continue
+		}
+		for j, other := range ws.plain {
+			if !p.spend(compareCost(im, other)) {
+				return true
+			}
+			if (im.write || other.write) && overlaps(im, other) {
+				if report == nil {
+					return true
+				}
+				found = true
+				*report = append(*report, conflict{ws.owners[j], im.path})
+			}
+		}
+	}
+	return found
+}
