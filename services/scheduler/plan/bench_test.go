@@ -3,8 +3,8 @@ package plan
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
