@@ -60,6 +60,7 @@ var Policy = map[string][]Role{
 	"/converge.scheduler.v1.SchedulerService/SkipTask":           operatorOnly,
 	"/converge.scheduler.v1.SchedulerService/GetExecutionLog":    readOps,
 	"/converge.scheduler.v1.SchedulerService/GetHandoffContext":  readOps,
+	"/converge.scheduler.v1.SchedulerService/GetTaskDiff":        readOps,
 	"/converge.scheduler.v1.SchedulerService/ClaimTask":          worker,
 	"/converge.scheduler.v1.SchedulerService/ReportProgress":     worker,
 	"/converge.scheduler.v1.SchedulerService/RecordCheckpoint":   worker,

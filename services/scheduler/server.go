@@ -60,6 +60,8 @@ type Server struct {
 	watchers watchers
 	// tails are the shared log tails of the watched executions (tail.go).
 	tails tails
+	// diffs bounds and caches GetTaskDiff's git work (taskdiff.go).
+	diffs diffs
 	// now is the clock of ids and of the driver's own deadlines (default time.Now); lease times
 	// come from the store's clock.
 	now func() time.Time

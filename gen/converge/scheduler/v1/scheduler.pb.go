@@ -655,6 +655,68 @@ func (CompletionResult) EnumDescriptor() ([]byte, []int) {
 	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{9}
 }
 
+// How a commit changed one file (git's --name-status letters; renames are shown as a deletion
+// and an addition).
+type FileChangeStatus int32
+
+const (
+	// Not set.
+	FileChangeStatus_FILE_CHANGE_STATUS_UNSPECIFIED FileChangeStatus = 0
+	// Created (A).
+	FileChangeStatus_FILE_CHANGE_STATUS_ADDED FileChangeStatus = 1
+	// Changed in place (M).
+	FileChangeStatus_FILE_CHANGE_STATUS_MODIFIED FileChangeStatus = 2
+	// Removed (D).
+	FileChangeStatus_FILE_CHANGE_STATUS_DELETED FileChangeStatus = 3
+	// Its type changed, e.g. a file became a symbolic link (T).
+	FileChangeStatus_FILE_CHANGE_STATUS_TYPE_CHANGED FileChangeStatus = 4
+)
+
+// Enum value maps for FileChangeStatus.
+var (
+	FileChangeStatus_name = map[int32]string{
+		0: "FILE_CHANGE_STATUS_UNSPECIFIED",
+		1: "FILE_CHANGE_STATUS_ADDED",
+		2: "FILE_CHANGE_STATUS_MODIFIED",
+		3: "FILE_CHANGE_STATUS_DELETED",
+		4: "FILE_CHANGE_STATUS_TYPE_CHANGED",
+	}
+	FileChangeStatus_value = map[string]int32{
+		"FILE_CHANGE_STATUS_UNSPECIFIED":  0,
+		"FILE_CHANGE_STATUS_ADDED":        1,
+		"FILE_CHANGE_STATUS_MODIFIED":     2,
+		"FILE_CHANGE_STATUS_DELETED":      3,
+		"FILE_CHANGE_STATUS_TYPE_CHANGED": 4,
+	}
+)
+
+func (x FileChangeStatus) Enum() *FileChangeStatus {
+	p := new(FileChangeStatus)
+	*p = x
+	return p
+}
+
+func (x FileChangeStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FileChangeStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[10].Descriptor()
+}
+
+func (FileChangeStatus) Type() protoreflect.EnumType {
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[10]
+}
+
+func (x FileChangeStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FileChangeStatus.Descriptor instead.
+func (FileChangeStatus) EnumDescriptor() ([]byte, []int) {
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{10}
+}
+
 // Directive tells a leased agent what to do next.
 type Directive int32
 
@@ -699,11 +761,11 @@ func (x Directive) String() string {
 }
 
 func (Directive) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[10].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[11].Descriptor()
 }
 
 func (Directive) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[10]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[11]
 }
 
 func (x Directive) Number() protoreflect.EnumNumber {
@@ -712,7 +774,7 @@ func (x Directive) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Directive.Descriptor instead.
 func (Directive) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{10}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{11}
 }
 
 // Autonomy is how much the loop recovers on its own (seed §3.3).
@@ -756,11 +818,11 @@ func (x Autonomy) String() string {
 }
 
 func (Autonomy) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[11].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[12].Descriptor()
 }
 
 func (Autonomy) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[11]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[12]
 }
 
 func (x Autonomy) Number() protoreflect.EnumNumber {
@@ -769,7 +831,7 @@ func (x Autonomy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Autonomy.Descriptor instead.
 func (Autonomy) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{11}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{12}
 }
 
 // FeatureBuildStatus is a feature build's lifecycle state; as for executions, COMPLETED means
@@ -822,11 +884,11 @@ func (x FeatureBuildStatus) String() string {
 }
 
 func (FeatureBuildStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[12].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[13].Descriptor()
 }
 
 func (FeatureBuildStatus) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[12]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[13]
 }
 
 func (x FeatureBuildStatus) Number() protoreflect.EnumNumber {
@@ -835,7 +897,7 @@ func (x FeatureBuildStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FeatureBuildStatus.Descriptor instead.
 func (FeatureBuildStatus) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{12}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{13}
 }
 
 // ExitReason is why the build-feature loop stopped (seed §12.2).
@@ -907,11 +969,11 @@ func (x ExitReason) String() string {
 }
 
 func (ExitReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[13].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[14].Descriptor()
 }
 
 func (ExitReason) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[13]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[14]
 }
 
 func (x ExitReason) Number() protoreflect.EnumNumber {
@@ -920,7 +982,7 @@ func (x ExitReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ExitReason.Descriptor instead.
 func (ExitReason) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{13}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{14}
 }
 
 // Repository names the git repository a task list builds in (DESIGN §5). Unset means a scratch
@@ -5462,6 +5524,302 @@ func (x *GetHandoffContextResponse) GetContext() *HandoffContext {
 	return nil
 }
 
+// Request of GetTaskDiff.
+type GetTaskDiffRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Execution id.
+	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// Task id, as the execution's task list defines it.
+	TaskId string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// One assignment of the task (a task retried in a later wave has one per wave, see
+	// ListAssignments); empty = the newest one that has a commit.
+	AssignmentId string `protobuf:"bytes,3,opt,name=assignment_id,json=assignmentId,proto3" json:"assignment_id,omitempty"`
+	// Bytes of unified diff to answer at most: 0 = 1 MiB, at most 3 MiB (under gRPC's default
+	// 4 MiB message limit). Past it the diff is cut at a line boundary and truncated is set.
+	MaxBytes      int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTaskDiffRequest) Reset() {
+	*x = GetTaskDiffRequest{}
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskDiffRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskDiffRequest) ProtoMessage() {}
+
+func (x *GetTaskDiffRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskDiffRequest.ProtoReflect.Descriptor instead.
+func (*GetTaskDiffRequest) Descriptor() ([]byte, []int) {
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *GetTaskDiffRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *GetTaskDiffRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *GetTaskDiffRequest) GetAssignmentId() string {
+	if x != nil {
+		return x.AssignmentId
+	}
+	return ""
+}
+
+func (x *GetTaskDiffRequest) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+// FileChange is one file a commit changed.
+type FileChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Repository-relative path (invalid UTF-8 replaced by U+FFFD).
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// How it changed.
+	Status FileChangeStatus `protobuf:"varint,2,opt,name=status,proto3,enum=converge.scheduler.v1.FileChangeStatus" json:"status,omitempty"`
+	// Lines added; 0 for a binary file.
+	Additions int32 `protobuf:"varint,3,opt,name=additions,proto3" json:"additions,omitempty"`
+	// Lines deleted; 0 for a binary file.
+	Deletions int32 `protobuf:"varint,4,opt,name=deletions,proto3" json:"deletions,omitempty"`
+	// git sees a binary file: the unified diff says only "Binary files differ".
+	Binary        bool `protobuf:"varint,5,opt,name=binary,proto3" json:"binary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileChange) Reset() {
+	*x = FileChange{}
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileChange) ProtoMessage() {}
+
+func (x *FileChange) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileChange.ProtoReflect.Descriptor instead.
+func (*FileChange) Descriptor() ([]byte, []int) {
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *FileChange) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FileChange) GetStatus() FileChangeStatus {
+	if x != nil {
+		return x.Status
+	}
+	return FileChangeStatus_FILE_CHANGE_STATUS_UNSPECIFIED
+}
+
+func (x *FileChange) GetAdditions() int32 {
+	if x != nil {
+		return x.Additions
+	}
+	return 0
+}
+
+func (x *FileChange) GetDeletions() int32 {
+	if x != nil {
+		return x.Deletions
+	}
+	return 0
+}
+
+func (x *FileChange) GetBinary() bool {
+	if x != nil {
+		return x.Binary
+	}
+	return false
+}
+
+// Response of GetTaskDiff.
+type GetTaskDiffResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Assignment whose commit this is.
+	AssignmentId string `protobuf:"bytes,1,opt,name=assignment_id,json=assignmentId,proto3" json:"assignment_id,omitempty"`
+	// Wave the assignment belongs to.
+	WaveNumber int32 `protobuf:"varint,2,opt,name=wave_number,json=waveNumber,proto3" json:"wave_number,omitempty"`
+	// The task's commit.
+	CommitSha string `protobuf:"bytes,3,opt,name=commit_sha,json=commitSha,proto3" json:"commit_sha,omitempty"`
+	// Its first parent (the wave's base commit for a task commit); empty for a root commit, whose
+	// diff is against the empty tree.
+	ParentSha string `protobuf:"bytes,4,opt,name=parent_sha,json=parentSha,proto3" json:"parent_sha,omitempty"`
+	// Ref the commit was pushed to, "refs/converge/<execution>/<task>".
+	TaskRef string `protobuf:"bytes,5,opt,name=task_ref,json=taskRef,proto3" json:"task_ref,omitempty"`
+	// First line of the commit message.
+	Subject string `protobuf:"bytes,6,opt,name=subject,proto3" json:"subject,omitempty"`
+	// Files changed, in git's order (by path); at most 1000 (then truncated is set).
+	Files []*FileChange `protobuf:"bytes,7,rep,name=files,proto3" json:"files,omitempty"`
+	// Lines added, over all files.
+	Additions int32 `protobuf:"varint,8,opt,name=additions,proto3" json:"additions,omitempty"`
+	// Lines deleted, over all files.
+	Deletions int32 `protobuf:"varint,9,opt,name=deletions,proto3" json:"deletions,omitempty"`
+	// Unified diff (git diff-tree -p against parent_sha, no colour, no renames), at most max_bytes;
+	// invalid UTF-8 is replaced by U+FFFD.
+	UnifiedDiff string `protobuf:"bytes,10,opt,name=unified_diff,json=unifiedDiff,proto3" json:"unified_diff,omitempty"`
+	// The diff or the file list was cut: unified_diff holds its first max_bytes (whole lines) only,
+	// or files its first 1000.
+	Truncated     bool `protobuf:"varint,11,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTaskDiffResponse) Reset() {
+	*x = GetTaskDiffResponse{}
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskDiffResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskDiffResponse) ProtoMessage() {}
+
+func (x *GetTaskDiffResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskDiffResponse.ProtoReflect.Descriptor instead.
+func (*GetTaskDiffResponse) Descriptor() ([]byte, []int) {
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *GetTaskDiffResponse) GetAssignmentId() string {
+	if x != nil {
+		return x.AssignmentId
+	}
+	return ""
+}
+
+func (x *GetTaskDiffResponse) GetWaveNumber() int32 {
+	if x != nil {
+		return x.WaveNumber
+	}
+	return 0
+}
+
+func (x *GetTaskDiffResponse) GetCommitSha() string {
+	if x != nil {
+		return x.CommitSha
+	}
+	return ""
+}
+
+func (x *GetTaskDiffResponse) GetParentSha() string {
+	if x != nil {
+		return x.ParentSha
+	}
+	return ""
+}
+
+func (x *GetTaskDiffResponse) GetTaskRef() string {
+	if x != nil {
+		return x.TaskRef
+	}
+	return ""
+}
+
+func (x *GetTaskDiffResponse) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *GetTaskDiffResponse) GetFiles() []*FileChange {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *GetTaskDiffResponse) GetAdditions() int32 {
+	if x != nil {
+		return x.Additions
+	}
+	return 0
+}
+
+func (x *GetTaskDiffResponse) GetDeletions() int32 {
+	if x != nil {
+		return x.Deletions
+	}
+	return 0
+}
+
+func (x *GetTaskDiffResponse) GetUnifiedDiff() string {
+	if x != nil {
+		return x.UnifiedDiff
+	}
+	return ""
+}
+
+func (x *GetTaskDiffResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
 // AgentEvent is one event an agent reports for the execution log. The server makes it a LogEntry,
 // adding seq, execution, task, instance, wave and store time; terminal task events are the
 // server's own.
@@ -5484,7 +5842,7 @@ type AgentEvent struct {
 
 func (x *AgentEvent) Reset() {
 	*x = AgentEvent{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[55]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5496,7 +5854,7 @@ func (x *AgentEvent) String() string {
 func (*AgentEvent) ProtoMessage() {}
 
 func (x *AgentEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[55]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5509,7 +5867,7 @@ func (x *AgentEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentEvent.ProtoReflect.Descriptor instead.
 func (*AgentEvent) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{55}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AgentEvent) GetEventType() v1.EventType {
@@ -5557,7 +5915,7 @@ type IntegrationInput struct {
 
 func (x *IntegrationInput) Reset() {
 	*x = IntegrationInput{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[56]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5569,7 +5927,7 @@ func (x *IntegrationInput) String() string {
 func (*IntegrationInput) ProtoMessage() {}
 
 func (x *IntegrationInput) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[56]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5582,7 +5940,7 @@ func (x *IntegrationInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IntegrationInput.ProtoReflect.Descriptor instead.
 func (*IntegrationInput) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{56}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *IntegrationInput) GetTaskId() string {
@@ -5636,7 +5994,7 @@ type ScopeGuards struct {
 
 func (x *ScopeGuards) Reset() {
 	*x = ScopeGuards{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[57]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5648,7 +6006,7 @@ func (x *ScopeGuards) String() string {
 func (*ScopeGuards) ProtoMessage() {}
 
 func (x *ScopeGuards) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[57]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5661,7 +6019,7 @@ func (x *ScopeGuards) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScopeGuards.ProtoReflect.Descriptor instead.
 func (*ScopeGuards) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{57}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ScopeGuards) GetBlocklistGlobs() []string {
@@ -5745,7 +6103,7 @@ type ClaimedAssignment struct {
 
 func (x *ClaimedAssignment) Reset() {
 	*x = ClaimedAssignment{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[58]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5757,7 +6115,7 @@ func (x *ClaimedAssignment) String() string {
 func (*ClaimedAssignment) ProtoMessage() {}
 
 func (x *ClaimedAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[58]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5770,7 +6128,7 @@ func (x *ClaimedAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimedAssignment.ProtoReflect.Descriptor instead.
 func (*ClaimedAssignment) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{58}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ClaimedAssignment) GetAssignment() *Assignment {
@@ -5916,7 +6274,7 @@ type ClaimTaskRequest struct {
 
 func (x *ClaimTaskRequest) Reset() {
 	*x = ClaimTaskRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[59]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5928,7 +6286,7 @@ func (x *ClaimTaskRequest) String() string {
 func (*ClaimTaskRequest) ProtoMessage() {}
 
 func (x *ClaimTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[59]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5941,7 +6299,7 @@ func (x *ClaimTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimTaskRequest.ProtoReflect.Descriptor instead.
 func (*ClaimTaskRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{59}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ClaimTaskRequest) GetInstanceId() string {
@@ -5997,7 +6355,7 @@ type ClaimTaskResponse struct {
 
 func (x *ClaimTaskResponse) Reset() {
 	*x = ClaimTaskResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[60]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6009,7 +6367,7 @@ func (x *ClaimTaskResponse) String() string {
 func (*ClaimTaskResponse) ProtoMessage() {}
 
 func (x *ClaimTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[60]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6022,7 +6380,7 @@ func (x *ClaimTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimTaskResponse.ProtoReflect.Descriptor instead.
 func (*ClaimTaskResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{60}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ClaimTaskResponse) GetAssignment() *ClaimedAssignment {
@@ -6059,7 +6417,7 @@ type ReportProgressRequest struct {
 
 func (x *ReportProgressRequest) Reset() {
 	*x = ReportProgressRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[61]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6071,7 +6429,7 @@ func (x *ReportProgressRequest) String() string {
 func (*ReportProgressRequest) ProtoMessage() {}
 
 func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[61]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6084,7 +6442,7 @@ func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressRequest.ProtoReflect.Descriptor instead.
 func (*ReportProgressRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{61}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ReportProgressRequest) GetAssignmentId() string {
@@ -6160,7 +6518,7 @@ type ReportProgressResponse struct {
 
 func (x *ReportProgressResponse) Reset() {
 	*x = ReportProgressResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[62]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6172,7 +6530,7 @@ func (x *ReportProgressResponse) String() string {
 func (*ReportProgressResponse) ProtoMessage() {}
 
 func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[62]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6185,7 +6543,7 @@ func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressResponse.ProtoReflect.Descriptor instead.
 func (*ReportProgressResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{62}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ReportProgressResponse) GetDirective() Directive {
@@ -6234,7 +6592,7 @@ type RecordCheckpointRequest struct {
 
 func (x *RecordCheckpointRequest) Reset() {
 	*x = RecordCheckpointRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[63]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6246,7 +6604,7 @@ func (x *RecordCheckpointRequest) String() string {
 func (*RecordCheckpointRequest) ProtoMessage() {}
 
 func (x *RecordCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[63]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6259,7 +6617,7 @@ func (x *RecordCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*RecordCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{63}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RecordCheckpointRequest) GetAssignmentId() string {
@@ -6301,7 +6659,7 @@ type RecordCheckpointResponse struct {
 
 func (x *RecordCheckpointResponse) Reset() {
 	*x = RecordCheckpointResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[64]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6313,7 +6671,7 @@ func (x *RecordCheckpointResponse) String() string {
 func (*RecordCheckpointResponse) ProtoMessage() {}
 
 func (x *RecordCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[64]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6326,7 +6684,7 @@ func (x *RecordCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*RecordCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{64}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RecordCheckpointResponse) GetCheckpoint() *v1.Checkpoint {
@@ -6390,7 +6748,7 @@ type CompleteTaskRequest struct {
 
 func (x *CompleteTaskRequest) Reset() {
 	*x = CompleteTaskRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[65]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6402,7 +6760,7 @@ func (x *CompleteTaskRequest) String() string {
 func (*CompleteTaskRequest) ProtoMessage() {}
 
 func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[65]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6415,7 +6773,7 @@ func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{65}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CompleteTaskRequest) GetAssignmentId() string {
@@ -6554,7 +6912,7 @@ type CompleteTaskResponse struct {
 
 func (x *CompleteTaskResponse) Reset() {
 	*x = CompleteTaskResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[66]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6566,7 +6924,7 @@ func (x *CompleteTaskResponse) String() string {
 func (*CompleteTaskResponse) ProtoMessage() {}
 
 func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[66]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6579,7 +6937,7 @@ func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{66}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CompleteTaskResponse) GetAssignment() *Assignment {
@@ -6636,7 +6994,7 @@ type FeatureIteration struct {
 
 func (x *FeatureIteration) Reset() {
 	*x = FeatureIteration{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[67]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6648,7 +7006,7 @@ func (x *FeatureIteration) String() string {
 func (*FeatureIteration) ProtoMessage() {}
 
 func (x *FeatureIteration) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[67]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6661,7 +7019,7 @@ func (x *FeatureIteration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureIteration.ProtoReflect.Descriptor instead.
 func (*FeatureIteration) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{67}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *FeatureIteration) GetNumber() int32 {
@@ -6764,7 +7122,7 @@ type CriteriaProgress struct {
 
 func (x *CriteriaProgress) Reset() {
 	*x = CriteriaProgress{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[68]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6776,7 +7134,7 @@ func (x *CriteriaProgress) String() string {
 func (*CriteriaProgress) ProtoMessage() {}
 
 func (x *CriteriaProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[68]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6789,7 +7147,7 @@ func (x *CriteriaProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CriteriaProgress.ProtoReflect.Descriptor instead.
 func (*CriteriaProgress) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{68}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CriteriaProgress) GetTotal() int32 {
@@ -6864,7 +7222,7 @@ type RecoveryLogEntry struct {
 
 func (x *RecoveryLogEntry) Reset() {
 	*x = RecoveryLogEntry{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[69]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6876,7 +7234,7 @@ func (x *RecoveryLogEntry) String() string {
 func (*RecoveryLogEntry) ProtoMessage() {}
 
 func (x *RecoveryLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[69]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6889,7 +7247,7 @@ func (x *RecoveryLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryLogEntry.ProtoReflect.Descriptor instead.
 func (*RecoveryLogEntry) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{69}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RecoveryLogEntry) GetTime() *timestamppb.Timestamp {
@@ -7013,7 +7371,7 @@ type FeatureBuild struct {
 
 func (x *FeatureBuild) Reset() {
 	*x = FeatureBuild{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[70]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7025,7 +7383,7 @@ func (x *FeatureBuild) String() string {
 func (*FeatureBuild) ProtoMessage() {}
 
 func (x *FeatureBuild) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[70]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7038,7 +7396,7 @@ func (x *FeatureBuild) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureBuild.ProtoReflect.Descriptor instead.
 func (*FeatureBuild) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{70}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *FeatureBuild) GetId() string {
@@ -7267,7 +7625,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[71]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7279,7 +7637,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[71]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7292,7 +7650,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{71}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -7363,7 +7721,7 @@ type StartFeatureBuildRequest struct {
 
 func (x *StartFeatureBuildRequest) Reset() {
 	*x = StartFeatureBuildRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7375,7 +7733,7 @@ func (x *StartFeatureBuildRequest) String() string {
 func (*StartFeatureBuildRequest) ProtoMessage() {}
 
 func (x *StartFeatureBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7388,7 +7746,7 @@ func (x *StartFeatureBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartFeatureBuildRequest.ProtoReflect.Descriptor instead.
 func (*StartFeatureBuildRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{72}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *StartFeatureBuildRequest) GetFeature() string {
@@ -7542,7 +7900,7 @@ type AppUnderTest struct {
 
 func (x *AppUnderTest) Reset() {
 	*x = AppUnderTest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7554,7 +7912,7 @@ func (x *AppUnderTest) String() string {
 func (*AppUnderTest) ProtoMessage() {}
 
 func (x *AppUnderTest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7567,7 +7925,7 @@ func (x *AppUnderTest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppUnderTest.ProtoReflect.Descriptor instead.
 func (*AppUnderTest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{73}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *AppUnderTest) GetStartCommand() string {
@@ -7613,7 +7971,7 @@ type StartFeatureBuildResponse struct {
 
 func (x *StartFeatureBuildResponse) Reset() {
 	*x = StartFeatureBuildResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7625,7 +7983,7 @@ func (x *StartFeatureBuildResponse) String() string {
 func (*StartFeatureBuildResponse) ProtoMessage() {}
 
 func (x *StartFeatureBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7638,7 +7996,7 @@ func (x *StartFeatureBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartFeatureBuildResponse.ProtoReflect.Descriptor instead.
 func (*StartFeatureBuildResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{74}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *StartFeatureBuildResponse) GetFeatureBuild() *FeatureBuild {
@@ -7678,7 +8036,7 @@ type GetFeatureBuildRequest struct {
 
 func (x *GetFeatureBuildRequest) Reset() {
 	*x = GetFeatureBuildRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7690,7 +8048,7 @@ func (x *GetFeatureBuildRequest) String() string {
 func (*GetFeatureBuildRequest) ProtoMessage() {}
 
 func (x *GetFeatureBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7703,7 +8061,7 @@ func (x *GetFeatureBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureBuildRequest.ProtoReflect.Descriptor instead.
 func (*GetFeatureBuildRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{75}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetFeatureBuildRequest) GetKey() isGetFeatureBuildRequest_Key {
@@ -7760,7 +8118,7 @@ type GetFeatureBuildResponse struct {
 
 func (x *GetFeatureBuildResponse) Reset() {
 	*x = GetFeatureBuildResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7772,7 +8130,7 @@ func (x *GetFeatureBuildResponse) String() string {
 func (*GetFeatureBuildResponse) ProtoMessage() {}
 
 func (x *GetFeatureBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7785,7 +8143,7 @@ func (x *GetFeatureBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureBuildResponse.ProtoReflect.Descriptor instead.
 func (*GetFeatureBuildResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{76}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetFeatureBuildResponse) GetFeatureBuild() *FeatureBuild {
@@ -7812,7 +8170,7 @@ type ListFeatureBuildsRequest struct {
 
 func (x *ListFeatureBuildsRequest) Reset() {
 	*x = ListFeatureBuildsRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7824,7 +8182,7 @@ func (x *ListFeatureBuildsRequest) String() string {
 func (*ListFeatureBuildsRequest) ProtoMessage() {}
 
 func (x *ListFeatureBuildsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7837,7 +8195,7 @@ func (x *ListFeatureBuildsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFeatureBuildsRequest.ProtoReflect.Descriptor instead.
 func (*ListFeatureBuildsRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{77}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListFeatureBuildsRequest) GetPageSize() int32 {
@@ -7881,7 +8239,7 @@ type ListFeatureBuildsResponse struct {
 
 func (x *ListFeatureBuildsResponse) Reset() {
 	*x = ListFeatureBuildsResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7893,7 +8251,7 @@ func (x *ListFeatureBuildsResponse) String() string {
 func (*ListFeatureBuildsResponse) ProtoMessage() {}
 
 func (x *ListFeatureBuildsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7906,7 +8264,7 @@ func (x *ListFeatureBuildsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFeatureBuildsResponse.ProtoReflect.Descriptor instead.
 func (*ListFeatureBuildsResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{78}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListFeatureBuildsResponse) GetFeatureBuilds() []*FeatureBuild {
@@ -7936,7 +8294,7 @@ type CancelFeatureBuildRequest struct {
 
 func (x *CancelFeatureBuildRequest) Reset() {
 	*x = CancelFeatureBuildRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[79]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7948,7 +8306,7 @@ func (x *CancelFeatureBuildRequest) String() string {
 func (*CancelFeatureBuildRequest) ProtoMessage() {}
 
 func (x *CancelFeatureBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[79]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7961,7 +8319,7 @@ func (x *CancelFeatureBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelFeatureBuildRequest.ProtoReflect.Descriptor instead.
 func (*CancelFeatureBuildRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{79}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *CancelFeatureBuildRequest) GetFeatureBuildId() string {
@@ -7989,7 +8347,7 @@ type CancelFeatureBuildResponse struct {
 
 func (x *CancelFeatureBuildResponse) Reset() {
 	*x = CancelFeatureBuildResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[80]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8001,7 +8359,7 @@ func (x *CancelFeatureBuildResponse) String() string {
 func (*CancelFeatureBuildResponse) ProtoMessage() {}
 
 func (x *CancelFeatureBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[80]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8014,7 +8372,7 @@ func (x *CancelFeatureBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelFeatureBuildResponse.ProtoReflect.Descriptor instead.
 func (*CancelFeatureBuildResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{80}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *CancelFeatureBuildResponse) GetFeatureBuild() *FeatureBuild {
@@ -8473,7 +8831,35 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\xbaH\a\x1a\x05\x18\xf4\x03(\x00R\n" +
 	"maxEntries\"\\\n" +
 	"\x19GetHandoffContextResponse\x12?\n" +
-	"\acontext\x18\x01 \x01(\v2%.converge.scheduler.v1.HandoffContextR\acontext\"\x95\x03\n" +
+	"\acontext\x18\x01 \x01(\v2%.converge.scheduler.v1.HandoffContextR\acontext\"\xa5\x02\n" +
+	"\x12GetTaskDiffRequest\x12M\n" +
+	"\fexecution_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\x12A\n" +
+	"\atask_id\x18\x02 \x01(\tB(\xbaH%r#2!^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$R\x06taskId\x12R\n" +
+	"\rassignment_id\x18\x03 \x01(\tB-\xbaH*\xd8\x01\x01r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\fassignmentId\x12)\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05B\f\xbaH\t\x1a\a\x18\x80\x80\xc0\x01(\x00R\bmaxBytes\"\xb5\x01\n" +
+	"\n" +
+	"FileChange\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12?\n" +
+	"\x06status\x18\x02 \x01(\x0e2'.converge.scheduler.v1.FileChangeStatusR\x06status\x12\x1c\n" +
+	"\tadditions\x18\x03 \x01(\x05R\tadditions\x12\x1c\n" +
+	"\tdeletions\x18\x04 \x01(\x05R\tdeletions\x12\x16\n" +
+	"\x06binary\x18\x05 \x01(\bR\x06binary\"\x84\x03\n" +
+	"\x13GetTaskDiffResponse\x12#\n" +
+	"\rassignment_id\x18\x01 \x01(\tR\fassignmentId\x12\x1f\n" +
+	"\vwave_number\x18\x02 \x01(\x05R\n" +
+	"waveNumber\x12\x1d\n" +
+	"\n" +
+	"commit_sha\x18\x03 \x01(\tR\tcommitSha\x12\x1d\n" +
+	"\n" +
+	"parent_sha\x18\x04 \x01(\tR\tparentSha\x12\x19\n" +
+	"\btask_ref\x18\x05 \x01(\tR\ataskRef\x12\x18\n" +
+	"\asubject\x18\x06 \x01(\tR\asubject\x127\n" +
+	"\x05files\x18\a \x03(\v2!.converge.scheduler.v1.FileChangeR\x05files\x12\x1c\n" +
+	"\tadditions\x18\b \x01(\x05R\tadditions\x12\x1c\n" +
+	"\tdeletions\x18\t \x01(\x05R\tdeletions\x12!\n" +
+	"\funified_diff\x18\n" +
+	" \x01(\tR\vunifiedDiff\x12\x1c\n" +
+	"\ttruncated\x18\v \x01(\bR\ttruncated\"\x95\x03\n" +
 	"\n" +
 	"AgentEvent\x12X\n" +
 	"\n" +
@@ -8807,7 +9193,13 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x18COMPLETION_RESULT_FAILED\x10\x02\x12\x1d\n" +
 	"\x19COMPLETION_RESULT_SKIPPED\x10\x03\x12!\n" +
 	"\x1dCOMPLETION_RESULT_BLOCKED_DCR\x10\x04\x12\x1f\n" +
-	"\x1bCOMPLETION_RESULT_CANCELLED\x10\x05*i\n" +
+	"\x1bCOMPLETION_RESULT_CANCELLED\x10\x05*\xba\x01\n" +
+	"\x10FileChangeStatus\x12\"\n" +
+	"\x1eFILE_CHANGE_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18FILE_CHANGE_STATUS_ADDED\x10\x01\x12\x1f\n" +
+	"\x1bFILE_CHANGE_STATUS_MODIFIED\x10\x02\x12\x1e\n" +
+	"\x1aFILE_CHANGE_STATUS_DELETED\x10\x03\x12#\n" +
+	"\x1fFILE_CHANGE_STATUS_TYPE_CHANGED\x10\x04*i\n" +
 	"\tDirective\x12\x19\n" +
 	"\x15DIRECTIVE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12DIRECTIVE_CONTINUE\x10\x01\x12\x14\n" +
@@ -8836,7 +9228,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x15EXIT_REASON_CANCELLED\x10\x06\x12\x1e\n" +
 	"\x1aEXIT_REASON_VERIFY_SKIPPED\x10\a\x12\x15\n" +
 	"\x11EXIT_REASON_ERROR\x10\b\x12\x16\n" +
-	"\x12EXIT_REASON_BUDGET\x10\t2\xbf\x16\n" +
+	"\x12EXIT_REASON_BUDGET\x10\t2\xa5\x17\n" +
 	"\x10SchedulerService\x12m\n" +
 	"\x0eCreateTaskList\x12,.converge.scheduler.v1.CreateTaskListRequest\x1a-.converge.scheduler.v1.CreateTaskListResponse\x12m\n" +
 	"\x0eImportTaskList\x12,.converge.scheduler.v1.ImportTaskListRequest\x1a-.converge.scheduler.v1.ImportTaskListResponse\x12d\n" +
@@ -8855,7 +9247,8 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\tRetryTask\x12'.converge.scheduler.v1.RetryTaskRequest\x1a(.converge.scheduler.v1.RetryTaskResponse\x12[\n" +
 	"\bSkipTask\x12&.converge.scheduler.v1.SkipTaskRequest\x1a'.converge.scheduler.v1.SkipTaskResponse\x12p\n" +
 	"\x0fGetExecutionLog\x12-.converge.scheduler.v1.GetExecutionLogRequest\x1a..converge.scheduler.v1.GetExecutionLogResponse\x12v\n" +
-	"\x11GetHandoffContext\x12/.converge.scheduler.v1.GetHandoffContextRequest\x1a0.converge.scheduler.v1.GetHandoffContextResponse\x12^\n" +
+	"\x11GetHandoffContext\x12/.converge.scheduler.v1.GetHandoffContextRequest\x1a0.converge.scheduler.v1.GetHandoffContextResponse\x12d\n" +
+	"\vGetTaskDiff\x12).converge.scheduler.v1.GetTaskDiffRequest\x1a*.converge.scheduler.v1.GetTaskDiffResponse\x12^\n" +
 	"\tClaimTask\x12'.converge.scheduler.v1.ClaimTaskRequest\x1a(.converge.scheduler.v1.ClaimTaskResponse\x12m\n" +
 	"\x0eReportProgress\x12,.converge.scheduler.v1.ReportProgressRequest\x1a-.converge.scheduler.v1.ReportProgressResponse\x12s\n" +
 	"\x10RecordCheckpoint\x12..converge.scheduler.v1.RecordCheckpointRequest\x1a/.converge.scheduler.v1.RecordCheckpointResponse\x12g\n" +
@@ -8878,8 +9271,8 @@ func file_converge_scheduler_v1_scheduler_proto_rawDescGZIP() []byte {
 	return file_converge_scheduler_v1_scheduler_proto_rawDescData
 }
 
-var file_converge_scheduler_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
-var file_converge_scheduler_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
+var file_converge_scheduler_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 15)
+var file_converge_scheduler_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_converge_scheduler_v1_scheduler_proto_goTypes = []any{
 	(ValidationLevel)(0),               // 0: converge.scheduler.v1.ValidationLevel
 	(ImportFormat)(0),                  // 1: converge.scheduler.v1.ImportFormat
@@ -8891,317 +9284,325 @@ var file_converge_scheduler_v1_scheduler_proto_goTypes = []any{
 	(AssignmentKind)(0),                // 7: converge.scheduler.v1.AssignmentKind
 	(AssignmentStatus)(0),              // 8: converge.scheduler.v1.AssignmentStatus
 	(CompletionResult)(0),              // 9: converge.scheduler.v1.CompletionResult
-	(Directive)(0),                     // 10: converge.scheduler.v1.Directive
-	(Autonomy)(0),                      // 11: converge.scheduler.v1.Autonomy
-	(FeatureBuildStatus)(0),            // 12: converge.scheduler.v1.FeatureBuildStatus
-	(ExitReason)(0),                    // 13: converge.scheduler.v1.ExitReason
-	(*Repository)(nil),                 // 14: converge.scheduler.v1.Repository
-	(*ConventionsSource)(nil),          // 15: converge.scheduler.v1.ConventionsSource
-	(*ProjectContext)(nil),             // 16: converge.scheduler.v1.ProjectContext
-	(*ValidationLevels)(nil),           // 17: converge.scheduler.v1.ValidationLevels
-	(*TaskListSpec)(nil),               // 18: converge.scheduler.v1.TaskListSpec
-	(*ImportSource)(nil),               // 19: converge.scheduler.v1.ImportSource
-	(*TaskList)(nil),                   // 20: converge.scheduler.v1.TaskList
-	(*ImportWarning)(nil),              // 21: converge.scheduler.v1.ImportWarning
-	(*CreateTaskListRequest)(nil),      // 22: converge.scheduler.v1.CreateTaskListRequest
-	(*CreateTaskListResponse)(nil),     // 23: converge.scheduler.v1.CreateTaskListResponse
-	(*ImportTaskListRequest)(nil),      // 24: converge.scheduler.v1.ImportTaskListRequest
-	(*ImportTaskListResponse)(nil),     // 25: converge.scheduler.v1.ImportTaskListResponse
-	(*GetTaskListRequest)(nil),         // 26: converge.scheduler.v1.GetTaskListRequest
-	(*GetTaskListResponse)(nil),        // 27: converge.scheduler.v1.GetTaskListResponse
-	(*ListTaskListsRequest)(nil),       // 28: converge.scheduler.v1.ListTaskListsRequest
-	(*ListTaskListsResponse)(nil),      // 29: converge.scheduler.v1.ListTaskListsResponse
-	(*DeleteTaskListRequest)(nil),      // 30: converge.scheduler.v1.DeleteTaskListRequest
-	(*DeleteTaskListResponse)(nil),     // 31: converge.scheduler.v1.DeleteTaskListResponse
-	(*WavePlacement)(nil),              // 32: converge.scheduler.v1.WavePlacement
-	(*PlannedWave)(nil),                // 33: converge.scheduler.v1.PlannedWave
-	(*PlanWavesRequest)(nil),           // 34: converge.scheduler.v1.PlanWavesRequest
-	(*PlanWavesResponse)(nil),          // 35: converge.scheduler.v1.PlanWavesResponse
-	(*CriticalPhases)(nil),             // 36: converge.scheduler.v1.CriticalPhases
-	(*ExecutionOptions)(nil),           // 37: converge.scheduler.v1.ExecutionOptions
-	(*VerifySummary)(nil),              // 38: converge.scheduler.v1.VerifySummary
-	(*ValidationLevelResult)(nil),      // 39: converge.scheduler.v1.ValidationLevelResult
-	(*Execution)(nil),                  // 40: converge.scheduler.v1.Execution
-	(*Wave)(nil),                       // 41: converge.scheduler.v1.Wave
-	(*Assignment)(nil),                 // 42: converge.scheduler.v1.Assignment
-	(*StartExecutionRequest)(nil),      // 43: converge.scheduler.v1.StartExecutionRequest
-	(*StartExecutionResponse)(nil),     // 44: converge.scheduler.v1.StartExecutionResponse
-	(*GetExecutionRequest)(nil),        // 45: converge.scheduler.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),       // 46: converge.scheduler.v1.GetExecutionResponse
-	(*ListExecutionsRequest)(nil),      // 47: converge.scheduler.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),     // 48: converge.scheduler.v1.ListExecutionsResponse
-	(*ListAssignmentsRequest)(nil),     // 49: converge.scheduler.v1.ListAssignmentsRequest
-	(*ListAssignmentsResponse)(nil),    // 50: converge.scheduler.v1.ListAssignmentsResponse
-	(*WatchExecutionRequest)(nil),      // 51: converge.scheduler.v1.WatchExecutionRequest
-	(*WatchExecutionResponse)(nil),     // 52: converge.scheduler.v1.WatchExecutionResponse
-	(*PauseExecutionRequest)(nil),      // 53: converge.scheduler.v1.PauseExecutionRequest
-	(*PauseExecutionResponse)(nil),     // 54: converge.scheduler.v1.PauseExecutionResponse
-	(*ResumeExecutionRequest)(nil),     // 55: converge.scheduler.v1.ResumeExecutionRequest
-	(*ResumeExecutionResponse)(nil),    // 56: converge.scheduler.v1.ResumeExecutionResponse
-	(*CancelExecutionRequest)(nil),     // 57: converge.scheduler.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil),    // 58: converge.scheduler.v1.CancelExecutionResponse
-	(*RetryTaskRequest)(nil),           // 59: converge.scheduler.v1.RetryTaskRequest
-	(*RetryTaskResponse)(nil),          // 60: converge.scheduler.v1.RetryTaskResponse
-	(*SkipTaskRequest)(nil),            // 61: converge.scheduler.v1.SkipTaskRequest
-	(*SkipTaskResponse)(nil),           // 62: converge.scheduler.v1.SkipTaskResponse
-	(*GetExecutionLogRequest)(nil),     // 63: converge.scheduler.v1.GetExecutionLogRequest
-	(*GetExecutionLogResponse)(nil),    // 64: converge.scheduler.v1.GetExecutionLogResponse
-	(*ErrorRecord)(nil),                // 65: converge.scheduler.v1.ErrorRecord
-	(*HandoffContext)(nil),             // 66: converge.scheduler.v1.HandoffContext
-	(*GetHandoffContextRequest)(nil),   // 67: converge.scheduler.v1.GetHandoffContextRequest
-	(*GetHandoffContextResponse)(nil),  // 68: converge.scheduler.v1.GetHandoffContextResponse
-	(*AgentEvent)(nil),                 // 69: converge.scheduler.v1.AgentEvent
-	(*IntegrationInput)(nil),           // 70: converge.scheduler.v1.IntegrationInput
-	(*ScopeGuards)(nil),                // 71: converge.scheduler.v1.ScopeGuards
-	(*ClaimedAssignment)(nil),          // 72: converge.scheduler.v1.ClaimedAssignment
-	(*ClaimTaskRequest)(nil),           // 73: converge.scheduler.v1.ClaimTaskRequest
-	(*ClaimTaskResponse)(nil),          // 74: converge.scheduler.v1.ClaimTaskResponse
-	(*ReportProgressRequest)(nil),      // 75: converge.scheduler.v1.ReportProgressRequest
-	(*ReportProgressResponse)(nil),     // 76: converge.scheduler.v1.ReportProgressResponse
-	(*RecordCheckpointRequest)(nil),    // 77: converge.scheduler.v1.RecordCheckpointRequest
-	(*RecordCheckpointResponse)(nil),   // 78: converge.scheduler.v1.RecordCheckpointResponse
-	(*CompleteTaskRequest)(nil),        // 79: converge.scheduler.v1.CompleteTaskRequest
-	(*CompleteTaskResponse)(nil),       // 80: converge.scheduler.v1.CompleteTaskResponse
-	(*FeatureIteration)(nil),           // 81: converge.scheduler.v1.FeatureIteration
-	(*CriteriaProgress)(nil),           // 82: converge.scheduler.v1.CriteriaProgress
-	(*RecoveryLogEntry)(nil),           // 83: converge.scheduler.v1.RecoveryLogEntry
-	(*FeatureBuild)(nil),               // 84: converge.scheduler.v1.FeatureBuild
-	(*Usage)(nil),                      // 85: converge.scheduler.v1.Usage
-	(*StartFeatureBuildRequest)(nil),   // 86: converge.scheduler.v1.StartFeatureBuildRequest
-	(*AppUnderTest)(nil),               // 87: converge.scheduler.v1.AppUnderTest
-	(*StartFeatureBuildResponse)(nil),  // 88: converge.scheduler.v1.StartFeatureBuildResponse
-	(*GetFeatureBuildRequest)(nil),     // 89: converge.scheduler.v1.GetFeatureBuildRequest
-	(*GetFeatureBuildResponse)(nil),    // 90: converge.scheduler.v1.GetFeatureBuildResponse
-	(*ListFeatureBuildsRequest)(nil),   // 91: converge.scheduler.v1.ListFeatureBuildsRequest
-	(*ListFeatureBuildsResponse)(nil),  // 92: converge.scheduler.v1.ListFeatureBuildsResponse
-	(*CancelFeatureBuildRequest)(nil),  // 93: converge.scheduler.v1.CancelFeatureBuildRequest
-	(*CancelFeatureBuildResponse)(nil), // 94: converge.scheduler.v1.CancelFeatureBuildResponse
-	(*v1.TaskValidation)(nil),          // 95: converge.common.v1.TaskValidation
-	(*v1.Task)(nil),                    // 96: converge.common.v1.Task
-	(*timestamppb.Timestamp)(nil),      // 97: google.protobuf.Timestamp
-	(*v1.ExecutorSpec)(nil),            // 98: converge.common.v1.ExecutorSpec
-	(*v1.AgentConfig)(nil),             // 99: converge.common.v1.AgentConfig
-	(*durationpb.Duration)(nil),        // 100: google.protobuf.Duration
-	(v1.Verdict)(0),                    // 101: converge.common.v1.Verdict
-	(v1.Outcome)(0),                    // 102: converge.common.v1.Outcome
-	(*v1.ErrorContext)(nil),            // 103: converge.common.v1.ErrorContext
-	(v1.EventType)(0),                  // 104: converge.common.v1.EventType
-	(*v1.LogEntry)(nil),                // 105: converge.common.v1.LogEntry
-	(*structpb.Struct)(nil),            // 106: google.protobuf.Struct
-	(*v1.Checkpoint)(nil),              // 107: converge.common.v1.Checkpoint
+	(FileChangeStatus)(0),              // 10: converge.scheduler.v1.FileChangeStatus
+	(Directive)(0),                     // 11: converge.scheduler.v1.Directive
+	(Autonomy)(0),                      // 12: converge.scheduler.v1.Autonomy
+	(FeatureBuildStatus)(0),            // 13: converge.scheduler.v1.FeatureBuildStatus
+	(ExitReason)(0),                    // 14: converge.scheduler.v1.ExitReason
+	(*Repository)(nil),                 // 15: converge.scheduler.v1.Repository
+	(*ConventionsSource)(nil),          // 16: converge.scheduler.v1.ConventionsSource
+	(*ProjectContext)(nil),             // 17: converge.scheduler.v1.ProjectContext
+	(*ValidationLevels)(nil),           // 18: converge.scheduler.v1.ValidationLevels
+	(*TaskListSpec)(nil),               // 19: converge.scheduler.v1.TaskListSpec
+	(*ImportSource)(nil),               // 20: converge.scheduler.v1.ImportSource
+	(*TaskList)(nil),                   // 21: converge.scheduler.v1.TaskList
+	(*ImportWarning)(nil),              // 22: converge.scheduler.v1.ImportWarning
+	(*CreateTaskListRequest)(nil),      // 23: converge.scheduler.v1.CreateTaskListRequest
+	(*CreateTaskListResponse)(nil),     // 24: converge.scheduler.v1.CreateTaskListResponse
+	(*ImportTaskListRequest)(nil),      // 25: converge.scheduler.v1.ImportTaskListRequest
+	(*ImportTaskListResponse)(nil),     // 26: converge.scheduler.v1.ImportTaskListResponse
+	(*GetTaskListRequest)(nil),         // 27: converge.scheduler.v1.GetTaskListRequest
+	(*GetTaskListResponse)(nil),        // 28: converge.scheduler.v1.GetTaskListResponse
+	(*ListTaskListsRequest)(nil),       // 29: converge.scheduler.v1.ListTaskListsRequest
+	(*ListTaskListsResponse)(nil),      // 30: converge.scheduler.v1.ListTaskListsResponse
+	(*DeleteTaskListRequest)(nil),      // 31: converge.scheduler.v1.DeleteTaskListRequest
+	(*DeleteTaskListResponse)(nil),     // 32: converge.scheduler.v1.DeleteTaskListResponse
+	(*WavePlacement)(nil),              // 33: converge.scheduler.v1.WavePlacement
+	(*PlannedWave)(nil),                // 34: converge.scheduler.v1.PlannedWave
+	(*PlanWavesRequest)(nil),           // 35: converge.scheduler.v1.PlanWavesRequest
+	(*PlanWavesResponse)(nil),          // 36: converge.scheduler.v1.PlanWavesResponse
+	(*CriticalPhases)(nil),             // 37: converge.scheduler.v1.CriticalPhases
+	(*ExecutionOptions)(nil),           // 38: converge.scheduler.v1.ExecutionOptions
+	(*VerifySummary)(nil),              // 39: converge.scheduler.v1.VerifySummary
+	(*ValidationLevelResult)(nil),      // 40: converge.scheduler.v1.ValidationLevelResult
+	(*Execution)(nil),                  // 41: converge.scheduler.v1.Execution
+	(*Wave)(nil),                       // 42: converge.scheduler.v1.Wave
+	(*Assignment)(nil),                 // 43: converge.scheduler.v1.Assignment
+	(*StartExecutionRequest)(nil),      // 44: converge.scheduler.v1.StartExecutionRequest
+	(*StartExecutionResponse)(nil),     // 45: converge.scheduler.v1.StartExecutionResponse
+	(*GetExecutionRequest)(nil),        // 46: converge.scheduler.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),       // 47: converge.scheduler.v1.GetExecutionResponse
+	(*ListExecutionsRequest)(nil),      // 48: converge.scheduler.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),     // 49: converge.scheduler.v1.ListExecutionsResponse
+	(*ListAssignmentsRequest)(nil),     // 50: converge.scheduler.v1.ListAssignmentsRequest
+	(*ListAssignmentsResponse)(nil),    // 51: converge.scheduler.v1.ListAssignmentsResponse
+	(*WatchExecutionRequest)(nil),      // 52: converge.scheduler.v1.WatchExecutionRequest
+	(*WatchExecutionResponse)(nil),     // 53: converge.scheduler.v1.WatchExecutionResponse
+	(*PauseExecutionRequest)(nil),      // 54: converge.scheduler.v1.PauseExecutionRequest
+	(*PauseExecutionResponse)(nil),     // 55: converge.scheduler.v1.PauseExecutionResponse
+	(*ResumeExecutionRequest)(nil),     // 56: converge.scheduler.v1.ResumeExecutionRequest
+	(*ResumeExecutionResponse)(nil),    // 57: converge.scheduler.v1.ResumeExecutionResponse
+	(*CancelExecutionRequest)(nil),     // 58: converge.scheduler.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),    // 59: converge.scheduler.v1.CancelExecutionResponse
+	(*RetryTaskRequest)(nil),           // 60: converge.scheduler.v1.RetryTaskRequest
+	(*RetryTaskResponse)(nil),          // 61: converge.scheduler.v1.RetryTaskResponse
+	(*SkipTaskRequest)(nil),            // 62: converge.scheduler.v1.SkipTaskRequest
+	(*SkipTaskResponse)(nil),           // 63: converge.scheduler.v1.SkipTaskResponse
+	(*GetExecutionLogRequest)(nil),     // 64: converge.scheduler.v1.GetExecutionLogRequest
+	(*GetExecutionLogResponse)(nil),    // 65: converge.scheduler.v1.GetExecutionLogResponse
+	(*ErrorRecord)(nil),                // 66: converge.scheduler.v1.ErrorRecord
+	(*HandoffContext)(nil),             // 67: converge.scheduler.v1.HandoffContext
+	(*GetHandoffContextRequest)(nil),   // 68: converge.scheduler.v1.GetHandoffContextRequest
+	(*GetHandoffContextResponse)(nil),  // 69: converge.scheduler.v1.GetHandoffContextResponse
+	(*GetTaskDiffRequest)(nil),         // 70: converge.scheduler.v1.GetTaskDiffRequest
+	(*FileChange)(nil),                 // 71: converge.scheduler.v1.FileChange
+	(*GetTaskDiffResponse)(nil),        // 72: converge.scheduler.v1.GetTaskDiffResponse
+	(*AgentEvent)(nil),                 // 73: converge.scheduler.v1.AgentEvent
+	(*IntegrationInput)(nil),           // 74: converge.scheduler.v1.IntegrationInput
+	(*ScopeGuards)(nil),                // 75: converge.scheduler.v1.ScopeGuards
+	(*ClaimedAssignment)(nil),          // 76: converge.scheduler.v1.ClaimedAssignment
+	(*ClaimTaskRequest)(nil),           // 77: converge.scheduler.v1.ClaimTaskRequest
+	(*ClaimTaskResponse)(nil),          // 78: converge.scheduler.v1.ClaimTaskResponse
+	(*ReportProgressRequest)(nil),      // 79: converge.scheduler.v1.ReportProgressRequest
+	(*ReportProgressResponse)(nil),     // 80: converge.scheduler.v1.ReportProgressResponse
+	(*RecordCheckpointRequest)(nil),    // 81: converge.scheduler.v1.RecordCheckpointRequest
+	(*RecordCheckpointResponse)(nil),   // 82: converge.scheduler.v1.RecordCheckpointResponse
+	(*CompleteTaskRequest)(nil),        // 83: converge.scheduler.v1.CompleteTaskRequest
+	(*CompleteTaskResponse)(nil),       // 84: converge.scheduler.v1.CompleteTaskResponse
+	(*FeatureIteration)(nil),           // 85: converge.scheduler.v1.FeatureIteration
+	(*CriteriaProgress)(nil),           // 86: converge.scheduler.v1.CriteriaProgress
+	(*RecoveryLogEntry)(nil),           // 87: converge.scheduler.v1.RecoveryLogEntry
+	(*FeatureBuild)(nil),               // 88: converge.scheduler.v1.FeatureBuild
+	(*Usage)(nil),                      // 89: converge.scheduler.v1.Usage
+	(*StartFeatureBuildRequest)(nil),   // 90: converge.scheduler.v1.StartFeatureBuildRequest
+	(*AppUnderTest)(nil),               // 91: converge.scheduler.v1.AppUnderTest
+	(*StartFeatureBuildResponse)(nil),  // 92: converge.scheduler.v1.StartFeatureBuildResponse
+	(*GetFeatureBuildRequest)(nil),     // 93: converge.scheduler.v1.GetFeatureBuildRequest
+	(*GetFeatureBuildResponse)(nil),    // 94: converge.scheduler.v1.GetFeatureBuildResponse
+	(*ListFeatureBuildsRequest)(nil),   // 95: converge.scheduler.v1.ListFeatureBuildsRequest
+	(*ListFeatureBuildsResponse)(nil),  // 96: converge.scheduler.v1.ListFeatureBuildsResponse
+	(*CancelFeatureBuildRequest)(nil),  // 97: converge.scheduler.v1.CancelFeatureBuildRequest
+	(*CancelFeatureBuildResponse)(nil), // 98: converge.scheduler.v1.CancelFeatureBuildResponse
+	(*v1.TaskValidation)(nil),          // 99: converge.common.v1.TaskValidation
+	(*v1.Task)(nil),                    // 100: converge.common.v1.Task
+	(*timestamppb.Timestamp)(nil),      // 101: google.protobuf.Timestamp
+	(*v1.ExecutorSpec)(nil),            // 102: converge.common.v1.ExecutorSpec
+	(*v1.AgentConfig)(nil),             // 103: converge.common.v1.AgentConfig
+	(*durationpb.Duration)(nil),        // 104: google.protobuf.Duration
+	(v1.Verdict)(0),                    // 105: converge.common.v1.Verdict
+	(v1.Outcome)(0),                    // 106: converge.common.v1.Outcome
+	(*v1.ErrorContext)(nil),            // 107: converge.common.v1.ErrorContext
+	(v1.EventType)(0),                  // 108: converge.common.v1.EventType
+	(*v1.LogEntry)(nil),                // 109: converge.common.v1.LogEntry
+	(*structpb.Struct)(nil),            // 110: google.protobuf.Struct
+	(*v1.Checkpoint)(nil),              // 111: converge.common.v1.Checkpoint
 }
 var file_converge_scheduler_v1_scheduler_proto_depIdxs = []int32{
-	15,  // 0: converge.scheduler.v1.ProjectContext.conventions:type_name -> converge.scheduler.v1.ConventionsSource
-	95,  // 1: converge.scheduler.v1.ValidationLevels.codebase:type_name -> converge.common.v1.TaskValidation
-	95,  // 2: converge.scheduler.v1.ValidationLevels.api:type_name -> converge.common.v1.TaskValidation
-	95,  // 3: converge.scheduler.v1.ValidationLevels.ui:type_name -> converge.common.v1.TaskValidation
-	14,  // 4: converge.scheduler.v1.TaskListSpec.repository:type_name -> converge.scheduler.v1.Repository
-	16,  // 5: converge.scheduler.v1.TaskListSpec.context:type_name -> converge.scheduler.v1.ProjectContext
-	17,  // 6: converge.scheduler.v1.TaskListSpec.validation:type_name -> converge.scheduler.v1.ValidationLevels
-	96,  // 7: converge.scheduler.v1.TaskListSpec.tasks:type_name -> converge.common.v1.Task
+	16,  // 0: converge.scheduler.v1.ProjectContext.conventions:type_name -> converge.scheduler.v1.ConventionsSource
+	99,  // 1: converge.scheduler.v1.ValidationLevels.codebase:type_name -> converge.common.v1.TaskValidation
+	99,  // 2: converge.scheduler.v1.ValidationLevels.api:type_name -> converge.common.v1.TaskValidation
+	99,  // 3: converge.scheduler.v1.ValidationLevels.ui:type_name -> converge.common.v1.TaskValidation
+	15,  // 4: converge.scheduler.v1.TaskListSpec.repository:type_name -> converge.scheduler.v1.Repository
+	17,  // 5: converge.scheduler.v1.TaskListSpec.context:type_name -> converge.scheduler.v1.ProjectContext
+	18,  // 6: converge.scheduler.v1.TaskListSpec.validation:type_name -> converge.scheduler.v1.ValidationLevels
+	100, // 7: converge.scheduler.v1.TaskListSpec.tasks:type_name -> converge.common.v1.Task
 	1,   // 8: converge.scheduler.v1.ImportSource.format:type_name -> converge.scheduler.v1.ImportFormat
-	18,  // 9: converge.scheduler.v1.TaskList.spec:type_name -> converge.scheduler.v1.TaskListSpec
-	19,  // 10: converge.scheduler.v1.TaskList.source:type_name -> converge.scheduler.v1.ImportSource
-	97,  // 11: converge.scheduler.v1.TaskList.create_time:type_name -> google.protobuf.Timestamp
-	97,  // 12: converge.scheduler.v1.TaskList.update_time:type_name -> google.protobuf.Timestamp
-	18,  // 13: converge.scheduler.v1.CreateTaskListRequest.spec:type_name -> converge.scheduler.v1.TaskListSpec
-	20,  // 14: converge.scheduler.v1.CreateTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
+	19,  // 9: converge.scheduler.v1.TaskList.spec:type_name -> converge.scheduler.v1.TaskListSpec
+	20,  // 10: converge.scheduler.v1.TaskList.source:type_name -> converge.scheduler.v1.ImportSource
+	101, // 11: converge.scheduler.v1.TaskList.create_time:type_name -> google.protobuf.Timestamp
+	101, // 12: converge.scheduler.v1.TaskList.update_time:type_name -> google.protobuf.Timestamp
+	19,  // 13: converge.scheduler.v1.CreateTaskListRequest.spec:type_name -> converge.scheduler.v1.TaskListSpec
+	21,  // 14: converge.scheduler.v1.CreateTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
 	1,   // 15: converge.scheduler.v1.ImportTaskListRequest.format:type_name -> converge.scheduler.v1.ImportFormat
-	18,  // 16: converge.scheduler.v1.ImportTaskListRequest.base:type_name -> converge.scheduler.v1.TaskListSpec
-	20,  // 17: converge.scheduler.v1.ImportTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
-	21,  // 18: converge.scheduler.v1.ImportTaskListResponse.warnings:type_name -> converge.scheduler.v1.ImportWarning
+	19,  // 16: converge.scheduler.v1.ImportTaskListRequest.base:type_name -> converge.scheduler.v1.TaskListSpec
+	21,  // 17: converge.scheduler.v1.ImportTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
+	22,  // 18: converge.scheduler.v1.ImportTaskListResponse.warnings:type_name -> converge.scheduler.v1.ImportWarning
 	2,   // 19: converge.scheduler.v1.GetTaskListRequest.view:type_name -> converge.scheduler.v1.TaskListView
-	20,  // 20: converge.scheduler.v1.GetTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
+	21,  // 20: converge.scheduler.v1.GetTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
 	2,   // 21: converge.scheduler.v1.ListTaskListsRequest.view:type_name -> converge.scheduler.v1.TaskListView
-	20,  // 22: converge.scheduler.v1.ListTaskListsResponse.task_lists:type_name -> converge.scheduler.v1.TaskList
+	21,  // 22: converge.scheduler.v1.ListTaskListsResponse.task_lists:type_name -> converge.scheduler.v1.TaskList
 	3,   // 23: converge.scheduler.v1.WavePlacement.reason:type_name -> converge.scheduler.v1.PlacementReason
-	32,  // 24: converge.scheduler.v1.PlannedWave.placements:type_name -> converge.scheduler.v1.WavePlacement
-	18,  // 25: converge.scheduler.v1.PlanWavesRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
-	33,  // 26: converge.scheduler.v1.PlanWavesResponse.waves:type_name -> converge.scheduler.v1.PlannedWave
-	98,  // 27: converge.scheduler.v1.ExecutionOptions.executor:type_name -> converge.common.v1.ExecutorSpec
-	99,  // 28: converge.scheduler.v1.ExecutionOptions.agent_config:type_name -> converge.common.v1.AgentConfig
-	100, // 29: converge.scheduler.v1.ExecutionOptions.task_timeout:type_name -> google.protobuf.Duration
-	100, // 30: converge.scheduler.v1.ExecutionOptions.max_wall_time:type_name -> google.protobuf.Duration
-	36,  // 31: converge.scheduler.v1.ExecutionOptions.critical_phases:type_name -> converge.scheduler.v1.CriticalPhases
-	101, // 32: converge.scheduler.v1.VerifySummary.verdict:type_name -> converge.common.v1.Verdict
-	97,  // 33: converge.scheduler.v1.VerifySummary.verify_time:type_name -> google.protobuf.Timestamp
+	33,  // 24: converge.scheduler.v1.PlannedWave.placements:type_name -> converge.scheduler.v1.WavePlacement
+	19,  // 25: converge.scheduler.v1.PlanWavesRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
+	34,  // 26: converge.scheduler.v1.PlanWavesResponse.waves:type_name -> converge.scheduler.v1.PlannedWave
+	102, // 27: converge.scheduler.v1.ExecutionOptions.executor:type_name -> converge.common.v1.ExecutorSpec
+	103, // 28: converge.scheduler.v1.ExecutionOptions.agent_config:type_name -> converge.common.v1.AgentConfig
+	104, // 29: converge.scheduler.v1.ExecutionOptions.task_timeout:type_name -> google.protobuf.Duration
+	104, // 30: converge.scheduler.v1.ExecutionOptions.max_wall_time:type_name -> google.protobuf.Duration
+	37,  // 31: converge.scheduler.v1.ExecutionOptions.critical_phases:type_name -> converge.scheduler.v1.CriticalPhases
+	105, // 32: converge.scheduler.v1.VerifySummary.verdict:type_name -> converge.common.v1.Verdict
+	101, // 33: converge.scheduler.v1.VerifySummary.verify_time:type_name -> google.protobuf.Timestamp
 	0,   // 34: converge.scheduler.v1.ValidationLevelResult.level:type_name -> converge.scheduler.v1.ValidationLevel
-	100, // 35: converge.scheduler.v1.ValidationLevelResult.duration:type_name -> google.protobuf.Duration
+	104, // 35: converge.scheduler.v1.ValidationLevelResult.duration:type_name -> google.protobuf.Duration
 	5,   // 36: converge.scheduler.v1.Execution.triggered_by:type_name -> converge.scheduler.v1.ExecutionTrigger
 	4,   // 37: converge.scheduler.v1.Execution.status:type_name -> converge.scheduler.v1.ExecutionStatus
-	102, // 38: converge.scheduler.v1.Execution.outcome:type_name -> converge.common.v1.Outcome
-	37,  // 39: converge.scheduler.v1.Execution.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	14,  // 40: converge.scheduler.v1.Execution.repository:type_name -> converge.scheduler.v1.Repository
-	39,  // 41: converge.scheduler.v1.Execution.validation_results:type_name -> converge.scheduler.v1.ValidationLevelResult
-	38,  // 42: converge.scheduler.v1.Execution.verification:type_name -> converge.scheduler.v1.VerifySummary
-	97,  // 43: converge.scheduler.v1.Execution.create_time:type_name -> google.protobuf.Timestamp
-	97,  // 44: converge.scheduler.v1.Execution.start_time:type_name -> google.protobuf.Timestamp
-	97,  // 45: converge.scheduler.v1.Execution.end_time:type_name -> google.protobuf.Timestamp
-	97,  // 46: converge.scheduler.v1.Execution.update_time:type_name -> google.protobuf.Timestamp
-	85,  // 47: converge.scheduler.v1.Execution.usage:type_name -> converge.scheduler.v1.Usage
+	106, // 38: converge.scheduler.v1.Execution.outcome:type_name -> converge.common.v1.Outcome
+	38,  // 39: converge.scheduler.v1.Execution.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	15,  // 40: converge.scheduler.v1.Execution.repository:type_name -> converge.scheduler.v1.Repository
+	40,  // 41: converge.scheduler.v1.Execution.validation_results:type_name -> converge.scheduler.v1.ValidationLevelResult
+	39,  // 42: converge.scheduler.v1.Execution.verification:type_name -> converge.scheduler.v1.VerifySummary
+	101, // 43: converge.scheduler.v1.Execution.create_time:type_name -> google.protobuf.Timestamp
+	101, // 44: converge.scheduler.v1.Execution.start_time:type_name -> google.protobuf.Timestamp
+	101, // 45: converge.scheduler.v1.Execution.end_time:type_name -> google.protobuf.Timestamp
+	101, // 46: converge.scheduler.v1.Execution.update_time:type_name -> google.protobuf.Timestamp
+	89,  // 47: converge.scheduler.v1.Execution.usage:type_name -> converge.scheduler.v1.Usage
 	6,   // 48: converge.scheduler.v1.Wave.status:type_name -> converge.scheduler.v1.WaveStatus
-	32,  // 49: converge.scheduler.v1.Wave.placements:type_name -> converge.scheduler.v1.WavePlacement
-	97,  // 50: converge.scheduler.v1.Wave.start_time:type_name -> google.protobuf.Timestamp
-	97,  // 51: converge.scheduler.v1.Wave.end_time:type_name -> google.protobuf.Timestamp
+	33,  // 49: converge.scheduler.v1.Wave.placements:type_name -> converge.scheduler.v1.WavePlacement
+	101, // 50: converge.scheduler.v1.Wave.start_time:type_name -> google.protobuf.Timestamp
+	101, // 51: converge.scheduler.v1.Wave.end_time:type_name -> google.protobuf.Timestamp
 	7,   // 52: converge.scheduler.v1.Assignment.kind:type_name -> converge.scheduler.v1.AssignmentKind
 	8,   // 53: converge.scheduler.v1.Assignment.status:type_name -> converge.scheduler.v1.AssignmentStatus
-	97,  // 54: converge.scheduler.v1.Assignment.lease_expire_time:type_name -> google.protobuf.Timestamp
-	97,  // 55: converge.scheduler.v1.Assignment.assign_time:type_name -> google.protobuf.Timestamp
-	97,  // 56: converge.scheduler.v1.Assignment.complete_time:type_name -> google.protobuf.Timestamp
-	97,  // 57: converge.scheduler.v1.Assignment.last_report_time:type_name -> google.protobuf.Timestamp
+	101, // 54: converge.scheduler.v1.Assignment.lease_expire_time:type_name -> google.protobuf.Timestamp
+	101, // 55: converge.scheduler.v1.Assignment.assign_time:type_name -> google.protobuf.Timestamp
+	101, // 56: converge.scheduler.v1.Assignment.complete_time:type_name -> google.protobuf.Timestamp
+	101, // 57: converge.scheduler.v1.Assignment.last_report_time:type_name -> google.protobuf.Timestamp
 	9,   // 58: converge.scheduler.v1.Assignment.result:type_name -> converge.scheduler.v1.CompletionResult
-	103, // 59: converge.scheduler.v1.Assignment.error:type_name -> converge.common.v1.ErrorContext
-	85,  // 60: converge.scheduler.v1.Assignment.usage:type_name -> converge.scheduler.v1.Usage
-	37,  // 61: converge.scheduler.v1.StartExecutionRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	107, // 59: converge.scheduler.v1.Assignment.error:type_name -> converge.common.v1.ErrorContext
+	89,  // 60: converge.scheduler.v1.Assignment.usage:type_name -> converge.scheduler.v1.Usage
+	38,  // 61: converge.scheduler.v1.StartExecutionRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
 	5,   // 62: converge.scheduler.v1.StartExecutionRequest.triggered_by:type_name -> converge.scheduler.v1.ExecutionTrigger
-	40,  // 63: converge.scheduler.v1.StartExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	41,  // 64: converge.scheduler.v1.StartExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
-	40,  // 65: converge.scheduler.v1.GetExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	41,  // 66: converge.scheduler.v1.GetExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
+	41,  // 63: converge.scheduler.v1.StartExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	42,  // 64: converge.scheduler.v1.StartExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
+	41,  // 65: converge.scheduler.v1.GetExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	42,  // 66: converge.scheduler.v1.GetExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
 	4,   // 67: converge.scheduler.v1.ListExecutionsRequest.statuses:type_name -> converge.scheduler.v1.ExecutionStatus
-	40,  // 68: converge.scheduler.v1.ListExecutionsResponse.executions:type_name -> converge.scheduler.v1.Execution
+	41,  // 68: converge.scheduler.v1.ListExecutionsResponse.executions:type_name -> converge.scheduler.v1.Execution
 	8,   // 69: converge.scheduler.v1.ListAssignmentsRequest.statuses:type_name -> converge.scheduler.v1.AssignmentStatus
-	42,  // 70: converge.scheduler.v1.ListAssignmentsResponse.assignments:type_name -> converge.scheduler.v1.Assignment
-	104, // 71: converge.scheduler.v1.WatchExecutionRequest.event_types:type_name -> converge.common.v1.EventType
-	105, // 72: converge.scheduler.v1.WatchExecutionResponse.entry:type_name -> converge.common.v1.LogEntry
-	40,  // 73: converge.scheduler.v1.WatchExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	40,  // 74: converge.scheduler.v1.PauseExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	40,  // 75: converge.scheduler.v1.ResumeExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	40,  // 76: converge.scheduler.v1.CancelExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	42,  // 77: converge.scheduler.v1.RetryTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
-	40,  // 78: converge.scheduler.v1.RetryTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
-	40,  // 79: converge.scheduler.v1.SkipTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
-	104, // 80: converge.scheduler.v1.GetExecutionLogRequest.event_types:type_name -> converge.common.v1.EventType
-	105, // 81: converge.scheduler.v1.GetExecutionLogResponse.entries:type_name -> converge.common.v1.LogEntry
-	97,  // 82: converge.scheduler.v1.ErrorRecord.time:type_name -> google.protobuf.Timestamp
-	104, // 83: converge.scheduler.v1.ErrorRecord.event_type:type_name -> converge.common.v1.EventType
-	96,  // 84: converge.scheduler.v1.HandoffContext.task:type_name -> converge.common.v1.Task
-	65,  // 85: converge.scheduler.v1.HandoffContext.error_history:type_name -> converge.scheduler.v1.ErrorRecord
-	105, // 86: converge.scheduler.v1.HandoffContext.recent_entries:type_name -> converge.common.v1.LogEntry
-	97,  // 87: converge.scheduler.v1.HandoffContext.escalate_time:type_name -> google.protobuf.Timestamp
-	42,  // 88: converge.scheduler.v1.HandoffContext.last_assignment:type_name -> converge.scheduler.v1.Assignment
-	66,  // 89: converge.scheduler.v1.GetHandoffContextResponse.context:type_name -> converge.scheduler.v1.HandoffContext
-	104, // 90: converge.scheduler.v1.AgentEvent.event_type:type_name -> converge.common.v1.EventType
-	106, // 91: converge.scheduler.v1.AgentEvent.context:type_name -> google.protobuf.Struct
-	97,  // 92: converge.scheduler.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
-	42,  // 93: converge.scheduler.v1.ClaimedAssignment.assignment:type_name -> converge.scheduler.v1.Assignment
-	96,  // 94: converge.scheduler.v1.ClaimedAssignment.task:type_name -> converge.common.v1.Task
-	14,  // 95: converge.scheduler.v1.ClaimedAssignment.repository:type_name -> converge.scheduler.v1.Repository
-	37,  // 96: converge.scheduler.v1.ClaimedAssignment.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	16,  // 97: converge.scheduler.v1.ClaimedAssignment.context:type_name -> converge.scheduler.v1.ProjectContext
-	17,  // 98: converge.scheduler.v1.ClaimedAssignment.validation:type_name -> converge.scheduler.v1.ValidationLevels
-	70,  // 99: converge.scheduler.v1.ClaimedAssignment.merges:type_name -> converge.scheduler.v1.IntegrationInput
-	103, // 100: converge.scheduler.v1.ClaimedAssignment.previous_errors:type_name -> converge.common.v1.ErrorContext
-	100, // 101: converge.scheduler.v1.ClaimedAssignment.heartbeat_interval:type_name -> google.protobuf.Duration
-	100, // 102: converge.scheduler.v1.ClaimedAssignment.lease_duration:type_name -> google.protobuf.Duration
-	71,  // 103: converge.scheduler.v1.ClaimedAssignment.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	100, // 104: converge.scheduler.v1.ClaimTaskRequest.wait:type_name -> google.protobuf.Duration
-	7,   // 105: converge.scheduler.v1.ClaimTaskRequest.kinds:type_name -> converge.scheduler.v1.AssignmentKind
-	72,  // 106: converge.scheduler.v1.ClaimTaskResponse.assignment:type_name -> converge.scheduler.v1.ClaimedAssignment
-	69,  // 107: converge.scheduler.v1.ReportProgressRequest.events:type_name -> converge.scheduler.v1.AgentEvent
-	107, // 108: converge.scheduler.v1.ReportProgressRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
-	10,  // 109: converge.scheduler.v1.ReportProgressResponse.directive:type_name -> converge.scheduler.v1.Directive
-	97,  // 110: converge.scheduler.v1.ReportProgressResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	107, // 111: converge.scheduler.v1.RecordCheckpointRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
-	107, // 112: converge.scheduler.v1.RecordCheckpointResponse.checkpoint:type_name -> converge.common.v1.Checkpoint
-	9,   // 113: converge.scheduler.v1.CompleteTaskRequest.result:type_name -> converge.scheduler.v1.CompletionResult
-	103, // 114: converge.scheduler.v1.CompleteTaskRequest.error:type_name -> converge.common.v1.ErrorContext
-	39,  // 115: converge.scheduler.v1.CompleteTaskRequest.level_results:type_name -> converge.scheduler.v1.ValidationLevelResult
-	69,  // 116: converge.scheduler.v1.CompleteTaskRequest.events:type_name -> converge.scheduler.v1.AgentEvent
-	73,  // 117: converge.scheduler.v1.CompleteTaskRequest.claim_next:type_name -> converge.scheduler.v1.ClaimTaskRequest
-	85,  // 118: converge.scheduler.v1.CompleteTaskRequest.usage:type_name -> converge.scheduler.v1.Usage
-	42,  // 119: converge.scheduler.v1.CompleteTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
-	10,  // 120: converge.scheduler.v1.CompleteTaskResponse.directive:type_name -> converge.scheduler.v1.Directive
-	72,  // 121: converge.scheduler.v1.CompleteTaskResponse.next:type_name -> converge.scheduler.v1.ClaimedAssignment
-	38,  // 122: converge.scheduler.v1.FeatureIteration.verification:type_name -> converge.scheduler.v1.VerifySummary
-	97,  // 123: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
-	97,  // 124: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
-	97,  // 125: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
-	12,  // 126: converge.scheduler.v1.FeatureBuild.status:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	102, // 127: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
-	13,  // 128: converge.scheduler.v1.FeatureBuild.exit_reason:type_name -> converge.scheduler.v1.ExitReason
-	81,  // 129: converge.scheduler.v1.FeatureBuild.iterations:type_name -> converge.scheduler.v1.FeatureIteration
-	82,  // 130: converge.scheduler.v1.FeatureBuild.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
-	83,  // 131: converge.scheduler.v1.FeatureBuild.recovery_log:type_name -> converge.scheduler.v1.RecoveryLogEntry
-	11,  // 132: converge.scheduler.v1.FeatureBuild.autonomy:type_name -> converge.scheduler.v1.Autonomy
-	71,  // 133: converge.scheduler.v1.FeatureBuild.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	37,  // 134: converge.scheduler.v1.FeatureBuild.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	97,  // 135: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
-	97,  // 136: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
-	97,  // 137: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
-	97,  // 138: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
-	87,  // 139: converge.scheduler.v1.FeatureBuild.app:type_name -> converge.scheduler.v1.AppUnderTest
-	85,  // 140: converge.scheduler.v1.FeatureBuild.usage:type_name -> converge.scheduler.v1.Usage
-	18,  // 141: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
-	11,  // 142: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
-	71,  // 143: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	37,  // 144: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	87,  // 145: converge.scheduler.v1.StartFeatureBuildRequest.app:type_name -> converge.scheduler.v1.AppUnderTest
-	100, // 146: converge.scheduler.v1.AppUnderTest.ready_timeout:type_name -> google.protobuf.Duration
-	84,  // 147: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	33,  // 148: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
-	82,  // 149: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
-	84,  // 150: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	12,  // 151: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	84,  // 152: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
-	84,  // 153: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	22,  // 154: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
-	24,  // 155: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
-	26,  // 156: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
-	28,  // 157: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
-	30,  // 158: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
-	34,  // 159: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
-	43,  // 160: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
-	45,  // 161: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
-	47,  // 162: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
-	49,  // 163: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
-	51,  // 164: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
-	53,  // 165: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
-	55,  // 166: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
-	57,  // 167: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
-	59,  // 168: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
-	61,  // 169: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
-	63,  // 170: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
-	67,  // 171: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
-	73,  // 172: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
-	75,  // 173: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
-	77,  // 174: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
-	79,  // 175: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
-	86,  // 176: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
-	89,  // 177: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
-	91,  // 178: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
-	93,  // 179: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
-	23,  // 180: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
-	25,  // 181: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
-	27,  // 182: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
-	29,  // 183: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
-	31,  // 184: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
-	35,  // 185: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
-	44,  // 186: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
-	46,  // 187: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
-	48,  // 188: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
-	50,  // 189: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
-	52,  // 190: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
-	54,  // 191: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
-	56,  // 192: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
-	58,  // 193: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
-	60,  // 194: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
-	62,  // 195: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
-	64,  // 196: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
-	68,  // 197: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
-	74,  // 198: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
-	76,  // 199: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
-	78,  // 200: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
-	80,  // 201: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
-	88,  // 202: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
-	90,  // 203: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
-	92,  // 204: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
-	94,  // 205: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
-	180, // [180:206] is the sub-list for method output_type
-	154, // [154:180] is the sub-list for method input_type
-	154, // [154:154] is the sub-list for extension type_name
-	154, // [154:154] is the sub-list for extension extendee
-	0,   // [0:154] is the sub-list for field type_name
+	43,  // 70: converge.scheduler.v1.ListAssignmentsResponse.assignments:type_name -> converge.scheduler.v1.Assignment
+	108, // 71: converge.scheduler.v1.WatchExecutionRequest.event_types:type_name -> converge.common.v1.EventType
+	109, // 72: converge.scheduler.v1.WatchExecutionResponse.entry:type_name -> converge.common.v1.LogEntry
+	41,  // 73: converge.scheduler.v1.WatchExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	41,  // 74: converge.scheduler.v1.PauseExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	41,  // 75: converge.scheduler.v1.ResumeExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	41,  // 76: converge.scheduler.v1.CancelExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	43,  // 77: converge.scheduler.v1.RetryTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
+	41,  // 78: converge.scheduler.v1.RetryTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
+	41,  // 79: converge.scheduler.v1.SkipTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
+	108, // 80: converge.scheduler.v1.GetExecutionLogRequest.event_types:type_name -> converge.common.v1.EventType
+	109, // 81: converge.scheduler.v1.GetExecutionLogResponse.entries:type_name -> converge.common.v1.LogEntry
+	101, // 82: converge.scheduler.v1.ErrorRecord.time:type_name -> google.protobuf.Timestamp
+	108, // 83: converge.scheduler.v1.ErrorRecord.event_type:type_name -> converge.common.v1.EventType
+	100, // 84: converge.scheduler.v1.HandoffContext.task:type_name -> converge.common.v1.Task
+	66,  // 85: converge.scheduler.v1.HandoffContext.error_history:type_name -> converge.scheduler.v1.ErrorRecord
+	109, // 86: converge.scheduler.v1.HandoffContext.recent_entries:type_name -> converge.common.v1.LogEntry
+	101, // 87: converge.scheduler.v1.HandoffContext.escalate_time:type_name -> google.protobuf.Timestamp
+	43,  // 88: converge.scheduler.v1.HandoffContext.last_assignment:type_name -> converge.scheduler.v1.Assignment
+	67,  // 89: converge.scheduler.v1.GetHandoffContextResponse.context:type_name -> converge.scheduler.v1.HandoffContext
+	10,  // 90: converge.scheduler.v1.FileChange.status:type_name -> converge.scheduler.v1.FileChangeStatus
+	71,  // 91: converge.scheduler.v1.GetTaskDiffResponse.files:type_name -> converge.scheduler.v1.FileChange
+	108, // 92: converge.scheduler.v1.AgentEvent.event_type:type_name -> converge.common.v1.EventType
+	110, // 93: converge.scheduler.v1.AgentEvent.context:type_name -> google.protobuf.Struct
+	101, // 94: converge.scheduler.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	43,  // 95: converge.scheduler.v1.ClaimedAssignment.assignment:type_name -> converge.scheduler.v1.Assignment
+	100, // 96: converge.scheduler.v1.ClaimedAssignment.task:type_name -> converge.common.v1.Task
+	15,  // 97: converge.scheduler.v1.ClaimedAssignment.repository:type_name -> converge.scheduler.v1.Repository
+	38,  // 98: converge.scheduler.v1.ClaimedAssignment.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	17,  // 99: converge.scheduler.v1.ClaimedAssignment.context:type_name -> converge.scheduler.v1.ProjectContext
+	18,  // 100: converge.scheduler.v1.ClaimedAssignment.validation:type_name -> converge.scheduler.v1.ValidationLevels
+	74,  // 101: converge.scheduler.v1.ClaimedAssignment.merges:type_name -> converge.scheduler.v1.IntegrationInput
+	107, // 102: converge.scheduler.v1.ClaimedAssignment.previous_errors:type_name -> converge.common.v1.ErrorContext
+	104, // 103: converge.scheduler.v1.ClaimedAssignment.heartbeat_interval:type_name -> google.protobuf.Duration
+	104, // 104: converge.scheduler.v1.ClaimedAssignment.lease_duration:type_name -> google.protobuf.Duration
+	75,  // 105: converge.scheduler.v1.ClaimedAssignment.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	104, // 106: converge.scheduler.v1.ClaimTaskRequest.wait:type_name -> google.protobuf.Duration
+	7,   // 107: converge.scheduler.v1.ClaimTaskRequest.kinds:type_name -> converge.scheduler.v1.AssignmentKind
+	76,  // 108: converge.scheduler.v1.ClaimTaskResponse.assignment:type_name -> converge.scheduler.v1.ClaimedAssignment
+	73,  // 109: converge.scheduler.v1.ReportProgressRequest.events:type_name -> converge.scheduler.v1.AgentEvent
+	111, // 110: converge.scheduler.v1.ReportProgressRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
+	11,  // 111: converge.scheduler.v1.ReportProgressResponse.directive:type_name -> converge.scheduler.v1.Directive
+	101, // 112: converge.scheduler.v1.ReportProgressResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	111, // 113: converge.scheduler.v1.RecordCheckpointRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
+	111, // 114: converge.scheduler.v1.RecordCheckpointResponse.checkpoint:type_name -> converge.common.v1.Checkpoint
+	9,   // 115: converge.scheduler.v1.CompleteTaskRequest.result:type_name -> converge.scheduler.v1.CompletionResult
+	107, // 116: converge.scheduler.v1.CompleteTaskRequest.error:type_name -> converge.common.v1.ErrorContext
+	40,  // 117: converge.scheduler.v1.CompleteTaskRequest.level_results:type_name -> converge.scheduler.v1.ValidationLevelResult
+	73,  // 118: converge.scheduler.v1.CompleteTaskRequest.events:type_name -> converge.scheduler.v1.AgentEvent
+	77,  // 119: converge.scheduler.v1.CompleteTaskRequest.claim_next:type_name -> converge.scheduler.v1.ClaimTaskRequest
+	89,  // 120: converge.scheduler.v1.CompleteTaskRequest.usage:type_name -> converge.scheduler.v1.Usage
+	43,  // 121: converge.scheduler.v1.CompleteTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
+	11,  // 122: converge.scheduler.v1.CompleteTaskResponse.directive:type_name -> converge.scheduler.v1.Directive
+	76,  // 123: converge.scheduler.v1.CompleteTaskResponse.next:type_name -> converge.scheduler.v1.ClaimedAssignment
+	39,  // 124: converge.scheduler.v1.FeatureIteration.verification:type_name -> converge.scheduler.v1.VerifySummary
+	101, // 125: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
+	101, // 126: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
+	101, // 127: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
+	13,  // 128: converge.scheduler.v1.FeatureBuild.status:type_name -> converge.scheduler.v1.FeatureBuildStatus
+	106, // 129: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
+	14,  // 130: converge.scheduler.v1.FeatureBuild.exit_reason:type_name -> converge.scheduler.v1.ExitReason
+	85,  // 131: converge.scheduler.v1.FeatureBuild.iterations:type_name -> converge.scheduler.v1.FeatureIteration
+	86,  // 132: converge.scheduler.v1.FeatureBuild.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
+	87,  // 133: converge.scheduler.v1.FeatureBuild.recovery_log:type_name -> converge.scheduler.v1.RecoveryLogEntry
+	12,  // 134: converge.scheduler.v1.FeatureBuild.autonomy:type_name -> converge.scheduler.v1.Autonomy
+	75,  // 135: converge.scheduler.v1.FeatureBuild.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	38,  // 136: converge.scheduler.v1.FeatureBuild.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	101, // 137: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
+	101, // 138: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
+	101, // 139: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
+	101, // 140: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
+	91,  // 141: converge.scheduler.v1.FeatureBuild.app:type_name -> converge.scheduler.v1.AppUnderTest
+	89,  // 142: converge.scheduler.v1.FeatureBuild.usage:type_name -> converge.scheduler.v1.Usage
+	19,  // 143: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
+	12,  // 144: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
+	75,  // 145: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	38,  // 146: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	91,  // 147: converge.scheduler.v1.StartFeatureBuildRequest.app:type_name -> converge.scheduler.v1.AppUnderTest
+	104, // 148: converge.scheduler.v1.AppUnderTest.ready_timeout:type_name -> google.protobuf.Duration
+	88,  // 149: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	34,  // 150: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
+	86,  // 151: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
+	88,  // 152: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	13,  // 153: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
+	88,  // 154: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
+	88,  // 155: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	23,  // 156: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
+	25,  // 157: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
+	27,  // 158: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
+	29,  // 159: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
+	31,  // 160: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
+	35,  // 161: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
+	44,  // 162: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
+	46,  // 163: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
+	48,  // 164: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
+	50,  // 165: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
+	52,  // 166: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
+	54,  // 167: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
+	56,  // 168: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
+	58,  // 169: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
+	60,  // 170: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
+	62,  // 171: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
+	64,  // 172: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
+	68,  // 173: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
+	70,  // 174: converge.scheduler.v1.SchedulerService.GetTaskDiff:input_type -> converge.scheduler.v1.GetTaskDiffRequest
+	77,  // 175: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
+	79,  // 176: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
+	81,  // 177: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
+	83,  // 178: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
+	90,  // 179: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
+	93,  // 180: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
+	95,  // 181: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
+	97,  // 182: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
+	24,  // 183: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
+	26,  // 184: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
+	28,  // 185: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
+	30,  // 186: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
+	32,  // 187: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
+	36,  // 188: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
+	45,  // 189: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
+	47,  // 190: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
+	49,  // 191: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
+	51,  // 192: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
+	53,  // 193: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
+	55,  // 194: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
+	57,  // 195: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
+	59,  // 196: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
+	61,  // 197: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
+	63,  // 198: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
+	65,  // 199: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
+	69,  // 200: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
+	72,  // 201: converge.scheduler.v1.SchedulerService.GetTaskDiff:output_type -> converge.scheduler.v1.GetTaskDiffResponse
+	78,  // 202: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
+	80,  // 203: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
+	82,  // 204: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
+	84,  // 205: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
+	92,  // 206: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
+	94,  // 207: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
+	96,  // 208: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
+	98,  // 209: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
+	183, // [183:210] is the sub-list for method output_type
+	156, // [156:183] is the sub-list for method input_type
+	156, // [156:156] is the sub-list for extension type_name
+	156, // [156:156] is the sub-list for extension extendee
+	0,   // [0:156] is the sub-list for field type_name
 }
 
 func init() { file_converge_scheduler_v1_scheduler_proto_init() }
@@ -9218,11 +9619,11 @@ func file_converge_scheduler_v1_scheduler_proto_init() {
 		(*PlanWavesRequest_TaskList)(nil),
 	}
 	file_converge_scheduler_v1_scheduler_proto_msgTypes[23].OneofWrappers = []any{}
-	file_converge_scheduler_v1_scheduler_proto_msgTypes[72].OneofWrappers = []any{
+	file_converge_scheduler_v1_scheduler_proto_msgTypes[75].OneofWrappers = []any{
 		(*StartFeatureBuildRequest_TaskListId)(nil),
 		(*StartFeatureBuildRequest_TaskList)(nil),
 	}
-	file_converge_scheduler_v1_scheduler_proto_msgTypes[75].OneofWrappers = []any{
+	file_converge_scheduler_v1_scheduler_proto_msgTypes[78].OneofWrappers = []any{
 		(*GetFeatureBuildRequest_FeatureBuildId)(nil),
 		(*GetFeatureBuildRequest_Feature)(nil),
 	}
@@ -9231,8 +9632,8 @@ func file_converge_scheduler_v1_scheduler_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_converge_scheduler_v1_scheduler_proto_rawDesc), len(file_converge_scheduler_v1_scheduler_proto_rawDesc)),
-			NumEnums:      14,
-			NumMessages:   81,
+			NumEnums:      15,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

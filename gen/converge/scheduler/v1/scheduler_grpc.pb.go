@@ -37,6 +37,7 @@ const (
 	SchedulerService_SkipTask_FullMethodName           = "/converge.scheduler.v1.SchedulerService/SkipTask"
 	SchedulerService_GetExecutionLog_FullMethodName    = "/converge.scheduler.v1.SchedulerService/GetExecutionLog"
 	SchedulerService_GetHandoffContext_FullMethodName  = "/converge.scheduler.v1.SchedulerService/GetHandoffContext"
+	SchedulerService_GetTaskDiff_FullMethodName        = "/converge.scheduler.v1.SchedulerService/GetTaskDiff"
 	SchedulerService_ClaimTask_FullMethodName          = "/converge.scheduler.v1.SchedulerService/ClaimTask"
 	SchedulerService_ReportProgress_FullMethodName     = "/converge.scheduler.v1.SchedulerService/ReportProgress"
 	SchedulerService_RecordCheckpoint_FullMethodName   = "/converge.scheduler.v1.SchedulerService/RecordCheckpoint"
@@ -147,6 +148,18 @@ type SchedulerServiceClient interface {
 	// the log and a formatted log tail. Works for any execution, escalated or not. NotFound for an
 	// unknown execution, or a task_id / instance_id with no entry in it.
 	GetHandoffContext(ctx context.Context, in *GetHandoffContextRequest, opts ...grpc.CallOption) (*GetHandoffContextResponse, error)
+	// Returns the diff of a task's commit: the files it changed (status and added/deleted line
+	// counts) and the unified diff against its parent, read from the run's repository with git (a
+	// local repository in place; any other is fetched, the task's ref only, into a scratch
+	// directory that is removed after). The commit is the one the task's newest assignment with a
+	// commit completed with (or that of assignment_id). A diff bigger than max_bytes is cut at a
+	// line boundary and says so (truncated); the file list is always whole up to 1000 files. A diff
+	// is of a commit, so it never changes: repeated calls answer the same. NotFound for an unknown
+	// execution, a task the execution's list does not define or an assignment_id of another task;
+	// FailedPrecondition when the task has no commit yet (not run, running, failed, or a check-only
+	// task that commits nothing) or the execution has no repository; Unavailable when the
+	// repository cannot be read (the message carries git's reason).
+	GetTaskDiff(ctx context.Context, in *GetTaskDiffRequest, opts ...grpc.CallOption) (*GetTaskDiffResponse, error)
 	// Long-polls for the next ready assignment of a RUNNING execution whose wave is open, for an agent
 	// with the given capabilities, and leases it: status ASSIGNED, a new fencing token, a lease
 	// deadline in store time. Answers as soon as one is available or when `wait` runs out (then with
@@ -387,6 +400,16 @@ func (c *schedulerServiceClient) GetHandoffContext(ctx context.Context, in *GetH
 	return out, nil
 }
 
+func (c *schedulerServiceClient) GetTaskDiff(ctx context.Context, in *GetTaskDiffRequest, opts ...grpc.CallOption) (*GetTaskDiffResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTaskDiffResponse)
+	err := c.cc.Invoke(ctx, SchedulerService_GetTaskDiff_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *schedulerServiceClient) ClaimTask(ctx context.Context, in *ClaimTaskRequest, opts ...grpc.CallOption) (*ClaimTaskResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ClaimTaskResponse)
@@ -567,6 +590,18 @@ type SchedulerServiceServer interface {
 	// the log and a formatted log tail. Works for any execution, escalated or not. NotFound for an
 	// unknown execution, or a task_id / instance_id with no entry in it.
 	GetHandoffContext(context.Context, *GetHandoffContextRequest) (*GetHandoffContextResponse, error)
+	// Returns the diff of a task's commit: the files it changed (status and added/deleted line
+	// counts) and the unified diff against its parent, read from the run's repository with git (a
+	// local repository in place; any other is fetched, the task's ref only, into a scratch
+	// directory that is removed after). The commit is the one the task's newest assignment with a
+	// commit completed with (or that of assignment_id). A diff bigger than max_bytes is cut at a
+	// line boundary and says so (truncated); the file list is always whole up to 1000 files. A diff
+	// is of a commit, so it never changes: repeated calls answer the same. NotFound for an unknown
+	// execution, a task the execution's list does not define or an assignment_id of another task;
+	// FailedPrecondition when the task has no commit yet (not run, running, failed, or a check-only
+	// task that commits nothing) or the execution has no repository; Unavailable when the
+	// repository cannot be read (the message carries git's reason).
+	GetTaskDiff(context.Context, *GetTaskDiffRequest) (*GetTaskDiffResponse, error)
 	// Long-polls for the next ready assignment of a RUNNING execution whose wave is open, for an agent
 	// with the given capabilities, and leases it: status ASSIGNED, a new fencing token, a lease
 	// deadline in store time. Answers as soon as one is available or when `wait` runs out (then with
@@ -671,6 +706,9 @@ func (UnimplementedSchedulerServiceServer) GetExecutionLog(context.Context, *Get
 }
 func (UnimplementedSchedulerServiceServer) GetHandoffContext(context.Context, *GetHandoffContextRequest) (*GetHandoffContextResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetHandoffContext not implemented")
+}
+func (UnimplementedSchedulerServiceServer) GetTaskDiff(context.Context, *GetTaskDiffRequest) (*GetTaskDiffResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTaskDiff not implemented")
 }
 func (UnimplementedSchedulerServiceServer) ClaimTask(context.Context, *ClaimTaskRequest) (*ClaimTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ClaimTask not implemented")
@@ -1034,6 +1072,24 @@ func _SchedulerService_GetHandoffContext_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SchedulerService_GetTaskDiff_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTaskDiffRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServiceServer).GetTaskDiff(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SchedulerService_GetTaskDiff_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServiceServer).GetTaskDiff(ctx, req.(*GetTaskDiffRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SchedulerService_ClaimTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ClaimTaskRequest)
 	if err := dec(in); err != nil {
@@ -1252,6 +1308,10 @@ var SchedulerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetHandoffContext",
 			Handler:    _SchedulerService_GetHandoffContext_Handler,
+		},
+		{
+			MethodName: "GetTaskDiff",
+			Handler:    _SchedulerService_GetTaskDiff_Handler,
 		},
 		{
 			MethodName: "ClaimTask",
