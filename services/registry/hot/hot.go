@@ -43,6 +43,15 @@ type Lock struct {
 	ExpiresAt time.Time
 }
 
+// Grant names one grant of a lock, for ReleaseAll.
+type Grant struct {
+	Resource string
+	Token    int64
+}
+
+// MaxBatch is the most resources one AcquireAll or ReleaseAll takes (the RPCs' bound).
+const MaxBatch = 1000
+
 // ListQuery filters and pages Locks.List.
 type ListQuery struct {
 	// Prefix keeps only resources starting with it; "" keeps all.
@@ -75,6 +84,18 @@ type Locks interface {
 	Release(ctx context.Context, resource, holder string, token int64) error
 	// Get answers the lock on resource, with its token, or a *FreeError.
 	Get(ctx context.Context, resource string) (Lock, error)
+	// AcquireAll grants every resource to holder for ttl, all or nothing, atomically: either
+	// every lock is granted (answered in the order of resources) or none is, and conflict is a
+	// lock held by another holder (its token withheld) that stood in the way. Each lock is
+	// granted as Acquire grants it: a lock the holder already holds is extended with its token,
+	// the others get new tokens (consecutive, in the order of resources). With wait > 0 it
+	// blocks up to wait for all of them to be free together, holding none meanwhile. resources
+	// are distinct.
+	AcquireAll(ctx context.Context, resources []string, holder string, ttl, wait time.Duration) (locks []Lock, conflict Lock, granted bool, err error)
+	// ReleaseAll releases, atomically, every grant of holder that is current (Release's rule),
+	// and leaves the others. refused holds one error per grant, in order: nil when released,
+	// else Release's error. err is an error of the backend, in which case nothing was released.
+	ReleaseAll(ctx context.Context, holder string, grants []Grant) (refused []error, err error)
 	// List answers held locks in resource order, at most q.Limit, and where to continue (the
 	// After of the next call) or "" at the end. A page may hold fewer than q.Limit locks
 	// before the end when a filter skips many: continue until next is "".

@@ -25,6 +25,67 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ReleaseRefusal is why a lock of a ReleaseLocks request was not released.
+type ReleaseRefusal int32
+
+const (
+	// Not used.
+	ReleaseRefusal_RELEASE_REFUSAL_UNSPECIFIED ReleaseRefusal = 0
+	// The lock is free: it expired or was released (ReleaseLock: FailedPrecondition).
+	ReleaseRefusal_RELEASE_REFUSAL_NOT_HELD ReleaseRefusal = 1
+	// The token is older than the current grant's: the lock was lost and granted again (Aborted).
+	ReleaseRefusal_RELEASE_REFUSAL_STALE_TOKEN ReleaseRefusal = 2
+	// The token was never granted for the resource (Aborted).
+	ReleaseRefusal_RELEASE_REFUSAL_WRONG_TOKEN ReleaseRefusal = 3
+	// The token is current but another holder holds it (FailedPrecondition).
+	ReleaseRefusal_RELEASE_REFUSAL_HELD_BY_OTHER ReleaseRefusal = 4
+)
+
+// Enum value maps for ReleaseRefusal.
+var (
+	ReleaseRefusal_name = map[int32]string{
+		0: "RELEASE_REFUSAL_UNSPECIFIED",
+		1: "RELEASE_REFUSAL_NOT_HELD",
+		2: "RELEASE_REFUSAL_STALE_TOKEN",
+		3: "RELEASE_REFUSAL_WRONG_TOKEN",
+		4: "RELEASE_REFUSAL_HELD_BY_OTHER",
+	}
+	ReleaseRefusal_value = map[string]int32{
+		"RELEASE_REFUSAL_UNSPECIFIED":   0,
+		"RELEASE_REFUSAL_NOT_HELD":      1,
+		"RELEASE_REFUSAL_STALE_TOKEN":   2,
+		"RELEASE_REFUSAL_WRONG_TOKEN":   3,
+		"RELEASE_REFUSAL_HELD_BY_OTHER": 4,
+	}
+)
+
+func (x ReleaseRefusal) Enum() *ReleaseRefusal {
+	p := new(ReleaseRefusal)
+	*p = x
+	return p
+}
+
+func (x ReleaseRefusal) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReleaseRefusal) Descriptor() protoreflect.EnumDescriptor {
+	return file_converge_registry_v1_registry_proto_enumTypes[0].Descriptor()
+}
+
+func (ReleaseRefusal) Type() protoreflect.EnumType {
+	return &file_converge_registry_v1_registry_proto_enumTypes[0]
+}
+
+func (x ReleaseRefusal) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReleaseRefusal.Descriptor instead.
+func (ReleaseRefusal) EnumDescriptor() ([]byte, []int) {
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{0}
+}
+
 // Lock is a held lock on one resource.
 type Lock struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -458,6 +519,377 @@ func (*ReleaseLockResponse) Descriptor() ([]byte, []int) {
 	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{6}
 }
 
+// AcquireLocksRequest asks for the locks on a batch of resources, all or nothing.
+type AcquireLocksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Resources to lock: 1 to 1000 distinct clean repository-relative paths with "/" separators
+	// (no empty, ".", ".." or ".git" segment, no leading "/", drive letter, backslash or control
+	// character), each at most 1024 bytes.
+	Resources []string `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	// Who asks, e.g. the agent instance id.
+	Holder string `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	// How long every lock lasts unless renewed: 100 ms to 1 h.
+	Ttl *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// How long to wait for every resource to be free together: 0 (answer at once) to 5 min.
+	Wait          *durationpb.Duration `protobuf:"bytes,4,opt,name=wait,proto3" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireLocksRequest) Reset() {
+	*x = AcquireLocksRequest{}
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireLocksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireLocksRequest) ProtoMessage() {}
+
+func (x *AcquireLocksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireLocksRequest.ProtoReflect.Descriptor instead.
+func (*AcquireLocksRequest) Descriptor() ([]byte, []int) {
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AcquireLocksRequest) GetResources() []string {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *AcquireLocksRequest) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *AcquireLocksRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *AcquireLocksRequest) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+// AcquireLocksResponse says whether the batch was granted.
+type AcquireLocksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when the caller now holds every lock of the request; false when it holds none of them
+	// by this call (locks it held before are left as they were).
+	Granted bool `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
+	// When granted: the caller's locks, one per resource, in the order of the request, each with
+	// its fencing token. Empty when not granted.
+	Locks []*Lock `protobuf:"bytes,2,rep,name=locks,proto3" json:"locks,omitempty"`
+	// When not granted: a lock held by another holder that stood in the way (holder and expiry;
+	// its token is withheld as 0). Unset when granted.
+	Conflict      *Lock `protobuf:"bytes,3,opt,name=conflict,proto3" json:"conflict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireLocksResponse) Reset() {
+	*x = AcquireLocksResponse{}
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireLocksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireLocksResponse) ProtoMessage() {}
+
+func (x *AcquireLocksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireLocksResponse.ProtoReflect.Descriptor instead.
+func (*AcquireLocksResponse) Descriptor() ([]byte, []int) {
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AcquireLocksResponse) GetGranted() bool {
+	if x != nil {
+		return x.Granted
+	}
+	return false
+}
+
+func (x *AcquireLocksResponse) GetLocks() []*Lock {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
+func (x *AcquireLocksResponse) GetConflict() *Lock {
+	if x != nil {
+		return x.Conflict
+	}
+	return nil
+}
+
+// LockGrant names one grant of a lock: its resource and fencing token.
+type LockGrant struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Locked resource, as acquired.
+	Resource string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// Fencing token of the grant.
+	Token         int64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockGrant) Reset() {
+	*x = LockGrant{}
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockGrant) ProtoMessage() {}
+
+func (x *LockGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockGrant.ProtoReflect.Descriptor instead.
+func (*LockGrant) Descriptor() ([]byte, []int) {
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *LockGrant) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *LockGrant) GetToken() int64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+// ReleaseLocksRequest frees a batch of locks of one holder.
+type ReleaseLocksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Holder that acquired the locks.
+	Holder string `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"`
+	// The grants to release: 1 to 1000, each resource at most once.
+	Locks         []*LockGrant `protobuf:"bytes,2,rep,name=locks,proto3" json:"locks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseLocksRequest) Reset() {
+	*x = ReleaseLocksRequest{}
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseLocksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseLocksRequest) ProtoMessage() {}
+
+func (x *ReleaseLocksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseLocksRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseLocksRequest) Descriptor() ([]byte, []int) {
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ReleaseLocksRequest) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *ReleaseLocksRequest) GetLocks() []*LockGrant {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
+// ReleaseLocksResponse says which locks were released.
+type ReleaseLocksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many of the request's locks were released.
+	Released int32 `protobuf:"varint,1,opt,name=released,proto3" json:"released,omitempty"`
+	// The request's locks that were not released, with why, in the order of the request.
+	NotReleased   []*NotReleased `protobuf:"bytes,2,rep,name=not_released,json=notReleased,proto3" json:"not_released,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseLocksResponse) Reset() {
+	*x = ReleaseLocksResponse{}
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseLocksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseLocksResponse) ProtoMessage() {}
+
+func (x *ReleaseLocksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseLocksResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseLocksResponse) Descriptor() ([]byte, []int) {
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ReleaseLocksResponse) GetReleased() int32 {
+	if x != nil {
+		return x.Released
+	}
+	return 0
+}
+
+func (x *ReleaseLocksResponse) GetNotReleased() []*NotReleased {
+	if x != nil {
+		return x.NotReleased
+	}
+	return nil
+}
+
+// NotReleased is a lock of a ReleaseLocks request that was left as it was.
+type NotReleased struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lock's resource.
+	Resource string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// Why, as ReleaseLock would refuse it.
+	Reason ReleaseRefusal `protobuf:"varint,2,opt,name=reason,proto3,enum=converge.registry.v1.ReleaseRefusal" json:"reason,omitempty"`
+	// Human-readable detail (e.g. the current holder).
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotReleased) Reset() {
+	*x = NotReleased{}
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotReleased) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotReleased) ProtoMessage() {}
+
+func (x *NotReleased) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotReleased.ProtoReflect.Descriptor instead.
+func (*NotReleased) Descriptor() ([]byte, []int) {
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *NotReleased) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *NotReleased) GetReason() ReleaseRefusal {
+	if x != nil {
+		return x.Reason
+	}
+	return ReleaseRefusal_RELEASE_REFUSAL_UNSPECIFIED
+}
+
+func (x *NotReleased) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // GetLockRequest names a resource.
 type GetLockRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -469,7 +901,7 @@ type GetLockRequest struct {
 
 func (x *GetLockRequest) Reset() {
 	*x = GetLockRequest{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[7]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +913,7 @@ func (x *GetLockRequest) String() string {
 func (*GetLockRequest) ProtoMessage() {}
 
 func (x *GetLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[7]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +926,7 @@ func (x *GetLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLockRequest.ProtoReflect.Descriptor instead.
 func (*GetLockRequest) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{7}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetLockRequest) GetResource() string {
@@ -515,7 +947,7 @@ type GetLockResponse struct {
 
 func (x *GetLockResponse) Reset() {
 	*x = GetLockResponse{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[8]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +959,7 @@ func (x *GetLockResponse) String() string {
 func (*GetLockResponse) ProtoMessage() {}
 
 func (x *GetLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[8]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +972,7 @@ func (x *GetLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLockResponse.ProtoReflect.Descriptor instead.
 func (*GetLockResponse) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{8}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetLockResponse) GetLock() *Lock {
@@ -567,7 +999,7 @@ type ListLocksRequest struct {
 
 func (x *ListLocksRequest) Reset() {
 	*x = ListLocksRequest{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[9]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +1011,7 @@ func (x *ListLocksRequest) String() string {
 func (*ListLocksRequest) ProtoMessage() {}
 
 func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[9]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +1024,7 @@ func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
 func (*ListLocksRequest) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{9}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListLocksRequest) GetPrefix() string {
@@ -636,7 +1068,7 @@ type ListLocksResponse struct {
 
 func (x *ListLocksResponse) Reset() {
 	*x = ListLocksResponse{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[10]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +1080,7 @@ func (x *ListLocksResponse) String() string {
 func (*ListLocksResponse) ProtoMessage() {}
 
 func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[10]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +1093,7 @@ func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
 func (*ListLocksResponse) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{10}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListLocksResponse) GetLocks() []*Lock {
@@ -695,7 +1127,7 @@ type Ownership struct {
 
 func (x *Ownership) Reset() {
 	*x = Ownership{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[11]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +1139,7 @@ func (x *Ownership) String() string {
 func (*Ownership) ProtoMessage() {}
 
 func (x *Ownership) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[11]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +1152,7 @@ func (x *Ownership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ownership.ProtoReflect.Descriptor instead.
 func (*Ownership) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{11}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Ownership) GetPattern() string {
@@ -764,7 +1196,7 @@ type SetOwnerRequest struct {
 
 func (x *SetOwnerRequest) Reset() {
 	*x = SetOwnerRequest{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[12]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +1208,7 @@ func (x *SetOwnerRequest) String() string {
 func (*SetOwnerRequest) ProtoMessage() {}
 
 func (x *SetOwnerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[12]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +1221,7 @@ func (x *SetOwnerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOwnerRequest.ProtoReflect.Descriptor instead.
 func (*SetOwnerRequest) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{12}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetOwnerRequest) GetPattern() string {
@@ -819,7 +1251,7 @@ type SetOwnerResponse struct {
 
 func (x *SetOwnerResponse) Reset() {
 	*x = SetOwnerResponse{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[13]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +1263,7 @@ func (x *SetOwnerResponse) String() string {
 func (*SetOwnerResponse) ProtoMessage() {}
 
 func (x *SetOwnerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[13]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +1276,7 @@ func (x *SetOwnerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOwnerResponse.ProtoReflect.Descriptor instead.
 func (*SetOwnerResponse) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{13}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetOwnerResponse) GetOwnership() *Ownership {
@@ -872,7 +1304,7 @@ type GetOwnerRequest struct {
 
 func (x *GetOwnerRequest) Reset() {
 	*x = GetOwnerRequest{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[14]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +1316,7 @@ func (x *GetOwnerRequest) String() string {
 func (*GetOwnerRequest) ProtoMessage() {}
 
 func (x *GetOwnerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[14]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +1329,7 @@ func (x *GetOwnerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOwnerRequest.ProtoReflect.Descriptor instead.
 func (*GetOwnerRequest) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{14}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetOwnerRequest) GetPath() string {
@@ -918,7 +1350,7 @@ type GetOwnerResponse struct {
 
 func (x *GetOwnerResponse) Reset() {
 	*x = GetOwnerResponse{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[15]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1362,7 @@ func (x *GetOwnerResponse) String() string {
 func (*GetOwnerResponse) ProtoMessage() {}
 
 func (x *GetOwnerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[15]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1375,7 @@ func (x *GetOwnerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOwnerResponse.ProtoReflect.Descriptor instead.
 func (*GetOwnerResponse) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{15}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetOwnerResponse) GetOwnership() *Ownership {
@@ -966,7 +1398,7 @@ type ReleaseOwnerRequest struct {
 
 func (x *ReleaseOwnerRequest) Reset() {
 	*x = ReleaseOwnerRequest{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[16]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1410,7 @@ func (x *ReleaseOwnerRequest) String() string {
 func (*ReleaseOwnerRequest) ProtoMessage() {}
 
 func (x *ReleaseOwnerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[16]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1423,7 @@ func (x *ReleaseOwnerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseOwnerRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseOwnerRequest) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{16}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReleaseOwnerRequest) GetPattern() string {
@@ -1017,7 +1449,7 @@ type ReleaseOwnerResponse struct {
 
 func (x *ReleaseOwnerResponse) Reset() {
 	*x = ReleaseOwnerResponse{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[17]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1461,7 @@ func (x *ReleaseOwnerResponse) String() string {
 func (*ReleaseOwnerResponse) ProtoMessage() {}
 
 func (x *ReleaseOwnerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[17]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1474,7 @@ func (x *ReleaseOwnerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseOwnerResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseOwnerResponse) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{17}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{23}
 }
 
 // ListOwnersRequest filters and pages ownership patterns.
@@ -1060,7 +1492,7 @@ type ListOwnersRequest struct {
 
 func (x *ListOwnersRequest) Reset() {
 	*x = ListOwnersRequest{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[18]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1504,7 @@ func (x *ListOwnersRequest) String() string {
 func (*ListOwnersRequest) ProtoMessage() {}
 
 func (x *ListOwnersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[18]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1517,7 @@ func (x *ListOwnersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOwnersRequest.ProtoReflect.Descriptor instead.
 func (*ListOwnersRequest) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{18}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListOwnersRequest) GetOwner() string {
@@ -1122,7 +1554,7 @@ type ListOwnersResponse struct {
 
 func (x *ListOwnersResponse) Reset() {
 	*x = ListOwnersResponse{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[19]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1566,7 @@ func (x *ListOwnersResponse) String() string {
 func (*ListOwnersResponse) ProtoMessage() {}
 
 func (x *ListOwnersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[19]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1579,7 @@ func (x *ListOwnersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOwnersResponse.ProtoReflect.Descriptor instead.
 func (*ListOwnersResponse) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{19}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListOwnersResponse) GetOwnerships() []*Ownership {
@@ -1212,7 +1644,7 @@ type AgentInstance struct {
 
 func (x *AgentInstance) Reset() {
 	*x = AgentInstance{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[20]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1656,7 @@ func (x *AgentInstance) String() string {
 func (*AgentInstance) ProtoMessage() {}
 
 func (x *AgentInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[20]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1669,7 @@ func (x *AgentInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInstance.ProtoReflect.Descriptor instead.
 func (*AgentInstance) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{20}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AgentInstance) GetInstanceId() string {
@@ -1392,7 +1824,7 @@ type RegisterAgentRequest struct {
 
 func (x *RegisterAgentRequest) Reset() {
 	*x = RegisterAgentRequest{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[21]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1836,7 @@ func (x *RegisterAgentRequest) String() string {
 func (*RegisterAgentRequest) ProtoMessage() {}
 
 func (x *RegisterAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[21]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1849,7 @@ func (x *RegisterAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterAgentRequest.ProtoReflect.Descriptor instead.
 func (*RegisterAgentRequest) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{21}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RegisterAgentRequest) GetInstanceId() string {
@@ -1484,7 +1916,7 @@ type RegisterAgentResponse struct {
 
 func (x *RegisterAgentResponse) Reset() {
 	*x = RegisterAgentResponse{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[22]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1928,7 @@ func (x *RegisterAgentResponse) String() string {
 func (*RegisterAgentResponse) ProtoMessage() {}
 
 func (x *RegisterAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[22]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1941,7 @@ func (x *RegisterAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterAgentResponse.ProtoReflect.Descriptor instead.
 func (*RegisterAgentResponse) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{22}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RegisterAgentResponse) GetAgent() *AgentInstance {
@@ -1560,7 +1992,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[23]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +2004,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[23]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +2017,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{23}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HeartbeatRequest) GetInstanceId() string {
@@ -1657,7 +2089,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[24]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +2101,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[24]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +2114,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{24}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HeartbeatResponse) GetAgent() *AgentInstance {
@@ -1710,7 +2142,7 @@ type GetAgentRequest struct {
 
 func (x *GetAgentRequest) Reset() {
 	*x = GetAgentRequest{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[25]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +2154,7 @@ func (x *GetAgentRequest) String() string {
 func (*GetAgentRequest) ProtoMessage() {}
 
 func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[25]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +2167,7 @@ func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentRequest) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{25}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetAgentRequest) GetInstanceId() string {
@@ -1756,7 +2188,7 @@ type GetAgentResponse struct {
 
 func (x *GetAgentResponse) Reset() {
 	*x = GetAgentResponse{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[26]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +2200,7 @@ func (x *GetAgentResponse) String() string {
 func (*GetAgentResponse) ProtoMessage() {}
 
 func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[26]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +2213,7 @@ func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentResponse) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{26}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetAgentResponse) GetAgent() *AgentInstance {
@@ -1809,7 +2241,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[27]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +2253,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[27]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +2266,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{27}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListAgentsRequest) GetExecutionId() string {
@@ -1878,7 +2310,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[28]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +2322,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[28]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2335,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{28}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*AgentInstance {
@@ -1936,7 +2368,7 @@ type ListStaleAgentsRequest struct {
 
 func (x *ListStaleAgentsRequest) Reset() {
 	*x = ListStaleAgentsRequest{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[29]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2380,7 @@ func (x *ListStaleAgentsRequest) String() string {
 func (*ListStaleAgentsRequest) ProtoMessage() {}
 
 func (x *ListStaleAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[29]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2393,7 @@ func (x *ListStaleAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStaleAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListStaleAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{29}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListStaleAgentsRequest) GetOlderThan() *durationpb.Duration {
@@ -1998,7 +2430,7 @@ type StaleAgent struct {
 
 func (x *StaleAgent) Reset() {
 	*x = StaleAgent{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2442,7 @@ func (x *StaleAgent) String() string {
 func (*StaleAgent) ProtoMessage() {}
 
 func (x *StaleAgent) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2455,7 @@ func (x *StaleAgent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaleAgent.ProtoReflect.Descriptor instead.
 func (*StaleAgent) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{30}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StaleAgent) GetAgent() *AgentInstance {
@@ -2051,7 +2483,7 @@ type ListStaleAgentsResponse struct {
 
 func (x *ListStaleAgentsResponse) Reset() {
 	*x = ListStaleAgentsResponse{}
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2495,7 @@ func (x *ListStaleAgentsResponse) String() string {
 func (*ListStaleAgentsResponse) ProtoMessage() {}
 
 func (x *ListStaleAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_converge_registry_v1_registry_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2508,7 @@ func (x *ListStaleAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStaleAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListStaleAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{31}
+	return file_converge_registry_v1_registry_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListStaleAgentsResponse) GetAgents() []*StaleAgent {
@@ -2121,7 +2553,33 @@ const file_converge_registry_v1_registry_proto_rawDesc = "" +
 	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\bresource\x12B\n" +
 	"\x06holder\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x06holder\x12\x1d\n" +
 	"\x05token\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02 \x00R\x05token\"\x15\n" +
-	"\x13ReleaseLockResponse\"\xa5\x03\n" +
+	"\x13ReleaseLockResponse\"\x80\x05\n" +
+	"\x13AcquireLocksRequest\x12\xa2\x03\n" +
+	"\tresources\x18\x01 \x03(\tB\x83\x03\xbaH\xff\x02\x92\x01\xfb\x02\b\x01\x10\xe8\a\x18\x01\"\xf1\x02\xba\x01\xe6\x02\n" +
+	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\tresources\x12B\n" +
+	"\x06holder\x18\x02 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x06holder\x12B\n" +
+	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\x15\xbaH\x12\xc8\x01\x01\xaa\x01\f\"\x03\b\x90\x1c2\x05\x10\x80\xc2\xd7/R\x03ttl\x12<\n" +
+	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationB\r\xbaH\n" +
+	"\xaa\x01\a\"\x03\b\xac\x022\x00R\x04wait\"\x9a\x01\n" +
+	"\x14AcquireLocksResponse\x12\x18\n" +
+	"\agranted\x18\x01 \x01(\bR\agranted\x120\n" +
+	"\x05locks\x18\x02 \x03(\v2\x1a.converge.registry.v1.LockR\x05locks\x126\n" +
+	"\bconflict\x18\x03 \x01(\v2\x1a.converge.registry.v1.LockR\bconflict\"\xbf\x03\n" +
+	"\tLockGrant\x12\x92\x03\n" +
+	"\bresource\x18\x01 \x01(\tB\xf5\x02\xbaH\xf1\x02\xba\x01\xe6\x02\n" +
+	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\bresource\x12\x1d\n" +
+	"\x05token\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02 \x00R\x05token\"\x81\x02\n" +
+	"\x13ReleaseLocksRequest\x12B\n" +
+	"\x06holder\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\x06holder\x12\xa5\x01\n" +
+	"\x05locks\x18\x02 \x03(\v2\x1f.converge.registry.v1.LockGrantBn\xbaHk\xba\x01`\n" +
+	"\x16locks.unique_resources\x12$must name each resource at most once\x1a this.map(l, l.resource).unique()\x92\x01\x05\b\x01\x10\xe8\aR\x05locks\"x\n" +
+	"\x14ReleaseLocksResponse\x12\x1a\n" +
+	"\breleased\x18\x01 \x01(\x05R\breleased\x12D\n" +
+	"\fnot_released\x18\x02 \x03(\v2!.converge.registry.v1.NotReleasedR\vnotReleased\"\x81\x01\n" +
+	"\vNotReleased\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12<\n" +
+	"\x06reason\x18\x02 \x01(\x0e2$.converge.registry.v1.ReleaseRefusalR\x06reason\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xa5\x03\n" +
 	"\x0eGetLockRequest\x12\x92\x03\n" +
 	"\bresource\x18\x01 \x01(\tB\xf5\x02\xbaH\xf1\x02\xba\x01\xe6\x02\n" +
 	"\rpath.relative\x12\x9b\x01must be a clean repository-relative path: no leading '/', drive letter, '\\' or control character, no empty, '.', '..' or '.git' segment, at most 1024 bytes\x1a\xb6\x01this == '' || bytes(this).size() > 1024 || (!this.matches(r'[\\\\\\p{Cc}]') && !this.startsWith('/') && !this.matches('^[A-Za-z]:') && !this.matches(r'(^|/)(|\\.|\\.\\.|(?i:\\.git))(/|$)'))r\x05\x10\x01(\x80\bR\bresource\"A\n" +
@@ -2261,12 +2719,19 @@ const file_converge_registry_v1_registry_proto_rawDesc = "" +
 	"\x05agent\x18\x01 \x01(\v2#.converge.registry.v1.AgentInstanceR\x05agent\x126\n" +
 	"\x17seconds_since_heartbeat\x18\x02 \x01(\x03R\x15secondsSinceHeartbeat\"S\n" +
 	"\x17ListStaleAgentsResponse\x128\n" +
-	"\x06agents\x18\x01 \x03(\v2 .converge.registry.v1.StaleAgentR\x06agents2\xdf\n" +
-	"\n" +
+	"\x06agents\x18\x01 \x03(\v2 .converge.registry.v1.StaleAgentR\x06agents*\xb4\x01\n" +
+	"\x0eReleaseRefusal\x12\x1f\n" +
+	"\x1bRELEASE_REFUSAL_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18RELEASE_REFUSAL_NOT_HELD\x10\x01\x12\x1f\n" +
+	"\x1bRELEASE_REFUSAL_STALE_TOKEN\x10\x02\x12\x1f\n" +
+	"\x1bRELEASE_REFUSAL_WRONG_TOKEN\x10\x03\x12!\n" +
+	"\x1dRELEASE_REFUSAL_HELD_BY_OTHER\x10\x042\xad\f\n" +
 	"\x0fRegistryService\x12b\n" +
 	"\vAcquireLock\x12(.converge.registry.v1.AcquireLockRequest\x1a).converge.registry.v1.AcquireLockResponse\x12\\\n" +
 	"\tRenewLock\x12&.converge.registry.v1.RenewLockRequest\x1a'.converge.registry.v1.RenewLockResponse\x12b\n" +
-	"\vReleaseLock\x12(.converge.registry.v1.ReleaseLockRequest\x1a).converge.registry.v1.ReleaseLockResponse\x12V\n" +
+	"\vReleaseLock\x12(.converge.registry.v1.ReleaseLockRequest\x1a).converge.registry.v1.ReleaseLockResponse\x12e\n" +
+	"\fAcquireLocks\x12).converge.registry.v1.AcquireLocksRequest\x1a*.converge.registry.v1.AcquireLocksResponse\x12e\n" +
+	"\fReleaseLocks\x12).converge.registry.v1.ReleaseLocksRequest\x1a*.converge.registry.v1.ReleaseLocksResponse\x12V\n" +
 	"\aGetLock\x12$.converge.registry.v1.GetLockRequest\x1a%.converge.registry.v1.GetLockResponse\x12\\\n" +
 	"\tListLocks\x12&.converge.registry.v1.ListLocksRequest\x1a'.converge.registry.v1.ListLocksResponse\x12Y\n" +
 	"\bSetOwner\x12%.converge.registry.v1.SetOwnerRequest\x1a&.converge.registry.v1.SetOwnerResponse\x12Y\n" +
@@ -2294,114 +2759,133 @@ func file_converge_registry_v1_registry_proto_rawDescGZIP() []byte {
 	return file_converge_registry_v1_registry_proto_rawDescData
 }
 
-var file_converge_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_converge_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_converge_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_converge_registry_v1_registry_proto_goTypes = []any{
-	(*Lock)(nil),                    // 0: converge.registry.v1.Lock
-	(*AcquireLockRequest)(nil),      // 1: converge.registry.v1.AcquireLockRequest
-	(*AcquireLockResponse)(nil),     // 2: converge.registry.v1.AcquireLockResponse
-	(*RenewLockRequest)(nil),        // 3: converge.registry.v1.RenewLockRequest
-	(*RenewLockResponse)(nil),       // 4: converge.registry.v1.RenewLockResponse
-	(*ReleaseLockRequest)(nil),      // 5: converge.registry.v1.ReleaseLockRequest
-	(*ReleaseLockResponse)(nil),     // 6: converge.registry.v1.ReleaseLockResponse
-	(*GetLockRequest)(nil),          // 7: converge.registry.v1.GetLockRequest
-	(*GetLockResponse)(nil),         // 8: converge.registry.v1.GetLockResponse
-	(*ListLocksRequest)(nil),        // 9: converge.registry.v1.ListLocksRequest
-	(*ListLocksResponse)(nil),       // 10: converge.registry.v1.ListLocksResponse
-	(*Ownership)(nil),               // 11: converge.registry.v1.Ownership
-	(*SetOwnerRequest)(nil),         // 12: converge.registry.v1.SetOwnerRequest
-	(*SetOwnerResponse)(nil),        // 13: converge.registry.v1.SetOwnerResponse
-	(*GetOwnerRequest)(nil),         // 14: converge.registry.v1.GetOwnerRequest
-	(*GetOwnerResponse)(nil),        // 15: converge.registry.v1.GetOwnerResponse
-	(*ReleaseOwnerRequest)(nil),     // 16: converge.registry.v1.ReleaseOwnerRequest
-	(*ReleaseOwnerResponse)(nil),    // 17: converge.registry.v1.ReleaseOwnerResponse
-	(*ListOwnersRequest)(nil),       // 18: converge.registry.v1.ListOwnersRequest
-	(*ListOwnersResponse)(nil),      // 19: converge.registry.v1.ListOwnersResponse
-	(*AgentInstance)(nil),           // 20: converge.registry.v1.AgentInstance
-	(*RegisterAgentRequest)(nil),    // 21: converge.registry.v1.RegisterAgentRequest
-	(*RegisterAgentResponse)(nil),   // 22: converge.registry.v1.RegisterAgentResponse
-	(*HeartbeatRequest)(nil),        // 23: converge.registry.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 24: converge.registry.v1.HeartbeatResponse
-	(*GetAgentRequest)(nil),         // 25: converge.registry.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),        // 26: converge.registry.v1.GetAgentResponse
-	(*ListAgentsRequest)(nil),       // 27: converge.registry.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),      // 28: converge.registry.v1.ListAgentsResponse
-	(*ListStaleAgentsRequest)(nil),  // 29: converge.registry.v1.ListStaleAgentsRequest
-	(*StaleAgent)(nil),              // 30: converge.registry.v1.StaleAgent
-	(*ListStaleAgentsResponse)(nil), // 31: converge.registry.v1.ListStaleAgentsResponse
-	(*timestamppb.Timestamp)(nil),   // 32: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 33: google.protobuf.Duration
-	(v1.AgentStatus)(0),             // 34: converge.common.v1.AgentStatus
-	(*v1.AgentConfig)(nil),          // 35: converge.common.v1.AgentConfig
-	(*v1.ErrorContext)(nil),         // 36: converge.common.v1.ErrorContext
+	(ReleaseRefusal)(0),             // 0: converge.registry.v1.ReleaseRefusal
+	(*Lock)(nil),                    // 1: converge.registry.v1.Lock
+	(*AcquireLockRequest)(nil),      // 2: converge.registry.v1.AcquireLockRequest
+	(*AcquireLockResponse)(nil),     // 3: converge.registry.v1.AcquireLockResponse
+	(*RenewLockRequest)(nil),        // 4: converge.registry.v1.RenewLockRequest
+	(*RenewLockResponse)(nil),       // 5: converge.registry.v1.RenewLockResponse
+	(*ReleaseLockRequest)(nil),      // 6: converge.registry.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),     // 7: converge.registry.v1.ReleaseLockResponse
+	(*AcquireLocksRequest)(nil),     // 8: converge.registry.v1.AcquireLocksRequest
+	(*AcquireLocksResponse)(nil),    // 9: converge.registry.v1.AcquireLocksResponse
+	(*LockGrant)(nil),               // 10: converge.registry.v1.LockGrant
+	(*ReleaseLocksRequest)(nil),     // 11: converge.registry.v1.ReleaseLocksRequest
+	(*ReleaseLocksResponse)(nil),    // 12: converge.registry.v1.ReleaseLocksResponse
+	(*NotReleased)(nil),             // 13: converge.registry.v1.NotReleased
+	(*GetLockRequest)(nil),          // 14: converge.registry.v1.GetLockRequest
+	(*GetLockResponse)(nil),         // 15: converge.registry.v1.GetLockResponse
+	(*ListLocksRequest)(nil),        // 16: converge.registry.v1.ListLocksRequest
+	(*ListLocksResponse)(nil),       // 17: converge.registry.v1.ListLocksResponse
+	(*Ownership)(nil),               // 18: converge.registry.v1.Ownership
+	(*SetOwnerRequest)(nil),         // 19: converge.registry.v1.SetOwnerRequest
+	(*SetOwnerResponse)(nil),        // 20: converge.registry.v1.SetOwnerResponse
+	(*GetOwnerRequest)(nil),         // 21: converge.registry.v1.GetOwnerRequest
+	(*GetOwnerResponse)(nil),        // 22: converge.registry.v1.GetOwnerResponse
+	(*ReleaseOwnerRequest)(nil),     // 23: converge.registry.v1.ReleaseOwnerRequest
+	(*ReleaseOwnerResponse)(nil),    // 24: converge.registry.v1.ReleaseOwnerResponse
+	(*ListOwnersRequest)(nil),       // 25: converge.registry.v1.ListOwnersRequest
+	(*ListOwnersResponse)(nil),      // 26: converge.registry.v1.ListOwnersResponse
+	(*AgentInstance)(nil),           // 27: converge.registry.v1.AgentInstance
+	(*RegisterAgentRequest)(nil),    // 28: converge.registry.v1.RegisterAgentRequest
+	(*RegisterAgentResponse)(nil),   // 29: converge.registry.v1.RegisterAgentResponse
+	(*HeartbeatRequest)(nil),        // 30: converge.registry.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 31: converge.registry.v1.HeartbeatResponse
+	(*GetAgentRequest)(nil),         // 32: converge.registry.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),        // 33: converge.registry.v1.GetAgentResponse
+	(*ListAgentsRequest)(nil),       // 34: converge.registry.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),      // 35: converge.registry.v1.ListAgentsResponse
+	(*ListStaleAgentsRequest)(nil),  // 36: converge.registry.v1.ListStaleAgentsRequest
+	(*StaleAgent)(nil),              // 37: converge.registry.v1.StaleAgent
+	(*ListStaleAgentsResponse)(nil), // 38: converge.registry.v1.ListStaleAgentsResponse
+	(*timestamppb.Timestamp)(nil),   // 39: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 40: google.protobuf.Duration
+	(v1.AgentStatus)(0),             // 41: converge.common.v1.AgentStatus
+	(*v1.AgentConfig)(nil),          // 42: converge.common.v1.AgentConfig
+	(*v1.ErrorContext)(nil),         // 43: converge.common.v1.ErrorContext
 }
 var file_converge_registry_v1_registry_proto_depIdxs = []int32{
-	32, // 0: converge.registry.v1.Lock.acquire_time:type_name -> google.protobuf.Timestamp
-	32, // 1: converge.registry.v1.Lock.expire_time:type_name -> google.protobuf.Timestamp
-	33, // 2: converge.registry.v1.AcquireLockRequest.ttl:type_name -> google.protobuf.Duration
-	33, // 3: converge.registry.v1.AcquireLockRequest.wait:type_name -> google.protobuf.Duration
-	0,  // 4: converge.registry.v1.AcquireLockResponse.lock:type_name -> converge.registry.v1.Lock
-	33, // 5: converge.registry.v1.RenewLockRequest.ttl:type_name -> google.protobuf.Duration
-	0,  // 6: converge.registry.v1.RenewLockResponse.lock:type_name -> converge.registry.v1.Lock
-	0,  // 7: converge.registry.v1.GetLockResponse.lock:type_name -> converge.registry.v1.Lock
-	0,  // 8: converge.registry.v1.ListLocksResponse.locks:type_name -> converge.registry.v1.Lock
-	32, // 9: converge.registry.v1.Ownership.create_time:type_name -> google.protobuf.Timestamp
-	32, // 10: converge.registry.v1.Ownership.update_time:type_name -> google.protobuf.Timestamp
-	11, // 11: converge.registry.v1.SetOwnerResponse.ownership:type_name -> converge.registry.v1.Ownership
-	11, // 12: converge.registry.v1.GetOwnerResponse.ownership:type_name -> converge.registry.v1.Ownership
-	11, // 13: converge.registry.v1.ListOwnersResponse.ownerships:type_name -> converge.registry.v1.Ownership
-	34, // 14: converge.registry.v1.AgentInstance.status:type_name -> converge.common.v1.AgentStatus
-	32, // 15: converge.registry.v1.AgentInstance.spawn_time:type_name -> google.protobuf.Timestamp
-	32, // 16: converge.registry.v1.AgentInstance.complete_time:type_name -> google.protobuf.Timestamp
-	32, // 17: converge.registry.v1.AgentInstance.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	35, // 18: converge.registry.v1.AgentInstance.config:type_name -> converge.common.v1.AgentConfig
-	36, // 19: converge.registry.v1.AgentInstance.error_context:type_name -> converge.common.v1.ErrorContext
-	34, // 20: converge.registry.v1.AgentInstance.reported_status:type_name -> converge.common.v1.AgentStatus
-	35, // 21: converge.registry.v1.RegisterAgentRequest.config:type_name -> converge.common.v1.AgentConfig
-	20, // 22: converge.registry.v1.RegisterAgentResponse.agent:type_name -> converge.registry.v1.AgentInstance
-	0,  // 23: converge.registry.v1.RegisterAgentResponse.released_locks:type_name -> converge.registry.v1.Lock
-	34, // 24: converge.registry.v1.HeartbeatRequest.status:type_name -> converge.common.v1.AgentStatus
-	36, // 25: converge.registry.v1.HeartbeatRequest.error_context:type_name -> converge.common.v1.ErrorContext
-	20, // 26: converge.registry.v1.HeartbeatResponse.agent:type_name -> converge.registry.v1.AgentInstance
-	33, // 27: converge.registry.v1.HeartbeatResponse.next_heartbeat:type_name -> google.protobuf.Duration
-	20, // 28: converge.registry.v1.GetAgentResponse.agent:type_name -> converge.registry.v1.AgentInstance
-	34, // 29: converge.registry.v1.ListAgentsRequest.statuses:type_name -> converge.common.v1.AgentStatus
-	20, // 30: converge.registry.v1.ListAgentsResponse.agents:type_name -> converge.registry.v1.AgentInstance
-	33, // 31: converge.registry.v1.ListStaleAgentsRequest.older_than:type_name -> google.protobuf.Duration
-	20, // 32: converge.registry.v1.StaleAgent.agent:type_name -> converge.registry.v1.AgentInstance
-	30, // 33: converge.registry.v1.ListStaleAgentsResponse.agents:type_name -> converge.registry.v1.StaleAgent
-	1,  // 34: converge.registry.v1.RegistryService.AcquireLock:input_type -> converge.registry.v1.AcquireLockRequest
-	3,  // 35: converge.registry.v1.RegistryService.RenewLock:input_type -> converge.registry.v1.RenewLockRequest
-	5,  // 36: converge.registry.v1.RegistryService.ReleaseLock:input_type -> converge.registry.v1.ReleaseLockRequest
-	7,  // 37: converge.registry.v1.RegistryService.GetLock:input_type -> converge.registry.v1.GetLockRequest
-	9,  // 38: converge.registry.v1.RegistryService.ListLocks:input_type -> converge.registry.v1.ListLocksRequest
-	12, // 39: converge.registry.v1.RegistryService.SetOwner:input_type -> converge.registry.v1.SetOwnerRequest
-	14, // 40: converge.registry.v1.RegistryService.GetOwner:input_type -> converge.registry.v1.GetOwnerRequest
-	16, // 41: converge.registry.v1.RegistryService.ReleaseOwner:input_type -> converge.registry.v1.ReleaseOwnerRequest
-	18, // 42: converge.registry.v1.RegistryService.ListOwners:input_type -> converge.registry.v1.ListOwnersRequest
-	21, // 43: converge.registry.v1.RegistryService.RegisterAgent:input_type -> converge.registry.v1.RegisterAgentRequest
-	23, // 44: converge.registry.v1.RegistryService.Heartbeat:input_type -> converge.registry.v1.HeartbeatRequest
-	25, // 45: converge.registry.v1.RegistryService.GetAgent:input_type -> converge.registry.v1.GetAgentRequest
-	27, // 46: converge.registry.v1.RegistryService.ListAgents:input_type -> converge.registry.v1.ListAgentsRequest
-	29, // 47: converge.registry.v1.RegistryService.ListStaleAgents:input_type -> converge.registry.v1.ListStaleAgentsRequest
-	2,  // 48: converge.registry.v1.RegistryService.AcquireLock:output_type -> converge.registry.v1.AcquireLockResponse
-	4,  // 49: converge.registry.v1.RegistryService.RenewLock:output_type -> converge.registry.v1.RenewLockResponse
-	6,  // 50: converge.registry.v1.RegistryService.ReleaseLock:output_type -> converge.registry.v1.ReleaseLockResponse
-	8,  // 51: converge.registry.v1.RegistryService.GetLock:output_type -> converge.registry.v1.GetLockResponse
-	10, // 52: converge.registry.v1.RegistryService.ListLocks:output_type -> converge.registry.v1.ListLocksResponse
-	13, // 53: converge.registry.v1.RegistryService.SetOwner:output_type -> converge.registry.v1.SetOwnerResponse
-	15, // 54: converge.registry.v1.RegistryService.GetOwner:output_type -> converge.registry.v1.GetOwnerResponse
-	17, // 55: converge.registry.v1.RegistryService.ReleaseOwner:output_type -> converge.registry.v1.ReleaseOwnerResponse
-	19, // 56: converge.registry.v1.RegistryService.ListOwners:output_type -> converge.registry.v1.ListOwnersResponse
-	22, // 57: converge.registry.v1.RegistryService.RegisterAgent:output_type -> converge.registry.v1.RegisterAgentResponse
-	24, // 58: converge.registry.v1.RegistryService.Heartbeat:output_type -> converge.registry.v1.HeartbeatResponse
-	26, // 59: converge.registry.v1.RegistryService.GetAgent:output_type -> converge.registry.v1.GetAgentResponse
-	28, // 60: converge.registry.v1.RegistryService.ListAgents:output_type -> converge.registry.v1.ListAgentsResponse
-	31, // 61: converge.registry.v1.RegistryService.ListStaleAgents:output_type -> converge.registry.v1.ListStaleAgentsResponse
-	48, // [48:62] is the sub-list for method output_type
-	34, // [34:48] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	39, // 0: converge.registry.v1.Lock.acquire_time:type_name -> google.protobuf.Timestamp
+	39, // 1: converge.registry.v1.Lock.expire_time:type_name -> google.protobuf.Timestamp
+	40, // 2: converge.registry.v1.AcquireLockRequest.ttl:type_name -> google.protobuf.Duration
+	40, // 3: converge.registry.v1.AcquireLockRequest.wait:type_name -> google.protobuf.Duration
+	1,  // 4: converge.registry.v1.AcquireLockResponse.lock:type_name -> converge.registry.v1.Lock
+	40, // 5: converge.registry.v1.RenewLockRequest.ttl:type_name -> google.protobuf.Duration
+	1,  // 6: converge.registry.v1.RenewLockResponse.lock:type_name -> converge.registry.v1.Lock
+	40, // 7: converge.registry.v1.AcquireLocksRequest.ttl:type_name -> google.protobuf.Duration
+	40, // 8: converge.registry.v1.AcquireLocksRequest.wait:type_name -> google.protobuf.Duration
+	1,  // 9: converge.registry.v1.AcquireLocksResponse.locks:type_name -> converge.registry.v1.Lock
+	1,  // 10: converge.registry.v1.AcquireLocksResponse.conflict:type_name -> converge.registry.v1.Lock
+	10, // 11: converge.registry.v1.ReleaseLocksRequest.locks:type_name -> converge.registry.v1.LockGrant
+	13, // 12: converge.registry.v1.ReleaseLocksResponse.not_released:type_name -> converge.registry.v1.NotReleased
+	0,  // 13: converge.registry.v1.NotReleased.reason:type_name -> converge.registry.v1.ReleaseRefusal
+	1,  // 14: converge.registry.v1.GetLockResponse.lock:type_name -> converge.registry.v1.Lock
+	1,  // 15: converge.registry.v1.ListLocksResponse.locks:type_name -> converge.registry.v1.Lock
+	39, // 16: converge.registry.v1.Ownership.create_time:type_name -> google.protobuf.Timestamp
+	39, // 17: converge.registry.v1.Ownership.update_time:type_name -> google.protobuf.Timestamp
+	18, // 18: converge.registry.v1.SetOwnerResponse.ownership:type_name -> converge.registry.v1.Ownership
+	18, // 19: converge.registry.v1.GetOwnerResponse.ownership:type_name -> converge.registry.v1.Ownership
+	18, // 20: converge.registry.v1.ListOwnersResponse.ownerships:type_name -> converge.registry.v1.Ownership
+	41, // 21: converge.registry.v1.AgentInstance.status:type_name -> converge.common.v1.AgentStatus
+	39, // 22: converge.registry.v1.AgentInstance.spawn_time:type_name -> google.protobuf.Timestamp
+	39, // 23: converge.registry.v1.AgentInstance.complete_time:type_name -> google.protobuf.Timestamp
+	39, // 24: converge.registry.v1.AgentInstance.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	42, // 25: converge.registry.v1.AgentInstance.config:type_name -> converge.common.v1.AgentConfig
+	43, // 26: converge.registry.v1.AgentInstance.error_context:type_name -> converge.common.v1.ErrorContext
+	41, // 27: converge.registry.v1.AgentInstance.reported_status:type_name -> converge.common.v1.AgentStatus
+	42, // 28: converge.registry.v1.RegisterAgentRequest.config:type_name -> converge.common.v1.AgentConfig
+	27, // 29: converge.registry.v1.RegisterAgentResponse.agent:type_name -> converge.registry.v1.AgentInstance
+	1,  // 30: converge.registry.v1.RegisterAgentResponse.released_locks:type_name -> converge.registry.v1.Lock
+	41, // 31: converge.registry.v1.HeartbeatRequest.status:type_name -> converge.common.v1.AgentStatus
+	43, // 32: converge.registry.v1.HeartbeatRequest.error_context:type_name -> converge.common.v1.ErrorContext
+	27, // 33: converge.registry.v1.HeartbeatResponse.agent:type_name -> converge.registry.v1.AgentInstance
+	40, // 34: converge.registry.v1.HeartbeatResponse.next_heartbeat:type_name -> google.protobuf.Duration
+	27, // 35: converge.registry.v1.GetAgentResponse.agent:type_name -> converge.registry.v1.AgentInstance
+	41, // 36: converge.registry.v1.ListAgentsRequest.statuses:type_name -> converge.common.v1.AgentStatus
+	27, // 37: converge.registry.v1.ListAgentsResponse.agents:type_name -> converge.registry.v1.AgentInstance
+	40, // 38: converge.registry.v1.ListStaleAgentsRequest.older_than:type_name -> google.protobuf.Duration
+	27, // 39: converge.registry.v1.StaleAgent.agent:type_name -> converge.registry.v1.AgentInstance
+	37, // 40: converge.registry.v1.ListStaleAgentsResponse.agents:type_name -> converge.registry.v1.StaleAgent
+	2,  // 41: converge.registry.v1.RegistryService.AcquireLock:input_type -> converge.registry.v1.AcquireLockRequest
+	4,  // 42: converge.registry.v1.RegistryService.RenewLock:input_type -> converge.registry.v1.RenewLockRequest
+	6,  // 43: converge.registry.v1.RegistryService.ReleaseLock:input_type -> converge.registry.v1.ReleaseLockRequest
+	8,  // 44: converge.registry.v1.RegistryService.AcquireLocks:input_type -> converge.registry.v1.AcquireLocksRequest
+	11, // 45: converge.registry.v1.RegistryService.ReleaseLocks:input_type -> converge.registry.v1.ReleaseLocksRequest
+	14, // 46: converge.registry.v1.RegistryService.GetLock:input_type -> converge.registry.v1.GetLockRequest
+	16, // 47: converge.registry.v1.RegistryService.ListLocks:input_type -> converge.registry.v1.ListLocksRequest
+	19, // 48: converge.registry.v1.RegistryService.SetOwner:input_type -> converge.registry.v1.SetOwnerRequest
+	21, // 49: converge.registry.v1.RegistryService.GetOwner:input_type -> converge.registry.v1.GetOwnerRequest
+	23, // 50: converge.registry.v1.RegistryService.ReleaseOwner:input_type -> converge.registry.v1.ReleaseOwnerRequest
+	25, // 51: converge.registry.v1.RegistryService.ListOwners:input_type -> converge.registry.v1.ListOwnersRequest
+	28, // 52: converge.registry.v1.RegistryService.RegisterAgent:input_type -> converge.registry.v1.RegisterAgentRequest
+	30, // 53: converge.registry.v1.RegistryService.Heartbeat:input_type -> converge.registry.v1.HeartbeatRequest
+	32, // 54: converge.registry.v1.RegistryService.GetAgent:input_type -> converge.registry.v1.GetAgentRequest
+	34, // 55: converge.registry.v1.RegistryService.ListAgents:input_type -> converge.registry.v1.ListAgentsRequest
+	36, // 56: converge.registry.v1.RegistryService.ListStaleAgents:input_type -> converge.registry.v1.ListStaleAgentsRequest
+	3,  // 57: converge.registry.v1.RegistryService.AcquireLock:output_type -> converge.registry.v1.AcquireLockResponse
+	5,  // 58: converge.registry.v1.RegistryService.RenewLock:output_type -> converge.registry.v1.RenewLockResponse
+	7,  // 59: converge.registry.v1.RegistryService.ReleaseLock:output_type -> converge.registry.v1.ReleaseLockResponse
+	9,  // 60: converge.registry.v1.RegistryService.AcquireLocks:output_type -> converge.registry.v1.AcquireLocksResponse
+	12, // 61: converge.registry.v1.RegistryService.ReleaseLocks:output_type -> converge.registry.v1.ReleaseLocksResponse
+	15, // 62: converge.registry.v1.RegistryService.GetLock:output_type -> converge.registry.v1.GetLockResponse
+	17, // 63: converge.registry.v1.RegistryService.ListLocks:output_type -> converge.registry.v1.ListLocksResponse
+	20, // 64: converge.registry.v1.RegistryService.SetOwner:output_type -> converge.registry.v1.SetOwnerResponse
+	22, // 65: converge.registry.v1.RegistryService.GetOwner:output_type -> converge.registry.v1.GetOwnerResponse
+	24, // 66: converge.registry.v1.RegistryService.ReleaseOwner:output_type -> converge.registry.v1.ReleaseOwnerResponse
+	26, // 67: converge.registry.v1.RegistryService.ListOwners:output_type -> converge.registry.v1.ListOwnersResponse
+	29, // 68: converge.registry.v1.RegistryService.RegisterAgent:output_type -> converge.registry.v1.RegisterAgentResponse
+	31, // 69: converge.registry.v1.RegistryService.Heartbeat:output_type -> converge.registry.v1.HeartbeatResponse
+	33, // 70: converge.registry.v1.RegistryService.GetAgent:output_type -> converge.registry.v1.GetAgentResponse
+	35, // 71: converge.registry.v1.RegistryService.ListAgents:output_type -> converge.registry.v1.ListAgentsResponse
+	38, // 72: converge.registry.v1.RegistryService.ListStaleAgents:output_type -> converge.registry.v1.ListStaleAgentsResponse
+	57, // [57:73] is the sub-list for method output_type
+	41, // [41:57] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_converge_registry_v1_registry_proto_init() }
@@ -2414,13 +2898,14 @@ func file_converge_registry_v1_registry_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_converge_registry_v1_registry_proto_rawDesc), len(file_converge_registry_v1_registry_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   32,
+			NumEnums:      1,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_converge_registry_v1_registry_proto_goTypes,
 		DependencyIndexes: file_converge_registry_v1_registry_proto_depIdxs,
+		EnumInfos:         file_converge_registry_v1_registry_proto_enumTypes,
 		MessageInfos:      file_converge_registry_v1_registry_proto_msgTypes,
 	}.Build()
 	File_converge_registry_v1_registry_proto = out.File

@@ -22,6 +22,8 @@ const (
 	RegistryService_AcquireLock_FullMethodName     = "/converge.registry.v1.RegistryService/AcquireLock"
 	RegistryService_RenewLock_FullMethodName       = "/converge.registry.v1.RegistryService/RenewLock"
 	RegistryService_ReleaseLock_FullMethodName     = "/converge.registry.v1.RegistryService/ReleaseLock"
+	RegistryService_AcquireLocks_FullMethodName    = "/converge.registry.v1.RegistryService/AcquireLocks"
+	RegistryService_ReleaseLocks_FullMethodName    = "/converge.registry.v1.RegistryService/ReleaseLocks"
 	RegistryService_GetLock_FullMethodName         = "/converge.registry.v1.RegistryService/GetLock"
 	RegistryService_ListLocks_FullMethodName       = "/converge.registry.v1.RegistryService/ListLocks"
 	RegistryService_SetOwner_FullMethodName        = "/converge.registry.v1.RegistryService/SetOwner"
@@ -60,6 +62,24 @@ type RegistryServiceClient interface {
 	// ReleaseLock frees a lock. Only the holder with the current token may release (compare-and-set).
 	// Errors: Aborted (stale token), FailedPrecondition (not held or held by another), InvalidArgument.
 	ReleaseLock(ctx context.Context, in *ReleaseLockRequest, opts ...grpc.CallOption) (*ReleaseLockResponse, error)
+	// AcquireLocks grants the locks on every resource of a batch (e.g. all of a task's files) to one
+	// holder for ttl, all or nothing, in one call and one atomic step of the store: either every
+	// lock is granted, or none is (a resource held by another holder leaves the others untouched)
+	// and the response names one holder that stood in the way. With wait set it blocks up to that
+	// long for all of them to be free together (never holding some while waiting for others, so two
+	// batches cannot deadlock). Every granted lock carries its own fencing token, as AcquireLock's
+	// grant: tokens strictly increase per resource, the locks newly granted by one call get
+	// consecutive tokens, and a lock the holder already held is extended with its token. Renew and
+	// release them one by one (RenewLock, ReleaseLock) or together (ReleaseLocks).
+	// Errors: InvalidArgument (a resource not a clean repository-relative path, a resource twice,
+	// more than 1000 resources, empty holder, ttl or wait out of bounds), Unavailable.
+	AcquireLocks(ctx context.Context, in *AcquireLocksRequest, opts ...grpc.CallOption) (*AcquireLocksResponse, error)
+	// ReleaseLocks frees a batch of locks of one holder in one call and one atomic step of the
+	// store: each lock whose grant is the holder's current one (the token) is released and its
+	// waiters woken; the others (expired, lost and granted again, never granted) are left as they
+	// are and named in the response with the reason, as ReleaseLock would refuse them.
+	// Errors: InvalidArgument (as AcquireLocks), Unavailable.
+	ReleaseLocks(ctx context.Context, in *ReleaseLocksRequest, opts ...grpc.CallOption) (*ReleaseLocksResponse, error)
 	// GetLock answers the current holder of a resource. An expired lock is free.
 	// Errors: NotFound (the resource is free), InvalidArgument.
 	GetLock(ctx context.Context, in *GetLockRequest, opts ...grpc.CallOption) (*GetLockResponse, error)
@@ -140,6 +160,26 @@ func (c *registryServiceClient) ReleaseLock(ctx context.Context, in *ReleaseLock
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReleaseLockResponse)
 	err := c.cc.Invoke(ctx, RegistryService_ReleaseLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) AcquireLocks(ctx context.Context, in *AcquireLocksRequest, opts ...grpc.CallOption) (*AcquireLocksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcquireLocksResponse)
+	err := c.cc.Invoke(ctx, RegistryService_AcquireLocks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) ReleaseLocks(ctx context.Context, in *ReleaseLocksRequest, opts ...grpc.CallOption) (*ReleaseLocksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseLocksResponse)
+	err := c.cc.Invoke(ctx, RegistryService_ReleaseLocks_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -281,6 +321,24 @@ type RegistryServiceServer interface {
 	// ReleaseLock frees a lock. Only the holder with the current token may release (compare-and-set).
 	// Errors: Aborted (stale token), FailedPrecondition (not held or held by another), InvalidArgument.
 	ReleaseLock(context.Context, *ReleaseLockRequest) (*ReleaseLockResponse, error)
+	// AcquireLocks grants the locks on every resource of a batch (e.g. all of a task's files) to one
+	// holder for ttl, all or nothing, in one call and one atomic step of the store: either every
+	// lock is granted, or none is (a resource held by another holder leaves the others untouched)
+	// and the response names one holder that stood in the way. With wait set it blocks up to that
+	// long for all of them to be free together (never holding some while waiting for others, so two
+	// batches cannot deadlock). Every granted lock carries its own fencing token, as AcquireLock's
+	// grant: tokens strictly increase per resource, the locks newly granted by one call get
+	// consecutive tokens, and a lock the holder already held is extended with its token. Renew and
+	// release them one by one (RenewLock, ReleaseLock) or together (ReleaseLocks).
+	// Errors: InvalidArgument (a resource not a clean repository-relative path, a resource twice,
+	// more than 1000 resources, empty holder, ttl or wait out of bounds), Unavailable.
+	AcquireLocks(context.Context, *AcquireLocksRequest) (*AcquireLocksResponse, error)
+	// ReleaseLocks frees a batch of locks of one holder in one call and one atomic step of the
+	// store: each lock whose grant is the holder's current one (the token) is released and its
+	// waiters woken; the others (expired, lost and granted again, never granted) are left as they
+	// are and named in the response with the reason, as ReleaseLock would refuse them.
+	// Errors: InvalidArgument (as AcquireLocks), Unavailable.
+	ReleaseLocks(context.Context, *ReleaseLocksRequest) (*ReleaseLocksResponse, error)
 	// GetLock answers the current holder of a resource. An expired lock is free.
 	// Errors: NotFound (the resource is free), InvalidArgument.
 	GetLock(context.Context, *GetLockRequest) (*GetLockResponse, error)
@@ -345,6 +403,12 @@ func (UnimplementedRegistryServiceServer) RenewLock(context.Context, *RenewLockR
 }
 func (UnimplementedRegistryServiceServer) ReleaseLock(context.Context, *ReleaseLockRequest) (*ReleaseLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReleaseLock not implemented")
+}
+func (UnimplementedRegistryServiceServer) AcquireLocks(context.Context, *AcquireLocksRequest) (*AcquireLocksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AcquireLocks not implemented")
+}
+func (UnimplementedRegistryServiceServer) ReleaseLocks(context.Context, *ReleaseLocksRequest) (*ReleaseLocksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReleaseLocks not implemented")
 }
 func (UnimplementedRegistryServiceServer) GetLock(context.Context, *GetLockRequest) (*GetLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLock not implemented")
@@ -450,6 +514,42 @@ func _RegistryService_ReleaseLock_Handler(srv interface{}, ctx context.Context, 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RegistryServiceServer).ReleaseLock(ctx, req.(*ReleaseLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_AcquireLocks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcquireLocksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).AcquireLocks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_AcquireLocks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).AcquireLocks(ctx, req.(*AcquireLocksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_ReleaseLocks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseLocksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).ReleaseLocks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_ReleaseLocks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).ReleaseLocks(ctx, req.(*ReleaseLocksRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -670,6 +770,14 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReleaseLock",
 			Handler:    _RegistryService_ReleaseLock_Handler,
+		},
+		{
+			MethodName: "AcquireLocks",
+			Handler:    _RegistryService_AcquireLocks_Handler,
+		},
+		{
+			MethodName: "ReleaseLocks",
+			Handler:    _RegistryService_ReleaseLocks_Handler,
 		},
 		{
 			MethodName: "GetLock",

@@ -33,6 +33,7 @@ const ttl = time.Minute
 
 // Run runs the suite.
 func Run(t *testing.T, h Harness) {
+	runBatch(t, h)
 	t.Run("AcquireGrantsOrNamesTheHolder", func(t *testing.T) {
 		t.Parallel()
 		b := h.New(t)

@@ -95,7 +95,10 @@ func (b *Backend) held(resource string, t time.Time) *entry {
 
 // attempt is the outcome of one try at a lock.
 type attempt struct {
-	lock    hot.Lock
+	// lock is the grant of one lock, or the conflicting lock when not granted.
+	lock hot.Lock
+	// locks are the grants of tryAll.
+	locks   []hot.Lock
 	granted bool
 	// freed and untilExpiry say when to try again, when not granted.
 	freed       <-chan struct{}
@@ -182,32 +185,48 @@ func (b *Backend) takeEpoch(ctx context.Context, seen int64) error {
 
 // Acquire implements hot.Locks.
 func (b *Backend) Acquire(ctx context.Context, resource, holder string, ttl, wait time.Duration) (hot.Lock, bool, error) {
+	a, err := b.acquire(ctx, wait, func() (attempt, error) { return b.try(resource, holder, ttl) })
+	return a.lock, a.granted, err
+}
+
+// AcquireAll implements hot.Locks.
+func (b *Backend) AcquireAll(ctx context.Context, resources []string, holder string, ttl, wait time.Duration) ([]hot.Lock, hot.Lock, bool, error) {
+	a, err := b.acquire(ctx, wait, func() (attempt, error) { return b.tryAll(resources, holder, ttl) })
+	if err != nil || !a.granted {
+		return nil, a.lock, false, err
+	}
+	return a.locks, hot.Lock{}, true, nil
+}
+
+// acquire runs try until it grants, taking new epochs when it asks for them, and waits between
+// tries up to wait for the conflicting lock to be released or to expire.
+func (b *Backend) acquire(ctx context.Context, wait time.Duration, try func() (attempt, error)) (attempt, error) {
 	deadline := now().Add(wait)
 	epochs := 0
 	for {
 		b.mu.Lock()
 		seen := b.epoch
 		b.mu.Unlock()
-		a, err := b.try(resource, holder, ttl)
+		a, err := try()
 		if err != nil {
-			return hot.Lock{}, false, err
+			return attempt{}, err
 		}
 		if a.needEpoch {
 			// Bounded: more means the durable store does not hand out greater epochs.
 			if epochs++; epochs > maxEpochTakes {
-				return hot.Lock{}, false, errors.New("inproc: no new fencing epoch could be taken")
+				return attempt{}, errors.New("inproc: no new fencing epoch could be taken")
 			}
 			if err := b.takeEpoch(ctx, seen); err != nil {
-				return hot.Lock{}, false, err
+				return attempt{}, err
 			}
 			continue
 		}
 		if a.granted {
-			return a.lock, true, nil
+			return a, nil
 		}
 		left := deadline.Sub(now())
 		if left <= 0 {
-			return a.lock, false, nil
+			return a, nil
 		}
 		// Wait for a release, the holder's expiry or the end of the wait, whichever is first.
 		timer := time.NewTimer(min(left, a.untilExpiry))
@@ -216,10 +235,55 @@ func (b *Backend) Acquire(ctx context.Context, resource, holder string, ttl, wai
 		case <-timer.C:
 		case <-ctx.Done():
 			timer.Stop()
-			return hot.Lock{}, false, ctx.Err()
+			return attempt{}, ctx.Err()
 		}
 		timer.Stop()
 	}
+}
+
+// tryAll tries once to take every resource, all or nothing.
+func (b *Backend) tryAll(resources []string, holder string, ttl time.Duration) (attempt, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return attempt{}, errClosed
+	}
+	t := now()
+	fresh := int64(0) // grants that need a new token
+	for _, r := range resources {
+		if e := b.held(r, t); e != nil {
+			if e.holder != holder {
+				out := hot.Lock{Resource: r, Holder: e.holder, ExpiresAt: wall(e.expires)}
+				return attempt{lock: out, freed: e.freed, untilExpiry: e.expires.Sub(t)}, nil
+			}
+			if epoch, _ := hot.SplitToken(e.token); epoch == b.epoch {
+				continue
+			}
+		}
+		fresh++
+	}
+	if fresh > 0 && (b.epoch == 0 || b.counter+fresh > hot.MaxCounter) {
+		return attempt{needEpoch: true}, nil
+	}
+	locks := make([]hot.Lock, len(resources))
+	for i, r := range resources {
+		old, ok := b.locks[r] // live: held dropped the expired ones above
+		if ok {
+			if epoch, _ := hot.SplitToken(old.token); epoch == b.epoch {
+				// The same holder: re-granted with the same token.
+				old.acquired, old.expires = t, t.Add(ttl)
+				locks[i] = old.lock(r)
+				continue
+			}
+			close(old.freed) // re-granted under a new epoch
+		}
+		b.counter++
+		e := &entry{holder: holder, token: hot.Token(b.epoch, b.counter), acquired: t, expires: t.Add(ttl), freed: make(chan struct{})}
+		b.locks[r] = e
+		locks[i] = e.lock(r)
+	}
+	b.maybeSweep(t)
+	return attempt{locks: locks, granted: true}, nil
 }
 
 // current answers the live entry for a Renew or Release, or its error. Called with mu held.
@@ -257,6 +321,26 @@ func (b *Backend) Release(_ context.Context, resource, holder string, token int6
 	delete(b.locks, resource)
 	close(e.freed)
 	return nil
+}
+
+// ReleaseAll implements hot.Locks.
+func (b *Backend) ReleaseAll(_ context.Context, holder string, grants []hot.Grant) ([]error, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errClosed
+	}
+	refused := make([]error, len(grants))
+	for i, g := range grants {
+		e, err := b.current(g.Resource, holder, g.Token)
+		if err != nil {
+			refused[i] = err
+			continue
+		}
+		delete(b.locks, g.Resource)
+		close(e.freed)
+	}
+	return refused, nil
 }
 
 // Get implements hot.Locks.

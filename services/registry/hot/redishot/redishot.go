@@ -102,7 +102,7 @@ func (b *Backend) try(ctx context.Context, resource, holder string, ttl time.Dur
 			return hot.Lock{Resource: resource, Holder: asString(res[1]), ExpiresAt: ms(expires)},
 				false, time.Duration(expires-now) * time.Millisecond, nil
 		case -1:
-			if err := b.installEpoch(ctx); err != nil {
+			if err := b.installEpoch(ctx, 1); err != nil {
 				return hot.Lock{}, false, 0, err
 			}
 		default:
@@ -113,8 +113,8 @@ func (b *Backend) try(ctx context.Context, resource, holder string, ttl time.Dur
 }
 
 // installEpoch takes a new epoch from the durable store and installs it in Redis, unless a
-// valid one is installed meanwhile (by another replica).
-func (b *Backend) installEpoch(ctx context.Context) error {
+// valid one with room for need tokens is installed meanwhile (by another replica).
+func (b *Backend) installEpoch(ctx context.Context, need int64) error {
 	e, err := b.epochs.NextLockEpoch(ctx, b.prefix)
 	if err != nil {
 		return err
@@ -122,7 +122,7 @@ func (b *Backend) installEpoch(ctx context.Context) error {
 	if e > hot.MaxEpoch {
 		return fmt.Errorf("redishot: fencing epochs exhausted (%d)", e)
 	}
-	if err := installEpochScript.Run(ctx, b.rdb, []string{b.epochKey()}, e).Err(); err != nil {
+	if err := installEpochScript.Run(ctx, b.rdb, []string{b.epochKey()}, e, need).Err(); err != nil {
 		return wrap(err)
 	}
 	return nil
@@ -143,7 +143,7 @@ func (b *Backend) Acquire(ctx context.Context, resource, holder string, ttl, wai
 	if err != nil {
 		return hot.Lock{}, false, err
 	}
-	defer b.waiters.remove(resource, wake)
+	defer b.waiters.remove(wake, resource)
 	for {
 		var untilExpiry time.Duration
 		lock, granted, untilExpiry, err = b.try(ctx, resource, holder, ttl)
@@ -398,9 +398,9 @@ type waiters struct {
 	byResource map[string]map[chan struct{}]struct{}
 }
 
-// add registers a waiter for resource, subscribing to releases first if nobody has yet. The
-// returned channel receives (without blocking the sender) when resource is released.
-func (w *waiters) add(ctx context.Context, resource string) (chan struct{}, error) {
+// add registers a waiter for resources, subscribing to releases first if nobody has yet. The
+// returned channel receives (without blocking the sender) when one of resources is released.
+func (w *waiters) add(ctx context.Context, resources ...string) (chan struct{}, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -417,33 +417,40 @@ func (w *waiters) add(ctx context.Context, resource string) (chan struct{}, erro
 		go w.dispatch(sub.Channel())
 	}
 	ch := make(chan struct{}, 1)
-	set := w.byResource[resource]
-	if set == nil {
-		set = map[chan struct{}]struct{}{}
-		w.byResource[resource] = set
+	for _, resource := range resources {
+		set := w.byResource[resource]
+		if set == nil {
+			set = map[chan struct{}]struct{}{}
+			w.byResource[resource] = set
+		}
+		set[ch] = struct{}{}
 	}
-	set[ch] = struct{}{}
 	return ch, nil
 }
 
 // remove unregisters a waiter.
-func (w *waiters) remove(resource string, ch chan struct{}) {
+func (w *waiters) remove(ch chan struct{}, resources ...string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.byResource[resource], ch)
-	if len(w.byResource[resource]) == 0 {
-		delete(w.byResource, resource)
+	for _, resource := range resources {
+		delete(w.byResource[resource], ch)
+		if len(w.byResource[resource]) == 0 {
+			delete(w.byResource, resource)
+		}
 	}
 }
 
-// dispatch wakes the waiters of every released resource until the subscription closes.
+// dispatch wakes the waiters of every released resource until the subscription closes. A
+// message names one resource, or several separated by newlines (a batch release).
 func (w *waiters) dispatch(messages <-chan *redis.Message) {
 	for m := range messages {
 		w.mu.Lock()
-		for ch := range w.byResource[m.Payload] {
-			select {
-			case ch <- struct{}{}:
-			default: // already woken
+		for resource := range strings.SplitSeq(m.Payload, "\n") {
+			for ch := range w.byResource[resource] {
+				select {
+				case ch <- struct{}{}:
+				default: // already woken
+				}
 			}
 		}
 		w.mu.Unlock()

@@ -94,14 +94,15 @@ redis.call('ZADD', KEYS[4], now + ttl, ARGV[3])
 return {1, tonumber(e), tonumber(c), now, now + ttl}
 `)
 
-// installEpochScript installs a durable epoch, unless a valid one is there.
+// installEpochScript installs a durable epoch, unless a valid one is there with room for the
+// tokens asked for.
 //
 //	KEYS: epoch
-//	ARGV: candidate epoch (just taken from the durable store)
+//	ARGV: candidate epoch (just taken from the durable store), tokens needed (1 when absent)
 //	=> the epoch in force
 var installEpochScript = redis.NewScript(runID + `
 local ep = redis.call('HMGET', KEYS[1], 'e', 'run', 'c')
-if ep[1] and ep[2] == run and (tonumber(ep[3]) or 0) < 4294967295 then
+if ep[1] and ep[2] == run and (tonumber(ep[3]) or 0) + (tonumber(ARGV[2]) or 1) <= 4294967295 then
   return tonumber(ep[1])
 end
 local e = tonumber(ARGV[1])
@@ -256,4 +257,113 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'WITHSCORES'
 var markIndexedScript = redis.NewScript(runID + `
 redis.call('SET', KEYS[1], run)
 return 1
+`)
+
+// acquireAllScript grants a batch of locks to one holder, all or nothing (hot.Locks.AcquireAll).
+//
+//	KEYS: epoch, locks, expiry, lock 1..n
+//	ARGV: holder, ttl ms, lock key prefix, resource 1..n
+//	=> {1, epoch, now ms, counter 1..n}     granted: expires now + ttl, acquired now
+//	   {0, i, holder, expires ms, now ms}   resource i (from 1) is held by another
+//	   {-1, tokens}                         no valid epoch with room for tokens new grants:
+//	                                        install one and retry
+var acquireAllScript = redis.NewScript(timeMs + luaParseLock + `
+local n, holder = #KEYS - 3, ARGV[1]
+local curs = {}
+for i = 1, n do
+  local cur = redis.call('GET', KEYS[3 + i])
+  curs[i] = false
+  if cur then
+    local e, c, acq, h = parse(cur)
+    if h ~= holder then
+      return {0, i, h, redis.call('PEXPIRETIME', KEYS[3 + i]), now}
+    end
+    curs[i] = {e, c}
+  end
+end
+` + runID + `
+local ep = redis.call('HMGET', KEYS[1], 'e', 'run', 'c')
+local fresh = 0
+for i = 1, n do
+  if not curs[i] or curs[i][1] ~= ep[1] then
+    fresh = fresh + 1
+  end
+end
+if not ep[1] or ep[2] ~= run or (tonumber(ep[3]) or 0) + fresh > 4294967295 then
+  return {-1, fresh}
+end
+local ttl = tonumber(ARGV[2])
+local e, c = ep[1], 0
+if fresh > 0 then
+  c = redis.call('HINCRBY', KEYS[1], 'c', fresh) - fresh
+end
+local out = {1, tonumber(e), now}
+for i = 1, n do
+  local r, cc = ARGV[3 + i], nil
+  if curs[i] and curs[i][1] == e then
+    -- Held by the holder under the current epoch: re-granted with the same token.
+    cc = tonumber(curs[i][2])
+  else
+    c = c + 1
+    cc = c
+    redis.call('ZADD', KEYS[2], 0, r)
+  end
+  redis.call('SET', KEYS[3 + i], e .. ' ' .. cc .. ' ' .. now .. ' ' .. holder, 'PXAT', now + ttl)
+  redis.call('ZADD', KEYS[3], now + ttl, r)
+  out[#out + 1] = cc
+end
+if fresh > 0 then
+  -- Amortised cleanup, as in acquireScript.
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 4)
+  for _, r in ipairs(dead) do
+    if redis.call('EXISTS', ARGV[3] .. r) == 0 then
+      redis.call('ZREM', KEYS[2], r)
+      redis.call('ZREM', KEYS[3], r)
+    end
+  end
+end
+return out
+`)
+
+// releaseAllScript frees the current grants of a batch of one holder and wakes their waiters
+// (one message: the released resources separated by newlines).
+//
+//	KEYS: locks, expiry, lock 1..n
+//	ARGV: holder, channel, then resource, epoch, counter of each grant
+//	=> {code 1, holder 1, ..., code n, holder n}: code 1 released, else the refusals of
+//	   renewScript (holder "" when it names none)
+var releaseAllScript = redis.NewScript(luaParseLock + `
+local n, holder = #KEYS - 2, ARGV[1]
+local out, released = {}, {}
+for i = 1, n do
+  local k, r = KEYS[2 + i], ARGV[3 * i]
+  local te, tc = tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
+  local code, who = 1, ''
+  local cur = redis.call('GET', k)
+  if not cur then
+    code = -1
+  else
+    local e, c, acq, h = parse(cur)
+    e, c = tonumber(e), tonumber(c)
+    if te < e or (te == e and tc < c) then
+      code, who = -2, h
+    elseif te ~= e or tc ~= c then
+      code = -3
+    elseif h ~= holder then
+      code, who = -4, h
+    end
+  end
+  if code == 1 then
+    redis.call('DEL', k)
+    redis.call('ZREM', KEYS[1], r)
+    redis.call('ZREM', KEYS[2], r)
+    released[#released + 1] = r
+  end
+  out[#out + 1] = code
+  out[#out + 1] = who
+end
+if #released > 0 then
+  redis.call('PUBLISH', ARGV[2], table.concat(released, '\n'))
+end
+return out
 `)
