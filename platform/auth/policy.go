@@ -98,6 +98,8 @@ var Policy = map[string][]Role{
 	"/converge.registry.v1.RegistryService/AcquireLock":     worker,
 	"/converge.registry.v1.RegistryService/RenewLock":       worker,
 	"/converge.registry.v1.RegistryService/ReleaseLock":     worker,
+	"/converge.registry.v1.RegistryService/AcquireLocks":    worker,
+	"/converge.registry.v1.RegistryService/ReleaseLocks":    worker,
 	"/converge.registry.v1.RegistryService/GetLock":         readAll,
 	"/converge.registry.v1.RegistryService/ListLocks":       readAll,
 	"/converge.registry.v1.RegistryService/SetOwner":        operatorOnly,

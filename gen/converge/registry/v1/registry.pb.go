@@ -35,7 +35,7 @@ const (
 	ReleaseRefusal_RELEASE_REFUSAL_NOT_HELD ReleaseRefusal = 1
 	// The token is older than the current grant's: the lock was lost and granted again (Aborted).
 	ReleaseRefusal_RELEASE_REFUSAL_STALE_TOKEN ReleaseRefusal = 2
-	// The token was never granted for the resource (Aborted).
+	// The token was never granted for the resource (FailedPrecondition).
 	ReleaseRefusal_RELEASE_REFUSAL_WRONG_TOKEN ReleaseRefusal = 3
 	// The token is current but another holder holds it (FailedPrecondition).
 	ReleaseRefusal_RELEASE_REFUSAL_HELD_BY_OTHER ReleaseRefusal = 4
