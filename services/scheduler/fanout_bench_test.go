@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,18 +26,34 @@ import (
 	"github.com/converge-dev/converge/services/scheduler/store/sqlite"
 )
 
-// BenchmarkFanout runs a fan-out of n no-op tasks (one wave) through the Scheduler's gRPC server
-// (bufconn, interceptors) with two in-process agents doing what converge-agent does per task:
-// ClaimTask, one ReportProgress with TASK_STARTED, CompleteTask (fused with the next claim when
-// the sub-benchmark says so). It reports the time and the heap per task: the claim/complete path
-// without process spawns, git or the Registry. The sizes grow by 10× so an O(tasks) step shows
-// as a growing ns/task (P1b in bench/RESULTS.md).
+// BenchmarkFanout runs a fan-out of n no-op tasks through the Scheduler's gRPC server (bufconn,
+// interceptors) with two in-process agents doing what converge-agent does per task: ClaimTask,
+// one ReportProgress with TASK_STARTED, CompleteTask (fused with the next claim when the
+// sub-benchmark says so). It reports per task the wall and CPU time, the bytes allocated and the
+// memory the run held: the claim/complete path without process spawns, git or the Registry.
+// The sizes grow by 10× so an O(tasks) step shows as a growing µs/task (P1b in
+// bench/RESULTS.md), and a per-task memory that grows with n as a Scheduler holding the run.
 //
-// CONVERGE_FANOUT_SIZES (comma-separated) replaces the sizes, e.g. 100,1000,10000,100000.
+// Environment:
 //
-//	go test -run '^$' -bench BenchmarkFanout -benchtime 1x ./
+//   - CONVERGE_FANOUT_SIZES (comma-separated) replaces the sizes, e.g. 100,1000,10000,100000;
+//
+//   - CONVERGE_FANOUT_MAX_PARALLEL is the execution's max_parallel (tasks per wave): 2 (the
+//     agents, so n/2 waves of two: a wave barrier every second completion) unless set; bench/run.sh
+//     sets 1024 (the contract's maximum, as bench/dag does: n/1024 waves, the fan-out).
+//
+//     go test -run '^$' -bench BenchmarkFanout -benchtime 1x ./
+//     go test -run '^$' -bench 'BenchmarkFanout/(sqlite|postgres)/fused=true/' -benchtime 1x ./  # the growth run of make bench
 func BenchmarkFanout(b *testing.B) {
 	sizes := []int{100, 1000, 10000}
+	width := 2
+	if env := os.Getenv("CONVERGE_FANOUT_MAX_PARALLEL"); env != "" {
+		w, err := strconv.Atoi(env)
+		if err != nil || w <= 0 || w > 1024 {
+			b.Fatalf("CONVERGE_FANOUT_MAX_PARALLEL: %q is not a max_parallel from 1 to 1024", env)
+		}
+		width = w
+	}
 	if env := os.Getenv("CONVERGE_FANOUT_SIZES"); env != "" {
 		sizes = nil
 		for _, f := range strings.Split(env, ",") {
@@ -52,7 +69,7 @@ func BenchmarkFanout(b *testing.B) {
 			for _, n := range sizes {
 				b.Run(fmt.Sprintf("%s/fused=%v/tasks=%d", name, fused, n), func(b *testing.B) {
 					for range b.N {
-						fanout(b, name, n, 2, fused)
+						fanout(b, name, n, 2, min(width, n), fused)
 					}
 				})
 			}
@@ -77,7 +94,7 @@ func benchStore(b *testing.B, name string) store.Store {
 	return st
 }
 
-func fanout(b *testing.B, backend string, n, agents int, fused bool) {
+func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	b.StopTimer()
 	st := benchStore(b, backend)
 	s := New(st, WithWorkDir(b.TempDir()))
@@ -98,6 +115,7 @@ func fanout(b *testing.B, backend string, n, agents int, fused bool) {
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
+	mem := watchMemory(n)
 	cpu0 := cpuTime()
 	b.StartTimer()
 	start := time.Now()
@@ -106,7 +124,7 @@ func fanout(b *testing.B, backend string, n, agents int, fused bool) {
 		b.Fatal(err)
 	}
 	e, err := c.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId(),
-		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(agents)}})
+		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(width)}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -116,7 +134,7 @@ func fanout(b *testing.B, backend string, n, agents int, fused bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- benchAgent(ctx, c, fmt.Sprintf("agent-%d", i), e.GetExecution().GetId(), fused)
+			errs <- benchAgent(ctx, c, fmt.Sprintf("agent-%d", i), e.GetExecution().GetId(), fused, mem)
 		}()
 	}
 	wg.Wait()
@@ -129,6 +147,14 @@ func fanout(b *testing.B, backend string, n, agents int, fused bool) {
 	elapsed := time.Since(start)
 	cpu := cpuTime() - cpu0
 	b.StopTimer()
+	mem.stop()
+	// The memory: absolute (bench/report derives the memory per task from the slope between
+	// sizes: what one more task in the run costs) and above the start, per task.
+	b.ReportMetric(float64(mem.liveMid)/(1<<20), "live-mid-MB")
+	b.ReportMetric(float64(mem.rssPeak)/(1<<20), "rss-peak-MB")
+	b.ReportMetric(float64(max(mem.liveMid-mem.live0, 0))/float64(n), "live-B/task")
+	b.ReportMetric(float64(max(mem.rssPeak-mem.rss0, 0))/float64(n), "rss-B/task")
+	b.ReportMetric(float64(width), "max-parallel")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "cpu-µs/task")
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
@@ -142,7 +168,7 @@ func fanout(b *testing.B, backend string, n, agents int, fused bool) {
 
 // benchAgent claims, reports and completes until the execution has nothing left for it; fused:
 // each completion claims the next assignment (claim_next), as converge-agent does.
-func benchAgent(ctx context.Context, c schedulerv1.SchedulerServiceClient, instance, execution string, fused bool) error {
+func benchAgent(ctx context.Context, c schedulerv1.SchedulerServiceClient, instance, execution string, fused bool, mem *memWatch) error {
 	claim := &schedulerv1.ClaimTaskRequest{InstanceId: instance, Capabilities: []string{"executor:command", "integration"},
 		ExecutionId: execution}
 	var next *schedulerv1.ClaimedAssignment
@@ -181,8 +207,85 @@ func benchAgent(ctx context.Context, c schedulerv1.SchedulerServiceClient, insta
 		if err != nil {
 			return err
 		}
+		mem.taskDone()
 		next = res.GetNext()
 	}
+}
+
+// memWatch measures the process's memory while a run goes on: the Go heap live at mid-run (one
+// forced GC when half the tasks are done: what the process holds then, not garbage awaiting a
+// cycle) and the peak resident set (/proc/self/statm sampled every 20 ms; it also counts SQLite's
+// pages, which modernc's libc allocates outside the Go heap, and the Go runtime keeps RSS it
+// once used, so it is a high-water mark).
+type memWatch struct {
+	n         int64
+	completed atomic.Int64
+	done      chan struct{}
+	finished  chan struct{}
+	live0     int64 // live heap after a GC at the start
+	liveMid   int64 // live heap after a GC at mid-run
+	rss0      int64
+	rssPeak   int64
+}
+
+func watchMemory(n int) *memWatch {
+	m := &memWatch{n: int64(n), done: make(chan struct{}), finished: make(chan struct{}), live0: heapAlloc(), rss0: rss()}
+	m.rssPeak = m.rss0
+	go func() {
+		defer close(m.finished)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			m.rssPeak = max(m.rssPeak, rss())
+			if m.liveMid == 0 && 2*m.completed.Load() >= m.n {
+				runtime.GC()
+				m.liveMid = heapAlloc()
+			}
+			select {
+			case <-m.done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return m
+}
+
+// taskDone counts a completion (the mid-run GC waits for half of them).
+func (m *memWatch) taskDone() {
+	if m != nil {
+		m.completed.Add(1)
+	}
+}
+
+// stop ends the sampling.
+func (m *memWatch) stop() {
+	close(m.done)
+	<-m.finished
+}
+
+// heapAlloc is the heap's allocated bytes (live after a GC).
+func heapAlloc() int64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// rss is the resident set in bytes (0 where /proc is missing).
+func rss() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * int64(os.Getpagesize())
 }
 
 // cpuTime is the process's user + system CPU time: on a shared machine it says what a task costs
