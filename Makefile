@@ -115,6 +115,10 @@ example: ## Build the greeter example (examples/greeter) with 3 local agents in 
 bench: ## Run every benchmark side by side with its peer (ninja, make, redis-benchmark, topo sort) and rewrite bench/RESULTS.md.
 	sh bench/run.sh
 
+.PHONY: bench-growth
+bench-growth: ## The growth benchmark alone: the fan-out at 100 … 100,000 tasks (FANOUT_SIZES), embedded and Postgres, cost and memory per task.
+	sh bench/run.sh growth
+
 .PHONY: faults
 faults: ## Fault suite against the real binaries, Postgres and Redis (full size); prints its table.
 	sh faults/run.sh full

@@ -1,22 +1,43 @@
 #!/bin/sh
 # make bench: run every benchmark side by side with its peer and rewrite bench/RESULTS.md.
+# make bench-growth (sh bench/run.sh growth): only the growth benchmark (BenchmarkFanout at
+# FANOUT_SIZES, default 100,1000,10000,100000, embedded and Postgres); prints its table and keeps
+# its outputs in $BENCH_OUT for a later `FANOUT_FROM=<that dir> make bench`.
 #
 # Needs Go, git, ninja, make, redis-server and redis-benchmark on PATH (Debian: ninja-build,
 # redis-tools, redis-server), Postgres at $CONVERGE_TEST_POSTGRES_URL (default
 # postgres://postgres@127.0.0.1:5432/postgres, allowed to create databases) and Redis at
 # $CONVERGE_TEST_REDIS_URL (default redis://127.0.0.1:6379/0).
 #
-# Sizes (environment): AGENTS (4: converge agents, ninja/make -j), CHAIN_TASKS (1000), DAG_TASKS
-# (1000), DAG_EDGES (5000), DAG_SEED (1), PEER_ROUNDS (3), REGISTRY_CLIENTS (50),
-# REGISTRY_DURATION (5s), REGISTRY_ROUNDS (3), REGISTRY_SET_REQUESTS (100000), KNOWLEDGE_ITEMS (1000000), KNOWLEDGE_QUERIES (20000),
-# PLAN_BENCHTIME (3x), VERIFY_BENCHTIME (5x), FANOUT_SIZES (100,1000,10000; add 100000 for the full growth run). The outputs stay in $BENCH_OUT (default a temporary
-# directory, printed at the end).
+# Sizes (environment), defaults as in issue 17's table: AGENTS (2: converge agents, ninja/make -j),
+# CHAIN_TASKS (300), DAG_TASKS (1000), DAG_EDGES (5000), DAG_SEED (1), PEER_ROUNDS (3),
+# REGISTRY_CLIENTS (50), REGISTRY_DURATION (5s), REGISTRY_ROUNDS (3), REGISTRY_SET_REQUESTS
+# (100000), KNOWLEDGE_ITEMS (1000000), KNOWLEDGE_QUERIES (20000), PLAN_BENCHTIME (3x),
+# VERIFY_BENCHTIME (5x), FANOUT_SIZES (100,1000,10000; growth: 100,1000,10000,100000),
+# FANOUT_MAX_PARALLEL (1024), LOAD_STREAMS (1000), LOAD_AGENTS (50), LOAD_TASKS (300).
+# BENCH_ONLY (space-separated, default all): plan fanout verifier registry knowledge dag load.
+# FANOUT_FROM: the output directory of an earlier `make bench-growth`, whose growth figures
+# RESULTS.md then shows (with that run's date, commit and command) instead of running it again.
+# The outputs stay in $BENCH_OUT (default a temporary directory, printed at the end).
 set -u
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-AGENTS=${AGENTS:-4}
-CHAIN_TASKS=${CHAIN_TASKS:-1000}
+mode=${1:-all}
+case $mode in
+all) FANOUT_SIZES=${FANOUT_SIZES:-100,1000,10000} ;;
+growth)
+	BENCH_ONLY=fanout
+	FANOUT_SIZES=${FANOUT_SIZES:-100,1000,10000,100000}
+	;;
+*)
+	echo "usage: sh bench/run.sh [all|growth]" >&2
+	exit 2
+	;;
+esac
+BENCH_ONLY=${BENCH_ONLY:-plan fanout verifier registry knowledge dag load}
+AGENTS=${AGENTS:-2}
+CHAIN_TASKS=${CHAIN_TASKS:-300}
 DAG_TASKS=${DAG_TASKS:-1000}
 DAG_EDGES=${DAG_EDGES:-5000}
 DAG_SEED=${DAG_SEED:-1}
@@ -30,12 +51,35 @@ KNOWLEDGE_QUERIES=${KNOWLEDGE_QUERIES:-20000}
 PLAN_BENCHTIME=${PLAN_BENCHTIME:-3x}
 VERIFY_BENCHTIME=${VERIFY_BENCHTIME:-5x}
 CHAIN_NOTE=${CHAIN_NOTE:-}
+FANOUT_MAX_PARALLEL=${FANOUT_MAX_PARALLEL:-1024}
+FANOUT_FROM=${FANOUT_FROM:-}
+LOAD_STREAMS=${LOAD_STREAMS:-1000}
+LOAD_AGENTS=${LOAD_AGENTS:-50}
+LOAD_TASKS=${LOAD_TASKS:-300}
 
 out=${BENCH_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/converge-bench-XXXXXX")}
 mkdir -p "$out"
 failed=""
 
 step() { echo "== $(date -u +%H:%M:%S) $*" >&2; }
+
+# want NAME: NAME is in BENCH_ONLY.
+want() {
+	case " $BENCH_ONLY " in
+	*" $1 "*) return 0 ;;
+	esac
+	return 1
+}
+
+# The load average every 30 s while the benchmarks run (load.txt: "HH:MM:SS 1min 5min 15min").
+(
+	while :; do
+		echo "$(date -u +%H:%M:%S) $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/load.txt"
+		sleep 30
+	done
+) &
+sampler=$!
+trap 'kill "$sampler" 2>/dev/null' EXIT
 
 # run NAME DIR CMD...: CMD's stdout to $out/NAME, its stderr to $out/NAME.err (and the terminal).
 run() {
@@ -74,34 +118,67 @@ pgurl=${CONVERGE_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 	echo "seed: $DAG_SEED"
 	echo "peer rounds: $PEER_ROUNDS"
 	echo "registry duration: $REGISTRY_DURATION"
+	echo "knowledge items: $KNOWLEDGE_ITEMS"
+	echo "benchmarks: $BENCH_ONLY"
+	echo "command: $(env | grep -E '^(AGENTS|CHAIN_TASKS|DAG_[A-Z]+|PEER_ROUNDS|REGISTRY_[A-Z_]+|KNOWLEDGE_[A-Z]+|PLAN_BENCHTIME|VERIFY_BENCHTIME|FANOUT_[A-Z_]+|LOAD_[A-Z]+|BENCH_ONLY)=' | sort | tr '\n' ' ')sh bench/run.sh $mode"
 } >"$out/settings.txt"
 cat "$out/env.txt" >&2
 
-run plan.txt services/scheduler go test -run '^$' -bench BenchmarkPlan100k -benchtime "$PLAN_BENCHTIME" ./plan
-# P1b: the Scheduler's cost per task as the fan-out grows (FANOUT_SIZES, default 100,1000,10000).
-CONVERGE_FANOUT_SIZES=${FANOUT_SIZES:-100,1000,10000} run fanout.txt services/scheduler go test -run '^$' -bench BenchmarkFanout -benchtime 1x -timeout 60m .
-run verifier.txt services/verifier go test -run '^$' -bench BenchmarkVerifyParallelCommands -benchtime "$VERIFY_BENCHTIME" .
+want plan && run plan.txt services/scheduler go test -run '^$' -bench BenchmarkPlan100k -benchtime "$PLAN_BENCHTIME" ./plan
 
-# The verifier's measured peer: the same 100 checks of `sleep 0.1` under xargs -P 8, 3 times.
-step "verifier peer: xargs -P 8"
-: >"$out/verifier-peer.txt"
-for _ in 1 2 3; do
-	t0=$(date +%s%N)
-	seq 100 | xargs -P 8 -n 1 sh -c 'sleep 0.1' sh
-	t1=$(date +%s%N)
-	echo "$t0 $t1" | awk '{printf "%.4f\n", ($2 - $1) / 1e9}' >>"$out/verifier-peer.txt"
-done
+# P1b, the growth benchmark: the Scheduler's cost and memory per task as the fan-out grows, the
+# claim path converge-agent takes (fused complete-and-claim), embedded and on Postgres.
+if want fanout; then
+	if [ -n "$FANOUT_FROM" ]; then
+		step "fanout: the figures of $FANOUT_FROM"
+		cp "$FANOUT_FROM/fanout.txt" "$out/fanout.txt" && cp "$FANOUT_FROM/fanout-meta.txt" "$out/fanout-meta.txt" || failed="$failed fanout.txt"
+	else
+		{
+			echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+			echo "commit: $(git rev-parse --short HEAD)"
+			echo "command: FANOUT_SIZES=$FANOUT_SIZES FANOUT_MAX_PARALLEL=$FANOUT_MAX_PARALLEL sh bench/run.sh $mode"
+			echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+		} >"$out/fanout-meta.txt"
+		CONVERGE_FANOUT_SIZES=$FANOUT_SIZES CONVERGE_FANOUT_MAX_PARALLEL=$FANOUT_MAX_PARALLEL run fanout.txt services/scheduler \
+			go test -run '^$' -bench 'BenchmarkFanout/(sqlite|postgres)/fused=true/' -benchtime 1x -timeout 180m .
+		echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/fanout-meta.txt"
+	fi
+fi
 
-run registry.json bench/registry env GOWORK=off go run . --json --clients "$REGISTRY_CLIENTS" \
+if want verifier; then
+	run verifier.txt services/verifier go test -run '^$' -bench BenchmarkVerifyParallelCommands -benchtime "$VERIFY_BENCHTIME" .
+	# The verifier's measured peer: the same 100 checks of `sleep 0.1` under xargs -P 8, 3 times.
+	step "verifier peer: xargs -P 8"
+	: >"$out/verifier-peer.txt"
+	for _ in 1 2 3; do
+		t0=$(date +%s%N)
+		seq 100 | xargs -P 8 -n 1 sh -c 'sleep 0.1' sh
+		t1=$(date +%s%N)
+		echo "$t0 $t1" | awk '{printf "%.4f\n", ($2 - $1) / 1e9}' >>"$out/verifier-peer.txt"
+	done
+fi
+
+want registry && run registry.json bench/registry env GOWORK=off go run . --json --clients "$REGISTRY_CLIENTS" \
 	--duration "$REGISTRY_DURATION" --rounds "$REGISTRY_ROUNDS" --set-requests "$REGISTRY_SET_REQUESTS"
-run knowledge.json bench/knowledge env GOWORK=off go run . --json --items "$KNOWLEDGE_ITEMS" --queries "$KNOWLEDGE_QUERIES"
-run dag.json bench/dag go run . --json --agents "$AGENTS" --chain-tasks "$CHAIN_TASKS" --tasks "$DAG_TASKS" \
+want knowledge && run knowledge.json bench/knowledge env GOWORK=off go run . --json --items "$KNOWLEDGE_ITEMS" --queries "$KNOWLEDGE_QUERIES"
+want dag && run dag.json bench/dag go run . --json --agents "$AGENTS" --chain-tasks "$CHAIN_TASKS" --tasks "$DAG_TASKS" \
 	--edges "$DAG_EDGES" --seed "$DAG_SEED" --peer-rounds "$PEER_ROUNDS"
+# R8: the same run of LOAD_AGENTS agents without WatchExecution streams (the peer) and with
+# LOAD_STREAMS of them, one after the other.
+if want load; then
+	run load-0.json bench/load go run . --json --streams 0 --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
+	run load-streams.json bench/load go run . --json --streams "$LOAD_STREAMS" --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
+fi
 
 echo "load average at end (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/env.txt"
-step "writing bench/RESULTS.md"
-(cd bench/report && go run . --dir "$out") >"$root/bench/RESULTS.md.tmp" && mv "$root/bench/RESULTS.md.tmp" "$root/bench/RESULTS.md"
-echo "bench/RESULTS.md written; raw outputs in $out" >&2
+if [ "$mode" = growth ]; then
+	(cd bench/report && go run . --dir "$out" --only fanout) | tee "$out/GROWTH.md"
+	echo "growth figures in $out/GROWTH.md; for RESULTS.md: FANOUT_FROM=$out make bench" >&2
+else
+	step "writing bench/RESULTS.md"
+	(cd bench/report && go run . --dir "$out") >"$root/bench/RESULTS.md.tmp" && mv "$root/bench/RESULTS.md.tmp" "$root/bench/RESULTS.md"
+	echo "bench/RESULTS.md written; raw outputs in $out" >&2
+fi
 if [ -n "$failed" ]; then
 	echo "failed:$failed (see $out/*.err)" >&2
 	exit 1

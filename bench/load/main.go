@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -35,12 +36,17 @@ func main() {
 	flag.StringVar(&cfg.BinDir, "bin", "", "directory of prebuilt converge-{scheduler,registry,knowledge,verifier,agent}; empty builds them")
 	flag.DurationVar(&cfg.Timeout, "timeout", 30*time.Minute, "give up after this long")
 	results := flag.String("results", "", "also write the table to this markdown file")
+	jsonOut := flag.Bool("json", false, "print the figures as one JSON object instead of the table (bench/run.sh feeds it to bench/report)")
 	flag.Parse()
 	cfg.Logf = func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "%s load: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
 	res, err := run(context.Background(), cfg)
-	printTable(os.Stdout, res)
+	if *jsonOut {
+		writeJSON(os.Stdout, res, err)
+	} else {
+		printTable(os.Stdout, res)
+	}
 	if *results != "" && res.Events > 0 {
 		f, ferr := os.Create(*results)
 		if ferr == nil {
@@ -99,6 +105,38 @@ func printTable(w io.Writer, r result) {
 	if len(r.StreamErrors) > 0 {
 		fmt.Fprintln(w)
 	}
+}
+
+// writeJSON prints the figures bench/report reads (R8: the run's wall time with and without
+// streams, side by side).
+func writeJSON(w io.Writer, r result, runErr error) {
+	out := struct {
+		Streams        int     `json:"streams"`
+		Agents         int     `json:"agents"`
+		Tasks          int     `json:"tasks"`
+		Width          int     `json:"width"`
+		Outcome        string  `json:"outcome"`
+		Events         int     `json:"events"`
+		WallS          float64 `json:"wall_s"`
+		StreamsExact   int     `json:"streams_exact"`
+		StreamsOpenS   float64 `json:"streams_open_s"`
+		LatP50Ms       float64 `json:"latency_p50_ms"`
+		LatP99Ms       float64 `json:"latency_p99_ms"`
+		SchedRSSIdleKB int64   `json:"scheduler_rss_idle_kb"`
+		SchedRSSPeakKB int64   `json:"scheduler_rss_peak_kb"`
+		SchedHeapIdle  int64   `json:"scheduler_heap_idle_bytes"`
+		SchedHeapPeak  int64   `json:"scheduler_heap_peak_bytes"`
+		Error          string  `json:"error,omitempty"`
+	}{Streams: r.Config.Streams, Agents: r.Config.Agents, Tasks: r.Config.Tasks, Width: r.Config.Width, Outcome: r.Outcome,
+		Events: r.Events, WallS: r.Wall.Seconds(), StreamsExact: r.StreamsExact, StreamsOpenS: r.StreamsOpen.Seconds(),
+		LatP50Ms: float64(r.LatP50.Microseconds()) / 1000, LatP99Ms: float64(r.LatP99.Microseconds()) / 1000,
+		SchedRSSIdleKB: r.SchedRSSIdleKB, SchedRSSPeakKB: r.SchedRSSPeakKB, SchedHeapIdle: r.SchedHeapIdle, SchedHeapPeak: r.SchedHeapPeak}
+	if runErr != nil {
+		out.Error = strings.TrimSpace(runErr.Error())
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(out)
 }
 
 func writeResults(w io.Writer, r result, runErr error) {
