@@ -8,7 +8,11 @@
 //	plan.txt           go test -bench BenchmarkPlan100k output (services/scheduler/plan)
 //	verifier.txt       go test -bench BenchmarkVerifyParallelCommands output (services/verifier)
 //	verifier-peer.txt  wall seconds of `xargs -P 8` running the same 100 `sleep 0.1`, one a line
-//	settings.txt       "key: value" lines: the sizes and durations run.sh used
+//	settings.txt       "key: value" lines: the sizes and durations run.sh used, and its command
+//	fanout.txt         go test -bench BenchmarkFanout output (services/scheduler): the growth benchmark
+//	fanout-meta.txt    "key: value" lines: when, at which commit and by which command fanout.txt was made
+//	load-0.json        bench/load --json without streams; load-streams.json: with them (R8)
+//	load.txt           the load average every 30 s during the run ("HH:MM:SS 1min 5min 15min")
 //
 // A missing or unreadable output becomes a "not measured" line naming the file with the error
 // (the tail of <name>.err when run.sh kept one), so one failed benchmark does not hide the others.
@@ -32,9 +36,19 @@ import (
 func main() {
 	dir := flag.String("dir", ".", "directory holding the benchmarks' outputs")
 	profile := flag.String("profile", "../PROFILE.md", "hand-written profile notes appended as they are (bench/PROFILE.md)")
+	only := flag.String("only", "", "print only this section: fanout (the growth benchmark, for make bench-growth)")
 	flag.Parse()
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
+	switch *only {
+	case "":
+	case "fanout":
+		fanout(w, *dir)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "report: --only %q: only fanout\n", *only)
+		os.Exit(2)
+	}
 	write(w, *dir)
 	// The profile (where a task's time goes, before/after figures of the in-process benchmarks)
 	// is written by hand from pprof; it follows the generated tables.
@@ -54,36 +68,87 @@ func write(w io.Writer, dir string) {
 	for _, kv := range env {
 		fmt.Fprintf(w, "| %s | %s |\n", kv[0], kv[1])
 	}
+	if l := loadAverage(dir); l != "" {
+		fmt.Fprintf(w, "| load average (1 min) during the run | %s |\n", l)
+	}
+	if c := set.get("command"); c != "?" {
+		fmt.Fprintf(w, "| command | `%s` |\n", c)
+	}
 	fmt.Fprintf(w, "\nThe machine is shared (other jobs ran at the same time): absolute numbers are noisy, the ratios\n")
 	fmt.Fprintf(w, "are the point. Spawning a process costs several milliseconds here, which sets the floor for\n")
 	fmt.Fprintf(w, "ninja and make as much as for converge.\n")
+	goals(w, dir, set)
 	dag(w, dir, set)
+	fanout(w, dir)
 	registry(w, dir, set)
 	knowledge(w, dir, set)
 	plan(w, dir)
-	fanout(w, dir)
 	verifier(w, dir)
+	watchers(w, dir)
 }
 
-// fanout is P1b: BenchmarkFanout's cost per task at each size, per backend and claim mode.
+// fanout is P1b, the growth benchmark: BenchmarkFanout's cost and memory per task at each size,
+// per backend.
 func fanout(w io.Writer, dir string) {
-	fmt.Fprintf(w, "\n## The Scheduler's cost per task as the run grows (`BenchmarkFanout`, P1b)\n\n")
+	fmt.Fprintf(w, "\n## Growth: the Scheduler's cost and memory per task as the fan-out grows (`BenchmarkFanout`, P1b)\n\n")
 	lines, err := readBench(filepath.Join(dir, "fanout.txt"))
 	if err != nil {
 		notMeasured(w, dir, "fanout.txt", err)
 		return
 	}
-	fmt.Fprintf(w, "A fan-out of n no-op tasks through the Scheduler's gRPC server (bufconn, interceptors) with 2\n")
-	fmt.Fprintf(w, "in-process agents (ClaimTask, one ReportProgress, CompleteTask; fused: CompleteTask with\n")
-	fmt.Fprintf(w, "claim_next). CPU is the test process's user + system time per task; flat = no O(tasks) step.\n\n")
-	fmt.Fprintf(w, "| store / claims / tasks | wall per task | CPU per task | allocated per task | heap kept per task |\n|---|--:|--:|--:|--:|\n")
+	meta := keyValues(filepath.Join(dir, "fanout-meta.txt"))
+	fmt.Fprintf(w, "A fan-out of n no-op tasks through the Scheduler's gRPC server (bufconn, every interceptor) on a\n")
+	fmt.Fprintf(w, "fresh SQLite or Postgres database, with 2 in-process agents doing what converge-agent does per\n")
+	fmt.Fprintf(w, "task: ClaimTask, one ReportProgress (TASK_STARTED), CompleteTask with claim_next (fused\n")
+	fmt.Fprintf(w, "complete-and-claim). No process spawn, git or Registry: the Scheduler's own cost, which\n")
+	fmt.Fprintf(w, "`bench/dag`'s fan-out (P1) adds the agents' processes to. Wall and CPU (user + system of the\n")
+	fmt.Fprintf(w, "whole test process: Scheduler and agents) per task; flat = no O(tasks) step per claim or\n")
+	fmt.Fprintf(w, "completion. Memory: the Go heap live at mid-run (after a GC forced when half the tasks are done)\n")
+	fmt.Fprintf(w, "and the process's peak RSS (which also holds SQLite's pages, outside the Go heap; a high-water\n")
+	fmt.Fprintf(w, "mark across the sizes, which run in one process, smallest first); per task = its growth from the\n")
+	fmt.Fprintf(w, "smallest size, divided by the added tasks: what one more task in the run costs the Scheduler.\n")
+	fmt.Fprintf(w, "A task list holds at most 10,000 tasks (the contract's limit), so a larger size runs as several\n")
+	fmt.Fprintf(w, "lists' executions started together, claimed from without an execution filter: n tasks in the\n")
+	fmt.Fprintf(w, "Scheduler at once, but no single execution above 10,000.\n")
+	if d := meta.get("date"); d != "?" {
+		fmt.Fprintf(w, "\nMeasured %s at commit %s by `%s` (load average %s at the start, %s at the end).\n", d, meta.get("commit"),
+			meta.get("command"), meta.get("load average at start"), meta.get("load average at end"))
+	}
+	var runs []growthRun
 	for _, l := range lines {
-		name := strings.TrimPrefix(l.name, "BenchmarkFanout/")
-		if i := strings.LastIndex(name, "-"); i >= 0 {
-			name = name[:i]
+		if g, ok := parseGrowth(l); ok {
+			runs = append(runs, g)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %.0f KB | %.1f KB |\n", strings.ReplaceAll(name, "/", " / "), ms(l.metrics["µs/task"]/1000),
-			ms(l.metrics["cpu-µs/task"]/1000), l.metrics["alloc-B/task"]/1024, l.metrics["heap-B/task"]/1024)
+	}
+	fmt.Fprintf(w, "\n| store | claims | tasks | waves of | wall per task | CPU per task | allocated per task | live heap mid-run | peak RSS | memory per added task (heap / RSS) |\n")
+	fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for i, r := range runs {
+		claims := "ClaimTask"
+		if r.fused {
+			claims = "fused"
+		}
+		per := "(baseline)"
+		for _, f := range runs[:i] {
+			if f.backend == r.backend && f.fused == r.fused && r.tasks > f.tasks {
+				added := float64(r.tasks - f.tasks)
+				per = fmt.Sprintf("%.0f B / %.0f B", (r.liveMidMB-f.liveMidMB)*(1<<20)/added, (r.rssPeakMB-f.rssPeakMB)*(1<<20)/added)
+				break
+			}
+		}
+		store := map[string]string{"sqlite": "embedded (SQLite)", "postgres": "Postgres"}[r.backend]
+		if store == "" {
+			store = r.backend
+		}
+		wide := "—"
+		if r.wide > 0 {
+			wide = strconv.Itoa(int(r.wide))
+		}
+		tasks := thousands(r.tasks)
+		if r.executions > 1 {
+			tasks += fmt.Sprintf(" (%d executions)", r.executions)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %.0f KB | %.1f MiB | %.1f MiB | %s |\n", store, claims, tasks, wide, ms(r.wallMs),
+			ms(r.cpuMs), r.allocKB, r.liveMidMB, r.rssPeakMB, per)
 	}
 }
 

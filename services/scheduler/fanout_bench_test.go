@@ -36,7 +36,9 @@ import (
 //
 // Environment:
 //
-//   - CONVERGE_FANOUT_SIZES (comma-separated) replaces the sizes, e.g. 100,1000,10000,100000;
+//   - CONVERGE_FANOUT_SIZES (comma-separated) replaces the sizes, e.g. 100,1000,10000,100000
+//     (a task list holds at most 10,000 tasks: a larger size runs as that many executions at
+//     once, n tasks in the Scheduler together);
 //
 //   - CONVERGE_FANOUT_MAX_PARALLEL is the execution's max_parallel (tasks per wave): 2 (the
 //     agents, so n/2 waves of two: a wave barrier every second completion) unless set; bench/run.sh
@@ -106,9 +108,16 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 		Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}},
 	})
 	c := schedulerv1.NewSchedulerServiceClient(conn)
-	spec := &schedulerv1.TaskListSpec{Name: "fanout"}
+	// A task list holds at most maxListTasks tasks (the contract's limit): a larger fan-out is
+	// that many lists' executions at once, which the agents claim from without an execution
+	// filter — n tasks in the Scheduler's store and its claim path at the same time.
+	var specs []*schedulerv1.TaskListSpec
 	for i := range n {
+		if i%maxListTasks == 0 {
+			specs = append(specs, &schedulerv1.TaskListSpec{Name: fmt.Sprintf("fanout %d", len(specs)+1)})
+		}
 		id := fmt.Sprintf("t%06d", i)
+		spec := specs[len(specs)-1]
 		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: id, Title: "task " + id, Action: commonv1.TaskAction_TASK_ACTION_RUN,
 			Command: "true", File: "out/" + id + ".txt"})
 	}
@@ -119,22 +128,27 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	cpu0 := cpuTime()
 	b.StartTimer()
 	start := time.Now()
-	tl, err := c.CreateTaskList(ctx, &schedulerv1.CreateTaskListRequest{Spec: spec})
-	if err != nil {
-		b.Fatal(err)
+	var executions []string
+	for _, spec := range specs {
+		tl, err := c.CreateTaskList(ctx, &schedulerv1.CreateTaskListRequest{Spec: spec})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, err := c.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId(),
+			Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(width)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		executions = append(executions, e.GetExecution().GetId())
 	}
-	e, err := c.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId(),
-		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(width)}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	specs = nil
 	var wg sync.WaitGroup
 	errs := make(chan error, agents)
 	for i := range agents {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- benchAgent(ctx, c, fmt.Sprintf("agent-%d", i), e.GetExecution().GetId(), fused, mem)
+			errs <- benchAgent(ctx, c, fmt.Sprintf("agent-%d", i), executions, fused, mem)
 		}()
 	}
 	wg.Wait()
@@ -155,6 +169,7 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	b.ReportMetric(float64(max(mem.liveMid-mem.live0, 0))/float64(n), "live-B/task")
 	b.ReportMetric(float64(max(mem.rssPeak-mem.rss0, 0))/float64(n), "rss-B/task")
 	b.ReportMetric(float64(width), "max-parallel")
+	b.ReportMetric(float64(len(executions)), "executions")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "cpu-µs/task")
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
@@ -166,9 +181,17 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	b.StartTimer()
 }
 
-// benchAgent claims, reports and completes until the execution has nothing left for it; fused:
-// each completion claims the next assignment (claim_next), as converge-agent does.
-func benchAgent(ctx context.Context, c schedulerv1.SchedulerServiceClient, instance, execution string, fused bool, mem *memWatch) error {
+// maxListTasks is the most tasks CreateTaskList takes in one list.
+const maxListTasks = 10000
+
+// benchAgent claims, reports and completes until the executions have nothing left for it (it
+// claims from the one execution, or from any when there are several); fused: each completion
+// claims the next assignment (claim_next), as converge-agent does.
+func benchAgent(ctx context.Context, c schedulerv1.SchedulerServiceClient, instance string, executions []string, fused bool, mem *memWatch) error {
+	execution := ""
+	if len(executions) == 1 {
+		execution = executions[0]
+	}
 	claim := &schedulerv1.ClaimTaskRequest{InstanceId: instance, Capabilities: []string{"executor:command", "integration"},
 		ExecutionId: execution}
 	var next *schedulerv1.ClaimedAssignment
@@ -183,12 +206,9 @@ func benchAgent(ctx context.Context, c schedulerv1.SchedulerServiceClient, insta
 			ca = res.GetAssignment()
 		}
 		if ca == nil {
-			g, err := c.GetExecution(ctx, &schedulerv1.GetExecutionRequest{ExecutionId: execution})
-			if err != nil {
+			done, err := allEnded(ctx, c, executions)
+			if err != nil || done {
 				return err
-			}
-			if ended(g.GetExecution()) {
-				return nil
 			}
 			continue
 		}
@@ -210,6 +230,19 @@ func benchAgent(ctx context.Context, c schedulerv1.SchedulerServiceClient, insta
 		mem.taskDone()
 		next = res.GetNext()
 	}
+}
+
+func allEnded(ctx context.Context, c schedulerv1.SchedulerServiceClient, executions []string) (bool, error) {
+	for _, id := range executions {
+		g, err := c.GetExecution(ctx, &schedulerv1.GetExecutionRequest{ExecutionId: id})
+		if err != nil {
+			return false, err
+		}
+		if !ended(g.GetExecution()) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // memWatch measures the process's memory while a run goes on: the Go heap live at mid-run (one

@@ -113,7 +113,7 @@ func watchRun(b *testing.B, n, watchers int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- benchAgent(ctx, c, fmt.Sprintf("agent-%d", i), id, true, nil)
+			errs <- benchAgent(ctx, c, fmt.Sprintf("agent-%d", i), []string{id}, true, nil)
 		}()
 	}
 	wg.Wait()

@@ -1,0 +1,426 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// goal is one row of issue 17's table: this run's figure beside its peer's, the issue's goal, and
+// the figure the issue was filed with (before).
+type goal struct {
+	id, measure   string
+	peer, ours    string // the peer's figure and converge's, both from this run
+	ratio         string // ours over the peer's (or over the goal where the goal is absolute)
+	target        string // the issue's goal
+	met           string // "met", "**not met**", or "not measured"
+	before        string // the issue's "now" column
+	notMeasuredOn string // the output file that is missing, when nothing could be read
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**not met**"
+}
+
+// goals prints issue 17's table, every row measured in this run beside its peer.
+func goals(w io.Writer, dir string, set kvs) {
+	fmt.Fprintf(w, "\n## Issue 17's table: every row beside its peer, measured in this run\n\n")
+	fmt.Fprintf(w, "Each row is a ratio of two figures taken in this run (the peer's and converge's), the issue's goal\n")
+	fmt.Fprintf(w, "and whether this run meets it. \"Before\" is the figure the issue was filed with (its \"now\" column,\n")
+	fmt.Fprintf(w, "2 agents, `ninja -j2`, on the same machine). The sections below hold every figure of each benchmark.\n\n")
+	fmt.Fprintf(w, "| id | measure | peer (this run) | converge (this run) | ratio | goal | met? | before (issue 17) |\n")
+	fmt.Fprintf(w, "|---|---|--:|--:|--:|---|---|---|\n")
+	var rows []goal
+	rows = append(rows, dagGoals(dir)...)
+	rows = append(rows, growthGoals(dir)...)
+	rows = append(rows, registryGoal(dir), knowledgeGoal(dir), planGoal(dir), verifierGoal(dir), watchersGoal(dir))
+	slices.SortStableFunc(rows, func(a, b goal) int { return strings.Compare(idOrder(a.id), idOrder(b.id)) })
+	for _, r := range rows {
+		if r.notMeasuredOn != "" {
+			fmt.Fprintf(w, "| %s | %s | — | — | — | %s | not measured (%s) | %s |\n", r.id, r.measure, r.target, r.notMeasuredOn, r.before)
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.id, r.measure, r.peer, r.ours, r.ratio, r.target, r.met, r.before)
+	}
+}
+
+// idOrder sorts the rows as the issue lists them: P1, P1b, P2, P2b, …, R8.
+func idOrder(id string) string {
+	order := []string{"P1", "P1b", "P2", "P2b", "P3", "P4", "P5", "P6", "R8"}
+	if i := slices.Index(order, id); i >= 0 {
+		return fmt.Sprintf("%02d", i)
+	}
+	return "99" + id
+}
+
+func dagGoals(dir string) []goal {
+	var rep dagReport
+	err := readJSON(dir, "dag.json", &rep)
+	missing := func(id, measure, target, before string) goal {
+		return goal{id: id, measure: measure, target: target, before: before, notMeasuredOn: "dag.json"}
+	}
+	p1 := "1,000-task no-op fan-out, wall vs `ninja -j N`"
+	p2 := "dependency done → dependent start, chain (`bench/dag`)"
+	p2b := "random DAG, 1,000 tasks / 5,000 edges, wall vs ninja; dep done → start p50"
+	if err != nil {
+		return []goal{
+			missing("P1", p1, "≤ 2× embedded, ≤ 3× Postgres+Redis", "embedded 7.1× (17.7 ms/task); Postgres+Redis 17.3× (47 ms/task)"),
+			missing("P2", p2, "p50 ≤ 5 ms, p99 ≤ 20 ms", "embedded p50 11 / p99 26 ms; Postgres 14 / 37 ms"),
+			missing("P2b", p2b, "≤ 3×; p50 ≤ 50 ms", "7.1× / 13.1×; p50 1.17 s"),
+		}
+	}
+	var out []goal
+	for _, s := range rep.Shapes {
+		if len(s.Runs) == 0 {
+			continue
+		}
+		ninja := s.Runs[0]
+		for _, r := range s.Runs {
+			if !strings.HasPrefix(r.Name, "converge") {
+				continue
+			}
+			pg := strings.Contains(r.Name, "Postgres")
+			who := strings.TrimPrefix(r.Name, "converge, ")
+			switch s.Shape {
+			case "fanout":
+				limit, before := 2.0, "embedded 7.1× (17.7 ms/task)"
+				if pg {
+					limit, before = 3.0, "Postgres+Redis 17.3× (47 ms/task)"
+				}
+				out = append(out, goal{id: "P1", measure: fmt.Sprintf("%d-task no-op fan-out, wall vs `%s`: %s", s.Tasks, ninja.Name, who),
+					peer: fmt.Sprintf("%.2f s", ninja.WallS), ours: fmt.Sprintf("%.2f s (%s/task)", r.WallS, ms(r.WallS*1000/float64(s.Tasks))),
+					ratio: x(r.RatioToNinja), target: fmt.Sprintf("≤ %.0f×", limit), met: verdict(r.RatioToNinja <= limit && ok(r.Outcome)), before: before})
+			case "chain":
+				before := "embedded p50 11 / p99 26 ms"
+				if pg {
+					before = "Postgres 14 / 37 ms"
+				}
+				step := ninja.WallS * 1000 / float64(s.Tasks)
+				out = append(out, goal{id: "P2", measure: fmt.Sprintf("dependency done → dependent start, %d-chain: %s (peer: ninja's whole step, wall / tasks)", s.Tasks, who),
+					peer: ms(step), ours: fmt.Sprintf("p50 %s, p99 %s", ms(r.LatP50Ms), ms(r.LatP99Ms)), ratio: x(div(r.LatP50Ms, step)) + " (p50)",
+					target: "p50 ≤ 5 ms, p99 ≤ 20 ms", met: verdict(r.LatP50Ms <= 5 && r.LatP99Ms <= 20 && ok(r.Outcome)), before: before})
+			case "random":
+				before := "7.1× (embedded) / 13.1× (Postgres); p50 1.17 s"
+				out = append(out, goal{id: "P2b", measure: fmt.Sprintf("random DAG, %d tasks / %d edges, wall vs `%s`; dep done → start p50: %s", s.Tasks, s.Edges, ninja.Name, who),
+					peer: fmt.Sprintf("%.2f s", ninja.WallS), ours: fmt.Sprintf("%.2f s; p50 %s", r.WallS, ms(r.LatP50Ms)), ratio: x(r.RatioToNinja),
+					target: "≤ 3×; p50 ≤ 50 ms", met: verdict(r.RatioToNinja <= 3 && r.LatP50Ms <= 50 && ok(r.Outcome)), before: before})
+			}
+		}
+	}
+	return out
+}
+
+// ok is an execution outcome that ran every task (the DAG benchmark's lists have no criteria).
+func ok(outcome string) bool {
+	return strings.HasPrefix(outcome, "CONVERGED")
+}
+
+// growthGoals is P1b from BenchmarkFanout: per task at the smallest and the largest size, per
+// backend; flat and ≤ 1 ms at every size is the goal.
+func growthGoals(dir string) []goal {
+	lines, err := readBench(filepath.Join(dir, "fanout.txt"))
+	const measure = "per-task overhead as the fan-out grows (`BenchmarkFanout`: wall per task, smallest → largest size)"
+	const target = "flat: ≤ 1 ms per task from 100 to 100,000 tasks"
+	const before = "7.3 ms at 200 tasks, 10.7 ms at 500, 13.7 ms at 1,000 (bench/dag, embedded)"
+	if err != nil {
+		return []goal{{id: "P1b", measure: measure, target: target, before: before, notMeasuredOn: "fanout.txt"}}
+	}
+	var out []goal
+	for _, backend := range []string{"sqlite", "postgres"} {
+		var runs []growthRun
+		for _, l := range lines {
+			if g, ok := parseGrowth(l); ok && g.backend == backend && g.fused {
+				runs = append(runs, g)
+			}
+		}
+		if len(runs) == 0 {
+			continue
+		}
+		slices.SortFunc(runs, func(a, b growthRun) int { return a.tasks - b.tasks })
+		first, last := runs[0], runs[len(runs)-1]
+		worst := 0.0
+		for _, r := range runs {
+			worst = max(worst, r.wallMs)
+		}
+		name := map[string]string{"sqlite": "embedded (SQLite)", "postgres": "Postgres"}[backend]
+		out = append(out, goal{id: "P1b", measure: measure + ": " + name,
+			peer:  fmt.Sprintf("%s at %s tasks", ms(first.wallMs), thousands(first.tasks)),
+			ours:  fmt.Sprintf("%s at %s tasks (CPU %s → %s)", ms(last.wallMs), thousands(last.tasks), ms(first.cpuMs), ms(last.cpuMs)),
+			ratio: x(div(last.wallMs, first.wallMs)), target: target,
+			met: verdict(worst <= 1 && last.tasks >= 100000) + growthNote(worst, last.tasks), before: before})
+	}
+	return out
+}
+
+func growthNote(worst float64, largest int) string {
+	var notes []string
+	if worst > 1 {
+		notes = append(notes, fmt.Sprintf("worst %s/task", ms(worst)))
+	}
+	if largest < 100000 {
+		notes = append(notes, fmt.Sprintf("largest size run: %s", thousands(largest)))
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(notes, "; ") + ")"
+}
+
+// growthRun is one BenchmarkFanout line.
+type growthRun struct {
+	backend                         string
+	fused                           bool
+	tasks                           int
+	wallMs, cpuMs                   float64
+	allocKB, liveMidMB, rssPeakMB   float64
+	liveBPerTask, rssBPerTask, wide float64
+	executions                      int
+}
+
+func parseGrowth(l benchLine) (growthRun, bool) {
+	// BenchmarkFanout/sqlite/fused=true/tasks=1000-2
+	parts := strings.Split(strings.TrimPrefix(l.name, "BenchmarkFanout/"), "/")
+	if len(parts) != 3 || !strings.HasPrefix(parts[2], "tasks=") {
+		return growthRun{}, false
+	}
+	tasks := strings.TrimPrefix(parts[2], "tasks=")
+	if i := strings.LastIndex(tasks, "-"); i >= 0 {
+		tasks = tasks[:i]
+	}
+	n, err := strconv.Atoi(tasks)
+	if err != nil {
+		return growthRun{}, false
+	}
+	m := l.metrics
+	return growthRun{backend: parts[0], fused: parts[1] == "fused=true", tasks: n, wallMs: m["µs/task"] / 1000, cpuMs: m["cpu-µs/task"] / 1000,
+		allocKB: m["alloc-B/task"] / 1024, liveMidMB: m["live-mid-MB"], rssPeakMB: m["rss-peak-MB"], liveBPerTask: m["live-B/task"],
+		rssBPerTask: m["rss-B/task"], wide: m["max-parallel"], executions: max(int(m["executions"]), 1)}, true
+}
+
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func registryGoal(dir string) goal {
+	g := goal{id: "P3", measure: "lock acquire+release over gRPC vs `redis-benchmark -t set` (cycles/s ÷ SET/s); acquire p99",
+		target: "≥ 0.35; acquire p99 ≤ 2 ms", before: "4,585 cycles/s vs 58,720 SET/s = 0.078; acquire p99 16.2 ms"}
+	var rep struct {
+		Locks regResult `json:"lock_cycles"`
+		Set   regResult `json:"redis_set"`
+	}
+	if err := readJSON(dir, "registry.json", &rep); err != nil || rep.Set.OpsPerSec == 0 {
+		g.notMeasuredOn = "registry.json"
+		return g
+	}
+	r := div(rep.Locks.OpsPerSec, rep.Set.OpsPerSec)
+	g.peer = fmt.Sprintf("%.0f SET/s", rep.Set.OpsPerSec)
+	g.ours = fmt.Sprintf("%.0f cycles/s; p99 %s", rep.Locks.OpsPerSec, ms(rep.Locks.P99Ms))
+	g.ratio = fmt.Sprintf("%.3f", r)
+	g.met = verdict(r >= 0.35 && rep.Locks.P99Ms <= 2)
+	return g
+}
+
+func knowledgeGoal(dir string) goal {
+	g := goal{id: "P4", measure: "knowledge query by path (`QueryItems`, worst of its kinds), Postgres; peer: a primary-key SELECT",
+		target: "p99 ≤ 2 ms", before: "p50 1.7 ms, p99 6.4 ms (misses 5 ms), 1M items"}
+	var rep struct {
+		Items   int `json:"items"`
+		Results []struct {
+			Call  string  `json:"call"`
+			P50Ms float64 `json:"p50_ms"`
+			P99Ms float64 `json:"p99_ms"`
+		} `json:"results"`
+	}
+	if err := readJSON(dir, "knowledge.json", &rep); err != nil || len(rep.Results) == 0 {
+		g.notMeasuredOn = "knowledge.json"
+		return g
+	}
+	base := rep.Results[len(rep.Results)-1] // the last kind is the peer baseline
+	worst := rep.Results[0]
+	for _, r := range rep.Results {
+		if strings.HasPrefix(strings.TrimSpace(r.Call), "QueryItems") && r.P99Ms > worst.P99Ms {
+			worst = r
+		}
+	}
+	g.measure += fmt.Sprintf(", %s items", thousands(rep.Items))
+	g.peer = fmt.Sprintf("p99 %s", ms(base.P99Ms))
+	g.ours = fmt.Sprintf("p50 %s, p99 %s (%s)", ms(worst.P50Ms), ms(worst.P99Ms), strings.TrimSpace(worst.Call))
+	g.ratio = x(div(worst.P99Ms, base.P99Ms)) + " (p99)"
+	g.met = verdict(worst.P99Ms <= 2)
+	return g
+}
+
+func planGoal(dir string) goal {
+	g := goal{id: "P5", measure: "wave planning 100k tasks / 1M edges vs plain Kahn", target: "≤ 2×", before: "262 ms vs 25.5 ms = 10.3×"}
+	lines, err := readBench(filepath.Join(dir, "plan.txt"))
+	if err != nil {
+		g.notMeasuredOn = "plan.txt"
+		return g
+	}
+	for _, l := range lines {
+		if strings.Contains(l.name, "/100k") {
+			g.peer, g.ours = ms(l.metrics["kahn-ns/op"]/1e6), ms(l.metrics["plan-ns/op"]/1e6)
+			g.ratio = x(l.metrics["plan/kahn"])
+			g.met = verdict(l.metrics["plan/kahn"] <= 2)
+			return g
+		}
+	}
+	g.notMeasuredOn = "plan.txt (no 100k line)"
+	return g
+}
+
+func verifierGoal(dir string) goal {
+	g := goal{id: "P6", measure: "verifier 100 × 100 ms checks, parallelism 8, vs the ideal 1.25 s", target: "≤ 1.05× ideal", before: "1.125× ideal"}
+	lines, err := readBench(filepath.Join(dir, "verifier.txt"))
+	if err != nil {
+		g.notMeasuredOn = "verifier.txt"
+		return g
+	}
+	s := lines[0].metrics["s/verify"]
+	g.peer = "1.250 s (ideal)"
+	if xargs := median(readFloats(filepath.Join(dir, "verifier-peer.txt"))); xargs > 0 {
+		g.peer += fmt.Sprintf("; xargs -P 8 %.3f s", xargs)
+	}
+	g.ours = fmt.Sprintf("%.3f s", s)
+	g.ratio = x(s / 1.25)
+	g.met = verdict(s/1.25 <= 1.05)
+	return g
+}
+
+func readFloats(path string) []float64 {
+	var out []float64
+	if b, err := os.ReadFile(path); err == nil {
+		for _, f := range strings.Fields(string(b)) {
+			if v, err := strconv.ParseFloat(f, 64); err == nil {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// loadRun is bench/load --json.
+type loadRun struct {
+	Streams        int     `json:"streams"`
+	Agents         int     `json:"agents"`
+	Tasks          int     `json:"tasks"`
+	Width          int     `json:"width"`
+	Outcome        string  `json:"outcome"`
+	Events         int     `json:"events"`
+	WallS          float64 `json:"wall_s"`
+	StreamsExact   int     `json:"streams_exact"`
+	StreamsOpenS   float64 `json:"streams_open_s"`
+	LatP50Ms       float64 `json:"latency_p50_ms"`
+	LatP99Ms       float64 `json:"latency_p99_ms"`
+	SchedRSSIdleKB int64   `json:"scheduler_rss_idle_kb"`
+	SchedRSSPeakKB int64   `json:"scheduler_rss_peak_kb"`
+	SchedHeapIdle  int64   `json:"scheduler_heap_idle_bytes"`
+	SchedHeapPeak  int64   `json:"scheduler_heap_peak_bytes"`
+	Error          string  `json:"error"`
+}
+
+func loadRuns(dir string) (without, with loadRun, err error) {
+	if err = readJSON(dir, "load-0.json", &without); err != nil {
+		return without, with, fmt.Errorf("load-0.json: %w", err)
+	}
+	if err = readJSON(dir, "load-streams.json", &with); err != nil {
+		return without, with, fmt.Errorf("load-streams.json: %w", err)
+	}
+	return without, with, nil
+}
+
+func watchersGoal(dir string) goal {
+	g := goal{id: "R8", measure: "1,000 WatchExecution streams during a run (`bench/load`), wall vs the same run without streams",
+		target: "≤ 1.1× slower", before: "2.7× slower (24.7 s vs 9.3 s)"}
+	without, with, err := loadRuns(dir)
+	if err != nil || without.WallS == 0 {
+		g.notMeasuredOn = "load-0.json / load-streams.json"
+		return g
+	}
+	g.measure = fmt.Sprintf("%s WatchExecution streams during a run of %d tasks, %d agents (`bench/load`), wall vs the same run without streams",
+		thousands(with.Streams), with.Tasks, with.Agents)
+	g.peer = fmt.Sprintf("%.1f s (0 streams)", without.WallS)
+	g.ours = fmt.Sprintf("%.1f s (%d / %d streams exact)", with.WallS, with.StreamsExact, with.Streams)
+	g.ratio = x(div(with.WallS, without.WallS))
+	g.met = verdict(div(with.WallS, without.WallS) <= 1.1 && with.StreamsExact == with.Streams && with.Error == "" && without.Error == "")
+	return g
+}
+
+// watchers is R8's section: both load runs side by side.
+func watchers(w io.Writer, dir string) {
+	fmt.Fprintf(w, "\n## WatchExecution streams during a run (`bench/load`, R8)\n\n")
+	without, with, err := loadRuns(dir)
+	if err != nil {
+		name, _, _ := strings.Cut(err.Error(), ":")
+		notMeasured(w, dir, name, err)
+		return
+	}
+	fmt.Fprintf(w, "One execution of %d `true` tasks (layers of %d, each task after the one %d before it) on the\n", with.Tasks, with.Width, with.Width)
+	fmt.Fprintf(w, "production deployment (Scheduler, Registry, Knowledge, Verifier processes on Postgres and Redis)\n")
+	fmt.Fprintf(w, "with %d agent processes, run twice: without streams (the peer) and with %s WatchExecution streams\n", with.Agents, thousands(with.Streams))
+	fmt.Fprintf(w, "from cursor 0. Wall time from the resume of the paused run to its end; a stream is exact when it\n")
+	fmt.Fprintf(w, "received the log's seqs in order with no gap and no duplicate.\n\n")
+	fmt.Fprintf(w, "| run | outcome | log entries | wall | × no streams | streams exact | delivery p50 | delivery p99 | Scheduler RSS peak | Scheduler heap peak |\n")
+	fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, r := range []loadRun{without, with} {
+		exact, p50, p99 := "—", "—", "—"
+		if r.Streams > 0 {
+			exact, p50, p99 = fmt.Sprintf("%d / %d", r.StreamsExact, r.Streams), ms(r.LatP50Ms), ms(r.LatP99Ms)
+		}
+		outcome := r.Outcome
+		if r.Error != "" {
+			outcome += "; error: " + r.Error
+		}
+		fmt.Fprintf(w, "| %s streams | %s | %d | %.1f s | %s | %s | %s | %s | %.1f MiB | %.1f MiB |\n", thousands(r.Streams), outcome, r.Events, r.WallS,
+			x(div(r.WallS, without.WallS)), exact, p50, p99, float64(r.SchedRSSPeakKB)/1024, float64(r.SchedHeapPeak)/(1<<20))
+	}
+}
+
+// loadAverage is the range of the 1-minute load average sampled every 30 s during the run.
+func loadAverage(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "load.txt"))
+	if err != nil {
+		return ""
+	}
+	var loads []float64
+	var first, last string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			continue
+		}
+		if first == "" {
+			first = f[0]
+		}
+		last = f[0]
+		loads = append(loads, v)
+	}
+	if len(loads) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f–%.1f (median %.1f), %d samples every 30 s, %s–%s UTC", slices.Min(loads), slices.Max(loads), median(loads), len(loads), first, last)
+}
