@@ -16,8 +16,9 @@
 # VERIFY_BENCHTIME (5x), FANOUT_SIZES (100,1000,10000; growth: 100,1000,10000,100000),
 # FANOUT_MAX_PARALLEL (1024), LOAD_STREAMS (1000), LOAD_AGENTS (50), LOAD_TASKS (300).
 # BENCH_ONLY (space-separated, default all): plan fanout verifier registry knowledge dag load.
-# FANOUT_FROM: the output directory of an earlier `make bench-growth`, whose growth figures
-# RESULTS.md then shows (with that run's date, commit and command) instead of running it again.
+# FANOUT_FROM: the output directory of an earlier `make bench-growth` (or several, space-separated),
+# whose growth figures RESULTS.md then shows (with each run's date, commit and command) instead of
+# running it again.
 # The outputs stay in $BENCH_OUT (default a temporary directory, printed at the end).
 set -u
 cd "$(dirname "$0")/.."
@@ -130,8 +131,14 @@ want plan && run plan.txt services/scheduler go test -run '^$' -bench BenchmarkP
 # claim path converge-agent takes (fused complete-and-claim), embedded and on Postgres.
 if want fanout; then
 	if [ -n "$FANOUT_FROM" ]; then
+		# Several directories (space-separated) join their figures, each row marked with its run.
 		step "fanout: the figures of $FANOUT_FROM"
-		cp "$FANOUT_FROM/fanout.txt" "$out/fanout.txt" && cp "$FANOUT_FROM/fanout-meta.txt" "$out/fanout-meta.txt" || failed="$failed fanout.txt"
+		: >"$out/fanout.txt"
+		: >"$out/fanout-meta.txt"
+		for d in $FANOUT_FROM; do
+			{ sed -n 's/^date: /run: /p' "$d/fanout-meta.txt" && cat "$d/fanout.txt"; } >>"$out/fanout.txt" &&
+				{ cat "$d/fanout-meta.txt" && echo; } >>"$out/fanout-meta.txt" || failed="$failed fanout.txt"
+		done
 	else
 		{
 			echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"

@@ -125,7 +125,7 @@ func ok(outcome string) bool {
 // growthGoals is P1b from BenchmarkFanout: per task at the smallest and the largest size, per
 // backend; flat and ≤ 1 ms at every size is the goal.
 func growthGoals(dir string) []goal {
-	lines, err := readBench(filepath.Join(dir, "fanout.txt"))
+	all, err := readGrowth(dir)
 	const measure = "per-task overhead as the fan-out grows (`BenchmarkFanout`: wall per task, smallest → largest size)"
 	const target = "flat: ≤ 1 ms per task from 100 to 100,000 tasks"
 	const before = "7.3 ms at 200 tasks, 10.7 ms at 500, 13.7 ms at 1,000 (bench/dag, embedded)"
@@ -135,15 +135,14 @@ func growthGoals(dir string) []goal {
 	var out []goal
 	for _, backend := range []string{"sqlite", "postgres"} {
 		var runs []growthRun
-		for _, l := range lines {
-			if g, ok := parseGrowth(l); ok && g.backend == backend && g.fused {
+		for _, g := range all {
+			if g.backend == backend && g.fused {
 				runs = append(runs, g)
 			}
 		}
 		if len(runs) == 0 {
 			continue
 		}
-		slices.SortFunc(runs, func(a, b growthRun) int { return a.tasks - b.tasks })
 		first, last := runs[0], runs[len(runs)-1]
 		worst := 0.0
 		for _, r := range runs {
@@ -182,6 +181,55 @@ type growthRun struct {
 	allocKB, liveMidMB, rssPeakMB   float64
 	liveBPerTask, rssBPerTask, wide float64
 	executions                      int
+	run                             string // the date of the run it came from (several runs: FANOUT_FROM)
+}
+
+// readGrowth reads fanout.txt's BenchmarkFanout lines, sorted by store, claims and size; a "run:
+// <date>" line marks the run the following lines came from.
+func readGrowth(dir string) ([]growthRun, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "fanout.txt"))
+	if err != nil {
+		return nil, err
+	}
+	var out []growthRun
+	run := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "run: "); ok {
+			run = strings.TrimSpace(v)
+			continue
+		}
+		l, ok := parseBenchLine(line)
+		if !ok {
+			continue
+		}
+		if g, ok := parseGrowth(l); ok {
+			g.run = run
+			out = append(out, g)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no BenchmarkFanout result line")
+	}
+	slices.SortStableFunc(out, func(a, b growthRun) int {
+		if c := strings.Compare(storeOrder(a.backend), storeOrder(b.backend)); c != 0 {
+			return c
+		}
+		if a.fused != b.fused {
+			if a.fused {
+				return 1
+			}
+			return -1
+		}
+		return a.tasks - b.tasks
+	})
+	return out, nil
+}
+
+func storeOrder(backend string) string {
+	if backend == "sqlite" {
+		return "0"
+	}
+	return "1" + backend
 }
 
 func parseGrowth(l benchLine) (growthRun, bool) {

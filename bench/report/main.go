@@ -91,12 +91,11 @@ func write(w io.Writer, dir string) {
 // per backend.
 func fanout(w io.Writer, dir string) {
 	fmt.Fprintf(w, "\n## Growth: the Scheduler's cost and memory per task as the fan-out grows (`BenchmarkFanout`, P1b)\n\n")
-	lines, err := readBench(filepath.Join(dir, "fanout.txt"))
+	runs, err := readGrowth(dir)
 	if err != nil {
 		notMeasured(w, dir, "fanout.txt", err)
 		return
 	}
-	meta := keyValues(filepath.Join(dir, "fanout-meta.txt"))
 	fmt.Fprintf(w, "A fan-out of n no-op tasks through the Scheduler's gRPC server (bufconn, every interceptor) on a\n")
 	fmt.Fprintf(w, "fresh SQLite or Postgres database, with 2 in-process agents doing what converge-agent does per\n")
 	fmt.Fprintf(w, "task: ClaimTask, one ReportProgress (TASK_STARTED), CompleteTask with claim_next (fused\n")
@@ -110,19 +109,25 @@ func fanout(w io.Writer, dir string) {
 	fmt.Fprintf(w, "A task list holds at most 10,000 tasks (the contract's limit), so a larger size runs as several\n")
 	fmt.Fprintf(w, "lists' executions started together, claimed from without an execution filter: n tasks in the\n")
 	fmt.Fprintf(w, "Scheduler at once, but no single execution above 10,000.\n")
-	if d := meta.get("date"); d != "?" {
-		fmt.Fprintf(w, "\nMeasured %s at commit %s by `%s` (load average %s at the start, %s at the end).\n", d, meta.get("commit"),
+	metas := metaBlocks(filepath.Join(dir, "fanout-meta.txt"))
+	if len(metas) > 0 {
+		fmt.Fprintf(w, "\n")
+	}
+	for _, meta := range metas {
+		fmt.Fprintf(w, "- Measured %s at commit %s by `%s` (load average %s at the start, %s at the end).\n", meta.get("date"), meta.get("commit"),
 			meta.get("command"), meta.get("load average at start"), meta.get("load average at end"))
 	}
-	var runs []growthRun
-	for _, l := range lines {
-		if g, ok := parseGrowth(l); ok {
-			runs = append(runs, g)
-		}
+	several := len(metas) > 1
+	runCol, runSep := "", ""
+	if several {
+		runCol, runSep = " run |", "---|"
 	}
-	fmt.Fprintf(w, "\n| store | claims | tasks | waves of | wall per task | CPU per task | allocated per task | live heap mid-run | peak RSS | memory per added task (heap / RSS) |\n")
-	fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(w, "\n|%s store | claims | tasks | waves of | wall per task | CPU per task | allocated per task | live heap mid-run | peak RSS | memory per added task (heap / RSS) |\n", runCol)
+	fmt.Fprintf(w, "|%s---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n", runSep)
 	for i, r := range runs {
+		if several {
+			fmt.Fprintf(w, "| %s ", r.run)
+		}
 		claims := "ClaimTask"
 		if r.fused {
 			claims = "fused"
@@ -150,6 +155,27 @@ func fanout(w io.Writer, dir string) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %.0f KB | %.1f MiB | %.1f MiB | %s |\n", store, claims, tasks, wide, ms(r.wallMs),
 			ms(r.cpuMs), r.allocKB, r.liveMidMB, r.rssPeakMB, per)
 	}
+}
+
+// metaBlocks reads "key: value" blocks separated by blank lines (one per run).
+func metaBlocks(path string) []kvs {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []kvs
+	for _, block := range strings.Split(string(b), "\n\n") {
+		var k kvs
+		for _, line := range strings.Split(block, "\n") {
+			if key, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(key) != "" {
+				k = append(k, [2]string{strings.TrimSpace(key), strings.TrimSpace(v)})
+			}
+		}
+		if len(k) > 0 {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // kvs keeps "key: value" lines in file order.
@@ -403,26 +429,33 @@ func readBench(path string) ([]benchLine, error) {
 	}
 	var out []benchLine
 	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
-			continue
+		if l, ok := parseBenchLine(line); ok {
+			out = append(out, l)
 		}
-		n, err := strconv.Atoi(f[1])
-		if err != nil {
-			continue
-		}
-		l := benchLine{name: f[0], n: n, metrics: map[string]float64{}}
-		for i := 2; i+1 < len(f); i += 2 {
-			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
-				l.metrics[f[i+1]] = v
-			}
-		}
-		out = append(out, l)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no benchmark result line")
 	}
 	return out, nil
+}
+
+// parseBenchLine reads one result line of `go test -bench`: name, iterations, value-unit pairs.
+func parseBenchLine(line string) (benchLine, bool) {
+	f := strings.Fields(line)
+	if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+		return benchLine{}, false
+	}
+	n, err := strconv.Atoi(f[1])
+	if err != nil {
+		return benchLine{}, false
+	}
+	l := benchLine{name: f[0], n: n, metrics: map[string]float64{}}
+	for i := 2; i+1 < len(f); i += 2 {
+		if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+			l.metrics[f[i+1]] = v
+		}
+	}
+	return l, true
 }
 
 func plan(w io.Writer, dir string) {
