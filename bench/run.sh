@@ -121,15 +121,18 @@ pgurl=${CONVERGE_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 	echo "registry duration: $REGISTRY_DURATION"
 	echo "knowledge items: $KNOWLEDGE_ITEMS"
 	echo "benchmarks: $BENCH_ONLY"
-	echo "command: $(env | grep -E '^(AGENTS|CHAIN_TASKS|DAG_[A-Z]+|PEER_ROUNDS|REGISTRY_[A-Z_]+|KNOWLEDGE_[A-Z]+|PLAN_BENCHTIME|VERIFY_BENCHTIME|FANOUT_[A-Z_]+|LOAD_[A-Z]+|BENCH_ONLY)=' | sort | tr '\n' ' ')sh bench/run.sh $mode"
+	echo "command: $(env | grep -E '^(AGENTS|CHAIN_TASKS|DAG_[A-Z]+|PEER_ROUNDS|REGISTRY_[A-Z_]+|KNOWLEDGE_[A-Z]+|PLAN_BENCHTIME|VERIFY_BENCHTIME|FANOUT_[A-Z_]+|LOAD_[A-Z]+|BENCH_ONLY)=' |
+		sort | sed "s/=\(.* .*\)\$/='\1'/" | tr '\n' ' ')sh bench/run.sh $mode"
 } >"$out/settings.txt"
 cat "$out/env.txt" >&2
+# The figures this run replaces: RESULTS.md keeps them next to the new ones.
+[ "$mode" = growth ] || cp bench/RESULTS.md "$out/previous-RESULTS.md" 2>/dev/null
 
 want plan && run plan.txt services/scheduler go test -run '^$' -bench BenchmarkPlan100k -benchtime "$PLAN_BENCHTIME" ./plan
 
 # P1b, the growth benchmark: the Scheduler's cost and memory per task as the fan-out grows, the
 # claim path converge-agent takes (fused complete-and-claim), embedded and on Postgres.
-if want fanout; then
+if [ -n "$FANOUT_FROM" ] || want fanout; then
 	if [ -n "$FANOUT_FROM" ]; then
 		# Several directories (space-separated) join their figures, each row marked with its run.
 		step "fanout: the figures of $FANOUT_FROM"
@@ -165,9 +168,9 @@ if want verifier; then
 	done
 fi
 
-want registry && run registry.json bench/registry env GOWORK=off go run . --json --clients "$REGISTRY_CLIENTS" \
+want registry && run registry.json bench/registry go run . --json --clients "$REGISTRY_CLIENTS" \
 	--duration "$REGISTRY_DURATION" --rounds "$REGISTRY_ROUNDS" --set-requests "$REGISTRY_SET_REQUESTS"
-want knowledge && run knowledge.json bench/knowledge env GOWORK=off go run . --json --items "$KNOWLEDGE_ITEMS" --queries "$KNOWLEDGE_QUERIES"
+want knowledge && run knowledge.json bench/knowledge go run . --json --items "$KNOWLEDGE_ITEMS" --queries "$KNOWLEDGE_QUERIES"
 want dag && run dag.json bench/dag go run . --json --agents "$AGENTS" --chain-tasks "$CHAIN_TASKS" --tasks "$DAG_TASKS" \
 	--edges "$DAG_EDGES" --seed "$DAG_SEED" --peer-rounds "$PEER_ROUNDS"
 # R8: the same run of LOAD_AGENTS agents without WatchExecution streams (the peer) and with

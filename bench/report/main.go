@@ -50,6 +50,7 @@ func main() {
 		os.Exit(2)
 	}
 	write(w, *dir)
+	previous(w, filepath.Join(*dir, "previous-RESULTS.md"), *profile)
 	// The profile (where a task's time goes, before/after figures of the in-process benchmarks)
 	// is written by hand from pprof; it follows the generated tables.
 	if b, err := os.ReadFile(*profile); err == nil {
@@ -155,6 +156,43 @@ func fanout(w io.Writer, dir string) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %.0f KB | %.1f MiB | %.1f MiB | %s |\n", store, claims, tasks, wide, ms(r.wallMs),
 			ms(r.cpuMs), r.allocKB, r.liveMidMB, r.rssPeakMB, per)
 	}
+}
+
+// previousHeading opens the earlier run's figures in RESULTS.md.
+const previousHeading = "## The previous run's figures"
+
+// previous appends the figures of the RESULTS.md this run replaces (run.sh keeps a copy), its
+// headings one level down, without its own previous run or the hand-written profile: each run's
+// figures stand next to the one before.
+func previous(w io.Writer, path, profile string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	stop := []string{previousHeading}
+	if p, err := os.ReadFile(profile); err == nil {
+		if first, _, _ := strings.Cut(string(p), "\n"); strings.TrimSpace(first) != "" {
+			stop = append(stop, strings.TrimSpace(first))
+		}
+	}
+	var kept []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if slices.ContainsFunc(stop, func(s string) bool { return strings.HasPrefix(line, s) }) {
+			break
+		}
+		switch {
+		case strings.HasPrefix(line, "# "):
+			continue // the title
+		case strings.HasPrefix(line, "#"):
+			line = "#" + line
+		}
+		kept = append(kept, line)
+	}
+	body := strings.TrimSpace(strings.Join(kept, "\n"))
+	if body == "" {
+		return
+	}
+	fmt.Fprintf(w, "\n%s\n\nAs RESULTS.md held them before this run (the same generator, possibly older sizes and code):\n\n%s\n", previousHeading, body)
 }
 
 // metaBlocks reads "key: value" blocks separated by blank lines (one per run).
@@ -375,7 +413,7 @@ func div(a, b float64) float64 {
 }
 
 func knowledge(w io.Writer, dir string, set kvs) {
-	fmt.Fprintf(w, "\n## Knowledge queries at 1,000,000 items (`bench/knowledge`)\n\n")
+	fmt.Fprintf(w, "\n## Knowledge queries by path (`bench/knowledge`)\n\n")
 	var rep struct {
 		Items    int     `json:"items"`
 		Calls    int     `json:"calls_per_kind"`

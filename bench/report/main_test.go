@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEveryIssueRowIsPrinted writes RESULTS.md from testdata/ (the outputs of a small run.sh run)
+// and checks that issue 17's table has every row, each with a ratio and a verdict.
+func TestEveryIssueRowIsPrinted(t *testing.T) {
+	var b bytes.Buffer
+	write(&b, "testdata")
+	out := b.String()
+	for _, id := range []string{"P1", "P1b", "P2", "P2b", "P3", "P4", "P5", "P6", "R8"} {
+		row := rowOf(out, id)
+		if row == "" {
+			t.Fatalf("no row %s in issue 17's table:\n%s", id, out)
+		}
+		if strings.Contains(row, "not measured") || !(strings.Contains(row, "| met |") || strings.Contains(row, "**not met**")) {
+			t.Errorf("row %s has no verdict: %s", id, row)
+		}
+		if !strings.Contains(row, "×") && !strings.Contains(row, "| 0.") {
+			t.Errorf("row %s has no ratio: %s", id, row)
+		}
+	}
+	for _, section := range []string{"## Growth", "## WatchExecution streams", "load average (1 min) during the run"} {
+		if !strings.Contains(out, section) {
+			t.Errorf("no %q in the output", section)
+		}
+	}
+}
+
+// TestMissingOutputIsNotMeasured: a benchmark whose output is missing leaves its rows, marked
+// "not measured" with the file's name, and the others still print.
+func TestMissingOutputIsNotMeasured(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"plan.txt", "env.txt"} {
+		data, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b bytes.Buffer
+	write(&b, dir)
+	out := b.String()
+	if row := rowOf(out, "P5"); strings.Contains(row, "not measured") {
+		t.Errorf("P5 has its output but says: %s", row)
+	}
+	if row := rowOf(out, "R8"); !strings.Contains(row, "not measured (load-0.json") {
+		t.Errorf("R8 without load outputs: %s", row)
+	}
+	if row := rowOf(out, "P1b"); !strings.Contains(row, "not measured (fanout.txt)") {
+		t.Errorf("P1b without fanout.txt: %s", row)
+	}
+}
+
+// TestPreviousRunKeptWithoutProfile: the previous RESULTS.md's figures follow the new ones, one
+// heading level down, without its own previous run or the profile.
+func TestPreviousRunKeptWithoutProfile(t *testing.T) {
+	dir := t.TempDir()
+	prev := "# Benchmark results\n\nold intro\n\n## Machine\n\n| date | then |\n\n" + previousHeading + "\n\nthe run before that\n"
+	if err := os.WriteFile(filepath.Join(dir, "previous-RESULTS.md"), []byte(prev), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	profile := filepath.Join(dir, "PROFILE.md")
+	if err := os.WriteFile(profile, []byte("## Where the time goes\n\nprofile\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	previous(&b, filepath.Join(dir, "previous-RESULTS.md"), profile)
+	out := b.String()
+	if !strings.Contains(out, "### Machine") || !strings.Contains(out, "| date | then |") {
+		t.Errorf("the previous figures are missing:\n%s", out)
+	}
+	if strings.Contains(out, "the run before that") || strings.Contains(out, "# Benchmark results") {
+		t.Errorf("the previous run's own previous run or title kept:\n%s", out)
+	}
+}
+
+func rowOf(out, id string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "| "+id+" |") {
+			return line
+		}
+	}
+	return ""
+}
