@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"os/exec"
+	"path"
 	"strings"
 
+	"github.com/bmatcuk/doublestar/v4"
 	"google.golang.org/protobuf/proto"
 
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
@@ -16,10 +19,20 @@ import (
 // The validation cache (ours, seed 002 part 9). It lives here, per loop, not in the Scheduler:
 // the Verifier is the one that knows what a check reads, and a result is reused only from the
 // loop's latest complete report (a partial one is never the verdict, so never a source). A
-// command or file check's result depends on the criterion and on the files of the target; the
-// key is the criterion's check and the git tree of a clean checkout (the whole tree: a command
-// may read any file, so per-file keys would not be sound). http and grpc checks depend on the
-// running app and are always run.
+// command or file check's result depends on the criterion and on the files of the target it
+// reads; the key is the criterion's check and, in a clean checkout:
+//
+//   - for a file check, the git entries (path, mode, blob) its path or glob matches: a change to
+//     any other file leaves it valid;
+//   - for a command check that declares the files it reads (CommandCheck.reads), the entries its
+//     globs match, likewise;
+//   - for any other command check, HEAD's whole tree (it may read any file).
+//
+// An entry matches when the glob (a path: the path) matches it or a directory above it, so a
+// match that is a directory covers what is under it. A symbolic link or submodule may lead
+// anywhere, so the key is the whole tree's when one is on a path's way (the path, under it or
+// above it) or, for globs, anywhere in the tree. http and grpc checks depend on the running app
+// and are always run.
 
 // cacheKeys answers each criterion's cache key on dir ("" = run it): none when dir is not a
 // clean git checkout.
@@ -29,6 +42,10 @@ func cacheKeys(ctx context.Context, dir string, crit []*verifierv1.Criterion) []
 	if tree == "" {
 		return keys
 	}
+	var (
+		entries []treeEntry
+		listed  bool
+	)
 	for i, c := range crit {
 		if c.GetCommand() == nil && c.GetFile() == nil {
 			continue
@@ -40,10 +57,107 @@ func cacheKeys(ctx context.Context, dir string, crit []*verifierv1.Criterion) []
 		h := sha256.New()
 		h.Write(b)
 		h.Write([]byte{0})
-		h.Write([]byte(tree))
+		files := false
+		if r, ok := readsOf(c); ok {
+			if !listed {
+				entries, listed = lsTree(ctx, dir), true
+			}
+			if entries != nil {
+				files = hashEntries(h, entries, r)
+			}
+		}
+		if !files {
+			h.Write([]byte(tree))
+		}
 		keys[i] = hex.EncodeToString(h.Sum(nil))
 	}
 	return keys
+}
+
+// reads says which files of the tree a check reads.
+type reads struct {
+	// match reports whether the check reads the file (or what is under the directory) name.
+	match func(name string) bool
+	// link reports whether a symbolic link or submodule at name may change what it reads.
+	link func(name string) bool
+}
+
+// readsOf answers what c's check reads, ok false when it is not known (a command check without
+// reads: the whole tree).
+func readsOf(c *verifierv1.Criterion) (r reads, ok bool) {
+	var globs []string
+	switch {
+	case c.GetFile().GetPath() != "":
+		p := strings.Trim(path.Clean("/"+c.GetFile().GetPath()), "/")
+		r.match = func(name string) bool { return p == "" || name == p || strings.HasPrefix(name, p+"/") }
+		r.link = func(name string) bool { return r.match(name) || strings.HasPrefix(p, name+"/") }
+		return r, true
+	case c.GetFile() != nil:
+		globs = []string{c.GetFile().GetGlob()}
+	case len(c.GetCommand().GetReads()) > 0:
+		globs = c.GetCommand().GetReads()
+	default:
+		return r, false
+	}
+	r.match = func(name string) bool {
+		for _, g := range globs {
+			// The name and each directory above it.
+			for p := name; p != "" && p != "."; p = path.Dir(p) {
+				if ok, err := doublestar.Match(g, p); err == nil && ok {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	r.link = func(string) bool { return true }
+	return r, true
+}
+
+// treeEntry is one file of HEAD's tree.
+type treeEntry struct{ mode, oid, path string }
+
+// hashEntries writes the entries r reads into h: false (nothing written) when a symbolic link
+// or a submodule may change what it reads.
+func hashEntries(h hash.Hash, entries []treeEntry, r reads) bool {
+	var sel []treeEntry
+	for _, e := range entries {
+		if e.mode == "120000" || e.mode == "160000" {
+			if r.link(e.path) {
+				return false
+			}
+			continue
+		}
+		if r.match(e.path) {
+			sel = append(sel, e)
+		}
+	}
+	h.Write([]byte("files\x00"))
+	for _, e := range sel {
+		h.Write([]byte(e.path + "\x00" + e.mode + " " + e.oid + "\x00"))
+	}
+	return true
+}
+
+// lsTree answers the files of HEAD's tree in dir, nil when git cannot list them.
+func lsTree(ctx context.Context, dir string) []treeEntry {
+	out, err := exec.CommandContext(ctx, "git", "-C", dir, "ls-tree", "-r", "-z", "--full-tree", "HEAD").Output()
+	if err != nil {
+		return nil
+	}
+	entries := []treeEntry{}
+	for _, rec := range strings.Split(string(out), "\x00") {
+		meta, name, ok := strings.Cut(rec, "\t")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(meta) // mode type oid
+		if len(f) != 3 {
+			continue
+		}
+		entries = append(entries, treeEntry{mode: f[0], oid: f[2], path: name})
+	}
+	return entries
 }
 
 // cleanTree answers HEAD's tree of the git checkout dir, "" when dir is not one or has changes

@@ -125,7 +125,7 @@ func (s *Server) verify(ctx context.Context, req *verifierv1.VerifyRequest, emit
 		ev.finished(results[i])
 	}
 	// The validation cache (cache.go): a keyed result of the loop's latest complete report is
-	// reused when its key (the check and the clean checkout's tree) is the same.
+	// reused when its key (the check and what it reads of the clean checkout) is the same.
 	var keys []string
 	cached := map[string]cachedResult{}
 	if !dryRun {
@@ -141,10 +141,13 @@ func (s *Server) verify(ctx context.Context, req *verifierv1.VerifyRequest, emit
 			key = keys[i]
 		}
 		if r, loc, ok := reuse(cached, c, key); ok {
+			// Checks started above write results and locations as they end: under mu.
+			mu.Lock()
 			results[i] = r
 			if loc.File != "" {
 				locations[c.GetId()] = loc
 			}
+			mu.Unlock()
 			ev.finished(r)
 			continue
 		}

@@ -26,6 +26,7 @@ func FuzzParse(f *testing.F) {
 		"## F1: x\nTag: AUTO_VERIFY\n```check\nhttp: {path: /x, expect: {status: 200, body: {matches: ['(?m)^ok$']}}}\n```\n",
 		"## F1: x\nTag: AUTO_VERIFY\n```check\nfile: {glob: '**/*.go', expect: {min_matches: 1, content: {not_contains: [TODO]}}}\n```\n",
 		"## F1: x\nTag: AUTO_VERIFY\n```check\ncommand: &a {argv: *a}\n```\n",
+		"## F1: x\nTag: AUTO_VERIFY\n```check\ncommand: {shell: 'sh x.sh', reads: [x.sh, 'data/**', 'src/{a,b}/*.go']}\n```\n",
 		"```check\n```\n## F1: x ##\n```\n",
 	} {
 		f.Add(seed)

@@ -143,6 +143,15 @@ func TestParseSpellings(t *testing.T) {
 	}
 }
 
+// A command check declares the files it reads (for the validation cache) as a list of globs.
+func TestParseCommandReads(t *testing.T) {
+	t.Parallel()
+	res, err := criteria.Parse("## F1: x\nTag: AUTO_VERIFY\n\n```check\ncommand:\n  shell: sh export.sh\n  reads: [export.sh, 'data/**']\n```\n")
+	require.NoError(t, err)
+	require.Equal(t, []string{"export.sh", "data/**"}, res.Criteria[0].GetCommand().GetReads())
+	require.Contains(t, criteria.Format("", res.Criteria), "  reads:\n    - export.sh\n    - data/**\n")
+}
+
 func TestParseSections(t *testing.T) {
 	t.Parallel()
 	doc := strings.Join([]string{
@@ -220,6 +229,9 @@ func TestParseErrors(t *testing.T) {
 		{"not UTF-8", "## F1: x\nTag: HUMAN_VERIFY\n\xff\n", 3, "not valid UTF-8"},
 		{"oversize", strings.Repeat("x", criteria.MaxBytes+1), 1, "more than the limit"},
 		{"bad glob", check("file:\n  glob: 'src/[a'"), 6, "glob does not parse"},
+		{"bad reads glob", check("command:\n  argv: [ls]\n  reads: [ok.go, 'src/{a']"), 7, "command.reads[1]: glob does not parse"},
+		{"absolute reads", check("command:\n  argv: [ls]\n  reads: [/etc/passwd]"), 7, "target-relative glob"},
+		{"reads up", check("command:\n  argv: [ls]\n  reads: ['../x/**']"), 7, "target-relative glob"},
 		{"bad env name", check("command:\n  argv: [ls]\n  env: {'1X': y}"), 7, `command.env["1X"]`},
 	}
 	for _, tc := range cases {

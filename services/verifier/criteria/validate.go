@@ -90,6 +90,11 @@ func Semantic(c *verifierv1.Criterion) []Violation {
 	}
 	switch {
 	case c.GetCommand() != nil:
+		for i, g := range c.GetCommand().GetReads() {
+			if !doublestar.ValidatePattern(g) {
+				add(fmt.Sprintf("command.reads[%d]", i), "glob does not parse (check its brackets and braces)")
+			}
+		}
 		e := c.GetCommand().GetExpect()
 		text("command.expect.stdout", e.GetStdout())
 		text("command.expect.stderr", e.GetStderr())

@@ -965,7 +965,15 @@ type CommandCheck struct {
 	// FAILs with timed_out evidence. Default: the request's default_check_timeout. 100 ms to 1 h.
 	Timeout *durationpb.Duration `protobuf:"bytes,7,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// What must hold. Unset: exit code 0 and nothing else.
-	Expect        *CommandExpectation `protobuf:"bytes,8,opt,name=expect,proto3" json:"expect,omitempty"`
+	Expect *CommandExpectation `protobuf:"bytes,8,opt,name=expect,proto3" json:"expect,omitempty"`
+	// The files the command reads, as target-relative doublestar globs (e.g. "export.sh",
+	// "data/**"), for the validation cache only: when set, the check's result is reused while the
+	// git blobs of the files matching them are unchanged (a change elsewhere in the tree does not
+	// invalidate it); unset, any change to the tree does. The globs match the target's git tree
+	// from its root, whatever working_dir. Declare every file the command depends on (its inputs,
+	// its sources, the build files it compiles with): a file left out is not watched. At most 64,
+	// each 1 to 1024 characters.
+	Reads         []string `protobuf:"bytes,9,rep,name=reads,proto3" json:"reads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1052,6 +1060,13 @@ func (x *CommandCheck) GetTimeout() *durationpb.Duration {
 func (x *CommandCheck) GetExpect() *CommandExpectation {
 	if x != nil {
 		return x.Expect
+	}
+	return nil
+}
+
+func (x *CommandCheck) GetReads() []string {
+	if x != nil {
+		return x.Reads
 	}
 	return nil
 }
@@ -3939,7 +3954,9 @@ type CriterionResult struct {
 	// The human verdict that decided this result, if any (HUMAN_VERIFY only).
 	HumanVerdict *HumanVerdict `protobuf:"bytes,10,opt,name=human_verdict,json=humanVerdict,proto3" json:"human_verdict,omitempty"`
 	// The validation cache's key (ours, seed 002 part 9): sha256 hex of the criterion (its check)
-	// and of the git tree it ran on (HEAD's tree of a clean checkout). "" when the result may not be
+	// and of what it reads in the clean checkout it ran on: for a file check, the git blobs of its
+	// path or of its glob's matches; for a command check with `reads`, the blobs of the files those
+	// globs match; for any other command check, HEAD's whole tree. "" when the result may not be
 	// reused: an http or grpc check (it depends on the running app), a directory that is not a
 	// clean git checkout, a human verdict, a dry run.
 	CacheKey string `protobuf:"bytes,11,opt,name=cache_key,json=cacheKey,proto3" json:"cache_key,omitempty"`
@@ -5746,7 +5763,7 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tB\x1e\xbaH\x1br\x19\x18\x80\b2\x14^(/([^~/]|~[01])*)*$R\x04path\x12\xcb\x01\n" +
 	"\vequals_json\x18\x02 \x01(\tB\xa9\x01\xbaH\xa5\x01\xba\x01\x9b\x01\n" +
 	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x04\x18\x80\x80\x04R\n" +
-	"equalsJson\"\xa3\f\n" +
+	"equalsJson\"\xfc\x0e\n" +
 	"\fCommandCheck\x12\xd1\x01\n" +
 	"\x04argv\x18\x01 \x03(\tB\xbc\x01\xbaH\xb8\x01\xba\x01\xa5\x01\n" +
 	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a<this.all(s, !s.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]'))\x92\x01\f\x10\x80\x02\"\ar\x05\x10\x01\x18\x80 R\x04argv\x12\xbf\x01\n" +
@@ -5762,7 +5779,10 @@ const file_converge_verifier_v1_verifier_proto_rawDesc = "" +
 	"\x05stdin\x18\x06 \x01(\tBR\xbaHO\xba\x01F\n" +
 	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x04\x18\x80\x80\x04R\x05stdin\x12G\n" +
 	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationB\x12\xbaH\x0f\xaa\x01\f\"\x03\b\x90\x1c2\x05\x10\x80\xc2\xd7/R\atimeout\x12@\n" +
-	"\x06expect\x18\b \x01(\v2(.converge.verifier.v1.CommandExpectationR\x06expect\x1a6\n" +
+	"\x06expect\x18\b \x01(\v2(.converge.verifier.v1.CommandExpectationR\x06expect\x12\xd6\x02\n" +
+	"\x05reads\x18\t \x03(\tB\xbf\x02\xbaH\xbb\x02\xba\x01\x80\x01\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a+this.all(s, !s.matches(r'[\\x00-\\x1F\\x7F]'))\x92\x01\xb3\x01\x10@\"\xae\x01\xba\x01\xa3\x01\n" +
+	"\rpath.relative\x12?must be a target-relative glob: no leading '/', no '..' segment\x1aQsize(this) > 1024 || (!this.startsWith('/') && !this.matches('(^|/)[.][.](/|$)'))r\x05\x10\x01\x18\x80\bR\x05reads\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01:u\xbaHr\x1ap\n" +
