@@ -166,6 +166,10 @@ type fakeRegistry struct {
 	heartbeats []*registryv1.HeartbeatRequest
 	token      int64
 	released   []string
+	// batches are the resources of each AcquireLocks call, releases those of each ReleaseLocks.
+	batches, releases [][]string
+	// noBatch answers AcquireLocks and ReleaseLocks Unimplemented (a Registry before them).
+	noBatch bool
 	// replaced, when set, is a session whose heartbeats are answered Aborted.
 	replaced string
 	// onHeartbeat, when set, sees every heartbeat.
@@ -236,6 +240,42 @@ func (f *fakeRegistry) ReleaseLock(_ context.Context, req *registryv1.ReleaseLoc
 	defer f.mu.Unlock()
 	f.released = append(f.released, req.GetResource())
 	return &registryv1.ReleaseLockResponse{}, nil
+}
+
+func (f *fakeRegistry) AcquireLocks(_ context.Context, req *registryv1.AcquireLocksRequest, _ ...grpc.CallOption) (*registryv1.AcquireLocksResponse, error) {
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.noBatch {
+		return nil, status.Error(codes.Unimplemented, "unknown method AcquireLocks")
+	}
+	f.batches = append(f.batches, req.GetResources())
+	res := &registryv1.AcquireLocksResponse{Granted: true}
+	for _, r := range req.GetResources() {
+		f.token++
+		res.Locks = append(res.Locks, &registryv1.Lock{Resource: r, Holder: req.GetHolder(), Token: f.token})
+	}
+	return res, nil
+}
+
+func (f *fakeRegistry) ReleaseLocks(_ context.Context, req *registryv1.ReleaseLocksRequest, _ ...grpc.CallOption) (*registryv1.ReleaseLocksResponse, error) {
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.noBatch {
+		return nil, status.Error(codes.Unimplemented, "unknown method ReleaseLocks")
+	}
+	var rs []string
+	for _, l := range req.GetLocks() {
+		rs = append(rs, l.GetResource())
+	}
+	f.releases = append(f.releases, rs)
+	f.released = append(f.released, rs...)
+	return &registryv1.ReleaseLocksResponse{Released: int32(len(rs))}, nil
 }
 
 // fakeKnowledge stores recorded items and answers them to queries by exact file pattern.

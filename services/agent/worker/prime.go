@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"path"
 	"strings"
-	"time"
-
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
@@ -219,12 +216,6 @@ func taskSummary(ca *schedulerv1.ClaimedAssignment, out outcome) string {
 	return s
 }
 
-// held is one fenced file lock.
-type heldLock struct {
-	resource string
-	token    int64
-}
-
 // ownedElsewhere returns why path is owned by another loop, or "".
 func (w *Worker) ownedElsewhere(ctx context.Context, ca *schedulerv1.ClaimedAssignment, p string) string {
 	if w.cfg.Registry == nil {
@@ -240,44 +231,6 @@ func (w *Worker) ownedElsewhere(ctx context.Context, ca *schedulerv1.ClaimedAssi
 		return ""
 	}
 	return fmt.Sprintf("%s is owned by %q (pattern %s), not by this loop", p, owner, res.GetOwnership().GetPattern())
-}
-
-// lockTargets takes a fenced lock on every concrete target file, scoped to the execution.
-func (w *Worker) lockTargets(ctx context.Context, ca *schedulerv1.ClaimedAssignment) ([]heldLock, error) {
-	ttl := lockTTL(ca)
-	var locks []heldLock
-	if w.cfg.Registry == nil {
-		return nil, nil
-	}
-	for _, p := range concrete(targets(ca.GetTask())) {
-		res := path.Join(ca.GetAssignment().GetExecutionId(), p)
-		r, err := w.cfg.Registry.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: res, Holder: w.cfg.InstanceID,
-			Ttl: durationpb.New(ttl), Wait: durationpb.New(lockWait)})
-		if err != nil {
-			return locks, fmt.Errorf("lock %s: %w", p, err)
-		}
-		if !r.GetGranted() {
-			return locks, fmt.Errorf("lock %s is held by %s", p, r.GetLock().GetHolder())
-		}
-		locks = append(locks, heldLock{resource: res, token: r.GetLock().GetToken()})
-	}
-	return locks, nil
-}
-
-// lockTTL is how long a file lock grant lasts: one lease (the keeper renews both together).
-func lockTTL(ca *schedulerv1.ClaimedAssignment) time.Duration {
-	return max(ca.GetLeaseDuration().AsDuration(), time.Second)
-}
-
-// unlock releases locks, also when ctx was cancelled.
-func (w *Worker) unlock(ctx context.Context, locks []heldLock) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	for _, lk := range locks {
-		if _, err := w.cfg.Registry.ReleaseLock(rctx, &registryv1.ReleaseLockRequest{Resource: lk.resource, Holder: w.cfg.InstanceID, Token: lk.token}); err != nil {
-			w.log.Warn("release lock", "resource", lk.resource, "err", err)
-		}
-	}
 }
 
 // gotchas asks Knowledge for the gotchas of each target file; ids are the items', in order.

@@ -1,0 +1,126 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+)
+
+// maxLockBatch is the most resources of one AcquireLocks or ReleaseLocks call (the contract's
+// bound).
+const maxLockBatch = 1000
+
+// heldLock is one fenced file lock.
+type heldLock struct {
+	resource string
+	token    int64
+}
+
+// lockTargets takes a fenced lock on every concrete target file, scoped to the execution: all
+// of them in one AcquireLocks call (all or nothing, waiting up to lockWait for all to be free
+// together), or one call per 1,000 files. A Registry that does not serve AcquireLocks yet gets
+// one AcquireLock per file.
+func (w *Worker) lockTargets(ctx context.Context, ca *schedulerv1.ClaimedAssignment) ([]heldLock, error) {
+	if w.cfg.Registry == nil {
+		return nil, nil
+	}
+	exec := ca.GetAssignment().GetExecutionId()
+	var resources []string
+	seen := map[string]bool{}
+	for _, p := range concrete(targets(ca.GetTask())) {
+		if res := path.Join(exec, p); !seen[res] {
+			seen[res] = true
+			resources = append(resources, res)
+		}
+	}
+	ttl := lockTTL(ca)
+	var locks []heldLock
+	for len(resources) > 0 {
+		batch := resources[:min(len(resources), maxLockBatch)]
+		resources = resources[len(batch):]
+		r, err := w.cfg.Registry.AcquireLocks(ctx, &registryv1.AcquireLocksRequest{Resources: batch, Holder: w.cfg.InstanceID,
+			Ttl: durationpb.New(ttl), Wait: durationpb.New(lockWait)})
+		if status.Code(err) == codes.Unimplemented {
+			return w.lockOneByOne(ctx, exec, append(batch, resources...), ttl, locks)
+		}
+		if err != nil {
+			return locks, fmt.Errorf("lock %d files: %w", len(batch), err)
+		}
+		if !r.GetGranted() {
+			c := r.GetConflict()
+			return locks, fmt.Errorf("lock %s is held by %s", strings.TrimPrefix(c.GetResource(), exec+"/"), c.GetHolder())
+		}
+		for _, l := range r.GetLocks() {
+			locks = append(locks, heldLock{resource: l.GetResource(), token: l.GetToken()})
+		}
+	}
+	return locks, nil
+}
+
+// lockOneByOne takes the locks on resources one AcquireLock at a time, after held.
+func (w *Worker) lockOneByOne(ctx context.Context, exec string, resources []string, ttl time.Duration, held []heldLock) ([]heldLock, error) {
+	for _, res := range resources {
+		p := strings.TrimPrefix(res, exec+"/")
+		r, err := w.cfg.Registry.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: res, Holder: w.cfg.InstanceID,
+			Ttl: durationpb.New(ttl), Wait: durationpb.New(lockWait)})
+		if err != nil {
+			return held, fmt.Errorf("lock %s: %w", p, err)
+		}
+		if !r.GetGranted() {
+			return held, fmt.Errorf("lock %s is held by %s", p, r.GetLock().GetHolder())
+		}
+		held = append(held, heldLock{resource: res, token: r.GetLock().GetToken()})
+	}
+	return held, nil
+}
+
+// lockTTL is how long a file lock grant lasts: one lease (the keeper renews both together).
+func lockTTL(ca *schedulerv1.ClaimedAssignment) time.Duration {
+	return max(ca.GetLeaseDuration().AsDuration(), time.Second)
+}
+
+// unlock releases locks, also when ctx was cancelled: one ReleaseLocks call per 1,000 locks
+// (one AcquireLock per lock on a Registry that does not serve it). A lock the Registry no longer
+// counts as ours (expired, taken again) is left to its holder.
+func (w *Worker) unlock(ctx context.Context, locks []heldLock) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for len(locks) > 0 {
+		batch := locks[:min(len(locks), maxLockBatch)]
+		locks = locks[len(batch):]
+		grants := make([]*registryv1.LockGrant, len(batch))
+		for i, lk := range batch {
+			grants[i] = &registryv1.LockGrant{Resource: lk.resource, Token: lk.token}
+		}
+		r, err := w.cfg.Registry.ReleaseLocks(rctx, &registryv1.ReleaseLocksRequest{Holder: w.cfg.InstanceID, Locks: grants})
+		switch {
+		case status.Code(err) == codes.Unimplemented:
+			w.unlockOneByOne(rctx, append(batch, locks...))
+			return
+		case err != nil:
+			w.log.Warn("release locks", "locks", len(batch), "err", err)
+		default:
+			for _, n := range r.GetNotReleased() {
+				w.log.Warn("release lock", "resource", n.GetResource(), "reason", n.GetReason().String(), "err", n.GetMessage())
+			}
+		}
+	}
+}
+
+// unlockOneByOne releases locks one ReleaseLock at a time.
+func (w *Worker) unlockOneByOne(ctx context.Context, locks []heldLock) {
+	for _, lk := range locks {
+		if _, err := w.cfg.Registry.ReleaseLock(ctx, &registryv1.ReleaseLockRequest{Resource: lk.resource, Holder: w.cfg.InstanceID, Token: lk.token}); err != nil {
+			w.log.Warn("release lock", "resource", lk.resource, "err", err)
+		}
+	}
+}

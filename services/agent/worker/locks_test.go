@@ -1,0 +1,47 @@
+package worker
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+)
+
+// A task locks all of its files in one AcquireLocks call and releases them in one ReleaseLocks
+// call; against a Registry without them it locks and releases file by file.
+func TestTaskLocksItsFilesInOneCall(t *testing.T) {
+	t.Parallel()
+	task := func(id string) *commonv1.Task {
+		return &commonv1.Task{Id: id, Title: "three files", File: "a.txt", Command: "true",
+			Files: []*commonv1.FileImpact{{Path: "a.txt"}, {Path: "src/b.go"}, {Path: "src/c.go"}, {Path: "docs/*.md"}}}
+	}
+	want := []string{"ex_1/a.txt", "ex_1/src/b.go", "ex_1/src/c.go"}
+	t.Run("batch", func(t *testing.T) {
+		t.Parallel()
+		h := startWorker(t, nil)
+		h.sched.push(claimed(t, task("t1"), origin(t)))
+		c := h.complete()
+		require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c)
+		h.reg.mu.Lock()
+		defer h.reg.mu.Unlock()
+		require.Equal(t, [][]string{want}, h.reg.batches, "one AcquireLocks call with every concrete file, once each")
+		require.Equal(t, [][]string{want}, h.reg.releases, "one ReleaseLocks call")
+	})
+	t.Run("registry without batches", func(t *testing.T) {
+		t.Parallel()
+		h := startWorker(t, nil)
+		h.reg.mu.Lock()
+		h.reg.noBatch = true
+		h.reg.mu.Unlock()
+		h.sched.push(claimed(t, task("t2"), origin(t)))
+		c := h.complete()
+		require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c)
+		h.reg.mu.Lock()
+		defer h.reg.mu.Unlock()
+		require.Empty(t, h.reg.batches)
+		require.Equal(t, want, h.reg.released, "released one by one")
+		require.EqualValues(t, 3, h.reg.token, "locked one by one")
+	})
+}
