@@ -75,6 +75,8 @@ func (d *Dashboard) taskPage(w http.ResponseWriter, r *http.Request) {
 			data["Handoff"] = h
 		}
 	}
+	data["Diff"], data["DiffNote"] = d.taskDiff(ctx, id, task)
+	data["DiffLimit"] = taskDiffBytes
 	d.render(w, r, "task", data)
 }
 

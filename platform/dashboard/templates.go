@@ -17,15 +17,18 @@ var pageNames = []string{"runs", "run", "live", "task", "verify", "builds", "bui
 
 func (d *Dashboard) parseTemplates() error {
 	funcs := template.FuncMap{
-		"enum":     enumName,
-		"short":    short,
-		"when":     when,
-		"dur":      dur,
-		"runtime":  runtime,
-		"pct":      pct,
-		"lower":    strings.ToLower,
-		"ago":      ago,
-		"contains": strings.Contains,
+		"enum":       enumName,
+		"short":      short,
+		"when":       when,
+		"dur":        dur,
+		"runtime":    runtime,
+		"pct":        pct,
+		"lower":      strings.ToLower,
+		"ago":        ago,
+		"contains":   strings.Contains,
+		"diffLines":  diffLines,
+		"fileStatus": fileStatus,
+		"kib":        kib,
 	}
 	for _, p := range pageNames {
 		files := []string{"templates/layout.html", "templates/live.html"}

@@ -205,6 +205,13 @@ func TestBrowserWatchesAndSteersTheGreeter(t *testing.T) {
 	txt = b.text(t)
 	require.Contains(t, txt, "TASK_FAILED")
 	require.Contains(t, txt, "Tries")
+	// The diff of its commit: the file list, and the added lines coloured (the page's green).
+	require.Contains(t, txt, "Diff of its commit")
+	require.Contains(t, txt, "greet/greet_test.go")
+	require.Contains(t, txt, "+func TestHello(t *testing.T) {")
+	added, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector("pre.diff .d-add")).color`))
+	require.NoError(t, err)
+	require.Equal(t, "rgb(17, 99, 41)", added)
 	b.shot(t, shots, "task.png")
 
 	// The Verify Done report: U1 waits for a person; PASS from the page changes the verdict.

@@ -79,6 +79,14 @@ func TestPagesOfTheGreeterRun(t *testing.T) {
 	require.Contains(t, body, `id="cp-h"`)
 	require.Contains(t, body, "checkpoint at ")
 	require.NotContains(t, body, `id="retry"`, "an ended run offers no task actions")
+	// The diff of its commit (GetTaskDiff): the file it created and its lines, escaped and
+	// coloured by class.
+	require.Contains(t, body, `<h2 id="diff-h">Diff of its commit</h2>`)
+	require.Contains(t, body, `<tr data-file="greet/greet_test.go"><td><a href="#file-0"><code>greet/greet_test.go</code></a></td><td>added</td>`)
+	require.Contains(t, body, `<span class="d-file" id="file-0">diff --git a/greet/greet_test.go b/greet/greet_test.go`)
+	require.Contains(t, body, `<span class="d-add">&#43;func TestHello(t *testing.T) {`)
+	require.Contains(t, body, `&#43;	for name, want := range map[string]string{&#34;Ada&#34;: &#34;Hello, Ada&#34;`)
+	require.NotContains(t, body, `id="diff-note"`)
 	code, _ = s.get(t, "/runs/"+id+"/tasks/9.9")
 	require.Equal(t, http.StatusNotFound, code)
 
@@ -288,6 +296,10 @@ func TestReadOnlyRoleCannotCancel(t *testing.T) {
 		code, body := s.get(t, path, cookie)
 		require.Equal(t, http.StatusOK, code, "%s: %s", path, body)
 	}
+	// Task 1.1 has not run (no agents): its view says it has no commit yet, in the API's words
+	// (GetTaskDiff is a read the read-only role may make).
+	_, body := s.get(t, "/runs/"+id+"/tasks/1.1", cookie)
+	require.Contains(t, body, `<p class="empty" id="diff-note">task 1.1 of execution `+id+` has no commit yet`)
 	// Every action is refused by the API, as its RPC is for that token.
 	for _, action := range []string{"/runs/" + id + "/cancel", "/runs/" + id + "/pause", "/runs/" + id + "/tasks/1.1/skip"} {
 		code, body := s.do(t, http.MethodPost, action, "reason=viewer", cookie)
@@ -300,7 +312,7 @@ func TestReadOnlyRoleCannotCancel(t *testing.T) {
 	require.NotEqual(t, schedulerv1.ExecutionStatus_EXECUTION_STATUS_PAUSED, ex.GetExecution().GetStatus())
 
 	// The operator's token cancels.
-	code, body := s.do(t, http.MethodPost, "/runs/"+id+"/cancel", "reason=operator", "Cookie: converge_token="+operator)
+	code, body = s.do(t, http.MethodPost, "/runs/"+id+"/cancel", "reason=operator", "Cookie: converge_token="+operator)
 	require.Equal(t, http.StatusSeeOther, code, body)
 	ex, err = sched.GetExecution(context.Background(), &schedulerv1.GetExecutionRequest{ExecutionId: id})
 	require.NoError(t, err)
