@@ -180,7 +180,10 @@ if want load; then
 	run load-streams.json bench/load go run . --json --streams "$LOAD_STREAMS" --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
 fi
 
-echo "load average at end (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/env.txt"
+{
+	echo "finished: $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo "load average at end (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
+} >>"$out/env.txt"
 if [ "$mode" = growth ]; then
 	(cd bench/report && go run . --dir "$out" --only fanout) | tee "$out/GROWTH.md"
 	echo "growth figures in $out/GROWTH.md; for RESULTS.md: FANOUT_FROM=$out make bench" >&2
