@@ -121,6 +121,14 @@ func printIterationResult(ctx context.Context, w io.Writer, fb *schedulerv1.Feat
 }
 
 func criterionMark(r *verifierv1.CriterionResult, gap string) string {
+	if r.GetReused() {
+		// The validation cache: nothing the check reads changed since the last report.
+		return statusMark(r, gap) + " (reused)"
+	}
+	return statusMark(r, gap)
+}
+
+func statusMark(r *verifierv1.CriterionResult, gap string) string {
 	switch r.GetStatus() {
 	case verifierv1.CriterionStatus_CRITERION_STATUS_PASS:
 		return "✅ PASS"
@@ -184,6 +192,7 @@ func renderBuildStatus(w io.Writer, fb *schedulerv1.FeatureBuild) {
 	fmt.Fprintf(w, "Feature build %s of %s: %s\nIteration %d of %d, %d%% of the automatic criteria passing (%d passing, %d failing, %d pending of %d)\n",
 		fb.GetId(), fb.GetFeature(), buildStatusName(fb), fb.GetCurrentIteration(), fb.GetMaxIterations(), fb.GetProgressPercent(),
 		c.GetPassing(), c.GetFailing(), c.GetPending(), c.GetTotal())
+	fmt.Fprintf(w, "Usage: %s\n", usageLine(fb))
 	if ex := fb.GetCurrentExecutionId(); ex != "" && fb.GetEndTime() == nil {
 		fmt.Fprintf(w, "Current execution: %s (converge watch %s)\n", ex, ex)
 	}
@@ -206,4 +215,22 @@ func renderBuildStatus(w io.Writer, fb *schedulerv1.FeatureBuild) {
 	if m := fb.GetExitMessage(); m != "" {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(m))
 	}
+}
+
+// usageLine is the model usage the build's executions reported, summed, with its budgets:
+// "2500 tokens (2000 input, 500 output), cost $0.020000 (budget: 4000 tokens)".
+func usageLine(fb *schedulerv1.FeatureBuild) string {
+	u := fb.GetUsage()
+	s := fmt.Sprintf("%d tokens (%d input, %d output), cost $%.6f", u.GetInputTokens()+u.GetOutputTokens(), u.GetInputTokens(), u.GetOutputTokens(), float64(u.GetCostUsdMicros())/1e6)
+	var budgets []string
+	if n := fb.GetMaxTokens(); n > 0 {
+		budgets = append(budgets, fmt.Sprintf("%d tokens", n))
+	}
+	if n := fb.GetMaxCostUsdMicros(); n > 0 {
+		budgets = append(budgets, fmt.Sprintf("$%.6f", float64(n)/1e6))
+	}
+	if len(budgets) > 0 {
+		s += " (budget: " + strings.Join(budgets, ", ") + ")"
+	}
+	return s
 }

@@ -27,7 +27,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCommand(), buildCommand(), watchCommand(), statusCommand(), logsCommand(), signoffCommand(), devCommand(), migrateCommand(), authCommand())
+	root.AddCommand(runCommand(), buildCommand(), watchCommand(), statusCommand(), logsCommand(), signoffCommand(), knowledgeCommand(), devCommand(), migrateCommand(), authCommand())
 	// A flag that does not parse is a usage error (exit 2), like a wrong number of arguments.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root
