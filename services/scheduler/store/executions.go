@@ -185,6 +185,11 @@ type ExecTx interface {
 	// record of what is done, read by GetTaskList and by later executions). ErrNotFound when the
 	// list has no such task.
 	SetTaskStatus(taskID string, status commonv1.TaskStatus) error
+	// EnqueueConfirmation stores c (of this execution: its ExecutionID is set) in the
+	// confirmation outbox, due at once (NextAttempt = CreateTime = Now, Attempts 0); committed
+	// with the transaction or not at all. A second confirmation of the same assignment is
+	// ignored.
+	EnqueueConfirmation(c *Confirmation) error
 }
 
 // Assignment is a stored assignment: the proto plus what the engine keeps beside it.

@@ -74,6 +74,8 @@ type Store interface {
 	Executions
 	// FeatureBuilds keeps the build-feature loop's state (featurebuilds.go).
 	FeatureBuilds
+	// Confirmations keeps the outbox of knowledge confirmations (confirmations.go).
+	Confirmations
 }
 
 // Errors of the store. Backends wrap them with what they concern; match them with errors.Is.

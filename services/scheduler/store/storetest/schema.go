@@ -30,10 +30,15 @@ var indexes = map[string]harness.Index{
 	"feature_builds_active_uniq":              {Table: "feature_builds", Unique: true, Partial: true},
 	"feature_builds_feature_idx":              {Table: "feature_builds"},
 	"feature_builds_open_idx":                 {Table: "feature_builds", Partial: true},
+	"knowledge_confirmations_due_idx":         {Table: "knowledge_confirmations"},
+	"knowledge_confirmations_execution_idx":   {Table: "knowledge_confirmations"},
 }
 
 // schema is every Scheduler table with exactly its columns.
 var schema = harness.Schema{
+	"knowledge_confirmations": {
+		"assignment_id", "execution_id", "task_id", "instance_id", "principal", "attempts", "next_attempt_at", "created_at",
+	},
 	"task_lists": {
 		"id", "name", "description", "source_format", "source_path", "repository_url",
 		"repository_path", "base_ref", "conventions_files", "spec_file", "tasks_file",

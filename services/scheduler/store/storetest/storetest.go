@@ -5,7 +5,8 @@
 // (tasklists.go); executions, their run numbers, request ids and listing (executions.go);
 // assignments, leases and sessions (assignments.go); UpdateExecution's transactions
 // (transactions.go); the execution log (log.go); leadership (lead.go); the schema, its indexes
-// (schema.go) and the rows it accepts and rejects (constraints.go); fixtures (helpers.go).
+// (schema.go) and the rows it accepts and rejects (constraints.go); the knowledge confirmation
+// outbox (confirmations.go); fixtures (helpers.go).
 package storetest
 
 import (
@@ -40,6 +41,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("FeatureBuilds", func(t *testing.T) {
 		t.Parallel()
 		runTests(t, newStore, featureBuildTests)
+	})
+	t.Run("Confirmations", func(t *testing.T) {
+		t.Parallel()
+		runTests(t, newStore, confirmationTests)
 	})
 }
 
