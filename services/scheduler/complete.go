@@ -50,6 +50,9 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 		if err := r.complete(a, req); err != nil {
 			return err
 		}
+		if err := r.enqueueConfirmation(a, auth.Name(ctx)); err != nil {
+			return err
+		}
 		res.Assignment, applied = a.Assignment, true
 		fused = next != nil
 		if fused && (next.GetExecutionId() == "" || next.GetExecutionId() == eid) {
@@ -63,7 +66,7 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 		return nil, toStatus(err)
 	}
 	if applied {
-		s.confirmGiven(ctx, eid, res.GetAssignment(), auth.Name(ctx))
+		s.kickConfirmations() // the knowledge confirmation, if any, happens off this path
 	}
 	if fused && res.GetNext() == nil {
 		// Nothing more in this execution for the agent: any other, at once (no wait).

@@ -29,9 +29,11 @@ const (
 // Every step is an UpdateExecution that re-checks the state it acts on, so a step repeated by a
 // new leader, or racing a completion, changes nothing twice.
 
-// Start runs the driver until ctx ends. It returns at once; the driver stops with ctx.
+// Start runs the driver and the knowledge confirmation worker (knowledge_confirm.go, on every
+// replica) until ctx ends. It returns at once; both stop with ctx.
 func (s *Server) Start(ctx context.Context) {
 	go s.drive(ctx)
+	go s.confirmLoop(ctx)
 	if l, ok := s.store.(changeListener); ok {
 		go l.Listen(ctx, s.wake.broadcast)
 	}

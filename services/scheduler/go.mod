@@ -48,6 +48,7 @@ require (
 )
 
 require (
+	github.com/converge-dev/converge/services/knowledge v0.0.0-00010101000000-000000000000
 	github.com/converge-dev/converge/services/registry v0.0.0-00010101000000-000000000000
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -75,3 +76,5 @@ require (
 replace github.com/converge-dev/converge/gen => ../../gen
 
 replace github.com/converge-dev/converge/services/registry => ../registry
+
+replace github.com/converge-dev/converge/services/knowledge => ../knowledge

@@ -52,8 +52,13 @@ type Server struct {
 	verifyTries   int
 	verifyBackoff backoffPolicy
 	verifying     sync.Map
-	// knowledge records what fixed a feature build's failed criteria (WithKnowledge); nil: nothing.
+	// knowledge records what fixed a feature build's failed criteria and confirms the items given
+	// to passing tasks (WithKnowledge); nil: nothing.
 	knowledge knowledgev1.KnowledgeServiceClient
+	// confirmKick wakes the knowledge confirmation worker; confirmRetry paces its retries
+	// (knowledge_confirm.go).
+	confirmKick  chan struct{}
+	confirmRetry backoffPolicy
 	// gitExport serves local repositories to the Verifier (WithGitExport); nil: none.
 	gitExport *gitExport
 	// watchers bounds the WatchExecution streams in flight (watchlimits.go).
@@ -75,8 +80,8 @@ func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = n
 func New(st store.Store, opts ...Option) *Server {
 	s := &Server{
 		store: st, log: slog.New(slog.DiscardHandler), driverEvery: driverInterval, planBudget: plan.DefaultBudget, wake: newSignal(), now: time.Now,
-		watchers: watchers{max: DefaultMaxWatchers},
-		lists:    lists{m: map[string]*store.TaskList{}, index: map[string]map[string]int{}, byExecution: map[string]string{}},
+		watchers: watchers{max: DefaultMaxWatchers}, confirmKick: make(chan struct{}, 1),
+		lists: lists{m: map[string]*store.TaskList{}, index: map[string]map[string]int{}, byExecution: map[string]string{}},
 	}
 	for _, o := range opts {
 		o(s)
