@@ -81,6 +81,9 @@ type result struct {
 	OpsPerSec float64 `json:"ops_per_sec"`
 	P50Ms     float64 `json:"p50_ms"`
 	P99Ms     float64 `json:"p99_ms"`
+	// CPUUsPerOp is this process's CPU time (user + system: load generator and server or
+	// backend together) per op, in microseconds; 0 for redis-benchmark (another process).
+	CPUUsPerOp float64 `json:"cpu_us_per_op,omitempty"`
 }
 
 // report is what the run answers.
@@ -92,10 +95,16 @@ type report struct {
 	// Direct is the same cycles on the Redis backend called in process (no gRPC): what the
 	// lock scripts cost, apart from the server.
 	Direct result `json:"lock_cycles_direct"`
+	// Batch is AcquireLocks of a task's batchFiles files then ReleaseLocks through gRPC, per
+	// second, with the latency of AcquireLocks.
+	Batch result `json:"batch_cycles"`
 	// Set is redis-benchmark -t set, with the latency of SET.
 	Set result `json:"redis_set"`
-	// Ratio is Locks.OpsPerSec / Set.OpsPerSec.
+	// Ratio is Locks.OpsPerSec / Set.OpsPerSec: the issue's P3.
 	Ratio float64 `json:"ratio"`
+	// BatchRatio is Batch.OpsPerSec / (Set.OpsPerSec / batchFiles): a task's files locked and
+	// released in two calls against batchFiles SETs.
+	BatchRatio float64 `json:"batch_ratio"`
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
@@ -173,7 +182,7 @@ func measure(ctx context.Context, tb clustertest.TB, o options, out io.Writer) e
 		return err
 	}
 
-	var locks, directs, sets []result
+	var locks, directs, batches, sets []result
 	for r := range o.rounds {
 		if o.cpuProfile != "" {
 			f, err := os.Create(o.cpuProfile)
@@ -197,25 +206,42 @@ func measure(ctx context.Context, tb clustertest.TB, o options, out io.Writer) e
 			return err
 		}
 		directs = append(directs, d)
+		bt, err := batchRound(ctx, clients, o.duration)
+		if err != nil {
+			return err
+		}
+		batches = append(batches, bt)
 		s, err := setRound(ctx, addr, o.clients, o.setRequests)
 		if err != nil {
 			return err
 		}
 		sets = append(sets, s)
-		fmt.Fprintf(out, "round %d: gRPC lock cycles %7.0f/s (acquire p50 %.3f ms, p99 %.3f ms) | direct %7.0f/s (p50 %.3f ms, p99 %.3f ms) | redis SET %7.0f/s (p50 %.3f ms, p99 %.3f ms)\n",
-			r+1, l.OpsPerSec, l.P50Ms, l.P99Ms, d.OpsPerSec, d.P50Ms, d.P99Ms, s.OpsPerSec, s.P50Ms, s.P99Ms)
+		fmt.Fprintf(out, "round %d: gRPC lock cycles %7.0f/s (acquire p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | direct %7.0f/s (p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | batch of %d %7.0f/s (p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | redis SET %7.0f/s (p50 %.3f ms, p99 %.3f ms)\n",
+			r+1, l.OpsPerSec, l.P50Ms, l.P99Ms, l.CPUUsPerOp, d.OpsPerSec, d.P50Ms, d.P99Ms, d.CPUUsPerOp,
+			batchFiles, bt.OpsPerSec, bt.P50Ms, bt.P99Ms, bt.CPUUsPerOp, s.OpsPerSec, s.P50Ms, s.P99Ms)
 	}
-	rep := report{Clients: o.clients, Rounds: o.rounds, Locks: median(locks), Direct: median(directs), Set: median(sets)}
+	rep := report{Clients: o.clients, Rounds: o.rounds, Locks: median(locks), Direct: median(directs), Batch: median(batches), Set: median(sets)}
 	rep.Ratio = rep.Locks.OpsPerSec / rep.Set.OpsPerSec
+	rep.BatchRatio = rep.Batch.OpsPerSec / (rep.Set.OpsPerSec / batchFiles)
 	if o.jsonOut {
 		return json.NewEncoder(out).Encode(rep)
 	}
 	fmt.Fprintf(out, "\nmedian of %d rounds, %d clients each:\n", o.rounds, o.clients)
-	fmt.Fprintf(out, "  lock acquire+release cycles through gRPC: %9.0f/s   AcquireLock p50 %.3f ms, p99 %.3f ms\n", rep.Locks.OpsPerSec, rep.Locks.P50Ms, rep.Locks.P99Ms)
-	fmt.Fprintf(out, "  the same cycles on the backend, no gRPC:  %9.0f/s   Acquire p50 %.3f ms, p99 %.3f ms\n", rep.Direct.OpsPerSec, rep.Direct.P50Ms, rep.Direct.P99Ms)
+	fmt.Fprintf(out, "  lock acquire+release cycles through gRPC: %9.0f/s   AcquireLock p50 %.3f ms, p99 %.3f ms   %6.0f µs CPU/cycle\n", rep.Locks.OpsPerSec, rep.Locks.P50Ms, rep.Locks.P99Ms, rep.Locks.CPUUsPerOp)
+	fmt.Fprintf(out, "  the same cycles on the backend, no gRPC:  %9.0f/s   Acquire p50 %.3f ms, p99 %.3f ms   %6.0f µs CPU/cycle\n", rep.Direct.OpsPerSec, rep.Direct.P50Ms, rep.Direct.P99Ms, rep.Direct.CPUUsPerOp)
+	fmt.Fprintf(out, "  AcquireLocks+ReleaseLocks of %d files:     %9.0f/s   AcquireLocks p50 %.3f ms, p99 %.3f ms   %6.0f µs CPU/cycle (%.0f files/s)\n", batchFiles, rep.Batch.OpsPerSec, rep.Batch.P50Ms, rep.Batch.P99Ms, rep.Batch.CPUUsPerOp, batchFiles*rep.Batch.OpsPerSec)
 	fmt.Fprintf(out, "  redis-benchmark -t set:                   %9.0f/s   SET p50 %.3f ms, p99 %.3f ms\n", rep.Set.OpsPerSec, rep.Set.P50Ms, rep.Set.P99Ms)
-	fmt.Fprintf(out, "  ratio (cycles / SETs):                    %9.3f\n", rep.Ratio)
+	fmt.Fprintf(out, "  P3 ratio (lock cycles / SETs):            %9.3f   (goal >= 0.35: %s; AcquireLock p99 %.3f ms, goal <= 2 ms: %s)\n",
+		rep.Ratio, met(rep.Ratio >= 0.35), rep.Locks.P99Ms, met(rep.Locks.P99Ms <= 2))
+	fmt.Fprintf(out, "  batch ratio (tasks of %d / (SETs / %d)):    %9.3f\n", batchFiles, batchFiles, rep.BatchRatio)
 	return nil
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
 }
 
 // lockRound runs acquire+release cycles on every client for d and answers the cycles per
@@ -229,6 +255,7 @@ func lockRound(ctx context.Context, clients []registryv1.RegistryServiceClient, 
 		firstErr  error
 	)
 	ttl := durationpb.New(30 * time.Second)
+	cpu0 := cpuTime()
 	start := time.Now()
 	deadline := start.Add(d)
 	for i, c := range clients {
@@ -272,9 +299,10 @@ func lockRound(ctx context.Context, clients []registryv1.RegistryServiceClient, 
 	}
 	slices.Sort(latencies)
 	return result{
-		OpsPerSec: float64(cycles) / elapsed.Seconds(),
-		P50Ms:     ms(quantile(latencies, 0.50)),
-		P99Ms:     ms(quantile(latencies, 0.99)),
+		OpsPerSec:  float64(cycles) / elapsed.Seconds(),
+		P50Ms:      ms(quantile(latencies, 0.50)),
+		P99Ms:      ms(quantile(latencies, 0.99)),
+		CPUUsPerOp: cpuPerOp(cpu0, cycles),
 	}, nil
 }
 
@@ -287,6 +315,7 @@ func directRound(ctx context.Context, hb *redishot.Backend, clients int, d time.
 		cycles    int
 		firstErr  error
 	)
+	cpu0 := cpuTime()
 	start := time.Now()
 	deadline := start.Add(d)
 	for i := range clients {
@@ -324,7 +353,8 @@ func directRound(ctx context.Context, hb *redishot.Backend, clients int, d time.
 		return result{}, firstErr
 	}
 	slices.Sort(latencies)
-	return result{OpsPerSec: float64(cycles) / elapsed.Seconds(), P50Ms: ms(quantile(latencies, 0.50)), P99Ms: ms(quantile(latencies, 0.99))}, nil
+	return result{OpsPerSec: float64(cycles) / elapsed.Seconds(), P50Ms: ms(quantile(latencies, 0.50)), P99Ms: ms(quantile(latencies, 0.99)),
+		CPUUsPerOp: cpuPerOp(cpu0, cycles)}, nil
 }
 
 // cmpErr answers err, or otherwise when err is nil.

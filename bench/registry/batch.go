@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+)
+
+// batchFiles is the files of one task in the batch round: AcquireLocks of batchFiles resources
+// against batchFiles SETs.
+const batchFiles = 8
+
+// batchRound runs AcquireLocks of batchFiles files then ReleaseLocks on every client for d, and
+// answers the batch cycles per second and the AcquireLocks latencies.
+func batchRound(ctx context.Context, clients []registryv1.RegistryServiceClient, d time.Duration) (result, error) {
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		latencies []time.Duration
+		cycles    int
+		firstErr  error
+	)
+	ttl := durationpb.New(30 * time.Second)
+	cpu0 := cpuTime()
+	start := time.Now()
+	deadline := start.Add(d)
+	for i, c := range clients {
+		wg.Go(func() {
+			files := make([]string, batchFiles)
+			for j := range files {
+				files[j] = fmt.Sprintf("bench/task-%03d/file-%d.go", i, j)
+			}
+			holder := fmt.Sprintf("bench-%03d", i)
+			mine := make([]time.Duration, 0, 1<<12)
+			n := 0
+			var err error
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				var res *registryv1.AcquireLocksResponse
+				res, err = c.AcquireLocks(ctx, &registryv1.AcquireLocksRequest{Resources: files, Holder: holder, Ttl: ttl})
+				if err != nil {
+					break
+				}
+				mine = append(mine, time.Since(t0))
+				if !res.GetGranted() {
+					err = fmt.Errorf("%s: batch not granted: %v", holder, res)
+					break
+				}
+				grants := make([]*registryv1.LockGrant, len(res.GetLocks()))
+				for j, l := range res.GetLocks() {
+					grants[j] = &registryv1.LockGrant{Resource: l.GetResource(), Token: l.GetToken()}
+				}
+				var rel *registryv1.ReleaseLocksResponse
+				rel, err = c.ReleaseLocks(ctx, &registryv1.ReleaseLocksRequest{Holder: holder, Locks: grants})
+				if err != nil {
+					break
+				}
+				if len(rel.GetNotReleased()) > 0 {
+					err = fmt.Errorf("%s: not released: %v", holder, rel.GetNotReleased())
+					break
+				}
+				n++
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			latencies = append(latencies, mine...)
+			cycles += n
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return result{}, firstErr
+	}
+	slices.Sort(latencies)
+	return result{
+		OpsPerSec:  float64(cycles) / elapsed.Seconds(),
+		P50Ms:      ms(quantile(latencies, 0.50)),
+		P99Ms:      ms(quantile(latencies, 0.99)),
+		CPUUsPerOp: cpuPerOp(cpu0, cycles),
+	}, nil
+}
+
+// cpuTime answers the process's CPU time so far (user + system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuPerOp answers the process CPU time since since per op, in microseconds: the load generator
+// and the server (or backend) together, which the machine's load moves much less than the wall
+// time.
+func cpuPerOp(since time.Duration, ops int) float64 {
+	if ops == 0 {
+		return 0
+	}
+	return float64(cpuTime()-since) / float64(time.Microsecond) / float64(ops)
+}
