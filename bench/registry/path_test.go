@@ -30,13 +30,16 @@ import (
 // server path) and an in-memory connection (no TCP):
 //
 //   - direct: the backend called in process;
+//
 //   - grpc-bare: a plain grpc.Server with the Registry and no interceptor;
+//
 //   - grpc-platform: the platform server (request id, logging, metrics, quotas, error
 //     resolution, protovalidate, readiness gate, recovery), as the services run;
+//
 //   - grpc-platform-batch8: AcquireLocks + ReleaseLocks of 8 files on the platform server (one
 //     op is one batch cycle: 8 files).
 //
-//	cd bench/registry && go test -run '^$' -bench LockPath -benchmem -cpuprofile cpu.prof .
+//     cd bench/registry && go test -run '^$' -bench LockPath -benchmem -cpuprofile cpu.prof .
 func BenchmarkLockPath(b *testing.B) {
 	ctx := context.Background()
 	st, err := sqlite.New(ctx, filepath.Join(b.TempDir(), "registry.db"), database.WithMigrate())
