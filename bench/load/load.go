@@ -160,7 +160,9 @@ func measure(ctx context.Context, tb clustertest.TB, cfg config, logs string) (r
 	metrics := clustertest.FreeAddr(tb)
 	c := clustertest.Start(tb, clustertest.Options{Agents: cfg.Agents, LogLevel: "warn", LogDir: logs, Grace: 30 * time.Second,
 		Postgres: clustertest.UsePostgres(tb, cfg.PostgresURL), Redis: clustertest.UseRedis(tb, cfg.RedisURL),
-		SchedulerArgs: []string{"--metrics-listen", metrics}})
+		// The streams all come from this one client (one principal): the per-principal quota on
+		// open streams (256 by default) is raised above them, as for an operator's dashboard.
+		SchedulerArgs: []string{"--metrics-listen", metrics, "--max-streams-per-principal", fmt.Sprint(cfg.Streams + 256)}})
 	cfg.logf("deployed on database %s", c.Database)
 	schedAddr, sched := c.SchedulerAddr(0), c.Scheduler(0)
 

@@ -111,26 +111,28 @@ func printTable(w io.Writer, r result) {
 // streams, side by side).
 func writeJSON(w io.Writer, r result, runErr error) {
 	out := struct {
-		Streams        int     `json:"streams"`
-		Agents         int     `json:"agents"`
-		Tasks          int     `json:"tasks"`
-		Width          int     `json:"width"`
-		Outcome        string  `json:"outcome"`
-		Events         int     `json:"events"`
-		WallS          float64 `json:"wall_s"`
-		StreamsExact   int     `json:"streams_exact"`
-		StreamsOpenS   float64 `json:"streams_open_s"`
-		LatP50Ms       float64 `json:"latency_p50_ms"`
-		LatP99Ms       float64 `json:"latency_p99_ms"`
-		SchedRSSIdleKB int64   `json:"scheduler_rss_idle_kb"`
-		SchedRSSPeakKB int64   `json:"scheduler_rss_peak_kb"`
-		SchedHeapIdle  int64   `json:"scheduler_heap_idle_bytes"`
-		SchedHeapPeak  int64   `json:"scheduler_heap_peak_bytes"`
-		Error          string  `json:"error,omitempty"`
+		Streams        int      `json:"streams"`
+		Agents         int      `json:"agents"`
+		Tasks          int      `json:"tasks"`
+		Width          int      `json:"width"`
+		Outcome        string   `json:"outcome"`
+		Events         int      `json:"events"`
+		WallS          float64  `json:"wall_s"`
+		StreamsExact   int      `json:"streams_exact"`
+		StreamsOpenS   float64  `json:"streams_open_s"`
+		LatP50Ms       float64  `json:"latency_p50_ms"`
+		LatP99Ms       float64  `json:"latency_p99_ms"`
+		SchedRSSIdleKB int64    `json:"scheduler_rss_idle_kb"`
+		SchedRSSPeakKB int64    `json:"scheduler_rss_peak_kb"`
+		SchedHeapIdle  int64    `json:"scheduler_heap_idle_bytes"`
+		SchedHeapPeak  int64    `json:"scheduler_heap_peak_bytes"`
+		StreamErrors   []string `json:"stream_errors,omitempty"` // the streams that were not exact, the first few
+		Error          string   `json:"error,omitempty"`
 	}{Streams: r.Config.Streams, Agents: r.Config.Agents, Tasks: r.Config.Tasks, Width: r.Config.Width, Outcome: r.Outcome,
 		Events: r.Events, WallS: r.Wall.Seconds(), StreamsExact: r.StreamsExact, StreamsOpenS: r.StreamsOpen.Seconds(),
 		LatP50Ms: float64(r.LatP50.Microseconds()) / 1000, LatP99Ms: float64(r.LatP99.Microseconds()) / 1000,
-		SchedRSSIdleKB: r.SchedRSSIdleKB, SchedRSSPeakKB: r.SchedRSSPeakKB, SchedHeapIdle: r.SchedHeapIdle, SchedHeapPeak: r.SchedHeapPeak}
+		SchedRSSIdleKB: r.SchedRSSIdleKB, SchedRSSPeakKB: r.SchedRSSPeakKB, SchedHeapIdle: r.SchedHeapIdle, SchedHeapPeak: r.SchedHeapPeak,
+		StreamErrors: r.StreamErrors}
 	if runErr != nil {
 		out.Error = strings.TrimSpace(runErr.Error())
 	}
