@@ -298,6 +298,16 @@ func measure(ctx context.Context, out io.Writer, o options, r *repo, st *postgre
 			})
 			return len(res.GetMatches()), err
 		}},
+		// A miss: a path in a directory and with an extension no item names, which no pattern of
+		// the repository's matches: it must cost no more than a hit.
+		{name: "QueryItems by path, a miss (gotchas, min 0.6)", call: func(ctx context.Context, rng *mrand.Rand) (int, error) {
+			res, err := client.QueryItems(ctx, &knowledgev1.QueryItemsRequest{
+				Target:        &knowledgev1.QueryItemsRequest_FilePath{FilePath: missPath(rng)},
+				Types:         []knowledgev1.ItemType{knowledgev1.ItemType_ITEM_TYPE_GOTCHA},
+				MinConfidence: 0.6,
+			})
+			return len(res.GetMatches()), err
+		}},
 		{name: "QueryItems by path (all types, min 0)", call: func(ctx context.Context, rng *mrand.Rand) (int, error) {
 			res, err := client.QueryItems(ctx, &knowledgev1.QueryItemsRequest{
 				Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: r.file(rng)},
@@ -445,4 +455,10 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// missPath is a path that no item of the synthetic repository names: a directory outside it and
+// an extension none of its files has.
+func missPath(rng *mrand.Rand) string {
+	return fmt.Sprintf("zz-outside-%d/sub%d/none%d.nomatch", rng.IntN(1000), rng.IntN(10), rng.IntN(100))
 }

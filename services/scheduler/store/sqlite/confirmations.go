@@ -28,6 +28,8 @@ func (t *execTx) EnqueueConfirmation(c *store.Confirmation) error {
 // TakeConfirmations leases the due rows in one statement (SQLite has one writer: no other taker
 // runs between its read and its write).
 func (s *Store) TakeConfirmations(ctx context.Context, limit int, lease time.Duration) ([]*store.Confirmation, error) {
+	s.writeMu.Lock() // queue with the executions' write transactions, not in SQLite's busy handler
+	defer s.writeMu.Unlock()
 	at := now()
 	rows, err := s.DB().QueryContext(ctx, `UPDATE knowledge_confirmations SET next_attempt_at = ?
 		WHERE assignment_id IN (SELECT assignment_id FROM knowledge_confirmations WHERE next_attempt_at <= ?
@@ -44,6 +46,8 @@ func (s *Store) TakeConfirmations(ctx context.Context, limit int, lease time.Dur
 
 // DeleteConfirmation removes a done confirmation.
 func (s *Store) DeleteConfirmation(ctx context.Context, assignmentID string) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	if _, err := s.DB().ExecContext(ctx, `DELETE FROM knowledge_confirmations WHERE assignment_id = ?`, assignmentID); err != nil {
 		return fmt.Errorf("scheduler store: delete knowledge confirmation %q: %w", assignmentID, err)
 	}
@@ -52,6 +56,8 @@ func (s *Store) DeleteConfirmation(ctx context.Context, assignmentID string) err
 
 // RetryConfirmation counts a failed try and makes the row due again after after.
 func (s *Store) RetryConfirmation(ctx context.Context, assignmentID string, after time.Duration) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	res, err := s.DB().ExecContext(ctx, `UPDATE knowledge_confirmations SET attempts = attempts + 1, next_attempt_at = ?
 		WHERE assignment_id = ?`, ts(now().Add(after)), assignmentID)
 	if err != nil {
