@@ -141,7 +141,6 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 		}
 		executions = append(executions, e.GetExecution().GetId())
 	}
-	specs = nil
 	var wg sync.WaitGroup
 	errs := make(chan error, agents)
 	for i := range agents {
