@@ -58,6 +58,7 @@ var Policy = map[string][]Role{
 	"/converge.scheduler.v1.SchedulerService/CancelExecution":    operatorOnly,
 	"/converge.scheduler.v1.SchedulerService/RetryTask":          operatorOnly,
 	"/converge.scheduler.v1.SchedulerService/SkipTask":           operatorOnly,
+	"/converge.scheduler.v1.SchedulerService/SignOffGate":        operatorOnly,
 	"/converge.scheduler.v1.SchedulerService/GetExecutionLog":    readOps,
 	"/converge.scheduler.v1.SchedulerService/GetHandoffContext":  readOps,
 	"/converge.scheduler.v1.SchedulerService/GetTaskDiff":        readOps,

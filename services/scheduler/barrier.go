@@ -183,8 +183,15 @@ func (r *runner) barrier(w *schedulerv1.Wave) error {
 		map[string]any{"wave_number": float64(w.GetWaveNumber()), "merges": float64(len(merges)), "final": final}))
 }
 
-// afterWave starts the next wave, or hands a finished run to verification.
+// afterWave starts the next wave, or hands a finished run to verification; a gate of w that
+// requires a sign-off first pauses the run until SignOffGate decides (gatesignoff.go).
 func (r *runner) afterWave(w *schedulerv1.Wave) error {
+	if gate, err := r.signoffGate(w); err != nil || gate != nil {
+		if err != nil {
+			return err
+		}
+		return r.awaitSignoff(gate, w)
+	}
 	if w.GetWaveNumber() < r.e.GetWaveCount() {
 		return r.startWave(w.GetWaveNumber() + 1)
 	}

@@ -274,6 +274,10 @@ func (s *Server) ResumeExecution(ctx context.Context, req *schedulerv1.ResumeExe
 		default:
 			return failedPrecondition("execution %s is %s: only a paused execution can be resumed", r.e.GetId(), statusName(r.e))
 		}
+		if gate := r.e.GetAwaitingSignoffGate(); gate != "" {
+			return failedPrecondition("execution %s awaits the sign-off of gate %s: sign it off (converge signoff %s %s --pass|--fail, or SignOffGate) instead of resuming it",
+				r.e.GetId(), gate, r.e.GetId(), gate)
+		}
 		r.e.Status = schedulerv1.ExecutionStatus_EXECUTION_STATUS_RUNNING
 		if r.e.GetStartTime() == nil {
 			r.e.StartTime = r.now()

@@ -184,6 +184,7 @@ func (r *runner) finish(status schedulerv1.ExecutionStatus, outcome commonv1.Out
 	}
 	r.e.Status, r.e.Outcome, r.e.StatusMessage = status, outcome, msg
 	r.e.EndTime = r.now()
+	r.e.AwaitingSignoffGate = "" // an ended run waits for nothing
 	r.e.RunningTasks = 0
 	r.changed = true
 	// Open assignments end: pending ones now, held ones are told CANCEL at their next report

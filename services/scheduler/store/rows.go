@@ -44,6 +44,7 @@ type TaskRow struct {
 	ValidationTimeoutMS             *int64
 	Position                        int32
 	Status                          string
+	RequiresSignoff                 bool
 }
 
 // ImpactRow is one task_file_impacts row of a task.
@@ -155,6 +156,8 @@ func encodeTask(t *commonv1.Task, position int32) (TaskRow, error) {
 		CodeTemplate:   nullable(t.GetCodeTemplate()),
 		Position:       position,
 		Status:         statusName(t.GetStatus()),
+		// Only gates set it (tasklist.Validate).
+		RequiresSignoff: t.GetRequiresSignoff(),
 	}
 	if r.ActionDeclared {
 		r.Action = strings.TrimPrefix(t.GetAction().String(), "TASK_ACTION_")
@@ -261,15 +264,16 @@ func DecodeTaskList(row TaskListRow, tasks []TaskRow) (*TaskList, error) {
 
 func decodeTask(r TaskRow) (*commonv1.Task, error) {
 	t := &commonv1.Task{
-		Id:           r.Key,
-		Title:        r.Title,
-		Description:  r.Description,
-		File:         deref(r.File),
-		Phase:        r.Phase,
-		Priority:     r.Priority,
-		Command:      deref(r.Command),
-		CodeTemplate: deref(r.CodeTemplate),
-		Status:       statusOf(r.Status),
+		Id:              r.Key,
+		Title:           r.Title,
+		Description:     r.Description,
+		File:            deref(r.File),
+		Phase:           r.Phase,
+		Priority:        r.Priority,
+		Command:         deref(r.Command),
+		CodeTemplate:    deref(r.CodeTemplate),
+		Status:          statusOf(r.Status),
+		RequiresSignoff: r.RequiresSignoff,
 	}
 	if r.ActionDeclared {
 		t.Action = commonv1.TaskAction(commonv1.TaskAction_value["TASK_ACTION_"+r.Action])

@@ -69,6 +69,7 @@ func ParseExecutionPlan(content []byte) (*Document, error) {
 		phase, milestone string
 		phaseNumber      int
 		gates            []planGate
+		signoffs         []planSignoff
 	)
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
@@ -97,6 +98,13 @@ func ParseExecutionPlan(content []byte) (*Document, error) {
 		}
 		if cmd, ok := gateOf(l.text); ok && !l.fenced {
 			gates = append(gates, planGate{line: l.num, phase: phase, milestone: milestone, phaseNumber: phaseNumber, command: cmd})
+			continue
+		}
+		if isLine, required, msg := signoffOf(l.text); isLine && !l.fenced {
+			if msg != "" {
+				return nil, errorf(l.num, "%s", msg)
+			}
+			signoffs = append(signoffs, planSignoff{line: l.num, milestone: milestone, phaseNumber: phaseNumber, required: required})
 			continue
 		}
 		if l.fenced || !isTableLine(l.text) || i+1 >= len(lines) || !isDelimiterRow(lines[i+1]) {
@@ -194,6 +202,9 @@ func ParseExecutionPlan(content []byte) (*Document, error) {
 	}
 	if len(spec.Tasks) == 0 {
 		return nil, errorf(1, `no task found: tasks are rows of tables with a "Task" and a "Description" column`)
+	}
+	if err := applySignoffs(gates, signoffs); err != nil {
+		return nil, err
 	}
 	if len(gates) > 0 {
 		var err error

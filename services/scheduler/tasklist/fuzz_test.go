@@ -66,6 +66,11 @@ func FuzzParseTasksMD(f *testing.F) {
 func FuzzParseExecutionPlan(f *testing.F) {
 	seeds(f, schedulerv1.ImportFormat_IMPORT_FORMAT_EXECUTION_PLAN, "execution-plan.md")
 	f.Add([]byte("| Task | Description | Depends On |\n|:--|--:|---|\n| `T1` | a \\| b | T0 |\n| T2 | c |\n"))
+	// Gates and their sign-off (issue 15 part 9).
+	f.Add([]byte(twoPhasePlan))
+	f.Add([]byte(signoffPlan))
+	f.Add([]byte("## Phase 1: A\n**Sign-off:** required\n| Task | Description |\n|---|---|\n| T1 | a |\n"))
+	f.Add([]byte("## P\n**Gate:** `x`\n**Sign off**: maybe\n### M1\n**Sign-off:** no\n| Task | Description |\n|---|---|\n| T1 | a |\n"))
 	f.Fuzz(func(t *testing.T, content []byte) {
 		doc, err := ParseExecutionPlan(content)
 		checkParse(t, content, doc, err)

@@ -21,6 +21,15 @@ import (
 // only once the gate passed; the gate declares no files, so it runs alone in its wave on the
 // integrated work of everything before it. The Scheduler ends the run FAILED, naming the gate, when
 // a gate task fails (IsGate).
+//
+// A gate may also need a person's sign-off (seed 004: the phase gate check, recorded in the Phase
+// Gate Log with its date, result and notes). A field line in the same phase or milestone
+//
+//	**Sign-off:** required
+//
+// sets the gate task's requires_signoff: once its command passed, the run pauses until someone
+// signs the gate off (SignOffGate, `converge signoff EXECUTION GATE-P1 --pass|--fail`). "required",
+// "yes" and "true" ask for it; "no", "false", "not required" and "none" do not (the default).
 
 // GatePrefix starts the id of every gate task.
 const GatePrefix = "GATE-"
@@ -36,6 +45,16 @@ type planGate struct {
 	phase, milestone string
 	phaseNumber      int
 	command          string
+	signoff          bool
+}
+
+// planSignoff is a sign-off line of an execution plan: it applies to the gate of its phase (and
+// milestone).
+type planSignoff struct {
+	line        int
+	milestone   string
+	phaseNumber int
+	required    bool
 }
 
 // gateIDPart keeps the characters of a task id.
@@ -51,6 +70,45 @@ func gateOf(text string) (string, bool) {
 		return spans[0], true
 	}
 	return strings.TrimSpace(m[2]), true
+}
+
+// signoffOf reads a "**Sign-off:** value" line (also "Signoff", "Sign off", "Gate sign-off"):
+// whether it is one, whether it asks for a sign-off, and a message when its value is neither.
+func signoffOf(text string) (isLine, required bool, msg string) {
+	m := fieldLine.FindStringSubmatch(text)
+	if m == nil {
+		return false, false, ""
+	}
+	label := strings.NewReplacer(" ", "", "-", "", "_", "").Replace(strings.ToLower(strings.TrimSpace(m[1])))
+	if label != "signoff" && label != "gatesignoff" {
+		return false, false, ""
+	}
+	v := strings.ToLower(strings.TrimSpace(stripMarkup(m[2])))
+	switch v {
+	case "required", "yes", "true", "human", "person":
+		return true, true, ""
+	case "no", "false", "not required", "optional":
+		return true, false, ""
+	}
+	if isNone(v) {
+		return true, false, ""
+	}
+	return true, false, fmt.Sprintf("sign-off %q: want required (a person signs the gate off) or no", truncate(m[2], 64))
+}
+
+// applySignoffs marks the gates the sign-off lines ask for; a sign-off line whose phase (and
+// milestone) has no gate is an error.
+func applySignoffs(gates []planGate, signoffs []planSignoff) error {
+	for _, so := range signoffs {
+		i := slices.IndexFunc(gates, func(g planGate) bool {
+			return g.phaseNumber == so.phaseNumber && g.milestone == so.milestone
+		})
+		if i < 0 {
+			return errorf(so.line, "sign-off without a gate: add a **Gate:** `command` line to the same phase or milestone")
+		}
+		gates[i].signoff = so.required
+	}
+	return nil
 }
 
 // addGates makes the gate tasks of gates: each goes after the last task of its phase or milestone
@@ -84,8 +142,11 @@ func addGates(tasks []*commonv1.Task, lines []int, rows []planRow, gates []planG
 			return nil, nil, errorf(g.line, "gate of %s: its task id %q is not a free task id", scope, id)
 		}
 		gate := &commonv1.Task{Id: id, Title: "Gate of " + scope, Phase: tasks[last].GetPhase(), Action: commonv1.TaskAction_TASK_ACTION_RUN,
-			Command: g.command, DependsOn: members, Status: commonv1.TaskStatus_TASK_STATUS_PENDING,
+			Command: g.command, DependsOn: members, Status: commonv1.TaskStatus_TASK_STATUS_PENDING, RequiresSignoff: g.signoff,
 			Description: fmt.Sprintf("The gate check of %s (seed 07-build): the next tasks start only once it passes; a failed gate stops the run.", scope)}
+		if g.signoff {
+			gate.Description += " Once its command passes, a person signs it off (converge signoff EXECUTION " + id + " --pass|--fail) before the next tasks start."
+		}
 		for i := last + 1; i < len(tasks); i++ {
 			if !slices.Contains(members, tasks[i].GetId()) {
 				tasks[i].DependsOn = append([]string{id}, tasks[i].DependsOn...)

@@ -54,6 +54,9 @@ func Validate(spec *schedulerv1.TaskListSpec) []Violation {
 				v.add(i, fmt.Sprintf("tasks[%d].files[%d].path", i, j), fmt.Sprintf("%q %s", f.GetPath(), msg))
 			}
 		}
+		if t.GetRequiresSignoff() && !IsGate(t) {
+			v.add(i, fmt.Sprintf("tasks[%d].requires_signoff", i), fmt.Sprintf("task %q is not a gate: only a milestone or phase gate (a RUN task whose id starts with %q) can require a sign-off", t.GetId(), GatePrefix))
+		}
 		for j, dep := range t.GetDependsOn() {
 			field := fmt.Sprintf("tasks[%d].depends_on[%d]", i, j)
 			switch d, ok := index[dep]; {

@@ -451,9 +451,15 @@ type Task struct {
 	// Free-form context for the task (tasks.md "Context" block).
 	Description string `protobuf:"bytes,14,opt,name=description,proto3" json:"description,omitempty"`
 	// Shell line the `command` executor runs in the worktree to do the task.
-	Command       string `protobuf:"bytes,15,opt,name=command,proto3" json:"command,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Command string `protobuf:"bytes,15,opt,name=command,proto3" json:"command,omitempty"`
+	// Only on a milestone or phase gate (a RUN task whose id starts with "GATE-"; an execution plan's
+	// `**Sign-off:** required` line sets it): once the gate's command passed, the execution pauses
+	// (Execution.awaiting_signoff_gate) and the next phase's waves start only after a person signed
+	// the gate off PASS with SchedulerService.SignOffGate; a FAIL ends the execution FAILED. A task
+	// list that sets it on any other task is refused (InvalidArgument).
+	RequiresSignoff bool `protobuf:"varint,16,opt,name=requires_signoff,json=requiresSignoff,proto3" json:"requires_signoff,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -591,6 +597,13 @@ func (x *Task) GetCommand() string {
 	return ""
 }
 
+func (x *Task) GetRequiresSignoff() bool {
+	if x != nil {
+		return x.RequiresSignoff
+	}
+	return false
+}
+
 var File_converge_common_v1_task_proto protoreflect.FileDescriptor
 
 const file_converge_common_v1_task_proto_rawDesc = "" +
@@ -610,7 +623,7 @@ const file_converge_common_v1_task_proto_rawDesc = "" +
 	"\x12expected_exit_code\x18\x03 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\xff\x01(\x00R\x10expectedExitCode\x12E\n" +
 	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationB\x10\xbaH\r\xaa\x01\n" +
-	"\"\x04\b\x80\xa3\x052\x02\b\x01R\atimeout\"\xd5\x10\n" +
+	"\"\x04\b\x80\xa3\x052\x02\b\x01R\atimeout\"\x80\x11\n" +
 	"\x04Task\x128\n" +
 	"\x02id\x18\x01 \x01(\tB(\xbaH%r#2!^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$R\x02id\x12\x9b\x01\n" +
 	"\x05title\x18\x02 \x01(\tB\x84\x01\xbaH\x80\x01\xba\x01v\n" +
@@ -640,7 +653,8 @@ const file_converge_common_v1_task_proto_rawDesc = "" +
 	"\vdescription\x18\x0e \x01(\tB\xa9\x01\xbaH\xa5\x01\xba\x01\x9b\x01\n" +
 	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x04\x18\x80\x80\x04R\vdescription\x12\xc3\x01\n" +
 	"\acommand\x18\x0f \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
-	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80@R\acommand*\x9c\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80@R\acommand\x12)\n" +
+	"\x10requires_signoff\x18\x10 \x01(\bR\x0frequiresSignoff*\x9c\x01\n" +
 	"\n" +
 	"TaskAction\x12\x1b\n" +
 	"\x17TASK_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +

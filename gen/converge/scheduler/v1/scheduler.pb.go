@@ -392,6 +392,59 @@ func (ExecutionTrigger) EnumDescriptor() ([]byte, []int) {
 	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{5}
 }
 
+// GateDecision is a person's decision at a gate.
+type GateDecision int32
+
+const (
+	// Not set.
+	GateDecision_GATE_DECISION_UNSPECIFIED GateDecision = 0
+	// The gate is passed: the next phase starts.
+	GateDecision_GATE_DECISION_PASS GateDecision = 1
+	// The gate is not passed: the execution ends FAILED.
+	GateDecision_GATE_DECISION_FAIL GateDecision = 2
+)
+
+// Enum value maps for GateDecision.
+var (
+	GateDecision_name = map[int32]string{
+		0: "GATE_DECISION_UNSPECIFIED",
+		1: "GATE_DECISION_PASS",
+		2: "GATE_DECISION_FAIL",
+	}
+	GateDecision_value = map[string]int32{
+		"GATE_DECISION_UNSPECIFIED": 0,
+		"GATE_DECISION_PASS":        1,
+		"GATE_DECISION_FAIL":        2,
+	}
+)
+
+func (x GateDecision) Enum() *GateDecision {
+	p := new(GateDecision)
+	*p = x
+	return p
+}
+
+func (x GateDecision) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GateDecision) Descriptor() protoreflect.EnumDescriptor {
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[6].Descriptor()
+}
+
+func (GateDecision) Type() protoreflect.EnumType {
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[6]
+}
+
+func (x GateDecision) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GateDecision.Descriptor instead.
+func (GateDecision) EnumDescriptor() ([]byte, []int) {
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{6}
+}
+
 // WaveStatus is a wave's state (the seed's parallel_execution_waves statuses plus INTEGRATING).
 type WaveStatus int32
 
@@ -445,11 +498,11 @@ func (x WaveStatus) String() string {
 }
 
 func (WaveStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[6].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[7].Descriptor()
 }
 
 func (WaveStatus) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[6]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[7]
 }
 
 func (x WaveStatus) Number() protoreflect.EnumNumber {
@@ -458,7 +511,7 @@ func (x WaveStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WaveStatus.Descriptor instead.
 func (WaveStatus) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{6}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{7}
 }
 
 // AssignmentKind says what an assignment asks the agent to do.
@@ -499,11 +552,11 @@ func (x AssignmentKind) String() string {
 }
 
 func (AssignmentKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[7].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[8].Descriptor()
 }
 
 func (AssignmentKind) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[7]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[8]
 }
 
 func (x AssignmentKind) Number() protoreflect.EnumNumber {
@@ -512,7 +565,7 @@ func (x AssignmentKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AssignmentKind.Descriptor instead.
 func (AssignmentKind) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{7}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{8}
 }
 
 // AssignmentStatus is an assignment's state (the seed's wave_task_assignments statuses plus
@@ -573,11 +626,11 @@ func (x AssignmentStatus) String() string {
 }
 
 func (AssignmentStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[8].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[9].Descriptor()
 }
 
 func (AssignmentStatus) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[8]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[9]
 }
 
 func (x AssignmentStatus) Number() protoreflect.EnumNumber {
@@ -586,7 +639,7 @@ func (x AssignmentStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AssignmentStatus.Descriptor instead.
 func (AssignmentStatus) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{8}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{9}
 }
 
 // CompletionResult is how an agent ended an assignment.
@@ -639,11 +692,11 @@ func (x CompletionResult) String() string {
 }
 
 func (CompletionResult) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[9].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[10].Descriptor()
 }
 
 func (CompletionResult) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[9]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[10]
 }
 
 func (x CompletionResult) Number() protoreflect.EnumNumber {
@@ -652,7 +705,7 @@ func (x CompletionResult) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CompletionResult.Descriptor instead.
 func (CompletionResult) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{9}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{10}
 }
 
 // How a commit changed one file (git's --name-status letters; renames are shown as a deletion
@@ -701,11 +754,11 @@ func (x FileChangeStatus) String() string {
 }
 
 func (FileChangeStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[10].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[11].Descriptor()
 }
 
 func (FileChangeStatus) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[10]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[11]
 }
 
 func (x FileChangeStatus) Number() protoreflect.EnumNumber {
@@ -714,7 +767,7 @@ func (x FileChangeStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FileChangeStatus.Descriptor instead.
 func (FileChangeStatus) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{10}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{11}
 }
 
 // Directive tells a leased agent what to do next.
@@ -761,11 +814,11 @@ func (x Directive) String() string {
 }
 
 func (Directive) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[11].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[12].Descriptor()
 }
 
 func (Directive) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[11]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[12]
 }
 
 func (x Directive) Number() protoreflect.EnumNumber {
@@ -774,7 +827,7 @@ func (x Directive) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Directive.Descriptor instead.
 func (Directive) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{11}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{12}
 }
 
 // Autonomy is how much the loop recovers on its own (seed §3.3).
@@ -818,11 +871,11 @@ func (x Autonomy) String() string {
 }
 
 func (Autonomy) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[12].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[13].Descriptor()
 }
 
 func (Autonomy) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[12]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[13]
 }
 
 func (x Autonomy) Number() protoreflect.EnumNumber {
@@ -831,7 +884,7 @@ func (x Autonomy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Autonomy.Descriptor instead.
 func (Autonomy) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{12}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{13}
 }
 
 // FeatureBuildStatus is a feature build's lifecycle state; as for executions, COMPLETED means
@@ -884,11 +937,11 @@ func (x FeatureBuildStatus) String() string {
 }
 
 func (FeatureBuildStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[13].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[14].Descriptor()
 }
 
 func (FeatureBuildStatus) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[13]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[14]
 }
 
 func (x FeatureBuildStatus) Number() protoreflect.EnumNumber {
@@ -897,7 +950,7 @@ func (x FeatureBuildStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FeatureBuildStatus.Descriptor instead.
 func (FeatureBuildStatus) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{13}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{14}
 }
 
 // ExitReason is why the build-feature loop stopped (seed §12.2).
@@ -969,11 +1022,11 @@ func (x ExitReason) String() string {
 }
 
 func (ExitReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[14].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[15].Descriptor()
 }
 
 func (ExitReason) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[14]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[15]
 }
 
 func (x ExitReason) Number() protoreflect.EnumNumber {
@@ -982,7 +1035,7 @@ func (x ExitReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ExitReason.Descriptor instead.
 func (ExitReason) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{14}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{15}
 }
 
 // Repository names the git repository a task list builds in (DESIGN §5). Unset means a scratch
@@ -3077,7 +3130,13 @@ type Execution struct {
 	// When it last changed.
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// Model usage the agents reported for the run's assignments (CompleteTaskRequest.usage), summed.
-	Usage         *Usage `protobuf:"bytes,32,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage *Usage `protobuf:"bytes,32,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The gate (task id, e.g. "GATE-P1") whose sign-off the execution waits for: its command passed,
+	// it requires a sign-off (Task.requires_signoff), and the next waves start only after
+	// SignOffGate PASS. Empty when it waits for none. The execution is PAUSED meanwhile.
+	AwaitingSignoffGate string `protobuf:"bytes,33,opt,name=awaiting_signoff_gate,json=awaitingSignoffGate,proto3" json:"awaiting_signoff_gate,omitempty"`
+	// The sign-offs recorded at its gates, oldest first (the seed's Phase Gate Log).
+	GateSignoffs  []*GateSignOff `protobuf:"bytes,34,rep,name=gate_signoffs,json=gateSignoffs,proto3" json:"gate_signoffs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3336,6 +3395,103 @@ func (x *Execution) GetUsage() *Usage {
 	return nil
 }
 
+func (x *Execution) GetAwaitingSignoffGate() string {
+	if x != nil {
+		return x.AwaitingSignoffGate
+	}
+	return ""
+}
+
+func (x *Execution) GetGateSignoffs() []*GateSignOff {
+	if x != nil {
+		return x.GateSignoffs
+	}
+	return nil
+}
+
+// GateSignOff is one sign-off at a milestone or phase gate (a line of the seed's Phase Gate Log).
+type GateSignOff struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gate task id, e.g. "GATE-P1".
+	GateId string `protobuf:"bytes,1,opt,name=gate_id,json=gateId,proto3" json:"gate_id,omitempty"`
+	// PASS or FAIL.
+	Decision GateDecision `protobuf:"varint,2,opt,name=decision,proto3,enum=converge.scheduler.v1.GateDecision" json:"decision,omitempty"`
+	// Who decided: the authenticated principal's name, with the request's who in parentheses when
+	// it names someone else; the request's who on a server that authenticates nobody.
+	Who string `protobuf:"bytes,3,opt,name=who,proto3" json:"who,omitempty"`
+	// Why, as given.
+	Note string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	// When it was recorded (store time).
+	Time          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GateSignOff) Reset() {
+	*x = GateSignOff{}
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GateSignOff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GateSignOff) ProtoMessage() {}
+
+func (x *GateSignOff) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GateSignOff.ProtoReflect.Descriptor instead.
+func (*GateSignOff) Descriptor() ([]byte, []int) {
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GateSignOff) GetGateId() string {
+	if x != nil {
+		return x.GateId
+	}
+	return ""
+}
+
+func (x *GateSignOff) GetDecision() GateDecision {
+	if x != nil {
+		return x.Decision
+	}
+	return GateDecision_GATE_DECISION_UNSPECIFIED
+}
+
+func (x *GateSignOff) GetWho() string {
+	if x != nil {
+		return x.Who
+	}
+	return ""
+}
+
+func (x *GateSignOff) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *GateSignOff) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
 // Wave is one wave of an execution (the seed's parallel_execution_waves).
 type Wave struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3373,7 +3529,7 @@ type Wave struct {
 
 func (x *Wave) Reset() {
 	*x = Wave{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[27]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3385,7 +3541,7 @@ func (x *Wave) String() string {
 func (*Wave) ProtoMessage() {}
 
 func (x *Wave) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[27]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3398,7 +3554,7 @@ func (x *Wave) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wave.ProtoReflect.Descriptor instead.
 func (*Wave) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{27}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Wave) GetId() string {
@@ -3565,7 +3721,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[28]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3577,7 +3733,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[28]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3590,7 +3746,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{28}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Assignment) GetId() string {
@@ -3802,7 +3958,7 @@ type StartExecutionRequest struct {
 
 func (x *StartExecutionRequest) Reset() {
 	*x = StartExecutionRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[29]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3814,7 +3970,7 @@ func (x *StartExecutionRequest) String() string {
 func (*StartExecutionRequest) ProtoMessage() {}
 
 func (x *StartExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[29]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3827,7 +3983,7 @@ func (x *StartExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartExecutionRequest.ProtoReflect.Descriptor instead.
 func (*StartExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{29}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StartExecutionRequest) GetTaskListId() string {
@@ -3885,7 +4041,7 @@ type StartExecutionResponse struct {
 
 func (x *StartExecutionResponse) Reset() {
 	*x = StartExecutionResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[30]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3897,7 +4053,7 @@ func (x *StartExecutionResponse) String() string {
 func (*StartExecutionResponse) ProtoMessage() {}
 
 func (x *StartExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[30]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3910,7 +4066,7 @@ func (x *StartExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartExecutionResponse.ProtoReflect.Descriptor instead.
 func (*StartExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{30}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StartExecutionResponse) GetExecution() *Execution {
@@ -3938,7 +4094,7 @@ type GetExecutionRequest struct {
 
 func (x *GetExecutionRequest) Reset() {
 	*x = GetExecutionRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[31]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3950,7 +4106,7 @@ func (x *GetExecutionRequest) String() string {
 func (*GetExecutionRequest) ProtoMessage() {}
 
 func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[31]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3963,7 +4119,7 @@ func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionRequest.ProtoReflect.Descriptor instead.
 func (*GetExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{31}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetExecutionRequest) GetExecutionId() string {
@@ -3986,7 +4142,7 @@ type GetExecutionResponse struct {
 
 func (x *GetExecutionResponse) Reset() {
 	*x = GetExecutionResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[32]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3998,7 +4154,7 @@ func (x *GetExecutionResponse) String() string {
 func (*GetExecutionResponse) ProtoMessage() {}
 
 func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[32]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4011,7 +4167,7 @@ func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionResponse.ProtoReflect.Descriptor instead.
 func (*GetExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{32}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetExecutionResponse) GetExecution() *Execution {
@@ -4047,7 +4203,7 @@ type ListExecutionsRequest struct {
 
 func (x *ListExecutionsRequest) Reset() {
 	*x = ListExecutionsRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[33]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4059,7 +4215,7 @@ func (x *ListExecutionsRequest) String() string {
 func (*ListExecutionsRequest) ProtoMessage() {}
 
 func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[33]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4072,7 +4228,7 @@ func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{33}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListExecutionsRequest) GetPageSize() int32 {
@@ -4123,7 +4279,7 @@ type ListExecutionsResponse struct {
 
 func (x *ListExecutionsResponse) Reset() {
 	*x = ListExecutionsResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[34]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4135,7 +4291,7 @@ func (x *ListExecutionsResponse) String() string {
 func (*ListExecutionsResponse) ProtoMessage() {}
 
 func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[34]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4148,7 +4304,7 @@ func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{34}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListExecutionsResponse) GetExecutions() []*Execution {
@@ -4189,7 +4345,7 @@ type ListAssignmentsRequest struct {
 
 func (x *ListAssignmentsRequest) Reset() {
 	*x = ListAssignmentsRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[35]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4201,7 +4357,7 @@ func (x *ListAssignmentsRequest) String() string {
 func (*ListAssignmentsRequest) ProtoMessage() {}
 
 func (x *ListAssignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[35]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4214,7 +4370,7 @@ func (x *ListAssignmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAssignmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAssignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{35}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListAssignmentsRequest) GetExecutionId() string {
@@ -4279,7 +4435,7 @@ type ListAssignmentsResponse struct {
 
 func (x *ListAssignmentsResponse) Reset() {
 	*x = ListAssignmentsResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[36]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4291,7 +4447,7 @@ func (x *ListAssignmentsResponse) String() string {
 func (*ListAssignmentsResponse) ProtoMessage() {}
 
 func (x *ListAssignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[36]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4304,7 +4460,7 @@ func (x *ListAssignmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAssignmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAssignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{36}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListAssignmentsResponse) GetAssignments() []*Assignment {
@@ -4343,7 +4499,7 @@ type WatchExecutionRequest struct {
 
 func (x *WatchExecutionRequest) Reset() {
 	*x = WatchExecutionRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[37]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4355,7 +4511,7 @@ func (x *WatchExecutionRequest) String() string {
 func (*WatchExecutionRequest) ProtoMessage() {}
 
 func (x *WatchExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[37]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4368,7 +4524,7 @@ func (x *WatchExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExecutionRequest.ProtoReflect.Descriptor instead.
 func (*WatchExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{37}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchExecutionRequest) GetExecutionId() string {
@@ -4419,7 +4575,7 @@ type WatchExecutionResponse struct {
 
 func (x *WatchExecutionResponse) Reset() {
 	*x = WatchExecutionResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[38]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4431,7 +4587,7 @@ func (x *WatchExecutionResponse) String() string {
 func (*WatchExecutionResponse) ProtoMessage() {}
 
 func (x *WatchExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[38]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4444,7 +4600,7 @@ func (x *WatchExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchExecutionResponse.ProtoReflect.Descriptor instead.
 func (*WatchExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{38}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WatchExecutionResponse) GetEntry() *v1.LogEntry {
@@ -4474,7 +4630,7 @@ type PauseExecutionRequest struct {
 
 func (x *PauseExecutionRequest) Reset() {
 	*x = PauseExecutionRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[39]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4486,7 +4642,7 @@ func (x *PauseExecutionRequest) String() string {
 func (*PauseExecutionRequest) ProtoMessage() {}
 
 func (x *PauseExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[39]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4499,7 +4655,7 @@ func (x *PauseExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseExecutionRequest.ProtoReflect.Descriptor instead.
 func (*PauseExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{39}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PauseExecutionRequest) GetExecutionId() string {
@@ -4527,7 +4683,7 @@ type PauseExecutionResponse struct {
 
 func (x *PauseExecutionResponse) Reset() {
 	*x = PauseExecutionResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[40]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4539,7 +4695,7 @@ func (x *PauseExecutionResponse) String() string {
 func (*PauseExecutionResponse) ProtoMessage() {}
 
 func (x *PauseExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[40]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4552,7 +4708,7 @@ func (x *PauseExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseExecutionResponse.ProtoReflect.Descriptor instead.
 func (*PauseExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{40}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PauseExecutionResponse) GetExecution() *Execution {
@@ -4575,7 +4731,7 @@ type ResumeExecutionRequest struct {
 
 func (x *ResumeExecutionRequest) Reset() {
 	*x = ResumeExecutionRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[41]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4587,7 +4743,7 @@ func (x *ResumeExecutionRequest) String() string {
 func (*ResumeExecutionRequest) ProtoMessage() {}
 
 func (x *ResumeExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[41]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4600,7 +4756,7 @@ func (x *ResumeExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeExecutionRequest.ProtoReflect.Descriptor instead.
 func (*ResumeExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{41}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ResumeExecutionRequest) GetExecutionId() string {
@@ -4628,7 +4784,7 @@ type ResumeExecutionResponse struct {
 
 func (x *ResumeExecutionResponse) Reset() {
 	*x = ResumeExecutionResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[42]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4640,7 +4796,7 @@ func (x *ResumeExecutionResponse) String() string {
 func (*ResumeExecutionResponse) ProtoMessage() {}
 
 func (x *ResumeExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[42]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4653,7 +4809,7 @@ func (x *ResumeExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeExecutionResponse.ProtoReflect.Descriptor instead.
 func (*ResumeExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{42}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ResumeExecutionResponse) GetExecution() *Execution {
@@ -4676,7 +4832,7 @@ type CancelExecutionRequest struct {
 
 func (x *CancelExecutionRequest) Reset() {
 	*x = CancelExecutionRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[43]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4688,7 +4844,7 @@ func (x *CancelExecutionRequest) String() string {
 func (*CancelExecutionRequest) ProtoMessage() {}
 
 func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[43]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4701,7 +4857,7 @@ func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
 func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{43}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CancelExecutionRequest) GetExecutionId() string {
@@ -4729,7 +4885,7 @@ type CancelExecutionResponse struct {
 
 func (x *CancelExecutionResponse) Reset() {
 	*x = CancelExecutionResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[44]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4741,7 +4897,7 @@ func (x *CancelExecutionResponse) String() string {
 func (*CancelExecutionResponse) ProtoMessage() {}
 
 func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[44]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4754,7 +4910,7 @@ func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
 func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{44}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CancelExecutionResponse) GetExecution() *Execution {
@@ -4779,7 +4935,7 @@ type RetryTaskRequest struct {
 
 func (x *RetryTaskRequest) Reset() {
 	*x = RetryTaskRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[45]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4791,7 +4947,7 @@ func (x *RetryTaskRequest) String() string {
 func (*RetryTaskRequest) ProtoMessage() {}
 
 func (x *RetryTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[45]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4804,7 +4960,7 @@ func (x *RetryTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryTaskRequest.ProtoReflect.Descriptor instead.
 func (*RetryTaskRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{45}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RetryTaskRequest) GetExecutionId() string {
@@ -4843,7 +4999,7 @@ type RetryTaskResponse struct {
 
 func (x *RetryTaskResponse) Reset() {
 	*x = RetryTaskResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[46]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4855,7 +5011,7 @@ func (x *RetryTaskResponse) String() string {
 func (*RetryTaskResponse) ProtoMessage() {}
 
 func (x *RetryTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[46]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4868,7 +5024,7 @@ func (x *RetryTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryTaskResponse.ProtoReflect.Descriptor instead.
 func (*RetryTaskResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{46}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RetryTaskResponse) GetAssignment() *Assignment {
@@ -4909,7 +5065,7 @@ type SkipTaskRequest struct {
 
 func (x *SkipTaskRequest) Reset() {
 	*x = SkipTaskRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[47]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4921,7 +5077,7 @@ func (x *SkipTaskRequest) String() string {
 func (*SkipTaskRequest) ProtoMessage() {}
 
 func (x *SkipTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[47]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4934,7 +5090,7 @@ func (x *SkipTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipTaskRequest.ProtoReflect.Descriptor instead.
 func (*SkipTaskRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{47}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SkipTaskRequest) GetExecutionId() string {
@@ -4978,7 +5134,7 @@ type SkipTaskResponse struct {
 
 func (x *SkipTaskResponse) Reset() {
 	*x = SkipTaskResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[48]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4990,7 +5146,7 @@ func (x *SkipTaskResponse) String() string {
 func (*SkipTaskResponse) ProtoMessage() {}
 
 func (x *SkipTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[48]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5003,7 +5159,7 @@ func (x *SkipTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipTaskResponse.ProtoReflect.Descriptor instead.
 func (*SkipTaskResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{48}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SkipTaskResponse) GetSkippedTaskIds() []string {
@@ -5014,6 +5170,145 @@ func (x *SkipTaskResponse) GetSkippedTaskIds() []string {
 }
 
 func (x *SkipTaskResponse) GetExecution() *Execution {
+	if x != nil {
+		return x.Execution
+	}
+	return nil
+}
+
+// Request of SignOffGate.
+type SignOffGateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Execution id. Required.
+	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// Gate task id the execution waits at, e.g. "GATE-P1" (Execution.awaiting_signoff_gate).
+	// Required.
+	GateId string `protobuf:"bytes,2,opt,name=gate_id,json=gateId,proto3" json:"gate_id,omitempty"`
+	// PASS or FAIL. Required.
+	Decision GateDecision `protobuf:"varint,3,opt,name=decision,proto3,enum=converge.scheduler.v1.GateDecision" json:"decision,omitempty"`
+	// Who decides (name or email), at most 256 characters; recorded after the authenticated
+	// principal's name (GateSignOff.who) on a server that authenticates callers.
+	Who string `protobuf:"bytes,4,opt,name=who,proto3" json:"who,omitempty"`
+	// Why: what was checked, or what is wrong (required for FAIL). At most 4096 characters.
+	Note          string `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignOffGateRequest) Reset() {
+	*x = SignOffGateRequest{}
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignOffGateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignOffGateRequest) ProtoMessage() {}
+
+func (x *SignOffGateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignOffGateRequest.ProtoReflect.Descriptor instead.
+func (*SignOffGateRequest) Descriptor() ([]byte, []int) {
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *SignOffGateRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *SignOffGateRequest) GetGateId() string {
+	if x != nil {
+		return x.GateId
+	}
+	return ""
+}
+
+func (x *SignOffGateRequest) GetDecision() GateDecision {
+	if x != nil {
+		return x.Decision
+	}
+	return GateDecision_GATE_DECISION_UNSPECIFIED
+}
+
+func (x *SignOffGateRequest) GetWho() string {
+	if x != nil {
+		return x.Who
+	}
+	return ""
+}
+
+func (x *SignOffGateRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// Response of SignOffGate.
+type SignOffGateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sign-off as recorded.
+	Signoff *GateSignOff `protobuf:"bytes,1,opt,name=signoff,proto3" json:"signoff,omitempty"`
+	// The execution after the change.
+	Execution     *Execution `protobuf:"bytes,2,opt,name=execution,proto3" json:"execution,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignOffGateResponse) Reset() {
+	*x = SignOffGateResponse{}
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignOffGateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignOffGateResponse) ProtoMessage() {}
+
+func (x *SignOffGateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignOffGateResponse.ProtoReflect.Descriptor instead.
+func (*SignOffGateResponse) Descriptor() ([]byte, []int) {
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *SignOffGateResponse) GetSignoff() *GateSignOff {
+	if x != nil {
+		return x.Signoff
+	}
+	return nil
+}
+
+func (x *SignOffGateResponse) GetExecution() *Execution {
 	if x != nil {
 		return x.Execution
 	}
@@ -5043,7 +5338,7 @@ type GetExecutionLogRequest struct {
 
 func (x *GetExecutionLogRequest) Reset() {
 	*x = GetExecutionLogRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[49]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5055,7 +5350,7 @@ func (x *GetExecutionLogRequest) String() string {
 func (*GetExecutionLogRequest) ProtoMessage() {}
 
 func (x *GetExecutionLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[49]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5068,7 +5363,7 @@ func (x *GetExecutionLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionLogRequest.ProtoReflect.Descriptor instead.
 func (*GetExecutionLogRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{49}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetExecutionLogRequest) GetExecutionId() string {
@@ -5136,7 +5431,7 @@ type GetExecutionLogResponse struct {
 
 func (x *GetExecutionLogResponse) Reset() {
 	*x = GetExecutionLogResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[50]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5148,7 +5443,7 @@ func (x *GetExecutionLogResponse) String() string {
 func (*GetExecutionLogResponse) ProtoMessage() {}
 
 func (x *GetExecutionLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[50]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5161,7 +5456,7 @@ func (x *GetExecutionLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionLogResponse.ProtoReflect.Descriptor instead.
 func (*GetExecutionLogResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{50}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetExecutionLogResponse) GetEntries() []*v1.LogEntry {
@@ -5206,7 +5501,7 @@ type ErrorRecord struct {
 
 func (x *ErrorRecord) Reset() {
 	*x = ErrorRecord{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[51]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5218,7 +5513,7 @@ func (x *ErrorRecord) String() string {
 func (*ErrorRecord) ProtoMessage() {}
 
 func (x *ErrorRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[51]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5231,7 +5526,7 @@ func (x *ErrorRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorRecord.ProtoReflect.Descriptor instead.
 func (*ErrorRecord) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{51}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ErrorRecord) GetTime() *timestamppb.Timestamp {
@@ -5307,7 +5602,7 @@ type HandoffContext struct {
 
 func (x *HandoffContext) Reset() {
 	*x = HandoffContext{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[52]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5319,7 +5614,7 @@ func (x *HandoffContext) String() string {
 func (*HandoffContext) ProtoMessage() {}
 
 func (x *HandoffContext) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[52]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5332,7 +5627,7 @@ func (x *HandoffContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffContext.ProtoReflect.Descriptor instead.
 func (*HandoffContext) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{52}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *HandoffContext) GetExecutionId() string {
@@ -5422,7 +5717,7 @@ type GetHandoffContextRequest struct {
 
 func (x *GetHandoffContextRequest) Reset() {
 	*x = GetHandoffContextRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[53]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5434,7 +5729,7 @@ func (x *GetHandoffContextRequest) String() string {
 func (*GetHandoffContextRequest) ProtoMessage() {}
 
 func (x *GetHandoffContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[53]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5447,7 +5742,7 @@ func (x *GetHandoffContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHandoffContextRequest.ProtoReflect.Descriptor instead.
 func (*GetHandoffContextRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{53}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetHandoffContextRequest) GetExecutionId() string {
@@ -5489,7 +5784,7 @@ type GetHandoffContextResponse struct {
 
 func (x *GetHandoffContextResponse) Reset() {
 	*x = GetHandoffContextResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[54]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5501,7 +5796,7 @@ func (x *GetHandoffContextResponse) String() string {
 func (*GetHandoffContextResponse) ProtoMessage() {}
 
 func (x *GetHandoffContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[54]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5514,7 +5809,7 @@ func (x *GetHandoffContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHandoffContextResponse.ProtoReflect.Descriptor instead.
 func (*GetHandoffContextResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{54}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetHandoffContextResponse) GetContext() *HandoffContext {
@@ -5543,7 +5838,7 @@ type GetTaskDiffRequest struct {
 
 func (x *GetTaskDiffRequest) Reset() {
 	*x = GetTaskDiffRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[55]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5555,7 +5850,7 @@ func (x *GetTaskDiffRequest) String() string {
 func (*GetTaskDiffRequest) ProtoMessage() {}
 
 func (x *GetTaskDiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[55]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5568,7 +5863,7 @@ func (x *GetTaskDiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskDiffRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskDiffRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{55}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetTaskDiffRequest) GetExecutionId() string {
@@ -5618,7 +5913,7 @@ type FileChange struct {
 
 func (x *FileChange) Reset() {
 	*x = FileChange{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[56]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5630,7 +5925,7 @@ func (x *FileChange) String() string {
 func (*FileChange) ProtoMessage() {}
 
 func (x *FileChange) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[56]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5643,7 +5938,7 @@ func (x *FileChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileChange.ProtoReflect.Descriptor instead.
 func (*FileChange) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{56}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *FileChange) GetPath() string {
@@ -5715,7 +6010,7 @@ type GetTaskDiffResponse struct {
 
 func (x *GetTaskDiffResponse) Reset() {
 	*x = GetTaskDiffResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[57]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5727,7 +6022,7 @@ func (x *GetTaskDiffResponse) String() string {
 func (*GetTaskDiffResponse) ProtoMessage() {}
 
 func (x *GetTaskDiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[57]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5740,7 +6035,7 @@ func (x *GetTaskDiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskDiffResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskDiffResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{57}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetTaskDiffResponse) GetAssignmentId() string {
@@ -5842,7 +6137,7 @@ type AgentEvent struct {
 
 func (x *AgentEvent) Reset() {
 	*x = AgentEvent{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[58]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5854,7 +6149,7 @@ func (x *AgentEvent) String() string {
 func (*AgentEvent) ProtoMessage() {}
 
 func (x *AgentEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[58]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5867,7 +6162,7 @@ func (x *AgentEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentEvent.ProtoReflect.Descriptor instead.
 func (*AgentEvent) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{58}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AgentEvent) GetEventType() v1.EventType {
@@ -5915,7 +6210,7 @@ type IntegrationInput struct {
 
 func (x *IntegrationInput) Reset() {
 	*x = IntegrationInput{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[59]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5927,7 +6222,7 @@ func (x *IntegrationInput) String() string {
 func (*IntegrationInput) ProtoMessage() {}
 
 func (x *IntegrationInput) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[59]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5940,7 +6235,7 @@ func (x *IntegrationInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IntegrationInput.ProtoReflect.Descriptor instead.
 func (*IntegrationInput) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{59}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *IntegrationInput) GetTaskId() string {
@@ -5994,7 +6289,7 @@ type ScopeGuards struct {
 
 func (x *ScopeGuards) Reset() {
 	*x = ScopeGuards{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[60]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6006,7 +6301,7 @@ func (x *ScopeGuards) String() string {
 func (*ScopeGuards) ProtoMessage() {}
 
 func (x *ScopeGuards) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[60]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6019,7 +6314,7 @@ func (x *ScopeGuards) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScopeGuards.ProtoReflect.Descriptor instead.
 func (*ScopeGuards) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{60}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ScopeGuards) GetBlocklistGlobs() []string {
@@ -6103,7 +6398,7 @@ type ClaimedAssignment struct {
 
 func (x *ClaimedAssignment) Reset() {
 	*x = ClaimedAssignment{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[61]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6115,7 +6410,7 @@ func (x *ClaimedAssignment) String() string {
 func (*ClaimedAssignment) ProtoMessage() {}
 
 func (x *ClaimedAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[61]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6128,7 +6423,7 @@ func (x *ClaimedAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimedAssignment.ProtoReflect.Descriptor instead.
 func (*ClaimedAssignment) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{61}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ClaimedAssignment) GetAssignment() *Assignment {
@@ -6274,7 +6569,7 @@ type ClaimTaskRequest struct {
 
 func (x *ClaimTaskRequest) Reset() {
 	*x = ClaimTaskRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[62]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6286,7 +6581,7 @@ func (x *ClaimTaskRequest) String() string {
 func (*ClaimTaskRequest) ProtoMessage() {}
 
 func (x *ClaimTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[62]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6299,7 +6594,7 @@ func (x *ClaimTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimTaskRequest.ProtoReflect.Descriptor instead.
 func (*ClaimTaskRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{62}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ClaimTaskRequest) GetInstanceId() string {
@@ -6355,7 +6650,7 @@ type ClaimTaskResponse struct {
 
 func (x *ClaimTaskResponse) Reset() {
 	*x = ClaimTaskResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[63]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6367,7 +6662,7 @@ func (x *ClaimTaskResponse) String() string {
 func (*ClaimTaskResponse) ProtoMessage() {}
 
 func (x *ClaimTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[63]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6380,7 +6675,7 @@ func (x *ClaimTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimTaskResponse.ProtoReflect.Descriptor instead.
 func (*ClaimTaskResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{63}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ClaimTaskResponse) GetAssignment() *ClaimedAssignment {
@@ -6417,7 +6712,7 @@ type ReportProgressRequest struct {
 
 func (x *ReportProgressRequest) Reset() {
 	*x = ReportProgressRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[64]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6429,7 +6724,7 @@ func (x *ReportProgressRequest) String() string {
 func (*ReportProgressRequest) ProtoMessage() {}
 
 func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[64]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6442,7 +6737,7 @@ func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressRequest.ProtoReflect.Descriptor instead.
 func (*ReportProgressRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{64}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ReportProgressRequest) GetAssignmentId() string {
@@ -6518,7 +6813,7 @@ type ReportProgressResponse struct {
 
 func (x *ReportProgressResponse) Reset() {
 	*x = ReportProgressResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[65]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6530,7 +6825,7 @@ func (x *ReportProgressResponse) String() string {
 func (*ReportProgressResponse) ProtoMessage() {}
 
 func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[65]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6543,7 +6838,7 @@ func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressResponse.ProtoReflect.Descriptor instead.
 func (*ReportProgressResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{65}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ReportProgressResponse) GetDirective() Directive {
@@ -6592,7 +6887,7 @@ type RecordCheckpointRequest struct {
 
 func (x *RecordCheckpointRequest) Reset() {
 	*x = RecordCheckpointRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[66]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6604,7 +6899,7 @@ func (x *RecordCheckpointRequest) String() string {
 func (*RecordCheckpointRequest) ProtoMessage() {}
 
 func (x *RecordCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[66]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6617,7 +6912,7 @@ func (x *RecordCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*RecordCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{66}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RecordCheckpointRequest) GetAssignmentId() string {
@@ -6659,7 +6954,7 @@ type RecordCheckpointResponse struct {
 
 func (x *RecordCheckpointResponse) Reset() {
 	*x = RecordCheckpointResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[67]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6671,7 +6966,7 @@ func (x *RecordCheckpointResponse) String() string {
 func (*RecordCheckpointResponse) ProtoMessage() {}
 
 func (x *RecordCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[67]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6684,7 +6979,7 @@ func (x *RecordCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*RecordCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{67}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RecordCheckpointResponse) GetCheckpoint() *v1.Checkpoint {
@@ -6748,7 +7043,7 @@ type CompleteTaskRequest struct {
 
 func (x *CompleteTaskRequest) Reset() {
 	*x = CompleteTaskRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[68]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6760,7 +7055,7 @@ func (x *CompleteTaskRequest) String() string {
 func (*CompleteTaskRequest) ProtoMessage() {}
 
 func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[68]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6773,7 +7068,7 @@ func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{68}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CompleteTaskRequest) GetAssignmentId() string {
@@ -6912,7 +7207,7 @@ type CompleteTaskResponse struct {
 
 func (x *CompleteTaskResponse) Reset() {
 	*x = CompleteTaskResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[69]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6924,7 +7219,7 @@ func (x *CompleteTaskResponse) String() string {
 func (*CompleteTaskResponse) ProtoMessage() {}
 
 func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[69]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6937,7 +7232,7 @@ func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{69}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CompleteTaskResponse) GetAssignment() *Assignment {
@@ -6994,7 +7289,7 @@ type FeatureIteration struct {
 
 func (x *FeatureIteration) Reset() {
 	*x = FeatureIteration{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[70]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7006,7 +7301,7 @@ func (x *FeatureIteration) String() string {
 func (*FeatureIteration) ProtoMessage() {}
 
 func (x *FeatureIteration) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[70]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7019,7 +7314,7 @@ func (x *FeatureIteration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureIteration.ProtoReflect.Descriptor instead.
 func (*FeatureIteration) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{70}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *FeatureIteration) GetNumber() int32 {
@@ -7122,7 +7417,7 @@ type CriteriaProgress struct {
 
 func (x *CriteriaProgress) Reset() {
 	*x = CriteriaProgress{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[71]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7134,7 +7429,7 @@ func (x *CriteriaProgress) String() string {
 func (*CriteriaProgress) ProtoMessage() {}
 
 func (x *CriteriaProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[71]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7147,7 +7442,7 @@ func (x *CriteriaProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CriteriaProgress.ProtoReflect.Descriptor instead.
 func (*CriteriaProgress) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{71}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CriteriaProgress) GetTotal() int32 {
@@ -7222,7 +7517,7 @@ type RecoveryLogEntry struct {
 
 func (x *RecoveryLogEntry) Reset() {
 	*x = RecoveryLogEntry{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7234,7 +7529,7 @@ func (x *RecoveryLogEntry) String() string {
 func (*RecoveryLogEntry) ProtoMessage() {}
 
 func (x *RecoveryLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[72]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7247,7 +7542,7 @@ func (x *RecoveryLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryLogEntry.ProtoReflect.Descriptor instead.
 func (*RecoveryLogEntry) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{72}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RecoveryLogEntry) GetTime() *timestamppb.Timestamp {
@@ -7371,7 +7666,7 @@ type FeatureBuild struct {
 
 func (x *FeatureBuild) Reset() {
 	*x = FeatureBuild{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7383,7 +7678,7 @@ func (x *FeatureBuild) String() string {
 func (*FeatureBuild) ProtoMessage() {}
 
 func (x *FeatureBuild) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[73]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7396,7 +7691,7 @@ func (x *FeatureBuild) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureBuild.ProtoReflect.Descriptor instead.
 func (*FeatureBuild) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{73}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *FeatureBuild) GetId() string {
@@ -7625,7 +7920,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7637,7 +7932,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[74]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7650,7 +7945,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{74}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -7721,7 +8016,7 @@ type StartFeatureBuildRequest struct {
 
 func (x *StartFeatureBuildRequest) Reset() {
 	*x = StartFeatureBuildRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7733,7 +8028,7 @@ func (x *StartFeatureBuildRequest) String() string {
 func (*StartFeatureBuildRequest) ProtoMessage() {}
 
 func (x *StartFeatureBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[75]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7746,7 +8041,7 @@ func (x *StartFeatureBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartFeatureBuildRequest.ProtoReflect.Descriptor instead.
 func (*StartFeatureBuildRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{75}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *StartFeatureBuildRequest) GetFeature() string {
@@ -7900,7 +8195,7 @@ type AppUnderTest struct {
 
 func (x *AppUnderTest) Reset() {
 	*x = AppUnderTest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7912,7 +8207,7 @@ func (x *AppUnderTest) String() string {
 func (*AppUnderTest) ProtoMessage() {}
 
 func (x *AppUnderTest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[76]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7925,7 +8220,7 @@ func (x *AppUnderTest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppUnderTest.ProtoReflect.Descriptor instead.
 func (*AppUnderTest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{76}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *AppUnderTest) GetStartCommand() string {
@@ -7971,7 +8266,7 @@ type StartFeatureBuildResponse struct {
 
 func (x *StartFeatureBuildResponse) Reset() {
 	*x = StartFeatureBuildResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7983,7 +8278,7 @@ func (x *StartFeatureBuildResponse) String() string {
 func (*StartFeatureBuildResponse) ProtoMessage() {}
 
 func (x *StartFeatureBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[77]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7996,7 +8291,7 @@ func (x *StartFeatureBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartFeatureBuildResponse.ProtoReflect.Descriptor instead.
 func (*StartFeatureBuildResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{77}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *StartFeatureBuildResponse) GetFeatureBuild() *FeatureBuild {
@@ -8036,7 +8331,7 @@ type GetFeatureBuildRequest struct {
 
 func (x *GetFeatureBuildRequest) Reset() {
 	*x = GetFeatureBuildRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8048,7 +8343,7 @@ func (x *GetFeatureBuildRequest) String() string {
 func (*GetFeatureBuildRequest) ProtoMessage() {}
 
 func (x *GetFeatureBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[78]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8061,7 +8356,7 @@ func (x *GetFeatureBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureBuildRequest.ProtoReflect.Descriptor instead.
 func (*GetFeatureBuildRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{78}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *GetFeatureBuildRequest) GetKey() isGetFeatureBuildRequest_Key {
@@ -8118,7 +8413,7 @@ type GetFeatureBuildResponse struct {
 
 func (x *GetFeatureBuildResponse) Reset() {
 	*x = GetFeatureBuildResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[79]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8130,7 +8425,7 @@ func (x *GetFeatureBuildResponse) String() string {
 func (*GetFeatureBuildResponse) ProtoMessage() {}
 
 func (x *GetFeatureBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[79]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8143,7 +8438,7 @@ func (x *GetFeatureBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureBuildResponse.ProtoReflect.Descriptor instead.
 func (*GetFeatureBuildResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{79}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *GetFeatureBuildResponse) GetFeatureBuild() *FeatureBuild {
@@ -8170,7 +8465,7 @@ type ListFeatureBuildsRequest struct {
 
 func (x *ListFeatureBuildsRequest) Reset() {
 	*x = ListFeatureBuildsRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[80]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8182,7 +8477,7 @@ func (x *ListFeatureBuildsRequest) String() string {
 func (*ListFeatureBuildsRequest) ProtoMessage() {}
 
 func (x *ListFeatureBuildsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[80]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8195,7 +8490,7 @@ func (x *ListFeatureBuildsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFeatureBuildsRequest.ProtoReflect.Descriptor instead.
 func (*ListFeatureBuildsRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{80}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListFeatureBuildsRequest) GetPageSize() int32 {
@@ -8239,7 +8534,7 @@ type ListFeatureBuildsResponse struct {
 
 func (x *ListFeatureBuildsResponse) Reset() {
 	*x = ListFeatureBuildsResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[81]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8251,7 +8546,7 @@ func (x *ListFeatureBuildsResponse) String() string {
 func (*ListFeatureBuildsResponse) ProtoMessage() {}
 
 func (x *ListFeatureBuildsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[81]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8264,7 +8559,7 @@ func (x *ListFeatureBuildsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFeatureBuildsResponse.ProtoReflect.Descriptor instead.
 func (*ListFeatureBuildsResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{81}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListFeatureBuildsResponse) GetFeatureBuilds() []*FeatureBuild {
@@ -8294,7 +8589,7 @@ type CancelFeatureBuildRequest struct {
 
 func (x *CancelFeatureBuildRequest) Reset() {
 	*x = CancelFeatureBuildRequest{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[82]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8306,7 +8601,7 @@ func (x *CancelFeatureBuildRequest) String() string {
 func (*CancelFeatureBuildRequest) ProtoMessage() {}
 
 func (x *CancelFeatureBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[82]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8319,7 +8614,7 @@ func (x *CancelFeatureBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelFeatureBuildRequest.ProtoReflect.Descriptor instead.
 func (*CancelFeatureBuildRequest) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{82}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *CancelFeatureBuildRequest) GetFeatureBuildId() string {
@@ -8347,7 +8642,7 @@ type CancelFeatureBuildResponse struct {
 
 func (x *CancelFeatureBuildResponse) Reset() {
 	*x = CancelFeatureBuildResponse{}
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[83]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8359,7 +8654,7 @@ func (x *CancelFeatureBuildResponse) String() string {
 func (*CancelFeatureBuildResponse) ProtoMessage() {}
 
 func (x *CancelFeatureBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[83]
+	mi := &file_converge_scheduler_v1_scheduler_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8372,7 +8667,7 @@ func (x *CancelFeatureBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelFeatureBuildResponse.ProtoReflect.Descriptor instead.
 func (*CancelFeatureBuildResponse) Descriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{83}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *CancelFeatureBuildResponse) GetFeatureBuild() *FeatureBuild {
@@ -8585,7 +8880,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x04\x18\x80\x80\x04R\n" +
 	"outputTail\x12k\n" +
 	"\amessage\x18\a \x01(\tBQ\xbaHN\xba\x01F\n" +
-	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x03\x18\x80 R\amessage\"\xeb\v\n" +
+	"\rstring.no_nul\x12\x1dmust not contain NUL (U+0000)\x1a\x16!this.matches(r'\\x00')r\x03\x18\x80 R\amessage\"\xe8\f\n" +
 	"\tExecution\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\ftask_list_id\x18\x02 \x01(\tR\n" +
@@ -8631,7 +8926,15 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\bend_time\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12;\n" +
 	"\vupdate_time\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x122\n" +
-	"\x05usage\x18  \x01(\v2\x1c.converge.scheduler.v1.UsageR\x05usage\"\xd2\x04\n" +
+	"\x05usage\x18  \x01(\v2\x1c.converge.scheduler.v1.UsageR\x05usage\x122\n" +
+	"\x15awaiting_signoff_gate\x18! \x01(\tR\x13awaitingSignoffGate\x12G\n" +
+	"\rgate_signoffs\x18\" \x03(\v2\".converge.scheduler.v1.GateSignOffR\fgateSignoffs\"\xbd\x01\n" +
+	"\vGateSignOff\x12\x17\n" +
+	"\agate_id\x18\x01 \x01(\tR\x06gateId\x12?\n" +
+	"\bdecision\x18\x02 \x01(\x0e2#.converge.scheduler.v1.GateDecisionR\bdecision\x12\x10\n" +
+	"\x03who\x18\x03 \x01(\tR\x03who\x12\x12\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\x12.\n" +
+	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xd2\x04\n" +
 	"\x04Wave\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x12\x1f\n" +
@@ -8784,6 +9087,19 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x0fskip_dependents\x18\x04 \x01(\bR\x0eskipDependents\"|\n" +
 	"\x10SkipTaskResponse\x12(\n" +
 	"\x10skipped_task_ids\x18\x01 \x03(\tR\x0eskippedTaskIds\x12>\n" +
+	"\texecution\x18\x02 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\"\xc1\x05\n" +
+	"\x12SignOffGateRequest\x12M\n" +
+	"\fexecution_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\x12A\n" +
+	"\agate_id\x18\x02 \x01(\tB(\xbaH%r#2!^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$R\x06gateId\x12K\n" +
+	"\bdecision\x18\x03 \x01(\x0e2#.converge.scheduler.v1.GateDecisionB\n" +
+	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\bdecision\x12\x94\x01\n" +
+	"\x03who\x18\x04 \x01(\tB\x81\x01\xbaH~\xba\x01v\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a!!this.matches(r'[\\x00-\\x1F\\x7F]')r\x03\x18\x80\x02R\x03who\x12\xbd\x01\n" +
+	"\x04note\x18\x05 \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
+	"\vstring.text\x12Xmust not contain NUL or control characters other than tab, line feed and carriage return\x1a2!this.matches(r'[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')r\x03\x18\x80 R\x04note:u\xbaHr\x1ap\n" +
+	"\x14gate.fail_needs_note\x121a FAIL sign-off needs a note saying what is wrong\x1a%this.decision != 2 || this.note != ''\"\x93\x01\n" +
+	"\x13SignOffGateResponse\x12<\n" +
+	"\asignoff\x18\x01 \x01(\v2\".converge.scheduler.v1.GateSignOffR\asignoff\x12>\n" +
 	"\texecution\x18\x02 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\"\xae\x03\n" +
 	"\x16GetExecutionLogRequest\x12M\n" +
 	"\fexecution_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\x12D\n" +
@@ -9164,7 +9480,11 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x16EXECUTION_TRIGGER_USER\x10\x01\x12\x1a\n" +
 	"\x16EXECUTION_TRIGGER_AUTO\x10\x02\x12\x1b\n" +
 	"\x17EXECUTION_TRIGGER_RETRY\x10\x03\x12#\n" +
-	"\x1fEXECUTION_TRIGGER_FEATURE_BUILD\x10\x04*\xc6\x01\n" +
+	"\x1fEXECUTION_TRIGGER_FEATURE_BUILD\x10\x04*]\n" +
+	"\fGateDecision\x12\x1d\n" +
+	"\x19GATE_DECISION_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12GATE_DECISION_PASS\x10\x01\x12\x16\n" +
+	"\x12GATE_DECISION_FAIL\x10\x02*\xc6\x01\n" +
 	"\n" +
 	"WaveStatus\x12\x1b\n" +
 	"\x17WAVE_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -9228,7 +9548,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x15EXIT_REASON_CANCELLED\x10\x06\x12\x1e\n" +
 	"\x1aEXIT_REASON_VERIFY_SKIPPED\x10\a\x12\x15\n" +
 	"\x11EXIT_REASON_ERROR\x10\b\x12\x16\n" +
-	"\x12EXIT_REASON_BUDGET\x10\t2\xa5\x17\n" +
+	"\x12EXIT_REASON_BUDGET\x10\t2\x8b\x18\n" +
 	"\x10SchedulerService\x12m\n" +
 	"\x0eCreateTaskList\x12,.converge.scheduler.v1.CreateTaskListRequest\x1a-.converge.scheduler.v1.CreateTaskListResponse\x12m\n" +
 	"\x0eImportTaskList\x12,.converge.scheduler.v1.ImportTaskListRequest\x1a-.converge.scheduler.v1.ImportTaskListResponse\x12d\n" +
@@ -9245,7 +9565,8 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x0fResumeExecution\x12-.converge.scheduler.v1.ResumeExecutionRequest\x1a..converge.scheduler.v1.ResumeExecutionResponse\x12p\n" +
 	"\x0fCancelExecution\x12-.converge.scheduler.v1.CancelExecutionRequest\x1a..converge.scheduler.v1.CancelExecutionResponse\x12^\n" +
 	"\tRetryTask\x12'.converge.scheduler.v1.RetryTaskRequest\x1a(.converge.scheduler.v1.RetryTaskResponse\x12[\n" +
-	"\bSkipTask\x12&.converge.scheduler.v1.SkipTaskRequest\x1a'.converge.scheduler.v1.SkipTaskResponse\x12p\n" +
+	"\bSkipTask\x12&.converge.scheduler.v1.SkipTaskRequest\x1a'.converge.scheduler.v1.SkipTaskResponse\x12d\n" +
+	"\vSignOffGate\x12).converge.scheduler.v1.SignOffGateRequest\x1a*.converge.scheduler.v1.SignOffGateResponse\x12p\n" +
 	"\x0fGetExecutionLog\x12-.converge.scheduler.v1.GetExecutionLogRequest\x1a..converge.scheduler.v1.GetExecutionLogResponse\x12v\n" +
 	"\x11GetHandoffContext\x12/.converge.scheduler.v1.GetHandoffContextRequest\x1a0.converge.scheduler.v1.GetHandoffContextResponse\x12d\n" +
 	"\vGetTaskDiff\x12).converge.scheduler.v1.GetTaskDiffRequest\x1a*.converge.scheduler.v1.GetTaskDiffResponse\x12^\n" +
@@ -9271,8 +9592,8 @@ func file_converge_scheduler_v1_scheduler_proto_rawDescGZIP() []byte {
 	return file_converge_scheduler_v1_scheduler_proto_rawDescData
 }
 
-var file_converge_scheduler_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 15)
-var file_converge_scheduler_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_converge_scheduler_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 16)
+var file_converge_scheduler_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
 var file_converge_scheduler_v1_scheduler_proto_goTypes = []any{
 	(ValidationLevel)(0),               // 0: converge.scheduler.v1.ValidationLevel
 	(ImportFormat)(0),                  // 1: converge.scheduler.v1.ImportFormat
@@ -9280,329 +9601,341 @@ var file_converge_scheduler_v1_scheduler_proto_goTypes = []any{
 	(PlacementReason)(0),               // 3: converge.scheduler.v1.PlacementReason
 	(ExecutionStatus)(0),               // 4: converge.scheduler.v1.ExecutionStatus
 	(ExecutionTrigger)(0),              // 5: converge.scheduler.v1.ExecutionTrigger
-	(WaveStatus)(0),                    // 6: converge.scheduler.v1.WaveStatus
-	(AssignmentKind)(0),                // 7: converge.scheduler.v1.AssignmentKind
-	(AssignmentStatus)(0),              // 8: converge.scheduler.v1.AssignmentStatus
-	(CompletionResult)(0),              // 9: converge.scheduler.v1.CompletionResult
-	(FileChangeStatus)(0),              // 10: converge.scheduler.v1.FileChangeStatus
-	(Directive)(0),                     // 11: converge.scheduler.v1.Directive
-	(Autonomy)(0),                      // 12: converge.scheduler.v1.Autonomy
-	(FeatureBuildStatus)(0),            // 13: converge.scheduler.v1.FeatureBuildStatus
-	(ExitReason)(0),                    // 14: converge.scheduler.v1.ExitReason
-	(*Repository)(nil),                 // 15: converge.scheduler.v1.Repository
-	(*ConventionsSource)(nil),          // 16: converge.scheduler.v1.ConventionsSource
-	(*ProjectContext)(nil),             // 17: converge.scheduler.v1.ProjectContext
-	(*ValidationLevels)(nil),           // 18: converge.scheduler.v1.ValidationLevels
-	(*TaskListSpec)(nil),               // 19: converge.scheduler.v1.TaskListSpec
-	(*ImportSource)(nil),               // 20: converge.scheduler.v1.ImportSource
-	(*TaskList)(nil),                   // 21: converge.scheduler.v1.TaskList
-	(*ImportWarning)(nil),              // 22: converge.scheduler.v1.ImportWarning
-	(*CreateTaskListRequest)(nil),      // 23: converge.scheduler.v1.CreateTaskListRequest
-	(*CreateTaskListResponse)(nil),     // 24: converge.scheduler.v1.CreateTaskListResponse
-	(*ImportTaskListRequest)(nil),      // 25: converge.scheduler.v1.ImportTaskListRequest
-	(*ImportTaskListResponse)(nil),     // 26: converge.scheduler.v1.ImportTaskListResponse
-	(*GetTaskListRequest)(nil),         // 27: converge.scheduler.v1.GetTaskListRequest
-	(*GetTaskListResponse)(nil),        // 28: converge.scheduler.v1.GetTaskListResponse
-	(*ListTaskListsRequest)(nil),       // 29: converge.scheduler.v1.ListTaskListsRequest
-	(*ListTaskListsResponse)(nil),      // 30: converge.scheduler.v1.ListTaskListsResponse
-	(*DeleteTaskListRequest)(nil),      // 31: converge.scheduler.v1.DeleteTaskListRequest
-	(*DeleteTaskListResponse)(nil),     // 32: converge.scheduler.v1.DeleteTaskListResponse
-	(*WavePlacement)(nil),              // 33: converge.scheduler.v1.WavePlacement
-	(*PlannedWave)(nil),                // 34: converge.scheduler.v1.PlannedWave
-	(*PlanWavesRequest)(nil),           // 35: converge.scheduler.v1.PlanWavesRequest
-	(*PlanWavesResponse)(nil),          // 36: converge.scheduler.v1.PlanWavesResponse
-	(*CriticalPhases)(nil),             // 37: converge.scheduler.v1.CriticalPhases
-	(*ExecutionOptions)(nil),           // 38: converge.scheduler.v1.ExecutionOptions
-	(*VerifySummary)(nil),              // 39: converge.scheduler.v1.VerifySummary
-	(*ValidationLevelResult)(nil),      // 40: converge.scheduler.v1.ValidationLevelResult
-	(*Execution)(nil),                  // 41: converge.scheduler.v1.Execution
-	(*Wave)(nil),                       // 42: converge.scheduler.v1.Wave
-	(*Assignment)(nil),                 // 43: converge.scheduler.v1.Assignment
-	(*StartExecutionRequest)(nil),      // 44: converge.scheduler.v1.StartExecutionRequest
-	(*StartExecutionResponse)(nil),     // 45: converge.scheduler.v1.StartExecutionResponse
-	(*GetExecutionRequest)(nil),        // 46: converge.scheduler.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),       // 47: converge.scheduler.v1.GetExecutionResponse
-	(*ListExecutionsRequest)(nil),      // 48: converge.scheduler.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),     // 49: converge.scheduler.v1.ListExecutionsResponse
-	(*ListAssignmentsRequest)(nil),     // 50: converge.scheduler.v1.ListAssignmentsRequest
-	(*ListAssignmentsResponse)(nil),    // 51: converge.scheduler.v1.ListAssignmentsResponse
-	(*WatchExecutionRequest)(nil),      // 52: converge.scheduler.v1.WatchExecutionRequest
-	(*WatchExecutionResponse)(nil),     // 53: converge.scheduler.v1.WatchExecutionResponse
-	(*PauseExecutionRequest)(nil),      // 54: converge.scheduler.v1.PauseExecutionRequest
-	(*PauseExecutionResponse)(nil),     // 55: converge.scheduler.v1.PauseExecutionResponse
-	(*ResumeExecutionRequest)(nil),     // 56: converge.scheduler.v1.ResumeExecutionRequest
-	(*ResumeExecutionResponse)(nil),    // 57: converge.scheduler.v1.ResumeExecutionResponse
-	(*CancelExecutionRequest)(nil),     // 58: converge.scheduler.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil),    // 59: converge.scheduler.v1.CancelExecutionResponse
-	(*RetryTaskRequest)(nil),           // 60: converge.scheduler.v1.RetryTaskRequest
-	(*RetryTaskResponse)(nil),          // 61: converge.scheduler.v1.RetryTaskResponse
-	(*SkipTaskRequest)(nil),            // 62: converge.scheduler.v1.SkipTaskRequest
-	(*SkipTaskResponse)(nil),           // 63: converge.scheduler.v1.SkipTaskResponse
-	(*GetExecutionLogRequest)(nil),     // 64: converge.scheduler.v1.GetExecutionLogRequest
-	(*GetExecutionLogResponse)(nil),    // 65: converge.scheduler.v1.GetExecutionLogResponse
-	(*ErrorRecord)(nil),                // 66: converge.scheduler.v1.ErrorRecord
-	(*HandoffContext)(nil),             // 67: converge.scheduler.v1.HandoffContext
-	(*GetHandoffContextRequest)(nil),   // 68: converge.scheduler.v1.GetHandoffContextRequest
-	(*GetHandoffContextResponse)(nil),  // 69: converge.scheduler.v1.GetHandoffContextResponse
-	(*GetTaskDiffRequest)(nil),         // 70: converge.scheduler.v1.GetTaskDiffRequest
-	(*FileChange)(nil),                 // 71: converge.scheduler.v1.FileChange
-	(*GetTaskDiffResponse)(nil),        // 72: converge.scheduler.v1.GetTaskDiffResponse
-	(*AgentEvent)(nil),                 // 73: converge.scheduler.v1.AgentEvent
-	(*IntegrationInput)(nil),           // 74: converge.scheduler.v1.IntegrationInput
-	(*ScopeGuards)(nil),                // 75: converge.scheduler.v1.ScopeGuards
-	(*ClaimedAssignment)(nil),          // 76: converge.scheduler.v1.ClaimedAssignment
-	(*ClaimTaskRequest)(nil),           // 77: converge.scheduler.v1.ClaimTaskRequest
-	(*ClaimTaskResponse)(nil),          // 78: converge.scheduler.v1.ClaimTaskResponse
-	(*ReportProgressRequest)(nil),      // 79: converge.scheduler.v1.ReportProgressRequest
-	(*ReportProgressResponse)(nil),     // 80: converge.scheduler.v1.ReportProgressResponse
-	(*RecordCheckpointRequest)(nil),    // 81: converge.scheduler.v1.RecordCheckpointRequest
-	(*RecordCheckpointResponse)(nil),   // 82: converge.scheduler.v1.RecordCheckpointResponse
-	(*CompleteTaskRequest)(nil),        // 83: converge.scheduler.v1.CompleteTaskRequest
-	(*CompleteTaskResponse)(nil),       // 84: converge.scheduler.v1.CompleteTaskResponse
-	(*FeatureIteration)(nil),           // 85: converge.scheduler.v1.FeatureIteration
-	(*CriteriaProgress)(nil),           // 86: converge.scheduler.v1.CriteriaProgress
-	(*RecoveryLogEntry)(nil),           // 87: converge.scheduler.v1.RecoveryLogEntry
-	(*FeatureBuild)(nil),               // 88: converge.scheduler.v1.FeatureBuild
-	(*Usage)(nil),                      // 89: converge.scheduler.v1.Usage
-	(*StartFeatureBuildRequest)(nil),   // 90: converge.scheduler.v1.StartFeatureBuildRequest
-	(*AppUnderTest)(nil),               // 91: converge.scheduler.v1.AppUnderTest
-	(*StartFeatureBuildResponse)(nil),  // 92: converge.scheduler.v1.StartFeatureBuildResponse
-	(*GetFeatureBuildRequest)(nil),     // 93: converge.scheduler.v1.GetFeatureBuildRequest
-	(*GetFeatureBuildResponse)(nil),    // 94: converge.scheduler.v1.GetFeatureBuildResponse
-	(*ListFeatureBuildsRequest)(nil),   // 95: converge.scheduler.v1.ListFeatureBuildsRequest
-	(*ListFeatureBuildsResponse)(nil),  // 96: converge.scheduler.v1.ListFeatureBuildsResponse
-	(*CancelFeatureBuildRequest)(nil),  // 97: converge.scheduler.v1.CancelFeatureBuildRequest
-	(*CancelFeatureBuildResponse)(nil), // 98: converge.scheduler.v1.CancelFeatureBuildResponse
-	(*v1.TaskValidation)(nil),          // 99: converge.common.v1.TaskValidation
-	(*v1.Task)(nil),                    // 100: converge.common.v1.Task
-	(*timestamppb.Timestamp)(nil),      // 101: google.protobuf.Timestamp
-	(*v1.ExecutorSpec)(nil),            // 102: converge.common.v1.ExecutorSpec
-	(*v1.AgentConfig)(nil),             // 103: converge.common.v1.AgentConfig
-	(*durationpb.Duration)(nil),        // 104: google.protobuf.Duration
-	(v1.Verdict)(0),                    // 105: converge.common.v1.Verdict
-	(v1.Outcome)(0),                    // 106: converge.common.v1.Outcome
-	(*v1.ErrorContext)(nil),            // 107: converge.common.v1.ErrorContext
-	(v1.EventType)(0),                  // 108: converge.common.v1.EventType
-	(*v1.LogEntry)(nil),                // 109: converge.common.v1.LogEntry
-	(*structpb.Struct)(nil),            // 110: google.protobuf.Struct
-	(*v1.Checkpoint)(nil),              // 111: converge.common.v1.Checkpoint
+	(GateDecision)(0),                  // 6: converge.scheduler.v1.GateDecision
+	(WaveStatus)(0),                    // 7: converge.scheduler.v1.WaveStatus
+	(AssignmentKind)(0),                // 8: converge.scheduler.v1.AssignmentKind
+	(AssignmentStatus)(0),              // 9: converge.scheduler.v1.AssignmentStatus
+	(CompletionResult)(0),              // 10: converge.scheduler.v1.CompletionResult
+	(FileChangeStatus)(0),              // 11: converge.scheduler.v1.FileChangeStatus
+	(Directive)(0),                     // 12: converge.scheduler.v1.Directive
+	(Autonomy)(0),                      // 13: converge.scheduler.v1.Autonomy
+	(FeatureBuildStatus)(0),            // 14: converge.scheduler.v1.FeatureBuildStatus
+	(ExitReason)(0),                    // 15: converge.scheduler.v1.ExitReason
+	(*Repository)(nil),                 // 16: converge.scheduler.v1.Repository
+	(*ConventionsSource)(nil),          // 17: converge.scheduler.v1.ConventionsSource
+	(*ProjectContext)(nil),             // 18: converge.scheduler.v1.ProjectContext
+	(*ValidationLevels)(nil),           // 19: converge.scheduler.v1.ValidationLevels
+	(*TaskListSpec)(nil),               // 20: converge.scheduler.v1.TaskListSpec
+	(*ImportSource)(nil),               // 21: converge.scheduler.v1.ImportSource
+	(*TaskList)(nil),                   // 22: converge.scheduler.v1.TaskList
+	(*ImportWarning)(nil),              // 23: converge.scheduler.v1.ImportWarning
+	(*CreateTaskListRequest)(nil),      // 24: converge.scheduler.v1.CreateTaskListRequest
+	(*CreateTaskListResponse)(nil),     // 25: converge.scheduler.v1.CreateTaskListResponse
+	(*ImportTaskListRequest)(nil),      // 26: converge.scheduler.v1.ImportTaskListRequest
+	(*ImportTaskListResponse)(nil),     // 27: converge.scheduler.v1.ImportTaskListResponse
+	(*GetTaskListRequest)(nil),         // 28: converge.scheduler.v1.GetTaskListRequest
+	(*GetTaskListResponse)(nil),        // 29: converge.scheduler.v1.GetTaskListResponse
+	(*ListTaskListsRequest)(nil),       // 30: converge.scheduler.v1.ListTaskListsRequest
+	(*ListTaskListsResponse)(nil),      // 31: converge.scheduler.v1.ListTaskListsResponse
+	(*DeleteTaskListRequest)(nil),      // 32: converge.scheduler.v1.DeleteTaskListRequest
+	(*DeleteTaskListResponse)(nil),     // 33: converge.scheduler.v1.DeleteTaskListResponse
+	(*WavePlacement)(nil),              // 34: converge.scheduler.v1.WavePlacement
+	(*PlannedWave)(nil),                // 35: converge.scheduler.v1.PlannedWave
+	(*PlanWavesRequest)(nil),           // 36: converge.scheduler.v1.PlanWavesRequest
+	(*PlanWavesResponse)(nil),          // 37: converge.scheduler.v1.PlanWavesResponse
+	(*CriticalPhases)(nil),             // 38: converge.scheduler.v1.CriticalPhases
+	(*ExecutionOptions)(nil),           // 39: converge.scheduler.v1.ExecutionOptions
+	(*VerifySummary)(nil),              // 40: converge.scheduler.v1.VerifySummary
+	(*ValidationLevelResult)(nil),      // 41: converge.scheduler.v1.ValidationLevelResult
+	(*Execution)(nil),                  // 42: converge.scheduler.v1.Execution
+	(*GateSignOff)(nil),                // 43: converge.scheduler.v1.GateSignOff
+	(*Wave)(nil),                       // 44: converge.scheduler.v1.Wave
+	(*Assignment)(nil),                 // 45: converge.scheduler.v1.Assignment
+	(*StartExecutionRequest)(nil),      // 46: converge.scheduler.v1.StartExecutionRequest
+	(*StartExecutionResponse)(nil),     // 47: converge.scheduler.v1.StartExecutionResponse
+	(*GetExecutionRequest)(nil),        // 48: converge.scheduler.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),       // 49: converge.scheduler.v1.GetExecutionResponse
+	(*ListExecutionsRequest)(nil),      // 50: converge.scheduler.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),     // 51: converge.scheduler.v1.ListExecutionsResponse
+	(*ListAssignmentsRequest)(nil),     // 52: converge.scheduler.v1.ListAssignmentsRequest
+	(*ListAssignmentsResponse)(nil),    // 53: converge.scheduler.v1.ListAssignmentsResponse
+	(*WatchExecutionRequest)(nil),      // 54: converge.scheduler.v1.WatchExecutionRequest
+	(*WatchExecutionResponse)(nil),     // 55: converge.scheduler.v1.WatchExecutionResponse
+	(*PauseExecutionRequest)(nil),      // 56: converge.scheduler.v1.PauseExecutionRequest
+	(*PauseExecutionResponse)(nil),     // 57: converge.scheduler.v1.PauseExecutionResponse
+	(*ResumeExecutionRequest)(nil),     // 58: converge.scheduler.v1.ResumeExecutionRequest
+	(*ResumeExecutionResponse)(nil),    // 59: converge.scheduler.v1.ResumeExecutionResponse
+	(*CancelExecutionRequest)(nil),     // 60: converge.scheduler.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),    // 61: converge.scheduler.v1.CancelExecutionResponse
+	(*RetryTaskRequest)(nil),           // 62: converge.scheduler.v1.RetryTaskRequest
+	(*RetryTaskResponse)(nil),          // 63: converge.scheduler.v1.RetryTaskResponse
+	(*SkipTaskRequest)(nil),            // 64: converge.scheduler.v1.SkipTaskRequest
+	(*SkipTaskResponse)(nil),           // 65: converge.scheduler.v1.SkipTaskResponse
+	(*SignOffGateRequest)(nil),         // 66: converge.scheduler.v1.SignOffGateRequest
+	(*SignOffGateResponse)(nil),        // 67: converge.scheduler.v1.SignOffGateResponse
+	(*GetExecutionLogRequest)(nil),     // 68: converge.scheduler.v1.GetExecutionLogRequest
+	(*GetExecutionLogResponse)(nil),    // 69: converge.scheduler.v1.GetExecutionLogResponse
+	(*ErrorRecord)(nil),                // 70: converge.scheduler.v1.ErrorRecord
+	(*HandoffContext)(nil),             // 71: converge.scheduler.v1.HandoffContext
+	(*GetHandoffContextRequest)(nil),   // 72: converge.scheduler.v1.GetHandoffContextRequest
+	(*GetHandoffContextResponse)(nil),  // 73: converge.scheduler.v1.GetHandoffContextResponse
+	(*GetTaskDiffRequest)(nil),         // 74: converge.scheduler.v1.GetTaskDiffRequest
+	(*FileChange)(nil),                 // 75: converge.scheduler.v1.FileChange
+	(*GetTaskDiffResponse)(nil),        // 76: converge.scheduler.v1.GetTaskDiffResponse
+	(*AgentEvent)(nil),                 // 77: converge.scheduler.v1.AgentEvent
+	(*IntegrationInput)(nil),           // 78: converge.scheduler.v1.IntegrationInput
+	(*ScopeGuards)(nil),                // 79: converge.scheduler.v1.ScopeGuards
+	(*ClaimedAssignment)(nil),          // 80: converge.scheduler.v1.ClaimedAssignment
+	(*ClaimTaskRequest)(nil),           // 81: converge.scheduler.v1.ClaimTaskRequest
+	(*ClaimTaskResponse)(nil),          // 82: converge.scheduler.v1.ClaimTaskResponse
+	(*ReportProgressRequest)(nil),      // 83: converge.scheduler.v1.ReportProgressRequest
+	(*ReportProgressResponse)(nil),     // 84: converge.scheduler.v1.ReportProgressResponse
+	(*RecordCheckpointRequest)(nil),    // 85: converge.scheduler.v1.RecordCheckpointRequest
+	(*RecordCheckpointResponse)(nil),   // 86: converge.scheduler.v1.RecordCheckpointResponse
+	(*CompleteTaskRequest)(nil),        // 87: converge.scheduler.v1.CompleteTaskRequest
+	(*CompleteTaskResponse)(nil),       // 88: converge.scheduler.v1.CompleteTaskResponse
+	(*FeatureIteration)(nil),           // 89: converge.scheduler.v1.FeatureIteration
+	(*CriteriaProgress)(nil),           // 90: converge.scheduler.v1.CriteriaProgress
+	(*RecoveryLogEntry)(nil),           // 91: converge.scheduler.v1.RecoveryLogEntry
+	(*FeatureBuild)(nil),               // 92: converge.scheduler.v1.FeatureBuild
+	(*Usage)(nil),                      // 93: converge.scheduler.v1.Usage
+	(*StartFeatureBuildRequest)(nil),   // 94: converge.scheduler.v1.StartFeatureBuildRequest
+	(*AppUnderTest)(nil),               // 95: converge.scheduler.v1.AppUnderTest
+	(*StartFeatureBuildResponse)(nil),  // 96: converge.scheduler.v1.StartFeatureBuildResponse
+	(*GetFeatureBuildRequest)(nil),     // 97: converge.scheduler.v1.GetFeatureBuildRequest
+	(*GetFeatureBuildResponse)(nil),    // 98: converge.scheduler.v1.GetFeatureBuildResponse
+	(*ListFeatureBuildsRequest)(nil),   // 99: converge.scheduler.v1.ListFeatureBuildsRequest
+	(*ListFeatureBuildsResponse)(nil),  // 100: converge.scheduler.v1.ListFeatureBuildsResponse
+	(*CancelFeatureBuildRequest)(nil),  // 101: converge.scheduler.v1.CancelFeatureBuildRequest
+	(*CancelFeatureBuildResponse)(nil), // 102: converge.scheduler.v1.CancelFeatureBuildResponse
+	(*v1.TaskValidation)(nil),          // 103: converge.common.v1.TaskValidation
+	(*v1.Task)(nil),                    // 104: converge.common.v1.Task
+	(*timestamppb.Timestamp)(nil),      // 105: google.protobuf.Timestamp
+	(*v1.ExecutorSpec)(nil),            // 106: converge.common.v1.ExecutorSpec
+	(*v1.AgentConfig)(nil),             // 107: converge.common.v1.AgentConfig
+	(*durationpb.Duration)(nil),        // 108: google.protobuf.Duration
+	(v1.Verdict)(0),                    // 109: converge.common.v1.Verdict
+	(v1.Outcome)(0),                    // 110: converge.common.v1.Outcome
+	(*v1.ErrorContext)(nil),            // 111: converge.common.v1.ErrorContext
+	(v1.EventType)(0),                  // 112: converge.common.v1.EventType
+	(*v1.LogEntry)(nil),                // 113: converge.common.v1.LogEntry
+	(*structpb.Struct)(nil),            // 114: google.protobuf.Struct
+	(*v1.Checkpoint)(nil),              // 115: converge.common.v1.Checkpoint
 }
 var file_converge_scheduler_v1_scheduler_proto_depIdxs = []int32{
-	16,  // 0: converge.scheduler.v1.ProjectContext.conventions:type_name -> converge.scheduler.v1.ConventionsSource
-	99,  // 1: converge.scheduler.v1.ValidationLevels.codebase:type_name -> converge.common.v1.TaskValidation
-	99,  // 2: converge.scheduler.v1.ValidationLevels.api:type_name -> converge.common.v1.TaskValidation
-	99,  // 3: converge.scheduler.v1.ValidationLevels.ui:type_name -> converge.common.v1.TaskValidation
-	15,  // 4: converge.scheduler.v1.TaskListSpec.repository:type_name -> converge.scheduler.v1.Repository
-	17,  // 5: converge.scheduler.v1.TaskListSpec.context:type_name -> converge.scheduler.v1.ProjectContext
-	18,  // 6: converge.scheduler.v1.TaskListSpec.validation:type_name -> converge.scheduler.v1.ValidationLevels
-	100, // 7: converge.scheduler.v1.TaskListSpec.tasks:type_name -> converge.common.v1.Task
+	17,  // 0: converge.scheduler.v1.ProjectContext.conventions:type_name -> converge.scheduler.v1.ConventionsSource
+	103, // 1: converge.scheduler.v1.ValidationLevels.codebase:type_name -> converge.common.v1.TaskValidation
+	103, // 2: converge.scheduler.v1.ValidationLevels.api:type_name -> converge.common.v1.TaskValidation
+	103, // 3: converge.scheduler.v1.ValidationLevels.ui:type_name -> converge.common.v1.TaskValidation
+	16,  // 4: converge.scheduler.v1.TaskListSpec.repository:type_name -> converge.scheduler.v1.Repository
+	18,  // 5: converge.scheduler.v1.TaskListSpec.context:type_name -> converge.scheduler.v1.ProjectContext
+	19,  // 6: converge.scheduler.v1.TaskListSpec.validation:type_name -> converge.scheduler.v1.ValidationLevels
+	104, // 7: converge.scheduler.v1.TaskListSpec.tasks:type_name -> converge.common.v1.Task
 	1,   // 8: converge.scheduler.v1.ImportSource.format:type_name -> converge.scheduler.v1.ImportFormat
-	19,  // 9: converge.scheduler.v1.TaskList.spec:type_name -> converge.scheduler.v1.TaskListSpec
-	20,  // 10: converge.scheduler.v1.TaskList.source:type_name -> converge.scheduler.v1.ImportSource
-	101, // 11: converge.scheduler.v1.TaskList.create_time:type_name -> google.protobuf.Timestamp
-	101, // 12: converge.scheduler.v1.TaskList.update_time:type_name -> google.protobuf.Timestamp
-	19,  // 13: converge.scheduler.v1.CreateTaskListRequest.spec:type_name -> converge.scheduler.v1.TaskListSpec
-	21,  // 14: converge.scheduler.v1.CreateTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
+	20,  // 9: converge.scheduler.v1.TaskList.spec:type_name -> converge.scheduler.v1.TaskListSpec
+	21,  // 10: converge.scheduler.v1.TaskList.source:type_name -> converge.scheduler.v1.ImportSource
+	105, // 11: converge.scheduler.v1.TaskList.create_time:type_name -> google.protobuf.Timestamp
+	105, // 12: converge.scheduler.v1.TaskList.update_time:type_name -> google.protobuf.Timestamp
+	20,  // 13: converge.scheduler.v1.CreateTaskListRequest.spec:type_name -> converge.scheduler.v1.TaskListSpec
+	22,  // 14: converge.scheduler.v1.CreateTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
 	1,   // 15: converge.scheduler.v1.ImportTaskListRequest.format:type_name -> converge.scheduler.v1.ImportFormat
-	19,  // 16: converge.scheduler.v1.ImportTaskListRequest.base:type_name -> converge.scheduler.v1.TaskListSpec
-	21,  // 17: converge.scheduler.v1.ImportTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
-	22,  // 18: converge.scheduler.v1.ImportTaskListResponse.warnings:type_name -> converge.scheduler.v1.ImportWarning
+	20,  // 16: converge.scheduler.v1.ImportTaskListRequest.base:type_name -> converge.scheduler.v1.TaskListSpec
+	22,  // 17: converge.scheduler.v1.ImportTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
+	23,  // 18: converge.scheduler.v1.ImportTaskListResponse.warnings:type_name -> converge.scheduler.v1.ImportWarning
 	2,   // 19: converge.scheduler.v1.GetTaskListRequest.view:type_name -> converge.scheduler.v1.TaskListView
-	21,  // 20: converge.scheduler.v1.GetTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
+	22,  // 20: converge.scheduler.v1.GetTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
 	2,   // 21: converge.scheduler.v1.ListTaskListsRequest.view:type_name -> converge.scheduler.v1.TaskListView
-	21,  // 22: converge.scheduler.v1.ListTaskListsResponse.task_lists:type_name -> converge.scheduler.v1.TaskList
+	22,  // 22: converge.scheduler.v1.ListTaskListsResponse.task_lists:type_name -> converge.scheduler.v1.TaskList
 	3,   // 23: converge.scheduler.v1.WavePlacement.reason:type_name -> converge.scheduler.v1.PlacementReason
-	33,  // 24: converge.scheduler.v1.PlannedWave.placements:type_name -> converge.scheduler.v1.WavePlacement
-	19,  // 25: converge.scheduler.v1.PlanWavesRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
-	34,  // 26: converge.scheduler.v1.PlanWavesResponse.waves:type_name -> converge.scheduler.v1.PlannedWave
-	102, // 27: converge.scheduler.v1.ExecutionOptions.executor:type_name -> converge.common.v1.ExecutorSpec
-	103, // 28: converge.scheduler.v1.ExecutionOptions.agent_config:type_name -> converge.common.v1.AgentConfig
-	104, // 29: converge.scheduler.v1.ExecutionOptions.task_timeout:type_name -> google.protobuf.Duration
-	104, // 30: converge.scheduler.v1.ExecutionOptions.max_wall_time:type_name -> google.protobuf.Duration
-	37,  // 31: converge.scheduler.v1.ExecutionOptions.critical_phases:type_name -> converge.scheduler.v1.CriticalPhases
-	105, // 32: converge.scheduler.v1.VerifySummary.verdict:type_name -> converge.common.v1.Verdict
-	101, // 33: converge.scheduler.v1.VerifySummary.verify_time:type_name -> google.protobuf.Timestamp
+	34,  // 24: converge.scheduler.v1.PlannedWave.placements:type_name -> converge.scheduler.v1.WavePlacement
+	20,  // 25: converge.scheduler.v1.PlanWavesRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
+	35,  // 26: converge.scheduler.v1.PlanWavesResponse.waves:type_name -> converge.scheduler.v1.PlannedWave
+	106, // 27: converge.scheduler.v1.ExecutionOptions.executor:type_name -> converge.common.v1.ExecutorSpec
+	107, // 28: converge.scheduler.v1.ExecutionOptions.agent_config:type_name -> converge.common.v1.AgentConfig
+	108, // 29: converge.scheduler.v1.ExecutionOptions.task_timeout:type_name -> google.protobuf.Duration
+	108, // 30: converge.scheduler.v1.ExecutionOptions.max_wall_time:type_name -> google.protobuf.Duration
+	38,  // 31: converge.scheduler.v1.ExecutionOptions.critical_phases:type_name -> converge.scheduler.v1.CriticalPhases
+	109, // 32: converge.scheduler.v1.VerifySummary.verdict:type_name -> converge.common.v1.Verdict
+	105, // 33: converge.scheduler.v1.VerifySummary.verify_time:type_name -> google.protobuf.Timestamp
 	0,   // 34: converge.scheduler.v1.ValidationLevelResult.level:type_name -> converge.scheduler.v1.ValidationLevel
-	104, // 35: converge.scheduler.v1.ValidationLevelResult.duration:type_name -> google.protobuf.Duration
+	108, // 35: converge.scheduler.v1.ValidationLevelResult.duration:type_name -> google.protobuf.Duration
 	5,   // 36: converge.scheduler.v1.Execution.triggered_by:type_name -> converge.scheduler.v1.ExecutionTrigger
 	4,   // 37: converge.scheduler.v1.Execution.status:type_name -> converge.scheduler.v1.ExecutionStatus
-	106, // 38: converge.scheduler.v1.Execution.outcome:type_name -> converge.common.v1.Outcome
-	38,  // 39: converge.scheduler.v1.Execution.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	15,  // 40: converge.scheduler.v1.Execution.repository:type_name -> converge.scheduler.v1.Repository
-	40,  // 41: converge.scheduler.v1.Execution.validation_results:type_name -> converge.scheduler.v1.ValidationLevelResult
-	39,  // 42: converge.scheduler.v1.Execution.verification:type_name -> converge.scheduler.v1.VerifySummary
-	101, // 43: converge.scheduler.v1.Execution.create_time:type_name -> google.protobuf.Timestamp
-	101, // 44: converge.scheduler.v1.Execution.start_time:type_name -> google.protobuf.Timestamp
-	101, // 45: converge.scheduler.v1.Execution.end_time:type_name -> google.protobuf.Timestamp
-	101, // 46: converge.scheduler.v1.Execution.update_time:type_name -> google.protobuf.Timestamp
-	89,  // 47: converge.scheduler.v1.Execution.usage:type_name -> converge.scheduler.v1.Usage
-	6,   // 48: converge.scheduler.v1.Wave.status:type_name -> converge.scheduler.v1.WaveStatus
-	33,  // 49: converge.scheduler.v1.Wave.placements:type_name -> converge.scheduler.v1.WavePlacement
-	101, // 50: converge.scheduler.v1.Wave.start_time:type_name -> google.protobuf.Timestamp
-	101, // 51: converge.scheduler.v1.Wave.end_time:type_name -> google.protobuf.Timestamp
-	7,   // 52: converge.scheduler.v1.Assignment.kind:type_name -> converge.scheduler.v1.AssignmentKind
-	8,   // 53: converge.scheduler.v1.Assignment.status:type_name -> converge.scheduler.v1.AssignmentStatus
-	101, // 54: converge.scheduler.v1.Assignment.lease_expire_time:type_name -> google.protobuf.Timestamp
-	101, // 55: converge.scheduler.v1.Assignment.assign_time:type_name -> google.protobuf.Timestamp
-	101, // 56: converge.scheduler.v1.Assignment.complete_time:type_name -> google.protobuf.Timestamp
-	101, // 57: converge.scheduler.v1.Assignment.last_report_time:type_name -> google.protobuf.Timestamp
-	9,   // 58: converge.scheduler.v1.Assignment.result:type_name -> converge.scheduler.v1.CompletionResult
-	107, // 59: converge.scheduler.v1.Assignment.error:type_name -> converge.common.v1.ErrorContext
-	89,  // 60: converge.scheduler.v1.Assignment.usage:type_name -> converge.scheduler.v1.Usage
-	38,  // 61: converge.scheduler.v1.StartExecutionRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	5,   // 62: converge.scheduler.v1.StartExecutionRequest.triggered_by:type_name -> converge.scheduler.v1.ExecutionTrigger
-	41,  // 63: converge.scheduler.v1.StartExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	42,  // 64: converge.scheduler.v1.StartExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
-	41,  // 65: converge.scheduler.v1.GetExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	42,  // 66: converge.scheduler.v1.GetExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
-	4,   // 67: converge.scheduler.v1.ListExecutionsRequest.statuses:type_name -> converge.scheduler.v1.ExecutionStatus
-	41,  // 68: converge.scheduler.v1.ListExecutionsResponse.executions:type_name -> converge.scheduler.v1.Execution
-	8,   // 69: converge.scheduler.v1.ListAssignmentsRequest.statuses:type_name -> converge.scheduler.v1.AssignmentStatus
-	43,  // 70: converge.scheduler.v1.ListAssignmentsResponse.assignments:type_name -> converge.scheduler.v1.Assignment
-	108, // 71: converge.scheduler.v1.WatchExecutionRequest.event_types:type_name -> converge.common.v1.EventType
-	109, // 72: converge.scheduler.v1.WatchExecutionResponse.entry:type_name -> converge.common.v1.LogEntry
-	41,  // 73: converge.scheduler.v1.WatchExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	41,  // 74: converge.scheduler.v1.PauseExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	41,  // 75: converge.scheduler.v1.ResumeExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	41,  // 76: converge.scheduler.v1.CancelExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	43,  // 77: converge.scheduler.v1.RetryTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
-	41,  // 78: converge.scheduler.v1.RetryTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
-	41,  // 79: converge.scheduler.v1.SkipTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
-	108, // 80: converge.scheduler.v1.GetExecutionLogRequest.event_types:type_name -> converge.common.v1.EventType
-	109, // 81: converge.scheduler.v1.GetExecutionLogResponse.entries:type_name -> converge.common.v1.LogEntry
-	101, // 82: converge.scheduler.v1.ErrorRecord.time:type_name -> google.protobuf.Timestamp
-	108, // 83: converge.scheduler.v1.ErrorRecord.event_type:type_name -> converge.common.v1.EventType
-	100, // 84: converge.scheduler.v1.HandoffContext.task:type_name -> converge.common.v1.Task
-	66,  // 85: converge.scheduler.v1.HandoffContext.error_history:type_name -> converge.scheduler.v1.ErrorRecord
-	109, // 86: converge.scheduler.v1.HandoffContext.recent_entries:type_name -> converge.common.v1.LogEntry
-	101, // 87: converge.scheduler.v1.HandoffContext.escalate_time:type_name -> google.protobuf.Timestamp
-	43,  // 88: converge.scheduler.v1.HandoffContext.last_assignment:type_name -> converge.scheduler.v1.Assignment
-	67,  // 89: converge.scheduler.v1.GetHandoffContextResponse.context:type_name -> converge.scheduler.v1.HandoffContext
-	10,  // 90: converge.scheduler.v1.FileChange.status:type_name -> converge.scheduler.v1.FileChangeStatus
-	71,  // 91: converge.scheduler.v1.GetTaskDiffResponse.files:type_name -> converge.scheduler.v1.FileChange
-	108, // 92: converge.scheduler.v1.AgentEvent.event_type:type_name -> converge.common.v1.EventType
-	110, // 93: converge.scheduler.v1.AgentEvent.context:type_name -> google.protobuf.Struct
-	101, // 94: converge.scheduler.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
-	43,  // 95: converge.scheduler.v1.ClaimedAssignment.assignment:type_name -> converge.scheduler.v1.Assignment
-	100, // 96: converge.scheduler.v1.ClaimedAssignment.task:type_name -> converge.common.v1.Task
-	15,  // 97: converge.scheduler.v1.ClaimedAssignment.repository:type_name -> converge.scheduler.v1.Repository
-	38,  // 98: converge.scheduler.v1.ClaimedAssignment.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	17,  // 99: converge.scheduler.v1.ClaimedAssignment.context:type_name -> converge.scheduler.v1.ProjectContext
-	18,  // 100: converge.scheduler.v1.ClaimedAssignment.validation:type_name -> converge.scheduler.v1.ValidationLevels
-	74,  // 101: converge.scheduler.v1.ClaimedAssignment.merges:type_name -> converge.scheduler.v1.IntegrationInput
-	107, // 102: converge.scheduler.v1.ClaimedAssignment.previous_errors:type_name -> converge.common.v1.ErrorContext
-	104, // 103: converge.scheduler.v1.ClaimedAssignment.heartbeat_interval:type_name -> google.protobuf.Duration
-	104, // 104: converge.scheduler.v1.ClaimedAssignment.lease_duration:type_name -> google.protobuf.Duration
-	75,  // 105: converge.scheduler.v1.ClaimedAssignment.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	104, // 106: converge.scheduler.v1.ClaimTaskRequest.wait:type_name -> google.protobuf.Duration
-	7,   // 107: converge.scheduler.v1.ClaimTaskRequest.kinds:type_name -> converge.scheduler.v1.AssignmentKind
-	76,  // 108: converge.scheduler.v1.ClaimTaskResponse.assignment:type_name -> converge.scheduler.v1.ClaimedAssignment
-	73,  // 109: converge.scheduler.v1.ReportProgressRequest.events:type_name -> converge.scheduler.v1.AgentEvent
-	111, // 110: converge.scheduler.v1.ReportProgressRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
-	11,  // 111: converge.scheduler.v1.ReportProgressResponse.directive:type_name -> converge.scheduler.v1.Directive
-	101, // 112: converge.scheduler.v1.ReportProgressResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	111, // 113: converge.scheduler.v1.RecordCheckpointRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
-	111, // 114: converge.scheduler.v1.RecordCheckpointResponse.checkpoint:type_name -> converge.common.v1.Checkpoint
-	9,   // 115: converge.scheduler.v1.CompleteTaskRequest.result:type_name -> converge.scheduler.v1.CompletionResult
-	107, // 116: converge.scheduler.v1.CompleteTaskRequest.error:type_name -> converge.common.v1.ErrorContext
-	40,  // 117: converge.scheduler.v1.CompleteTaskRequest.level_results:type_name -> converge.scheduler.v1.ValidationLevelResult
-	73,  // 118: converge.scheduler.v1.CompleteTaskRequest.events:type_name -> converge.scheduler.v1.AgentEvent
-	77,  // 119: converge.scheduler.v1.CompleteTaskRequest.claim_next:type_name -> converge.scheduler.v1.ClaimTaskRequest
-	89,  // 120: converge.scheduler.v1.CompleteTaskRequest.usage:type_name -> converge.scheduler.v1.Usage
-	43,  // 121: converge.scheduler.v1.CompleteTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
-	11,  // 122: converge.scheduler.v1.CompleteTaskResponse.directive:type_name -> converge.scheduler.v1.Directive
-	76,  // 123: converge.scheduler.v1.CompleteTaskResponse.next:type_name -> converge.scheduler.v1.ClaimedAssignment
-	39,  // 124: converge.scheduler.v1.FeatureIteration.verification:type_name -> converge.scheduler.v1.VerifySummary
-	101, // 125: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
-	101, // 126: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
-	101, // 127: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
-	13,  // 128: converge.scheduler.v1.FeatureBuild.status:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	106, // 129: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
-	14,  // 130: converge.scheduler.v1.FeatureBuild.exit_reason:type_name -> converge.scheduler.v1.ExitReason
-	85,  // 131: converge.scheduler.v1.FeatureBuild.iterations:type_name -> converge.scheduler.v1.FeatureIteration
-	86,  // 132: converge.scheduler.v1.FeatureBuild.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
-	87,  // 133: converge.scheduler.v1.FeatureBuild.recovery_log:type_name -> converge.scheduler.v1.RecoveryLogEntry
-	12,  // 134: converge.scheduler.v1.FeatureBuild.autonomy:type_name -> converge.scheduler.v1.Autonomy
-	75,  // 135: converge.scheduler.v1.FeatureBuild.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	38,  // 136: converge.scheduler.v1.FeatureBuild.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	101, // 137: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
-	101, // 138: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
-	101, // 139: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
-	101, // 140: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
-	91,  // 141: converge.scheduler.v1.FeatureBuild.app:type_name -> converge.scheduler.v1.AppUnderTest
-	89,  // 142: converge.scheduler.v1.FeatureBuild.usage:type_name -> converge.scheduler.v1.Usage
-	19,  // 143: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
-	12,  // 144: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
-	75,  // 145: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	38,  // 146: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	91,  // 147: converge.scheduler.v1.StartFeatureBuildRequest.app:type_name -> converge.scheduler.v1.AppUnderTest
-	104, // 148: converge.scheduler.v1.AppUnderTest.ready_timeout:type_name -> google.protobuf.Duration
-	88,  // 149: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	34,  // 150: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
-	86,  // 151: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
-	88,  // 152: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	13,  // 153: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	88,  // 154: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
-	88,  // 155: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	23,  // 156: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
-	25,  // 157: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
-	27,  // 158: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
-	29,  // 159: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
-	31,  // 160: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
-	35,  // 161: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
-	44,  // 162: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
-	46,  // 163: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
-	48,  // 164: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
-	50,  // 165: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
-	52,  // 166: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
-	54,  // 167: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
-	56,  // 168: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
-	58,  // 169: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
-	60,  // 170: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
-	62,  // 171: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
-	64,  // 172: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
-	68,  // 173: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
-	70,  // 174: converge.scheduler.v1.SchedulerService.GetTaskDiff:input_type -> converge.scheduler.v1.GetTaskDiffRequest
-	77,  // 175: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
-	79,  // 176: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
-	81,  // 177: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
-	83,  // 178: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
-	90,  // 179: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
-	93,  // 180: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
-	95,  // 181: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
-	97,  // 182: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
-	24,  // 183: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
-	26,  // 184: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
-	28,  // 185: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
-	30,  // 186: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
-	32,  // 187: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
-	36,  // 188: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
-	45,  // 189: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
-	47,  // 190: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
-	49,  // 191: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
-	51,  // 192: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
-	53,  // 193: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
-	55,  // 194: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
-	57,  // 195: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
-	59,  // 196: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
-	61,  // 197: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
-	63,  // 198: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
-	65,  // 199: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
-	69,  // 200: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
-	72,  // 201: converge.scheduler.v1.SchedulerService.GetTaskDiff:output_type -> converge.scheduler.v1.GetTaskDiffResponse
-	78,  // 202: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
-	80,  // 203: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
-	82,  // 204: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
-	84,  // 205: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
-	92,  // 206: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
-	94,  // 207: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
-	96,  // 208: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
-	98,  // 209: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
-	183, // [183:210] is the sub-list for method output_type
-	156, // [156:183] is the sub-list for method input_type
-	156, // [156:156] is the sub-list for extension type_name
-	156, // [156:156] is the sub-list for extension extendee
-	0,   // [0:156] is the sub-list for field type_name
+	110, // 38: converge.scheduler.v1.Execution.outcome:type_name -> converge.common.v1.Outcome
+	39,  // 39: converge.scheduler.v1.Execution.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	16,  // 40: converge.scheduler.v1.Execution.repository:type_name -> converge.scheduler.v1.Repository
+	41,  // 41: converge.scheduler.v1.Execution.validation_results:type_name -> converge.scheduler.v1.ValidationLevelResult
+	40,  // 42: converge.scheduler.v1.Execution.verification:type_name -> converge.scheduler.v1.VerifySummary
+	105, // 43: converge.scheduler.v1.Execution.create_time:type_name -> google.protobuf.Timestamp
+	105, // 44: converge.scheduler.v1.Execution.start_time:type_name -> google.protobuf.Timestamp
+	105, // 45: converge.scheduler.v1.Execution.end_time:type_name -> google.protobuf.Timestamp
+	105, // 46: converge.scheduler.v1.Execution.update_time:type_name -> google.protobuf.Timestamp
+	93,  // 47: converge.scheduler.v1.Execution.usage:type_name -> converge.scheduler.v1.Usage
+	43,  // 48: converge.scheduler.v1.Execution.gate_signoffs:type_name -> converge.scheduler.v1.GateSignOff
+	6,   // 49: converge.scheduler.v1.GateSignOff.decision:type_name -> converge.scheduler.v1.GateDecision
+	105, // 50: converge.scheduler.v1.GateSignOff.time:type_name -> google.protobuf.Timestamp
+	7,   // 51: converge.scheduler.v1.Wave.status:type_name -> converge.scheduler.v1.WaveStatus
+	34,  // 52: converge.scheduler.v1.Wave.placements:type_name -> converge.scheduler.v1.WavePlacement
+	105, // 53: converge.scheduler.v1.Wave.start_time:type_name -> google.protobuf.Timestamp
+	105, // 54: converge.scheduler.v1.Wave.end_time:type_name -> google.protobuf.Timestamp
+	8,   // 55: converge.scheduler.v1.Assignment.kind:type_name -> converge.scheduler.v1.AssignmentKind
+	9,   // 56: converge.scheduler.v1.Assignment.status:type_name -> converge.scheduler.v1.AssignmentStatus
+	105, // 57: converge.scheduler.v1.Assignment.lease_expire_time:type_name -> google.protobuf.Timestamp
+	105, // 58: converge.scheduler.v1.Assignment.assign_time:type_name -> google.protobuf.Timestamp
+	105, // 59: converge.scheduler.v1.Assignment.complete_time:type_name -> google.protobuf.Timestamp
+	105, // 60: converge.scheduler.v1.Assignment.last_report_time:type_name -> google.protobuf.Timestamp
+	10,  // 61: converge.scheduler.v1.Assignment.result:type_name -> converge.scheduler.v1.CompletionResult
+	111, // 62: converge.scheduler.v1.Assignment.error:type_name -> converge.common.v1.ErrorContext
+	93,  // 63: converge.scheduler.v1.Assignment.usage:type_name -> converge.scheduler.v1.Usage
+	39,  // 64: converge.scheduler.v1.StartExecutionRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	5,   // 65: converge.scheduler.v1.StartExecutionRequest.triggered_by:type_name -> converge.scheduler.v1.ExecutionTrigger
+	42,  // 66: converge.scheduler.v1.StartExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	44,  // 67: converge.scheduler.v1.StartExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
+	42,  // 68: converge.scheduler.v1.GetExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	44,  // 69: converge.scheduler.v1.GetExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
+	4,   // 70: converge.scheduler.v1.ListExecutionsRequest.statuses:type_name -> converge.scheduler.v1.ExecutionStatus
+	42,  // 71: converge.scheduler.v1.ListExecutionsResponse.executions:type_name -> converge.scheduler.v1.Execution
+	9,   // 72: converge.scheduler.v1.ListAssignmentsRequest.statuses:type_name -> converge.scheduler.v1.AssignmentStatus
+	45,  // 73: converge.scheduler.v1.ListAssignmentsResponse.assignments:type_name -> converge.scheduler.v1.Assignment
+	112, // 74: converge.scheduler.v1.WatchExecutionRequest.event_types:type_name -> converge.common.v1.EventType
+	113, // 75: converge.scheduler.v1.WatchExecutionResponse.entry:type_name -> converge.common.v1.LogEntry
+	42,  // 76: converge.scheduler.v1.WatchExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	42,  // 77: converge.scheduler.v1.PauseExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	42,  // 78: converge.scheduler.v1.ResumeExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	42,  // 79: converge.scheduler.v1.CancelExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	45,  // 80: converge.scheduler.v1.RetryTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
+	42,  // 81: converge.scheduler.v1.RetryTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
+	42,  // 82: converge.scheduler.v1.SkipTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
+	6,   // 83: converge.scheduler.v1.SignOffGateRequest.decision:type_name -> converge.scheduler.v1.GateDecision
+	43,  // 84: converge.scheduler.v1.SignOffGateResponse.signoff:type_name -> converge.scheduler.v1.GateSignOff
+	42,  // 85: converge.scheduler.v1.SignOffGateResponse.execution:type_name -> converge.scheduler.v1.Execution
+	112, // 86: converge.scheduler.v1.GetExecutionLogRequest.event_types:type_name -> converge.common.v1.EventType
+	113, // 87: converge.scheduler.v1.GetExecutionLogResponse.entries:type_name -> converge.common.v1.LogEntry
+	105, // 88: converge.scheduler.v1.ErrorRecord.time:type_name -> google.protobuf.Timestamp
+	112, // 89: converge.scheduler.v1.ErrorRecord.event_type:type_name -> converge.common.v1.EventType
+	104, // 90: converge.scheduler.v1.HandoffContext.task:type_name -> converge.common.v1.Task
+	70,  // 91: converge.scheduler.v1.HandoffContext.error_history:type_name -> converge.scheduler.v1.ErrorRecord
+	113, // 92: converge.scheduler.v1.HandoffContext.recent_entries:type_name -> converge.common.v1.LogEntry
+	105, // 93: converge.scheduler.v1.HandoffContext.escalate_time:type_name -> google.protobuf.Timestamp
+	45,  // 94: converge.scheduler.v1.HandoffContext.last_assignment:type_name -> converge.scheduler.v1.Assignment
+	71,  // 95: converge.scheduler.v1.GetHandoffContextResponse.context:type_name -> converge.scheduler.v1.HandoffContext
+	11,  // 96: converge.scheduler.v1.FileChange.status:type_name -> converge.scheduler.v1.FileChangeStatus
+	75,  // 97: converge.scheduler.v1.GetTaskDiffResponse.files:type_name -> converge.scheduler.v1.FileChange
+	112, // 98: converge.scheduler.v1.AgentEvent.event_type:type_name -> converge.common.v1.EventType
+	114, // 99: converge.scheduler.v1.AgentEvent.context:type_name -> google.protobuf.Struct
+	105, // 100: converge.scheduler.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	45,  // 101: converge.scheduler.v1.ClaimedAssignment.assignment:type_name -> converge.scheduler.v1.Assignment
+	104, // 102: converge.scheduler.v1.ClaimedAssignment.task:type_name -> converge.common.v1.Task
+	16,  // 103: converge.scheduler.v1.ClaimedAssignment.repository:type_name -> converge.scheduler.v1.Repository
+	39,  // 104: converge.scheduler.v1.ClaimedAssignment.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	18,  // 105: converge.scheduler.v1.ClaimedAssignment.context:type_name -> converge.scheduler.v1.ProjectContext
+	19,  // 106: converge.scheduler.v1.ClaimedAssignment.validation:type_name -> converge.scheduler.v1.ValidationLevels
+	78,  // 107: converge.scheduler.v1.ClaimedAssignment.merges:type_name -> converge.scheduler.v1.IntegrationInput
+	111, // 108: converge.scheduler.v1.ClaimedAssignment.previous_errors:type_name -> converge.common.v1.ErrorContext
+	108, // 109: converge.scheduler.v1.ClaimedAssignment.heartbeat_interval:type_name -> google.protobuf.Duration
+	108, // 110: converge.scheduler.v1.ClaimedAssignment.lease_duration:type_name -> google.protobuf.Duration
+	79,  // 111: converge.scheduler.v1.ClaimedAssignment.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	108, // 112: converge.scheduler.v1.ClaimTaskRequest.wait:type_name -> google.protobuf.Duration
+	8,   // 113: converge.scheduler.v1.ClaimTaskRequest.kinds:type_name -> converge.scheduler.v1.AssignmentKind
+	80,  // 114: converge.scheduler.v1.ClaimTaskResponse.assignment:type_name -> converge.scheduler.v1.ClaimedAssignment
+	77,  // 115: converge.scheduler.v1.ReportProgressRequest.events:type_name -> converge.scheduler.v1.AgentEvent
+	115, // 116: converge.scheduler.v1.ReportProgressRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
+	12,  // 117: converge.scheduler.v1.ReportProgressResponse.directive:type_name -> converge.scheduler.v1.Directive
+	105, // 118: converge.scheduler.v1.ReportProgressResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	115, // 119: converge.scheduler.v1.RecordCheckpointRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
+	115, // 120: converge.scheduler.v1.RecordCheckpointResponse.checkpoint:type_name -> converge.common.v1.Checkpoint
+	10,  // 121: converge.scheduler.v1.CompleteTaskRequest.result:type_name -> converge.scheduler.v1.CompletionResult
+	111, // 122: converge.scheduler.v1.CompleteTaskRequest.error:type_name -> converge.common.v1.ErrorContext
+	41,  // 123: converge.scheduler.v1.CompleteTaskRequest.level_results:type_name -> converge.scheduler.v1.ValidationLevelResult
+	77,  // 124: converge.scheduler.v1.CompleteTaskRequest.events:type_name -> converge.scheduler.v1.AgentEvent
+	81,  // 125: converge.scheduler.v1.CompleteTaskRequest.claim_next:type_name -> converge.scheduler.v1.ClaimTaskRequest
+	93,  // 126: converge.scheduler.v1.CompleteTaskRequest.usage:type_name -> converge.scheduler.v1.Usage
+	45,  // 127: converge.scheduler.v1.CompleteTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
+	12,  // 128: converge.scheduler.v1.CompleteTaskResponse.directive:type_name -> converge.scheduler.v1.Directive
+	80,  // 129: converge.scheduler.v1.CompleteTaskResponse.next:type_name -> converge.scheduler.v1.ClaimedAssignment
+	40,  // 130: converge.scheduler.v1.FeatureIteration.verification:type_name -> converge.scheduler.v1.VerifySummary
+	105, // 131: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
+	105, // 132: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
+	105, // 133: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
+	14,  // 134: converge.scheduler.v1.FeatureBuild.status:type_name -> converge.scheduler.v1.FeatureBuildStatus
+	110, // 135: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
+	15,  // 136: converge.scheduler.v1.FeatureBuild.exit_reason:type_name -> converge.scheduler.v1.ExitReason
+	89,  // 137: converge.scheduler.v1.FeatureBuild.iterations:type_name -> converge.scheduler.v1.FeatureIteration
+	90,  // 138: converge.scheduler.v1.FeatureBuild.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
+	91,  // 139: converge.scheduler.v1.FeatureBuild.recovery_log:type_name -> converge.scheduler.v1.RecoveryLogEntry
+	13,  // 140: converge.scheduler.v1.FeatureBuild.autonomy:type_name -> converge.scheduler.v1.Autonomy
+	79,  // 141: converge.scheduler.v1.FeatureBuild.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	39,  // 142: converge.scheduler.v1.FeatureBuild.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	105, // 143: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
+	105, // 144: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
+	105, // 145: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
+	105, // 146: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
+	95,  // 147: converge.scheduler.v1.FeatureBuild.app:type_name -> converge.scheduler.v1.AppUnderTest
+	93,  // 148: converge.scheduler.v1.FeatureBuild.usage:type_name -> converge.scheduler.v1.Usage
+	20,  // 149: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
+	13,  // 150: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
+	79,  // 151: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	39,  // 152: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	95,  // 153: converge.scheduler.v1.StartFeatureBuildRequest.app:type_name -> converge.scheduler.v1.AppUnderTest
+	108, // 154: converge.scheduler.v1.AppUnderTest.ready_timeout:type_name -> google.protobuf.Duration
+	92,  // 155: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	35,  // 156: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
+	90,  // 157: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
+	92,  // 158: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	14,  // 159: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
+	92,  // 160: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
+	92,  // 161: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	24,  // 162: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
+	26,  // 163: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
+	28,  // 164: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
+	30,  // 165: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
+	32,  // 166: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
+	36,  // 167: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
+	46,  // 168: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
+	48,  // 169: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
+	50,  // 170: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
+	52,  // 171: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
+	54,  // 172: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
+	56,  // 173: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
+	58,  // 174: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
+	60,  // 175: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
+	62,  // 176: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
+	64,  // 177: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
+	66,  // 178: converge.scheduler.v1.SchedulerService.SignOffGate:input_type -> converge.scheduler.v1.SignOffGateRequest
+	68,  // 179: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
+	72,  // 180: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
+	74,  // 181: converge.scheduler.v1.SchedulerService.GetTaskDiff:input_type -> converge.scheduler.v1.GetTaskDiffRequest
+	81,  // 182: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
+	83,  // 183: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
+	85,  // 184: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
+	87,  // 185: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
+	94,  // 186: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
+	97,  // 187: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
+	99,  // 188: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
+	101, // 189: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
+	25,  // 190: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
+	27,  // 191: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
+	29,  // 192: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
+	31,  // 193: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
+	33,  // 194: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
+	37,  // 195: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
+	47,  // 196: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
+	49,  // 197: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
+	51,  // 198: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
+	53,  // 199: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
+	55,  // 200: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
+	57,  // 201: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
+	59,  // 202: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
+	61,  // 203: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
+	63,  // 204: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
+	65,  // 205: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
+	67,  // 206: converge.scheduler.v1.SchedulerService.SignOffGate:output_type -> converge.scheduler.v1.SignOffGateResponse
+	69,  // 207: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
+	73,  // 208: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
+	76,  // 209: converge.scheduler.v1.SchedulerService.GetTaskDiff:output_type -> converge.scheduler.v1.GetTaskDiffResponse
+	82,  // 210: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
+	84,  // 211: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
+	86,  // 212: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
+	88,  // 213: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
+	96,  // 214: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
+	98,  // 215: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
+	100, // 216: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
+	102, // 217: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
+	190, // [190:218] is the sub-list for method output_type
+	162, // [162:190] is the sub-list for method input_type
+	162, // [162:162] is the sub-list for extension type_name
+	162, // [162:162] is the sub-list for extension extendee
+	0,   // [0:162] is the sub-list for field type_name
 }
 
 func init() { file_converge_scheduler_v1_scheduler_proto_init() }
@@ -9619,11 +9952,11 @@ func file_converge_scheduler_v1_scheduler_proto_init() {
 		(*PlanWavesRequest_TaskList)(nil),
 	}
 	file_converge_scheduler_v1_scheduler_proto_msgTypes[23].OneofWrappers = []any{}
-	file_converge_scheduler_v1_scheduler_proto_msgTypes[75].OneofWrappers = []any{
+	file_converge_scheduler_v1_scheduler_proto_msgTypes[78].OneofWrappers = []any{
 		(*StartFeatureBuildRequest_TaskListId)(nil),
 		(*StartFeatureBuildRequest_TaskList)(nil),
 	}
-	file_converge_scheduler_v1_scheduler_proto_msgTypes[78].OneofWrappers = []any{
+	file_converge_scheduler_v1_scheduler_proto_msgTypes[81].OneofWrappers = []any{
 		(*GetFeatureBuildRequest_FeatureBuildId)(nil),
 		(*GetFeatureBuildRequest_Feature)(nil),
 	}
@@ -9632,8 +9965,8 @@ func file_converge_scheduler_v1_scheduler_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_converge_scheduler_v1_scheduler_proto_rawDesc), len(file_converge_scheduler_v1_scheduler_proto_rawDesc)),
-			NumEnums:      15,
-			NumMessages:   84,
+			NumEnums:      16,
+			NumMessages:   87,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,7 @@ const (
 	SchedulerService_CancelExecution_FullMethodName    = "/converge.scheduler.v1.SchedulerService/CancelExecution"
 	SchedulerService_RetryTask_FullMethodName          = "/converge.scheduler.v1.SchedulerService/RetryTask"
 	SchedulerService_SkipTask_FullMethodName           = "/converge.scheduler.v1.SchedulerService/SkipTask"
+	SchedulerService_SignOffGate_FullMethodName        = "/converge.scheduler.v1.SchedulerService/SignOffGate"
 	SchedulerService_GetExecutionLog_FullMethodName    = "/converge.scheduler.v1.SchedulerService/GetExecutionLog"
 	SchedulerService_GetHandoffContext_FullMethodName  = "/converge.scheduler.v1.SchedulerService/GetHandoffContext"
 	SchedulerService_GetTaskDiff_FullMethodName        = "/converge.scheduler.v1.SchedulerService/GetTaskDiff"
@@ -122,7 +123,8 @@ type SchedulerServiceClient interface {
 	PauseExecution(ctx context.Context, in *PauseExecutionRequest, opts ...grpc.CallOption) (*PauseExecutionResponse, error)
 	// Resumes a paused execution where it stopped: completed tasks are never run again. Idempotent on
 	// a RUNNING execution. NotFound when it does not exist; FailedPrecondition unless it is PAUSED or
-	// RUNNING, or while a task is BLOCKED_DCR (retry or skip it first).
+	// RUNNING, while a task is BLOCKED_DCR (retry or skip it first), or while it awaits a gate's
+	// sign-off (awaiting_signoff_gate: SignOffGate decides).
 	ResumeExecution(ctx context.Context, in *ResumeExecutionRequest, opts ...grpc.CallOption) (*ResumeExecutionResponse, error)
 	// Cancels an execution: status and outcome CANCELLED at once, no new claims, running assignments
 	// are answered CANCEL at their next ReportProgress (so the run stops within one heartbeat
@@ -141,6 +143,14 @@ type SchedulerServiceClient interface {
 	// satisfied for its dependents. NotFound for an unknown execution or task; FailedPrecondition for
 	// a leased (IN_PROGRESS) or COMPLETED task, or an ended execution.
 	SkipTask(ctx context.Context, in *SkipTaskRequest, opts ...grpc.CallOption) (*SkipTaskResponse, error)
+	// Records a person's decision at a milestone or phase gate that requires a sign-off (seed 004:
+	// the phase gate check and its Phase Gate Log: date, result, notes). The execution waits, PAUSED
+	// with awaiting_signoff_gate set, once the gate's command passed. PASS: the execution runs again
+	// and the next phase's waves start; FAIL: it ends FAILED, the gate named in status_message. The
+	// decision is kept in Execution.gate_signoffs with who decided (the authenticated principal).
+	// NotFound for an unknown execution or gate; FailedPrecondition when the execution does not
+	// await the sign-off of that gate (not yet, no more, or it ended).
+	SignOffGate(ctx context.Context, in *SignOffGateRequest, opts ...grpc.CallOption) (*SignOffGateResponse, error)
 	// Reads an execution's log with filters, in seq order. NotFound for an unknown execution.
 	GetExecutionLog(ctx context.Context, in *GetExecutionLogRequest, opts ...grpc.CallOption) (*GetExecutionLogResponse, error)
 	// Returns the seed's stuck-handoff context for an execution (optionally narrowed to a task or an
@@ -380,6 +390,16 @@ func (c *schedulerServiceClient) SkipTask(ctx context.Context, in *SkipTaskReque
 	return out, nil
 }
 
+func (c *schedulerServiceClient) SignOffGate(ctx context.Context, in *SignOffGateRequest, opts ...grpc.CallOption) (*SignOffGateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SignOffGateResponse)
+	err := c.cc.Invoke(ctx, SchedulerService_SignOffGate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *schedulerServiceClient) GetExecutionLog(ctx context.Context, in *GetExecutionLogRequest, opts ...grpc.CallOption) (*GetExecutionLogResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetExecutionLogResponse)
@@ -564,7 +584,8 @@ type SchedulerServiceServer interface {
 	PauseExecution(context.Context, *PauseExecutionRequest) (*PauseExecutionResponse, error)
 	// Resumes a paused execution where it stopped: completed tasks are never run again. Idempotent on
 	// a RUNNING execution. NotFound when it does not exist; FailedPrecondition unless it is PAUSED or
-	// RUNNING, or while a task is BLOCKED_DCR (retry or skip it first).
+	// RUNNING, while a task is BLOCKED_DCR (retry or skip it first), or while it awaits a gate's
+	// sign-off (awaiting_signoff_gate: SignOffGate decides).
 	ResumeExecution(context.Context, *ResumeExecutionRequest) (*ResumeExecutionResponse, error)
 	// Cancels an execution: status and outcome CANCELLED at once, no new claims, running assignments
 	// are answered CANCEL at their next ReportProgress (so the run stops within one heartbeat
@@ -583,6 +604,14 @@ type SchedulerServiceServer interface {
 	// satisfied for its dependents. NotFound for an unknown execution or task; FailedPrecondition for
 	// a leased (IN_PROGRESS) or COMPLETED task, or an ended execution.
 	SkipTask(context.Context, *SkipTaskRequest) (*SkipTaskResponse, error)
+	// Records a person's decision at a milestone or phase gate that requires a sign-off (seed 004:
+	// the phase gate check and its Phase Gate Log: date, result, notes). The execution waits, PAUSED
+	// with awaiting_signoff_gate set, once the gate's command passed. PASS: the execution runs again
+	// and the next phase's waves start; FAIL: it ends FAILED, the gate named in status_message. The
+	// decision is kept in Execution.gate_signoffs with who decided (the authenticated principal).
+	// NotFound for an unknown execution or gate; FailedPrecondition when the execution does not
+	// await the sign-off of that gate (not yet, no more, or it ended).
+	SignOffGate(context.Context, *SignOffGateRequest) (*SignOffGateResponse, error)
 	// Reads an execution's log with filters, in seq order. NotFound for an unknown execution.
 	GetExecutionLog(context.Context, *GetExecutionLogRequest) (*GetExecutionLogResponse, error)
 	// Returns the seed's stuck-handoff context for an execution (optionally narrowed to a task or an
@@ -700,6 +729,9 @@ func (UnimplementedSchedulerServiceServer) RetryTask(context.Context, *RetryTask
 }
 func (UnimplementedSchedulerServiceServer) SkipTask(context.Context, *SkipTaskRequest) (*SkipTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SkipTask not implemented")
+}
+func (UnimplementedSchedulerServiceServer) SignOffGate(context.Context, *SignOffGateRequest) (*SignOffGateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SignOffGate not implemented")
 }
 func (UnimplementedSchedulerServiceServer) GetExecutionLog(context.Context, *GetExecutionLogRequest) (*GetExecutionLogResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetExecutionLog not implemented")
@@ -1036,6 +1068,24 @@ func _SchedulerService_SkipTask_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SchedulerService_SignOffGate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SignOffGateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServiceServer).SignOffGate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SchedulerService_SignOffGate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServiceServer).SignOffGate(ctx, req.(*SignOffGateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SchedulerService_GetExecutionLog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetExecutionLogRequest)
 	if err := dec(in); err != nil {
@@ -1300,6 +1350,10 @@ var SchedulerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SkipTask",
 			Handler:    _SchedulerService_SkipTask_Handler,
+		},
+		{
+			MethodName: "SignOffGate",
+			Handler:    _SchedulerService_SignOffGate_Handler,
 		},
 		{
 			MethodName: "GetExecutionLog",

@@ -29,7 +29,7 @@ const taskListColumns = `tl.id, tl.name, tl.description, tl.source_format, tl.so
 const taskColumns = `task_list_id, task_key, title, description, action, action_declared, file,
 	files::text, depends_on::text, phase, priority, requirements::text, steps::text, command,
 	code_template, validation_command, validation_expected, validation_expected_exit_code,
-	validation_timeout_ms, position, status`
+	validation_timeout_ms, position, status, requires_signoff`
 
 // CreateTaskList stores a task list with its tasks and file impacts in one transaction. Tasks
 // and impacts go in one statement each (unnest over arrays), whatever their number.
@@ -59,15 +59,18 @@ func (s *Store) CreateTaskList(ctx context.Context, id string, spec *schedulerv1
 		rows, err := tx.Query(ctx, `INSERT INTO tasks (task_list_id, task_key, title, description, action,
 			action_declared, file, files, depends_on, phase, priority, requirements, steps, command,
 			code_template, validation_command, validation_expected, validation_expected_exit_code,
-			validation_timeout_ms, position, status)
+			validation_timeout_ms, position, status, requires_signoff)
 			SELECT $1, t.key, t.title, t.description, t.action, t.declared, t.file, t.files::jsonb,
 				t.depends_on::jsonb, t.phase, t.priority, t.requirements::jsonb, t.steps::jsonb,
-				t.command, t.code_template, t.vcommand, t.vexpected, t.vexit, t.vtimeout, t.position, t.status
+				t.command, t.code_template, t.vcommand, t.vexpected, t.vexit, t.vtimeout, t.position, t.status,
+				t.signoff
 			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::text[],
 				$8::text[], $9::text[], $10::text[], $11::integer[], $12::text[], $13::text[], $14::text[],
-				$15::text[], $16::text[], $17::text[], $18::integer[], $19::bigint[], $20::integer[], $21::text[])
+				$15::text[], $16::text[], $17::text[], $18::integer[], $19::bigint[], $20::integer[], $21::text[],
+				$22::boolean[])
 				AS t(key, title, description, action, declared, file, files, depends_on, phase, priority,
-					requirements, steps, command, code_template, vcommand, vexpected, vexit, vtimeout, position, status)
+					requirements, steps, command, code_template, vcommand, vexpected, vexit, vtimeout, position, status,
+					signoff)
 			RETURNING id, position`,
 			append([]any{id}, cols...)...)
 		if err != nil {
@@ -115,7 +118,7 @@ func (s *Store) CreateTaskList(ctx context.Context, id string, spec *schedulerv1
 	return s.GetTaskList(ctx, id, store.ViewFull)
 }
 
-// taskArrays turns task rows into the column arrays of the tasks insert ($2 to $21).
+// taskArrays turns task rows into the column arrays of the tasks insert ($2 to $22).
 func taskArrays(tasks []store.TaskRow) []any {
 	n := len(tasks)
 	keys, titles, descs, actions := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -124,17 +127,17 @@ func taskArrays(tasks []store.TaskRow) []any {
 	priorities, reqs, steps := make([]int32, n), make([]string, n), make([]string, n)
 	commands, templates := make([]*string, n), make([]*string, n)
 	vcommands, vexpected, vexit, vtimeouts := make([]*string, n), make([]*string, n), make([]int32, n), make([]*int64, n)
-	positions, statuses := make([]int32, n), make([]string, n)
+	positions, statuses, signoffs := make([]int32, n), make([]string, n), make([]bool, n)
 	for i, t := range tasks {
 		keys[i], titles[i], descs[i], actions[i], declared[i] = t.Key, t.Title, t.Description, t.Action, t.ActionDeclared
 		files[i], fileJSON[i], deps[i], phases[i] = t.File, t.Files, t.DependsOn, t.Phase
 		priorities[i], reqs[i], steps[i] = t.Priority, t.Requirements, t.Steps
 		commands[i], templates[i] = t.Command, t.CodeTemplate
 		vcommands[i], vexpected[i], vexit[i], vtimeouts[i] = t.ValidationCommand, t.ValidationExpected, t.ValidationExpectedExitCode, t.ValidationTimeoutMS
-		positions[i], statuses[i] = t.Position, t.Status
+		positions[i], statuses[i], signoffs[i] = t.Position, t.Status, t.RequiresSignoff
 	}
 	return []any{keys, titles, descs, actions, declared, files, fileJSON, deps, phases, priorities,
-		reqs, steps, commands, templates, vcommands, vexpected, vexit, vtimeouts, positions, statuses}
+		reqs, steps, commands, templates, vcommands, vexpected, vexit, vtimeouts, positions, statuses, signoffs}
 }
 
 // GetTaskList reads one task list.
@@ -232,7 +235,7 @@ func (s *Store) collect(ctx context.Context, rows pgx.Rows, view store.View) ([]
 			if err := trows.Scan(&list, &t.Key, &t.Title, &t.Description, &t.Action, &t.ActionDeclared, &t.File,
 				&t.Files, &t.DependsOn, &t.Phase, &t.Priority, &t.Requirements, &t.Steps, &t.Command,
 				&t.CodeTemplate, &t.ValidationCommand, &t.ValidationExpected, &t.ValidationExpectedExitCode,
-				&t.ValidationTimeoutMS, &t.Position, &t.Status); err != nil {
+				&t.ValidationTimeoutMS, &t.Position, &t.Status, &t.RequiresSignoff); err != nil {
 				trows.Close()
 				return nil, err
 			}

@@ -27,7 +27,7 @@ const taskListColumns = `tl.id, tl.name, tl.description, tl.source_format, tl.so
 const taskColumns = `task_list_id, task_key, title, description, action, action_declared, file,
 	files, depends_on, phase, priority, requirements, steps, command, code_template,
 	validation_command, validation_expected, validation_expected_exit_code, validation_timeout_ms,
-	position, status`
+	position, status, requires_signoff`
 
 // CreateTaskList stores a task list with its tasks and file impacts in one transaction, with a
 // prepared statement per table.
@@ -53,8 +53,8 @@ func (s *Store) CreateTaskList(ctx context.Context, id string, spec *schedulerv1
 		insertTask, err := tx.PrepareContext(ctx, `INSERT INTO tasks (task_list_id, task_key, title,
 			description, action, action_declared, file, files, depends_on, phase, priority, requirements,
 			steps, command, code_template, validation_command, validation_expected,
-			validation_expected_exit_code, validation_timeout_ms, position, status)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
+			validation_expected_exit_code, validation_timeout_ms, position, status, requires_signoff)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
 		if err != nil {
 			return fmt.Errorf("insert tasks: %w", err)
 		}
@@ -70,7 +70,7 @@ func (s *Store) CreateTaskList(ctx context.Context, id string, spec *schedulerv1
 			if err := insertTask.QueryRowContext(ctx, id, t.Key, t.Title, t.Description, t.Action, t.ActionDeclared,
 				t.File, t.Files, t.DependsOn, t.Phase, t.Priority, t.Requirements, t.Steps, t.Command,
 				t.CodeTemplate, t.ValidationCommand, t.ValidationExpected, t.ValidationExpectedExitCode,
-				t.ValidationTimeoutMS, t.Position, t.Status).Scan(&taskID); err != nil {
+				t.ValidationTimeoutMS, t.Position, t.Status, t.RequiresSignoff).Scan(&taskID); err != nil {
 				return fmt.Errorf("insert task %q: %w", t.Key, err)
 			}
 			for _, im := range impacts[i] {
@@ -196,7 +196,7 @@ func (s *Store) query(ctx context.Context, view store.View, query string, args .
 			if err := trows.Scan(&list, &t.Key, &t.Title, &t.Description, &t.Action, &t.ActionDeclared, &t.File,
 				&t.Files, &t.DependsOn, &t.Phase, &t.Priority, &t.Requirements, &t.Steps, &t.Command,
 				&t.CodeTemplate, &t.ValidationCommand, &t.ValidationExpected, &t.ValidationExpectedExitCode,
-				&t.ValidationTimeoutMS, &t.Position, &t.Status); err != nil {
+				&t.ValidationTimeoutMS, &t.Position, &t.Status, &t.RequiresSignoff); err != nil {
 				_ = trows.Close()
 				return nil, err
 			}

@@ -50,7 +50,7 @@ var schema = harness.Schema{
 		"depends_on", "phase", "priority", "requirements", "steps", "command", "code_template",
 		"validation_command", "validation_expected", "validation_expected_exit_code",
 		"validation_timeout_ms", "position", "status", "created_at", "updated_at",
-		"action_declared",
+		"action_declared", "requires_signoff",
 	},
 	"task_file_impacts": {"id", "task_id", "path", "kind", "operation", "source"},
 	"task_parallelism_analysis": {

@@ -28,6 +28,11 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 			Setup: fixtures,
 			Stmt:  harness.S(`UPDATE task_list_execution_runs SET started_at = '2026-01-16 10:00:00' WHERE execution_id = 'ex1'`),
 			Want:  database.CheckViolation,
+		}, {
+			Name:  "requires_signoff not 0 or 1",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE tasks SET requires_signoff = 2`),
+			Want:  database.CheckViolation,
 		}},
 	})
 	t.Run("TaskLists", func(t *testing.T) {
@@ -37,6 +42,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("Executions", func(t *testing.T) {
 		t.Parallel()
 		runTests(t, newStore, executionTests)
+	})
+	t.Run("Gates", func(t *testing.T) {
+		t.Parallel()
+		runTests(t, newStore, gateTests)
 	})
 	t.Run("FeatureBuilds", func(t *testing.T) {
 		t.Parallel()
