@@ -173,6 +173,16 @@ func renderExecution(w io.Writer, ex *schedulerv1.Execution, waves []*schedulerv
 	if m := ex.GetStatusMessage(); m != "" {
 		fmt.Fprintf(w, "Message:    %s\n", firstLine(m))
 	}
+	if g := ex.GetAwaitingSignoffGate(); g != "" {
+		fmt.Fprintf(w, "Awaiting:   the sign-off of gate %s (converge signoff %s %s --pass|--fail)\n", g, ex.GetId(), g)
+	}
+	for _, so := range ex.GetGateSignoffs() {
+		line := fmt.Sprintf("Sign-off:   gate %s %s by %s", so.GetGateId(), strings.TrimPrefix(so.GetDecision().String(), "GATE_DECISION_"), so.GetWho())
+		if n := firstLine(so.GetNote()); n != "" {
+			line += ": " + n
+		}
+		fmt.Fprintln(w, line)
+	}
 	fmt.Fprintf(w, "Tasks:      %d/%d completed | %d skipped | %d failed | %d running\n", ex.GetCompletedTasks(), ex.GetTotalTasks(),
 		ex.GetSkippedTasks(), ex.GetFailedTasks(), ex.GetRunningTasks())
 	if v := ex.GetVerification(); v != nil {

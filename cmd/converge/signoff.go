@@ -21,7 +21,8 @@ const signOffWait = 30 * time.Second
 // decision on a HUMAN_VERIFY criterion of an execution that ended CONVERGED_PENDING_HUMAN. It
 // records it with the Verifier (RecordHumanVerdict, the execution's Verify Done report) and waits
 // until the Scheduler has moved the execution on: CONVERGED once every pending criterion passed,
-// FAILED on a FAIL.
+// FAILED on a FAIL. Given a gate (GATE-P1) of an execution paused at it, it is the gate's sign-off
+// instead (the Scheduler's SignOffGate): PASS starts the next phase, FAIL ends the run FAILED.
 func signoffCommand() *cobra.Command {
 	var (
 		c          clientFlags
@@ -29,16 +30,20 @@ func signoffCommand() *cobra.Command {
 		note, who  string
 	)
 	cmd := &cobra.Command{
-		Use:   "signoff <execution> <criterion> --pass|--fail [--note TEXT]",
-		Short: "Sign a HUMAN_VERIFY criterion of an execution off (PASS or FAIL) and show where the execution ends",
+		Use:   "signoff <execution> <criterion|gate> --pass|--fail [--note TEXT]",
+		Short: "Sign a HUMAN_VERIFY criterion or a milestone/phase gate of an execution off (PASS or FAIL) and show where the execution goes",
 		Long: "converge signoff records a person's decision on a HUMAN_VERIFY done-criterion of an execution " +
 			"that ended CONVERGED_PENDING_HUMAN (the Verifier's RecordHumanVerdict on the execution's report), " +
 			"then waits for the Scheduler to move the execution on: once every pending criterion has a PASS " +
 			"the execution's outcome is CONVERGED; a FAIL ends it FAILED. A FAIL needs --note (what is wrong). " +
-			"Exit status: 0 when the execution CONVERGED, 1 when it did not (or an error), 2 for a usage error.",
+			"Given a gate (GATE-P1, GATE-M1) of an execution paused at it (an execution plan's **Sign-off:** required), " +
+			"it signs the gate off (the Scheduler's SignOffGate): PASS starts the next phase's waves, FAIL ends the " +
+			"execution FAILED naming the gate. " +
+			"Exit status: 0 when the execution CONVERGED (or goes on past the gate), 1 when it did not (or an error), 2 for a usage error.",
 		Example: "  converge signoff ex_01J... U1 --pass --note 'checked the page by hand'\n" +
-			"  converge signoff ex_01J... U2 --fail --note 'the export misses the header row'",
-		Args: exactArgs(2, "an execution id and a criterion id"),
+			"  converge signoff ex_01J... U2 --fail --note 'the export misses the header row'\n" +
+			"  converge signoff ex_01J... GATE-P1 --pass --note 'phase 1 reviewed'",
+		Args: exactArgs(2, "an execution id and a criterion or gate id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if pass == fail {
 				return usagef("give one of --pass and --fail")
@@ -82,6 +87,9 @@ func signOff(ctx context.Context, sched schedulerv1.SchedulerServiceClient, ver 
 		return rpcError("execution "+id, err)
 	}
 	ex := got.GetExecution()
+	if ex.GetOutcome() != commonv1.Outcome_OUTCOME_CONVERGED_PENDING_HUMAN && (ex.GetAwaitingSignoffGate() != "" || strings.HasPrefix(criterion, "GATE-")) {
+		return signOffGate(ctx, sched, ex, criterion, decision, who, note, cmd)
+	}
 	if ex.GetOutcome() != commonv1.Outcome_OUTCOME_CONVERGED_PENDING_HUMAN {
 		return usagef("execution %s is %s, outcome %s: only an execution that ended CONVERGED_PENDING_HUMAN waits for a sign-off",
 			id, statusWord(ex), strings.TrimPrefix(ex.GetOutcome().String(), "OUTCOME_"))
@@ -120,4 +128,35 @@ func signOff(ctx context.Context, sched schedulerv1.SchedulerServiceClient, ver 
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// signOffGate signs gate off at the execution paused at it (SignOffGate) and says where the
+// execution goes: on past the gate (exit 0) or FAILED (exit 1).
+func signOffGate(ctx context.Context, sched schedulerv1.SchedulerServiceClient, ex *schedulerv1.Execution,
+	gate string, decision verifierv1.HumanDecision, who, note string, cmd *cobra.Command) error {
+	d := schedulerv1.GateDecision_GATE_DECISION_PASS
+	if decision == verifierv1.HumanDecision_HUMAN_DECISION_FAIL {
+		d = schedulerv1.GateDecision_GATE_DECISION_FAIL
+	}
+	res, err := sched.SignOffGate(ctx, &schedulerv1.SignOffGateRequest{ExecutionId: ex.GetId(), GateId: gate, Decision: d, Who: who, Note: note})
+	if err != nil {
+		return rpcError("sign-off of gate "+gate, err)
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "Recorded: gate %s %s by %s\n", gate, strings.TrimPrefix(d.String(), "GATE_DECISION_"), res.GetSignoff().GetWho())
+	ex = res.GetExecution()
+	line := fmt.Sprintf("Execution %s: %s", ex.GetId(), statusWord(ex))
+	if ex.GetOutcome() != commonv1.Outcome_OUTCOME_UNSPECIFIED {
+		line += ", outcome " + strings.TrimPrefix(ex.GetOutcome().String(), "OUTCOME_")
+	}
+	if m := ex.GetStatusMessage(); m != "" {
+		line += " — " + m
+	} else if !ended(ex) {
+		line += fmt.Sprintf(" — past gate %s (wave %d/%d)", gate, ex.GetCurrentWave(), ex.GetWaveCount())
+	}
+	fmt.Fprintln(out, line)
+	if ex.GetStatus() == schedulerv1.ExecutionStatus_EXECUTION_STATUS_FAILED {
+		return exitError{code: exitFailure}
+	}
+	return nil
 }
