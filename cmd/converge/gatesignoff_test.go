@@ -23,8 +23,11 @@ func TestSignoffAtAGate(t *testing.T) {
 	t.Parallel()
 	b := setupDev(t, func(o *devOptions) { o.InMemory, o.Agents, o.AgentDrainTimeout = true, 1, 5*time.Second })
 	repo := greeterCopy(t)
-	plan := filepath.Join(t.TempDir(), "execution-plan.md")
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "execution-plan.md")
 	require.NoError(t, os.WriteFile(plan, []byte(gatedPlan), 0o644))
+	crit := filepath.Join(dir, "done-criteria.md")
+	require.NoError(t, os.WriteFile(crit, []byte("# Done criteria: notes\n\n## F1: Both notes exist\nTag: AUTO_VERIFY\n\n```check\ncommand:\n  shell: test -f a.txt && test -f b.txt\n```\n"), 0o644))
 
 	type result struct {
 		code     int
@@ -32,7 +35,7 @@ func TestSignoffAtAGate(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out, errOut := cli(t, "run", plan, "--format", "plan", "--server", b.addr, "--repo", repo)
+		code, out, errOut := cli(t, "run", plan, "--format", "plan", "--server", b.addr, "--repo", repo, "--criteria", crit)
 		done <- result{code, out, errOut}
 	}()
 
@@ -67,6 +70,7 @@ func TestSignoffAtAGate(t *testing.T) {
 	require.Equal(t, exitOK, r.code, "stdout:\n%s\nstderr:\n%s", r.out, r.err)
 	require.Contains(t, r.out, "Paused: awaiting the sign-off of gate GATE-P1 (Gate of Phase 1: Notes)")
 	require.Contains(t, r.out, "signed off PASS by ")
+	require.Contains(t, r.out, "Execution ended CONVERGED")
 
 	code, out, errOut = cli(t, "status", id, "--server", b.addr)
 	require.Equal(t, exitOK, code, errOut)

@@ -87,7 +87,7 @@ func signOff(ctx context.Context, sched schedulerv1.SchedulerServiceClient, ver 
 		return rpcError("execution "+id, err)
 	}
 	ex := got.GetExecution()
-	if ex.GetOutcome() != commonv1.Outcome_OUTCOME_CONVERGED_PENDING_HUMAN && (ex.GetAwaitingSignoffGate() != "" || strings.HasPrefix(criterion, "GATE-")) {
+	if strings.HasPrefix(criterion, "GATE-") || (ex.GetAwaitingSignoffGate() != "" && ex.GetOutcome() != commonv1.Outcome_OUTCOME_CONVERGED_PENDING_HUMAN) {
 		return signOffGate(ctx, sched, ex, criterion, decision, who, note, cmd)
 	}
 	if ex.GetOutcome() != commonv1.Outcome_OUTCOME_CONVERGED_PENDING_HUMAN {
