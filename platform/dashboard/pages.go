@@ -70,7 +70,7 @@ func (d *Dashboard) runData(ctx context.Context, id string) (map[string]any, err
 			v.Tasks = append(v.Tasks, a)
 		}
 	}
-	return map[string]any{"Run": ex.GetExecution(), "Waves": waves}, nil
+	return map[string]any{"Run": ex.GetExecution(), "Waves": waves, "Tracking": d.tracking(ctx, ex.GetExecution(), as)}, nil
 }
 
 // assignments reads every page of a ListAssignments.

@@ -49,6 +49,9 @@ func TestPagesOfTheGreeterRun(t *testing.T) {
 	code, body = s.get(t, "/?status=running")
 	require.Equal(t, http.StatusOK, code)
 	require.NotContains(t, body, id)
+	code, body = s.get(t, "/?list=no-such-list")
+	require.Equal(t, http.StatusOK, code)
+	require.NotContains(t, body, id, "the list filter")
 	code, body = s.get(t, "/?status=bogus")
 	require.Equal(t, http.StatusBadRequest, code)
 	require.Contains(t, body, "want pending, running")
@@ -62,6 +65,16 @@ func TestPagesOfTheGreeterRun(t *testing.T) {
 		}
 		require.Contains(t, body, want)
 	}
+	// The tracking table (tasks.md's "Execution Tracking"): every task, its status, tries and
+	// commit (a link to its diff).
+	require.Contains(t, body, `<h2 id="track-h">Tracking</h2>`)
+	require.Regexp(t, `<tr data-track="1.3"><td><a href="/runs/`+id+`/tasks/1.3">1.3</a></td><td>Greeting tests</td><td><span class="status s-completed">COMPLETED</span></td>\s*`+
+		`<td>2</td><td><a href="/runs/`+id+`/tasks/1.3#diff"><code>[0-9a-f]{12}</code></a></td><td></td></tr>`, body)
+	require.Equal(t, 6, strings.Count(body, `<tr data-track="`))
+	code, body = s.get(t, "/runs/"+id+"?task=1.3")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "Task 1.3: Greeting tests started")
+	require.NotContains(t, body, "Task 1.1: Greeting package started", "the log shows task 1.3's entries only")
 	code, body = s.get(t, "/runs/"+id+"?type=task_failed")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, "TASK_FAILED")
