@@ -40,7 +40,8 @@ func goals(w io.Writer, dir string, set kvs) {
 	var rows []goal
 	rows = append(rows, dagGoals(dir)...)
 	rows = append(rows, growthGoals(dir)...)
-	rows = append(rows, registryGoal(dir), knowledgeGoal(dir), planGoal(dir), verifierGoal(dir), watchersGoal(dir))
+	rows = append(rows, registryGoals(dir)...)
+	rows = append(rows, knowledgeGoal(dir), planGoal(dir), verifierGoal(dir), watchersGoal(dir))
 	slices.SortStableFunc(rows, func(a, b goal) int { return strings.Compare(idOrder(a.id), idOrder(b.id)) })
 	for _, r := range rows {
 		if r.notMeasuredOn != "" {
@@ -263,24 +264,39 @@ func thousands(n int) string {
 	return s
 }
 
-func registryGoal(dir string) goal {
+// registryGoals is P3: the single-lock cycle against SET (the issue's row) and, when the run has
+// it, the batch acquire of a task's files against as many SETs.
+func registryGoals(dir string) []goal {
 	g := goal{id: "P3", measure: "lock acquire+release over gRPC vs `redis-benchmark -t set` (cycles/s ÷ SET/s); acquire p99",
 		target: "≥ 0.35; acquire p99 ≤ 2 ms", before: "4,585 cycles/s vs 58,720 SET/s = 0.078; acquire p99 16.2 ms"}
 	var rep struct {
-		Locks regResult `json:"lock_cycles"`
-		Set   regResult `json:"redis_set"`
+		Locks      regResult `json:"lock_cycles"`
+		Batch      regResult `json:"batch_cycles"`
+		Set        regResult `json:"redis_set"`
+		BatchRatio float64   `json:"batch_ratio"`
 	}
 	if err := readJSON(dir, "registry.json", &rep); err != nil || rep.Set.OpsPerSec == 0 {
 		g.notMeasuredOn = "registry.json"
-		return g
+		return []goal{g}
 	}
 	r := div(rep.Locks.OpsPerSec, rep.Set.OpsPerSec)
 	g.peer = fmt.Sprintf("%.0f SET/s", rep.Set.OpsPerSec)
 	g.ours = fmt.Sprintf("%.0f cycles/s; p99 %s", rep.Locks.OpsPerSec, ms(rep.Locks.P99Ms))
 	g.ratio = fmt.Sprintf("%.3f", r)
 	g.met = verdict(r >= 0.35 && rep.Locks.P99Ms <= 2)
-	return g
+	out := []goal{g}
+	if rep.Batch.OpsPerSec > 0 {
+		out = append(out, goal{id: "P3", measure: fmt.Sprintf("a task's %d files: AcquireLocks+ReleaseLocks over gRPC vs %d SETs (batches/s ÷ (SET/s ÷ %d)); AcquireLocks p99", batchFiles, batchFiles, batchFiles),
+			peer: fmt.Sprintf("%.0f SET/s ÷ %d = %.0f", rep.Set.OpsPerSec, batchFiles, rep.Set.OpsPerSec/batchFiles),
+			ours: fmt.Sprintf("%.0f batches/s; p99 %s", rep.Batch.OpsPerSec, ms(rep.Batch.P99Ms)), ratio: fmt.Sprintf("%.3f", rep.BatchRatio),
+			target: "≥ 0.35; acquire p99 ≤ 2 ms (the issue's goal, applied to the batch)", met: verdict(rep.BatchRatio >= 0.35 && rep.Batch.P99Ms <= 2),
+			before: "no batch acquire"})
+	}
+	return out
 }
+
+// batchFiles is bench/registry's files per batch (a task's files).
+const batchFiles = 8
 
 func knowledgeGoal(dir string) goal {
 	g := goal{id: "P4", measure: "knowledge query by path (`QueryItems`, worst of its kinds), Postgres; peer: a primary-key SELECT",

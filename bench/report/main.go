@@ -384,6 +384,7 @@ func registry(w io.Writer, dir string, set kvs) {
 		Rounds  int       `json:"rounds"`
 		Locks   regResult `json:"lock_cycles"`
 		Direct  regResult `json:"lock_cycles_direct"`
+		Batch   regResult `json:"batch_cycles"`
 		Set     regResult `json:"redis_set"`
 	}
 	if err := readJSON(dir, "registry.json", &rep); err != nil {
@@ -398,7 +399,11 @@ func registry(w io.Writer, dir string, set kvs) {
 	for _, r := range []struct {
 		name string
 		v    regResult
-	}{{"AcquireLock+ReleaseLock via gRPC", rep.Locks}, {"same cycles, Redis backend in process", rep.Direct}, {"redis-benchmark -t set (peer)", rep.Set}} {
+	}{{"AcquireLock+ReleaseLock via gRPC", rep.Locks}, {"same cycles, Redis backend in process", rep.Direct},
+		{fmt.Sprintf("AcquireLocks+ReleaseLocks of %d files via gRPC (ops/s: batches)", batchFiles), rep.Batch}, {"redis-benchmark -t set (peer)", rep.Set}} {
+		if r.v.OpsPerSec == 0 {
+			continue // a run without that side
+		}
 		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %s | %s |\n", r.name, r.v.OpsPerSec, x(div(r.v.OpsPerSec, rep.Set.OpsPerSec)),
 			ms(r.v.P50Ms), x(div(r.v.P50Ms, rep.Set.P50Ms)), ms(r.v.P99Ms), x(div(r.v.P99Ms, rep.Set.P99Ms)))
 	}
