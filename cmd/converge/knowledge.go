@@ -3,12 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
+	"github.com/converge-dev/converge/platform/knowledgeproject"
 )
 
 // knowledgeCommand is `converge knowledge`: what Knowledge holds about a repository's files, the
@@ -38,12 +38,16 @@ func knowledgeCommand() *cobra.Command {
 			if minConfidence < 0 || minConfidence > 1 {
 				return usagef("--min-confidence %g: want 0 to 1", minConfidence)
 			}
-			if project == "" {
+			switch {
+			case project != "":
+			case strings.Contains(repo, "://") || (strings.Contains(repo, "@") && strings.Contains(repo, ":")): // a clone URL
+				project = knowledgeproject.Of(repo, "", "")
+			default:
 				dir, err := checkGitRepo(repo)
 				if err != nil {
 					return err
 				}
-				project = filepath.Clean(dir)
+				project = knowledgeproject.Of("", dir, "")
 			}
 			req := &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_All{All: true}, Project: project,
 				Tags: tags, Text: text, Limit: int32(limit), MinConfidence: minConfidence}
@@ -71,8 +75,8 @@ func knowledgeCommand() *cobra.Command {
 	}
 	c.bind(cmd, defaultServer, "converge server (Knowledge) to ask")
 	fs := cmd.Flags()
-	fs.StringVar(&repo, "repo", ".", "the local repository whose items to show (its Knowledge project is its absolute path)")
-	fs.StringVar(&project, "project", "", "the Knowledge project instead of --repo (a clone URL's host/path, e.g. github.com/acme/shop)")
+	fs.StringVar(&repo, "repo", ".", "the repository whose items to show: a local directory, or the clone URL the build used")
+	fs.StringVar(&project, "project", "", "the Knowledge project instead of --repo, as stored (e.g. github.com/acme/shop)")
 	fs.StringVar(&file, "file", "", "repository-relative file: the items Prime gives a task on it (default: every item)")
 	fs.StringSliceVar(&tags, "tag", nil, "only items with this tag (repeatable)")
 	fs.StringVar(&signature, "signature", "", "only what fixed failures with this failure signature (its first 12 characters suffice)")

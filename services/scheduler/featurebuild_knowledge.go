@@ -3,13 +3,13 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/knowledgeproject"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -65,17 +65,9 @@ func (s *Server) recordFixes(ctx context.Context, b *schedulerv1.FeatureBuild, e
 	}
 }
 
-// projectOfRepo is the Knowledge project of a repository as the agents name it (a local
-// repository's absolute path, a URL as given; a scratch list's "tasklist:<id>").
+// projectOfRepo is the Knowledge project of a repository as the agents name it
+// (platform/knowledgeproject: a clone URL's host/path, a local repository's absolute path, a
+// scratch list's "tasklist:<id>").
 func projectOfRepo(repo *schedulerv1.Repository, listID string) string {
-	switch {
-	case repo.GetUrl() != "":
-		return repo.GetUrl()
-	case repo.GetPath() != "":
-		if abs, err := filepath.Abs(repo.GetPath()); err == nil {
-			return filepath.Clean(abs)
-		}
-		return filepath.Clean(repo.GetPath())
-	}
-	return "tasklist:" + listID
+	return knowledgeproject.Of(repo.GetUrl(), repo.GetPath(), listID)
 }
