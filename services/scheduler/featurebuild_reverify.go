@@ -55,6 +55,18 @@ func (s *Server) reverify(ctx context.Context, fb *schedulerv1.FeatureBuild) {
 }
 
 func (s *Server) reverifyOnce(ctx context.Context, fb *schedulerv1.FeatureBuild) error {
+	// The driver's snapshot may predate the previous round's verification of this iteration
+	// (that round ended and let go of the key after this one read the build): verify only if
+	// the stored build still waits for it, so the Verifier is not asked twice.
+	cur, dc, err := s.store.GetFeatureBuild(ctx, fb.GetId())
+	if err != nil {
+		return err
+	}
+	if its := cur.GetIterations(); store.FeatureBuildEnded(cur.GetStatus()) || cur.GetCurrentExecutionId() != "" || len(its) == 0 ||
+		its[len(its)-1].GetExecutionId() != "" || its[len(its)-1].GetEndTime() != nil {
+		return nil
+	}
+	fb = cur
 	var last *schedulerv1.FeatureIteration
 	for _, it := range fb.GetIterations() {
 		if it.GetExecutionId() != "" {
@@ -68,10 +80,6 @@ func (s *Server) reverifyOnce(ctx context.Context, fb *schedulerv1.FeatureBuild)
 		})
 	}
 	ex, waves, err := s.store.GetExecution(ctx, last.GetExecutionId())
-	if err != nil {
-		return err
-	}
-	_, dc, err := s.store.GetFeatureBuild(ctx, fb.GetId())
 	if err != nil {
 		return err
 	}
