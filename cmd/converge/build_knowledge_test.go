@@ -17,7 +17,8 @@ import (
 // failure signature of iteration 1. A LATER build, whose task changes export.sh, gets it in its
 // agent's prompt (the task's agent-cli writes its prompt into the repository); `converge
 // knowledge` shows it with the signature, and `converge build status` shows the usage the
-// executors reported, summed, beside the iterations and the criteria progress.
+// executors reported, summed, beside the iterations and the criteria progress; `converge watch
+// fb_…` shows the build.
 func TestBuildFeatureFixBecomesKnowledgeForLaterTasks(t *testing.T) {
 	t.Parallel()
 	data, repo := t.TempDir(), featureLoopRepo(t)
@@ -72,6 +73,15 @@ func TestBuildFeatureFixBecomesKnowledgeForLaterTasks(t *testing.T) {
 	code, out, _ = cli(t, "knowledge", "--server", dev.addr, "--repo", repo, "--signature", "0123456789ab")
 	require.Equal(t, exitOK, code)
 	require.True(t, strings.HasPrefix(out, "No knowledge items for "), out)
+
+	// `converge watch fb_…` follows a build (here one that ended: its boot summary and its report),
+	// with `converge build`'s exit status.
+	code, out, errOut = cli(t, "watch", fb.GetFeatureBuild().GetId(), "--server", dev.addr)
+	require.Equal(t, exitOK, code, out+errOut)
+	for _, want := range []string{"## Build Feature - Boot Complete", "**Build:** " + fb.GetFeatureBuild().GetId(),
+		"## Build Feature - CONVERGED ✅", "| 2 | 3/3 | Fixed F2, F3 |"} {
+		require.Contains(t, out, want)
+	}
 
 	// fixer.sh reports 1250 tokens (1000 input, 250 output) and $0.01 a task: four tasks.
 	code, out, errOut = cli(t, "build", "status", "inventory-export", "--server", dev.addr)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 )
 
 // The example of examples/feature-loop, from this package's directory.
@@ -137,6 +139,21 @@ func TestBuildFeatureScopeGuardBlocksThenResumeConverges(t *testing.T) {
 	code, out, errOut = cli(t, "build", "inventory-export", "--resume", "--data-dir", data, "--repo", repo)
 	require.Equal(t, exitFailure, code)
 	require.Contains(t, out+errOut, "already converged")
+
+	// The guard that stopped iteration 1 is on its execution's event stream.
+	dev := setupDev(t, func(o *devOptions) { o.DataDir = data })
+	client := schedulerv1.NewSchedulerServiceClient(dev.conn)
+	fb, err := client.GetFeatureBuild(t.Context(), &schedulerv1.GetFeatureBuildRequest{Key: &schedulerv1.GetFeatureBuildRequest_Feature{Feature: "inventory-export"}})
+	require.NoError(t, err)
+	log, err := client.GetExecutionLog(t.Context(), &schedulerv1.GetExecutionLogRequest{ExecutionId: fb.GetFeatureBuild().GetIterations()[0].GetExecutionId(), Limit: 500})
+	require.NoError(t, err)
+	var guards []string
+	for _, e := range log.GetEntries() {
+		if strings.HasPrefix(e.GetMessage(), "Build Feature - scope guard ") {
+			guards = append(guards, e.GetMessage())
+		}
+	}
+	require.Equal(t, []string{`Build Feature - scope guard confirm-required: Modify export.sh: it matches the confirm-required glob "export.sh" and no person confirmed it`}, guards)
 }
 
 // The app under test never gets ready (its start command waits for a file a person has not made

@@ -90,6 +90,8 @@ func (s *Server) startApp(ctx context.Context, fb *schedulerv1.FeatureBuild, e *
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("feature build: recovery log", "feature_build", fb.GetId(), "err", err)
 		}
+		s.buildEvent(ctx, e.GetId(), fmt.Sprintf("Build Feature - recovery: %s; %s: %s", issue, action, result),
+			map[string]any{"event": "feature_build.recovery", "feature_build_id": fb.GetId(), "iteration": float64(iteration), "attempt": float64(attempt), "succeeded": ok})
 	}
 	u, err := url.Parse(app.GetReadyUrl())
 	if err != nil {

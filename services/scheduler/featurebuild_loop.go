@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
@@ -254,7 +255,8 @@ func (s *Server) finishIteration(ctx context.Context, fb *schedulerv1.FeatureBui
 			s.log.Warn("feature build: what the iteration changed", "feature_build", fb.GetId(), "err", err)
 		}
 	}
-	out, err := s.store.UpdateFeatureBuild(ctx, fb.GetId(), func(b *schedulerv1.FeatureBuild) error {
+	scopeHit := "" // the scope guard the iteration broke: "guard: detail"
+	apply := func(b *schedulerv1.FeatureBuild) error {
 		if store.FeatureBuildEnded(b.GetStatus()) || b.GetCurrentExecutionId() != ex.GetId() || len(b.GetIterations()) == 0 {
 			return errUnchanged
 		}
@@ -266,12 +268,21 @@ func (s *Server) finishIteration(ctx context.Context, fb *schedulerv1.FeatureBui
 			s.exitBuild(b, schedulerv1.FeatureBuildStatus_FEATURE_BUILD_STATUS_FAILED, commonv1.Outcome_OUTCOME_ESCALATED,
 				schedulerv1.ExitReason_EXIT_REASON_BUDGET, escalationReport(b, fmt.Sprintf("Budget spent: %s after %d iterations", over, b.GetCurrentIteration()), ""))
 		}
+		scopeHit = ""
 		if guard, detail := scopeViolation(b.GetScopeGuards(), ch, b.GetAutonomy()); guard != "" && b.GetExitReason() != schedulerv1.ExitReason_EXIT_REASON_CANCELLED {
+			scopeHit = guard + ": " + detail
 			s.exitBuild(b, schedulerv1.FeatureBuildStatus_FEATURE_BUILD_STATUS_FAILED, commonv1.Outcome_OUTCOME_BLOCKED,
 				schedulerv1.ExitReason_EXIT_REASON_BLOCKED, scopeReport(b, guard, detail))
 		}
 		return nil
-	})
+	}
+	// What fixed a criterion is recorded before the build is seen to end (a `converge build`
+	// stops its suite once it has): from the build as this step will leave it. A step repeated
+	// after a failed update records it again, which Knowledge takes as its twin.
+	if preview := proto.CloneOf(fb); s.knowledge != nil && apply(preview) == nil {
+		s.recordFixes(ctx, preview, ex)
+	}
+	out, err := s.store.UpdateFeatureBuild(ctx, fb.GetId(), apply)
 	if errors.Is(err, errUnchanged) {
 		return nil
 	}
@@ -280,7 +291,10 @@ func (s *Server) finishIteration(ctx context.Context, fb *schedulerv1.FeatureBui
 	}
 	s.buildEvent(ctx, ex.GetId(), fmt.Sprintf("Build Feature - iteration %d ended: %s", fb.GetCurrentIteration(), verdictName(sum.GetVerdict())),
 		map[string]any{"event": "feature_build.iteration_ended", "feature_build_id": fb.GetId(), "iteration": float64(fb.GetCurrentIteration())})
-	s.recordFixes(ctx, out, ex)
+	if scopeHit != "" {
+		s.buildEvent(ctx, ex.GetId(), "Build Feature - scope guard "+scopeHit,
+			map[string]any{"event": "feature_build.scope_guard", "feature_build_id": fb.GetId(), "iteration": float64(fb.GetCurrentIteration())})
+	}
 	if store.FeatureBuildEnded(out.GetStatus()) {
 		s.buildEvent(ctx, ex.GetId(), fmt.Sprintf("Build Feature - exit %s (%s)", strings.TrimPrefix(out.GetExitReason().String(), "EXIT_REASON_"),
 			strings.TrimPrefix(out.GetOutcome().String(), "OUTCOME_")), map[string]any{"event": "feature_build.exit", "feature_build_id": fb.GetId(),

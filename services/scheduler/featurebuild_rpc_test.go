@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
@@ -114,4 +115,39 @@ func (b *testBundle) waitRunning(t *testing.T, id string) *schedulerv1.FeatureBu
 		return fb.GetCurrentExecutionId() != ""
 	}, 20*time.Second, 10*time.Millisecond)
 	return fb
+}
+
+// What fixed a criterion is recorded under the project the agents Prime with: a clone URL's
+// host/path however it is written, a local repository's absolute path, a scratch list's id.
+func TestFixKnowledgeProjectIsTheAgents(t *testing.T) {
+	t.Parallel()
+	byURL := func(u string) *schedulerv1.Repository {
+		return &schedulerv1.Repository{Source: &schedulerv1.Repository_Url{Url: u}}
+	}
+	require.Equal(t, "github.com/acme/shop", projectOfRepo(byURL("https://u:secret@GitHub.com/acme/shop.git"), "tl_1"))
+	require.Equal(t, "github.com/acme/shop", projectOfRepo(byURL("git@github.com:acme/shop"), "tl_1"))
+	require.Equal(t, "/srv/app", projectOfRepo(&schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: "/srv/app/"}}, "tl_1"))
+	require.Equal(t, "tasklist:tl_1", projectOfRepo(nil, "tl_1"))
+}
+
+// An agent that escalates STUCK (three consecutive failures of a task) ends the build ESCALATED
+// STUCK naming the agent and the task, with the escalation report: no fix iteration is started
+// for a task an agent gave up on.
+func TestFeatureBuildAgentStuckExitsStuck(t *testing.T) {
+	t.Parallel()
+	v := &loopVerifier{failing: func(int) []string { return nil }}
+	b := bundleWith(t, backends["sqlite"](t), WithVerifier(serveVerifier(t, v)))
+	fb := b.startBuild(t, &schedulerv1.StartFeatureBuildRequest{Feature: "stuck"})
+	c := b.claimWithin(t, "agent-3", "", 30*time.Second)
+	_, err := b.client.CompleteTask(t.Context(), &schedulerv1.CompleteTaskRequest{AssignmentId: c.GetAssignment().GetId(),
+		InstanceId: "agent-3", FencingToken: c.GetAssignment().GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_FAILED, Tries: 4,
+		ConsecutiveFailures: 3, Error: &commonv1.ErrorContext{Code: "VALIDATION_FAILED", Message: "tests fail"}})
+	require.NoError(t, err)
+	fb = b.waitBuild(t, fb.GetId())
+	require.Equal(t, schedulerv1.ExitReason_EXIT_REASON_STUCK, fb.GetExitReason(), fb.GetExitMessage())
+	require.Equal(t, commonv1.Outcome_OUTCOME_ESCALATED, fb.GetOutcome())
+	require.Len(t, fb.GetIterations(), 1)
+	require.Contains(t, fb.GetExitMessage(), "Agent agent-3 escalated STUCK on task A in iteration 1")
+	require.Contains(t, fb.GetExitMessage(), "## Build Feature - ESCALATED")
+	require.Contains(t, fb.GetExitMessage(), "converge build stuck --resume")
 }

@@ -461,6 +461,15 @@ func TestFeatureBuildAppBuildErrorGetsAFixTaskThenRestart(t *testing.T) {
 		}
 	}
 	require.Equal(t, 3, starts, "one start per iteration: a build error is not retried as is")
+	// Each recovery action is also on its iteration's execution event stream.
+	var events []string
+	for _, e := range logOf(t, b, fb.GetIterations()[0].GetExecutionId(), commonv1.EventType_EVENT_TYPE_INFO) {
+		if strings.HasPrefix(e.GetMessage(), "Build Feature - recovery: ") {
+			events = append(events, e.GetMessage())
+		}
+	}
+	require.NotEmpty(t, events)
+	require.Contains(t, events[0], "Build errors on start")
 }
 
 // --app-ready grpc://host:port: the app is ready when grpc.health.v1 answers SERVING, and its
