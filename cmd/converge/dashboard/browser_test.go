@@ -205,6 +205,7 @@ func TestBrowserWatchesAndSteersTheGreeter(t *testing.T) {
 	txt = b.text(t)
 	require.Contains(t, txt, "TASK_FAILED")
 	require.Contains(t, txt, "Tries")
+	require.Contains(t, txt, "transient failure: the first try of this task always fails", "the failed try's error")
 	// The diff of its commit: the file list, and the added lines coloured (the page's green).
 	require.Contains(t, txt, "Diff of its commit")
 	require.Contains(t, txt, "greet/greet_test.go")
