@@ -15,7 +15,7 @@ import (
 // woken by the release of any resource of the batch or the conflicting lock's expiry.
 func (b *Backend) AcquireAll(ctx context.Context, resources []string, holder string, ttl, wait time.Duration) ([]hot.Lock, hot.Lock, bool, error) {
 	deadline := time.Now().Add(wait)
-	locks, conflict, untilExpiry, err := b.tryAll(ctx, resources, holder, ttl)
+	locks, conflict, _, err := b.tryAll(ctx, resources, holder, ttl)
 	if err != nil || locks != nil || wait <= 0 {
 		return locks, conflict, locks != nil, err
 	}
@@ -25,6 +25,7 @@ func (b *Backend) AcquireAll(ctx context.Context, resources []string, holder str
 	}
 	defer b.waiters.remove(wake, resources...)
 	for {
+		var untilExpiry time.Duration
 		locks, conflict, untilExpiry, err = b.tryAll(ctx, resources, holder, ttl)
 		if err != nil || locks != nil {
 			return locks, conflict, locks != nil, err
