@@ -11,11 +11,12 @@ import (
 	"github.com/converge-dev/converge/platform/gitexec"
 )
 
-// The Scheduler reads a repository in two places only, both through the git CLI: it resolves the
-// base ref to a commit when an execution starts (so every agent of the first wave starts from the
-// same commit), and it checks the run branch out for the Verifier when the Verifier cannot fetch
+// The Scheduler reads a repository in three places only, all through the git CLI: it resolves
+// the base ref to a commit when an execution starts (so every agent of the first wave starts from
+// the same commit), it checks the run branch out for the Verifier when the Verifier cannot fetch
 // it itself (a local path or a non-http(s) URL; an http(s) repository is handed to the Verifier as
-// a git source at the run branch's commit: see verifyTarget).
+// a git source at the run branch's commit: see verifyTarget), and it reads a task's commit for
+// GetTaskDiff (taskdiff.go: in place, or fetched into a scratch repository).
 
 // gitTimeout bounds each git command the Scheduler runs.
 const gitTimeout = 2 * time.Minute
