@@ -1,5 +1,5 @@
 -- The outbox of knowledge confirmations (issue 17). The Postgres twin is
--- ../postgres/0007_knowledge_confirmations.sql; keep them in step (see there for what each column is).
+-- ../postgres/0006_knowledge_confirmations.sql; keep them in step (see there for what each column is).
 
 -- +goose Up
 
