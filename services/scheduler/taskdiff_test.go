@@ -211,3 +211,19 @@ func TestGetTaskDiffErrors(t *testing.T) {
 		})
 	})
 }
+
+// A repository the Scheduler cannot read (here: removed after the task committed; in a
+// deployment: a path only the agents' hosts have) answers Unavailable with the reason.
+func TestGetTaskDiffOfAnUnreadableRepositoryIsUnavailable(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		dir, _ := servedRepo(t)
+		b := bundleWith(t, st)
+		e, c := diffRun(t, b, &schedulerv1.Repository{Source: &schedulerv1.Repository_Path{Path: dir}})
+		commitTask(t, b, dir, c, func() { writeFile(t, filepath.Join(dir, "a.txt"), "a\n") })
+		require.NoError(t, os.RemoveAll(dir))
+		_, err := b.client.GetTaskDiff(t.Context(), &schedulerv1.GetTaskDiffRequest{ExecutionId: e.GetId(), TaskId: "A"})
+		requireCode(t, err, codes.Unavailable)
+		require.Contains(t, err.Error(), "the run's repository cannot be read")
+	})
+}
