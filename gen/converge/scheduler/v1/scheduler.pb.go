@@ -392,6 +392,64 @@ func (ExecutionTrigger) EnumDescriptor() ([]byte, []int) {
 	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{5}
 }
 
+// DispatchMode says when a task of a later wave may be leased.
+type DispatchMode int32
+
+const (
+	// Not set: the Scheduler's default, DISPATCH_MODE_EAGER.
+	DispatchMode_DISPATCH_MODE_UNSPECIFIED DispatchMode = 0
+	// Every wave is a barrier: a task is leased only once its wave is open, that is once every
+	// earlier wave has been integrated.
+	DispatchMode_DISPATCH_MODE_STRICT_WAVES DispatchMode = 1
+	// A task of a later wave may be leased while an earlier wave still runs, once every task it
+	// depends on is completed and integrated (its wave merged onto the run branch: the task starts
+	// from the last integrated commit) and no task that is running, or not yet integrated in a wave
+	// before its own, declares files that overlap its own. At most max_parallel tasks are leased at
+	// once. Its commit is still integrated with its own wave, and counted in its wave's report.
+	DispatchMode_DISPATCH_MODE_EAGER DispatchMode = 2
+)
+
+// Enum value maps for DispatchMode.
+var (
+	DispatchMode_name = map[int32]string{
+		0: "DISPATCH_MODE_UNSPECIFIED",
+		1: "DISPATCH_MODE_STRICT_WAVES",
+		2: "DISPATCH_MODE_EAGER",
+	}
+	DispatchMode_value = map[string]int32{
+		"DISPATCH_MODE_UNSPECIFIED":  0,
+		"DISPATCH_MODE_STRICT_WAVES": 1,
+		"DISPATCH_MODE_EAGER":        2,
+	}
+)
+
+func (x DispatchMode) Enum() *DispatchMode {
+	p := new(DispatchMode)
+	*p = x
+	return p
+}
+
+func (x DispatchMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DispatchMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[6].Descriptor()
+}
+
+func (DispatchMode) Type() protoreflect.EnumType {
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[6]
+}
+
+func (x DispatchMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DispatchMode.Descriptor instead.
+func (DispatchMode) EnumDescriptor() ([]byte, []int) {
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{6}
+}
+
 // GateDecision is a person's decision at a gate.
 type GateDecision int32
 
@@ -429,11 +487,11 @@ func (x GateDecision) String() string {
 }
 
 func (GateDecision) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[6].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[7].Descriptor()
 }
 
 func (GateDecision) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[6]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[7]
 }
 
 func (x GateDecision) Number() protoreflect.EnumNumber {
@@ -442,7 +500,7 @@ func (x GateDecision) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GateDecision.Descriptor instead.
 func (GateDecision) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{6}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{7}
 }
 
 // WaveStatus is a wave's state (the seed's parallel_execution_waves statuses plus INTEGRATING).
@@ -498,11 +556,11 @@ func (x WaveStatus) String() string {
 }
 
 func (WaveStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[7].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[8].Descriptor()
 }
 
 func (WaveStatus) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[7]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[8]
 }
 
 func (x WaveStatus) Number() protoreflect.EnumNumber {
@@ -511,7 +569,7 @@ func (x WaveStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WaveStatus.Descriptor instead.
 func (WaveStatus) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{7}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{8}
 }
 
 // AssignmentKind says what an assignment asks the agent to do.
@@ -552,11 +610,11 @@ func (x AssignmentKind) String() string {
 }
 
 func (AssignmentKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[8].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[9].Descriptor()
 }
 
 func (AssignmentKind) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[8]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[9]
 }
 
 func (x AssignmentKind) Number() protoreflect.EnumNumber {
@@ -565,7 +623,7 @@ func (x AssignmentKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AssignmentKind.Descriptor instead.
 func (AssignmentKind) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{8}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{9}
 }
 
 // AssignmentStatus is an assignment's state (the seed's wave_task_assignments statuses plus
@@ -626,11 +684,11 @@ func (x AssignmentStatus) String() string {
 }
 
 func (AssignmentStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[9].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[10].Descriptor()
 }
 
 func (AssignmentStatus) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[9]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[10]
 }
 
 func (x AssignmentStatus) Number() protoreflect.EnumNumber {
@@ -639,7 +697,7 @@ func (x AssignmentStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AssignmentStatus.Descriptor instead.
 func (AssignmentStatus) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{9}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{10}
 }
 
 // CompletionResult is how an agent ended an assignment.
@@ -692,11 +750,11 @@ func (x CompletionResult) String() string {
 }
 
 func (CompletionResult) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[10].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[11].Descriptor()
 }
 
 func (CompletionResult) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[10]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[11]
 }
 
 func (x CompletionResult) Number() protoreflect.EnumNumber {
@@ -705,7 +763,7 @@ func (x CompletionResult) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CompletionResult.Descriptor instead.
 func (CompletionResult) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{10}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{11}
 }
 
 // How a commit changed one file (git's --name-status letters; renames are shown as a deletion
@@ -754,11 +812,11 @@ func (x FileChangeStatus) String() string {
 }
 
 func (FileChangeStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[11].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[12].Descriptor()
 }
 
 func (FileChangeStatus) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[11]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[12]
 }
 
 func (x FileChangeStatus) Number() protoreflect.EnumNumber {
@@ -767,7 +825,7 @@ func (x FileChangeStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FileChangeStatus.Descriptor instead.
 func (FileChangeStatus) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{11}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{12}
 }
 
 // Directive tells a leased agent what to do next.
@@ -814,11 +872,11 @@ func (x Directive) String() string {
 }
 
 func (Directive) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[12].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[13].Descriptor()
 }
 
 func (Directive) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[12]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[13]
 }
 
 func (x Directive) Number() protoreflect.EnumNumber {
@@ -827,7 +885,7 @@ func (x Directive) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Directive.Descriptor instead.
 func (Directive) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{12}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{13}
 }
 
 // Autonomy is how much the loop recovers on its own (seed §3.3).
@@ -871,11 +929,11 @@ func (x Autonomy) String() string {
 }
 
 func (Autonomy) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[13].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[14].Descriptor()
 }
 
 func (Autonomy) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[13]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[14]
 }
 
 func (x Autonomy) Number() protoreflect.EnumNumber {
@@ -884,7 +942,7 @@ func (x Autonomy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Autonomy.Descriptor instead.
 func (Autonomy) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{13}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{14}
 }
 
 // FeatureBuildStatus is a feature build's lifecycle state; as for executions, COMPLETED means
@@ -937,11 +995,11 @@ func (x FeatureBuildStatus) String() string {
 }
 
 func (FeatureBuildStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[14].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[15].Descriptor()
 }
 
 func (FeatureBuildStatus) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[14]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[15]
 }
 
 func (x FeatureBuildStatus) Number() protoreflect.EnumNumber {
@@ -950,7 +1008,7 @@ func (x FeatureBuildStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FeatureBuildStatus.Descriptor instead.
 func (FeatureBuildStatus) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{14}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{15}
 }
 
 // ExitReason is why the build-feature loop stopped (seed §12.2).
@@ -1022,11 +1080,11 @@ func (x ExitReason) String() string {
 }
 
 func (ExitReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_converge_scheduler_v1_scheduler_proto_enumTypes[15].Descriptor()
+	return file_converge_scheduler_v1_scheduler_proto_enumTypes[16].Descriptor()
 }
 
 func (ExitReason) Type() protoreflect.EnumType {
-	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[15]
+	return &file_converge_scheduler_v1_scheduler_proto_enumTypes[16]
 }
 
 func (x ExitReason) Number() protoreflect.EnumNumber {
@@ -1035,7 +1093,7 @@ func (x ExitReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ExitReason.Descriptor instead.
 func (ExitReason) EnumDescriptor() ([]byte, []int) {
-	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{15}
+	return file_converge_scheduler_v1_scheduler_proto_rawDescGZIP(), []int{16}
 }
 
 // Repository names the git repository a task list builds in (DESIGN §5). Unset means a scratch
@@ -2709,8 +2767,13 @@ type ExecutionOptions struct {
 	// (discarded); the try passes. A task that declares no files (check-only) commits nothing and
 	// its changes are always reported and discarded.
 	AllowUndeclaredFiles bool `protobuf:"varint,13,opt,name=allow_undeclared_files,json=allowUndeclaredFiles,proto3" json:"allow_undeclared_files,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// How tasks are handed out across waves. Unset = DISPATCH_MODE_EAGER, the default because it
+	// starts independent work as soon as it can without changing what is integrated or reported:
+	// waves stay the unit of integration and of the reports either way. GetExecution shows the mode
+	// resolved.
+	Dispatch      DispatchMode `protobuf:"varint,14,opt,name=dispatch,proto3,enum=converge.scheduler.v1.DispatchMode" json:"dispatch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecutionOptions) Reset() {
@@ -2832,6 +2895,13 @@ func (x *ExecutionOptions) GetAllowUndeclaredFiles() bool {
 		return x.AllowUndeclaredFiles
 	}
 	return false
+}
+
+func (x *ExecutionOptions) GetDispatch() DispatchMode {
+	if x != nil {
+		return x.Dispatch
+	}
+	return DispatchMode_DISPATCH_MODE_UNSPECIFIED
 }
 
 // VerifySummary is what an execution or feature-build iteration keeps of a Verify Done report. The
@@ -8830,7 +8900,7 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"levelCount\"\xc4\x01\n" +
 	"\x0eCriticalPhases\x12\xb1\x01\n" +
 	"\x06phases\x18\x01 \x03(\tB\x98\x01\xbaH\x94\x01\xba\x01\x80\x01\n" +
-	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a+this.all(s, !s.matches(r'[\\x00-\\x1F\\x7F]'))\x92\x01\r\x10 \x18\x01\"\ar\x05\x10\x01\x18\x80\x01R\x06phases\"\xa9\a\n" +
+	"\x11string.no_control\x12>must not contain control characters (U+0000 to U+001F, U+007F)\x1a+this.all(s, !s.matches(r'[\\x00-\\x1F\\x7F]'))\x92\x01\r\x10 \x18\x01\"\ar\x05\x10\x01\x18\x80\x01R\x06phases\"\xf4\a\n" +
 	"\x10ExecutionOptions\x12-\n" +
 	"\fmax_parallel\x18\x01 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\x80\b(\x00R\vmaxParallel\x12/\n" +
@@ -8849,7 +8919,8 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	" \x01(\bR\x06dryRun\x12b\n" +
 	"\x15required_capabilities\x18\v \x03(\tB-\xbaH*\x92\x01'\x10 \x18\x01\"!r\x1f2\x1d^[a-z0-9][a-z0-9._:/-]{0,63}$R\x14requiredCapabilities\x12V\n" +
 	"\x18knowledge_min_confidence\x18\f \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\xf0?)\x00\x00\x00\x00\x00\x00\x00\x00H\x02R\x16knowledgeMinConfidence\x88\x01\x01\x124\n" +
-	"\x16allow_undeclared_files\x18\r \x01(\bR\x14allowUndeclaredFilesB\x0e\n" +
+	"\x16allow_undeclared_files\x18\r \x01(\bR\x14allowUndeclaredFiles\x12I\n" +
+	"\bdispatch\x18\x0e \x01(\x0e2#.converge.scheduler.v1.DispatchModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\bdispatchB\x0e\n" +
 	"\f_max_retriesB\x13\n" +
 	"\x11_max_failed_tasksB\x1b\n" +
 	"\x19_knowledge_min_confidence\"\xa6\x03\n" +
@@ -9480,7 +9551,11 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"\x16EXECUTION_TRIGGER_USER\x10\x01\x12\x1a\n" +
 	"\x16EXECUTION_TRIGGER_AUTO\x10\x02\x12\x1b\n" +
 	"\x17EXECUTION_TRIGGER_RETRY\x10\x03\x12#\n" +
-	"\x1fEXECUTION_TRIGGER_FEATURE_BUILD\x10\x04*]\n" +
+	"\x1fEXECUTION_TRIGGER_FEATURE_BUILD\x10\x04*f\n" +
+	"\fDispatchMode\x12\x1d\n" +
+	"\x19DISPATCH_MODE_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aDISPATCH_MODE_STRICT_WAVES\x10\x01\x12\x17\n" +
+	"\x13DISPATCH_MODE_EAGER\x10\x02*]\n" +
 	"\fGateDecision\x12\x1d\n" +
 	"\x19GATE_DECISION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12GATE_DECISION_PASS\x10\x01\x12\x16\n" +
@@ -9592,7 +9667,7 @@ func file_converge_scheduler_v1_scheduler_proto_rawDescGZIP() []byte {
 	return file_converge_scheduler_v1_scheduler_proto_rawDescData
 }
 
-var file_converge_scheduler_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 16)
+var file_converge_scheduler_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 17)
 var file_converge_scheduler_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
 var file_converge_scheduler_v1_scheduler_proto_goTypes = []any{
 	(ValidationLevel)(0),               // 0: converge.scheduler.v1.ValidationLevel
@@ -9601,341 +9676,343 @@ var file_converge_scheduler_v1_scheduler_proto_goTypes = []any{
 	(PlacementReason)(0),               // 3: converge.scheduler.v1.PlacementReason
 	(ExecutionStatus)(0),               // 4: converge.scheduler.v1.ExecutionStatus
 	(ExecutionTrigger)(0),              // 5: converge.scheduler.v1.ExecutionTrigger
-	(GateDecision)(0),                  // 6: converge.scheduler.v1.GateDecision
-	(WaveStatus)(0),                    // 7: converge.scheduler.v1.WaveStatus
-	(AssignmentKind)(0),                // 8: converge.scheduler.v1.AssignmentKind
-	(AssignmentStatus)(0),              // 9: converge.scheduler.v1.AssignmentStatus
-	(CompletionResult)(0),              // 10: converge.scheduler.v1.CompletionResult
-	(FileChangeStatus)(0),              // 11: converge.scheduler.v1.FileChangeStatus
-	(Directive)(0),                     // 12: converge.scheduler.v1.Directive
-	(Autonomy)(0),                      // 13: converge.scheduler.v1.Autonomy
-	(FeatureBuildStatus)(0),            // 14: converge.scheduler.v1.FeatureBuildStatus
-	(ExitReason)(0),                    // 15: converge.scheduler.v1.ExitReason
-	(*Repository)(nil),                 // 16: converge.scheduler.v1.Repository
-	(*ConventionsSource)(nil),          // 17: converge.scheduler.v1.ConventionsSource
-	(*ProjectContext)(nil),             // 18: converge.scheduler.v1.ProjectContext
-	(*ValidationLevels)(nil),           // 19: converge.scheduler.v1.ValidationLevels
-	(*TaskListSpec)(nil),               // 20: converge.scheduler.v1.TaskListSpec
-	(*ImportSource)(nil),               // 21: converge.scheduler.v1.ImportSource
-	(*TaskList)(nil),                   // 22: converge.scheduler.v1.TaskList
-	(*ImportWarning)(nil),              // 23: converge.scheduler.v1.ImportWarning
-	(*CreateTaskListRequest)(nil),      // 24: converge.scheduler.v1.CreateTaskListRequest
-	(*CreateTaskListResponse)(nil),     // 25: converge.scheduler.v1.CreateTaskListResponse
-	(*ImportTaskListRequest)(nil),      // 26: converge.scheduler.v1.ImportTaskListRequest
-	(*ImportTaskListResponse)(nil),     // 27: converge.scheduler.v1.ImportTaskListResponse
-	(*GetTaskListRequest)(nil),         // 28: converge.scheduler.v1.GetTaskListRequest
-	(*GetTaskListResponse)(nil),        // 29: converge.scheduler.v1.GetTaskListResponse
-	(*ListTaskListsRequest)(nil),       // 30: converge.scheduler.v1.ListTaskListsRequest
-	(*ListTaskListsResponse)(nil),      // 31: converge.scheduler.v1.ListTaskListsResponse
-	(*DeleteTaskListRequest)(nil),      // 32: converge.scheduler.v1.DeleteTaskListRequest
-	(*DeleteTaskListResponse)(nil),     // 33: converge.scheduler.v1.DeleteTaskListResponse
-	(*WavePlacement)(nil),              // 34: converge.scheduler.v1.WavePlacement
-	(*PlannedWave)(nil),                // 35: converge.scheduler.v1.PlannedWave
-	(*PlanWavesRequest)(nil),           // 36: converge.scheduler.v1.PlanWavesRequest
-	(*PlanWavesResponse)(nil),          // 37: converge.scheduler.v1.PlanWavesResponse
-	(*CriticalPhases)(nil),             // 38: converge.scheduler.v1.CriticalPhases
-	(*ExecutionOptions)(nil),           // 39: converge.scheduler.v1.ExecutionOptions
-	(*VerifySummary)(nil),              // 40: converge.scheduler.v1.VerifySummary
-	(*ValidationLevelResult)(nil),      // 41: converge.scheduler.v1.ValidationLevelResult
-	(*Execution)(nil),                  // 42: converge.scheduler.v1.Execution
-	(*GateSignOff)(nil),                // 43: converge.scheduler.v1.GateSignOff
-	(*Wave)(nil),                       // 44: converge.scheduler.v1.Wave
-	(*Assignment)(nil),                 // 45: converge.scheduler.v1.Assignment
-	(*StartExecutionRequest)(nil),      // 46: converge.scheduler.v1.StartExecutionRequest
-	(*StartExecutionResponse)(nil),     // 47: converge.scheduler.v1.StartExecutionResponse
-	(*GetExecutionRequest)(nil),        // 48: converge.scheduler.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),       // 49: converge.scheduler.v1.GetExecutionResponse
-	(*ListExecutionsRequest)(nil),      // 50: converge.scheduler.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),     // 51: converge.scheduler.v1.ListExecutionsResponse
-	(*ListAssignmentsRequest)(nil),     // 52: converge.scheduler.v1.ListAssignmentsRequest
-	(*ListAssignmentsResponse)(nil),    // 53: converge.scheduler.v1.ListAssignmentsResponse
-	(*WatchExecutionRequest)(nil),      // 54: converge.scheduler.v1.WatchExecutionRequest
-	(*WatchExecutionResponse)(nil),     // 55: converge.scheduler.v1.WatchExecutionResponse
-	(*PauseExecutionRequest)(nil),      // 56: converge.scheduler.v1.PauseExecutionRequest
-	(*PauseExecutionResponse)(nil),     // 57: converge.scheduler.v1.PauseExecutionResponse
-	(*ResumeExecutionRequest)(nil),     // 58: converge.scheduler.v1.ResumeExecutionRequest
-	(*ResumeExecutionResponse)(nil),    // 59: converge.scheduler.v1.ResumeExecutionResponse
-	(*CancelExecutionRequest)(nil),     // 60: converge.scheduler.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil),    // 61: converge.scheduler.v1.CancelExecutionResponse
-	(*RetryTaskRequest)(nil),           // 62: converge.scheduler.v1.RetryTaskRequest
-	(*RetryTaskResponse)(nil),          // 63: converge.scheduler.v1.RetryTaskResponse
-	(*SkipTaskRequest)(nil),            // 64: converge.scheduler.v1.SkipTaskRequest
-	(*SkipTaskResponse)(nil),           // 65: converge.scheduler.v1.SkipTaskResponse
-	(*SignOffGateRequest)(nil),         // 66: converge.scheduler.v1.SignOffGateRequest
-	(*SignOffGateResponse)(nil),        // 67: converge.scheduler.v1.SignOffGateResponse
-	(*GetExecutionLogRequest)(nil),     // 68: converge.scheduler.v1.GetExecutionLogRequest
-	(*GetExecutionLogResponse)(nil),    // 69: converge.scheduler.v1.GetExecutionLogResponse
-	(*ErrorRecord)(nil),                // 70: converge.scheduler.v1.ErrorRecord
-	(*HandoffContext)(nil),             // 71: converge.scheduler.v1.HandoffContext
-	(*GetHandoffContextRequest)(nil),   // 72: converge.scheduler.v1.GetHandoffContextRequest
-	(*GetHandoffContextResponse)(nil),  // 73: converge.scheduler.v1.GetHandoffContextResponse
-	(*GetTaskDiffRequest)(nil),         // 74: converge.scheduler.v1.GetTaskDiffRequest
-	(*FileChange)(nil),                 // 75: converge.scheduler.v1.FileChange
-	(*GetTaskDiffResponse)(nil),        // 76: converge.scheduler.v1.GetTaskDiffResponse
-	(*AgentEvent)(nil),                 // 77: converge.scheduler.v1.AgentEvent
-	(*IntegrationInput)(nil),           // 78: converge.scheduler.v1.IntegrationInput
-	(*ScopeGuards)(nil),                // 79: converge.scheduler.v1.ScopeGuards
-	(*ClaimedAssignment)(nil),          // 80: converge.scheduler.v1.ClaimedAssignment
-	(*ClaimTaskRequest)(nil),           // 81: converge.scheduler.v1.ClaimTaskRequest
-	(*ClaimTaskResponse)(nil),          // 82: converge.scheduler.v1.ClaimTaskResponse
-	(*ReportProgressRequest)(nil),      // 83: converge.scheduler.v1.ReportProgressRequest
-	(*ReportProgressResponse)(nil),     // 84: converge.scheduler.v1.ReportProgressResponse
-	(*RecordCheckpointRequest)(nil),    // 85: converge.scheduler.v1.RecordCheckpointRequest
-	(*RecordCheckpointResponse)(nil),   // 86: converge.scheduler.v1.RecordCheckpointResponse
-	(*CompleteTaskRequest)(nil),        // 87: converge.scheduler.v1.CompleteTaskRequest
-	(*CompleteTaskResponse)(nil),       // 88: converge.scheduler.v1.CompleteTaskResponse
-	(*FeatureIteration)(nil),           // 89: converge.scheduler.v1.FeatureIteration
-	(*CriteriaProgress)(nil),           // 90: converge.scheduler.v1.CriteriaProgress
-	(*RecoveryLogEntry)(nil),           // 91: converge.scheduler.v1.RecoveryLogEntry
-	(*FeatureBuild)(nil),               // 92: converge.scheduler.v1.FeatureBuild
-	(*Usage)(nil),                      // 93: converge.scheduler.v1.Usage
-	(*StartFeatureBuildRequest)(nil),   // 94: converge.scheduler.v1.StartFeatureBuildRequest
-	(*AppUnderTest)(nil),               // 95: converge.scheduler.v1.AppUnderTest
-	(*StartFeatureBuildResponse)(nil),  // 96: converge.scheduler.v1.StartFeatureBuildResponse
-	(*GetFeatureBuildRequest)(nil),     // 97: converge.scheduler.v1.GetFeatureBuildRequest
-	(*GetFeatureBuildResponse)(nil),    // 98: converge.scheduler.v1.GetFeatureBuildResponse
-	(*ListFeatureBuildsRequest)(nil),   // 99: converge.scheduler.v1.ListFeatureBuildsRequest
-	(*ListFeatureBuildsResponse)(nil),  // 100: converge.scheduler.v1.ListFeatureBuildsResponse
-	(*CancelFeatureBuildRequest)(nil),  // 101: converge.scheduler.v1.CancelFeatureBuildRequest
-	(*CancelFeatureBuildResponse)(nil), // 102: converge.scheduler.v1.CancelFeatureBuildResponse
-	(*v1.TaskValidation)(nil),          // 103: converge.common.v1.TaskValidation
-	(*v1.Task)(nil),                    // 104: converge.common.v1.Task
-	(*timestamppb.Timestamp)(nil),      // 105: google.protobuf.Timestamp
-	(*v1.ExecutorSpec)(nil),            // 106: converge.common.v1.ExecutorSpec
-	(*v1.AgentConfig)(nil),             // 107: converge.common.v1.AgentConfig
-	(*durationpb.Duration)(nil),        // 108: google.protobuf.Duration
-	(v1.Verdict)(0),                    // 109: converge.common.v1.Verdict
-	(v1.Outcome)(0),                    // 110: converge.common.v1.Outcome
-	(*v1.ErrorContext)(nil),            // 111: converge.common.v1.ErrorContext
-	(v1.EventType)(0),                  // 112: converge.common.v1.EventType
-	(*v1.LogEntry)(nil),                // 113: converge.common.v1.LogEntry
-	(*structpb.Struct)(nil),            // 114: google.protobuf.Struct
-	(*v1.Checkpoint)(nil),              // 115: converge.common.v1.Checkpoint
+	(DispatchMode)(0),                  // 6: converge.scheduler.v1.DispatchMode
+	(GateDecision)(0),                  // 7: converge.scheduler.v1.GateDecision
+	(WaveStatus)(0),                    // 8: converge.scheduler.v1.WaveStatus
+	(AssignmentKind)(0),                // 9: converge.scheduler.v1.AssignmentKind
+	(AssignmentStatus)(0),              // 10: converge.scheduler.v1.AssignmentStatus
+	(CompletionResult)(0),              // 11: converge.scheduler.v1.CompletionResult
+	(FileChangeStatus)(0),              // 12: converge.scheduler.v1.FileChangeStatus
+	(Directive)(0),                     // 13: converge.scheduler.v1.Directive
+	(Autonomy)(0),                      // 14: converge.scheduler.v1.Autonomy
+	(FeatureBuildStatus)(0),            // 15: converge.scheduler.v1.FeatureBuildStatus
+	(ExitReason)(0),                    // 16: converge.scheduler.v1.ExitReason
+	(*Repository)(nil),                 // 17: converge.scheduler.v1.Repository
+	(*ConventionsSource)(nil),          // 18: converge.scheduler.v1.ConventionsSource
+	(*ProjectContext)(nil),             // 19: converge.scheduler.v1.ProjectContext
+	(*ValidationLevels)(nil),           // 20: converge.scheduler.v1.ValidationLevels
+	(*TaskListSpec)(nil),               // 21: converge.scheduler.v1.TaskListSpec
+	(*ImportSource)(nil),               // 22: converge.scheduler.v1.ImportSource
+	(*TaskList)(nil),                   // 23: converge.scheduler.v1.TaskList
+	(*ImportWarning)(nil),              // 24: converge.scheduler.v1.ImportWarning
+	(*CreateTaskListRequest)(nil),      // 25: converge.scheduler.v1.CreateTaskListRequest
+	(*CreateTaskListResponse)(nil),     // 26: converge.scheduler.v1.CreateTaskListResponse
+	(*ImportTaskListRequest)(nil),      // 27: converge.scheduler.v1.ImportTaskListRequest
+	(*ImportTaskListResponse)(nil),     // 28: converge.scheduler.v1.ImportTaskListResponse
+	(*GetTaskListRequest)(nil),         // 29: converge.scheduler.v1.GetTaskListRequest
+	(*GetTaskListResponse)(nil),        // 30: converge.scheduler.v1.GetTaskListResponse
+	(*ListTaskListsRequest)(nil),       // 31: converge.scheduler.v1.ListTaskListsRequest
+	(*ListTaskListsResponse)(nil),      // 32: converge.scheduler.v1.ListTaskListsResponse
+	(*DeleteTaskListRequest)(nil),      // 33: converge.scheduler.v1.DeleteTaskListRequest
+	(*DeleteTaskListResponse)(nil),     // 34: converge.scheduler.v1.DeleteTaskListResponse
+	(*WavePlacement)(nil),              // 35: converge.scheduler.v1.WavePlacement
+	(*PlannedWave)(nil),                // 36: converge.scheduler.v1.PlannedWave
+	(*PlanWavesRequest)(nil),           // 37: converge.scheduler.v1.PlanWavesRequest
+	(*PlanWavesResponse)(nil),          // 38: converge.scheduler.v1.PlanWavesResponse
+	(*CriticalPhases)(nil),             // 39: converge.scheduler.v1.CriticalPhases
+	(*ExecutionOptions)(nil),           // 40: converge.scheduler.v1.ExecutionOptions
+	(*VerifySummary)(nil),              // 41: converge.scheduler.v1.VerifySummary
+	(*ValidationLevelResult)(nil),      // 42: converge.scheduler.v1.ValidationLevelResult
+	(*Execution)(nil),                  // 43: converge.scheduler.v1.Execution
+	(*GateSignOff)(nil),                // 44: converge.scheduler.v1.GateSignOff
+	(*Wave)(nil),                       // 45: converge.scheduler.v1.Wave
+	(*Assignment)(nil),                 // 46: converge.scheduler.v1.Assignment
+	(*StartExecutionRequest)(nil),      // 47: converge.scheduler.v1.StartExecutionRequest
+	(*StartExecutionResponse)(nil),     // 48: converge.scheduler.v1.StartExecutionResponse
+	(*GetExecutionRequest)(nil),        // 49: converge.scheduler.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),       // 50: converge.scheduler.v1.GetExecutionResponse
+	(*ListExecutionsRequest)(nil),      // 51: converge.scheduler.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),     // 52: converge.scheduler.v1.ListExecutionsResponse
+	(*ListAssignmentsRequest)(nil),     // 53: converge.scheduler.v1.ListAssignmentsRequest
+	(*ListAssignmentsResponse)(nil),    // 54: converge.scheduler.v1.ListAssignmentsResponse
+	(*WatchExecutionRequest)(nil),      // 55: converge.scheduler.v1.WatchExecutionRequest
+	(*WatchExecutionResponse)(nil),     // 56: converge.scheduler.v1.WatchExecutionResponse
+	(*PauseExecutionRequest)(nil),      // 57: converge.scheduler.v1.PauseExecutionRequest
+	(*PauseExecutionResponse)(nil),     // 58: converge.scheduler.v1.PauseExecutionResponse
+	(*ResumeExecutionRequest)(nil),     // 59: converge.scheduler.v1.ResumeExecutionRequest
+	(*ResumeExecutionResponse)(nil),    // 60: converge.scheduler.v1.ResumeExecutionResponse
+	(*CancelExecutionRequest)(nil),     // 61: converge.scheduler.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),    // 62: converge.scheduler.v1.CancelExecutionResponse
+	(*RetryTaskRequest)(nil),           // 63: converge.scheduler.v1.RetryTaskRequest
+	(*RetryTaskResponse)(nil),          // 64: converge.scheduler.v1.RetryTaskResponse
+	(*SkipTaskRequest)(nil),            // 65: converge.scheduler.v1.SkipTaskRequest
+	(*SkipTaskResponse)(nil),           // 66: converge.scheduler.v1.SkipTaskResponse
+	(*SignOffGateRequest)(nil),         // 67: converge.scheduler.v1.SignOffGateRequest
+	(*SignOffGateResponse)(nil),        // 68: converge.scheduler.v1.SignOffGateResponse
+	(*GetExecutionLogRequest)(nil),     // 69: converge.scheduler.v1.GetExecutionLogRequest
+	(*GetExecutionLogResponse)(nil),    // 70: converge.scheduler.v1.GetExecutionLogResponse
+	(*ErrorRecord)(nil),                // 71: converge.scheduler.v1.ErrorRecord
+	(*HandoffContext)(nil),             // 72: converge.scheduler.v1.HandoffContext
+	(*GetHandoffContextRequest)(nil),   // 73: converge.scheduler.v1.GetHandoffContextRequest
+	(*GetHandoffContextResponse)(nil),  // 74: converge.scheduler.v1.GetHandoffContextResponse
+	(*GetTaskDiffRequest)(nil),         // 75: converge.scheduler.v1.GetTaskDiffRequest
+	(*FileChange)(nil),                 // 76: converge.scheduler.v1.FileChange
+	(*GetTaskDiffResponse)(nil),        // 77: converge.scheduler.v1.GetTaskDiffResponse
+	(*AgentEvent)(nil),                 // 78: converge.scheduler.v1.AgentEvent
+	(*IntegrationInput)(nil),           // 79: converge.scheduler.v1.IntegrationInput
+	(*ScopeGuards)(nil),                // 80: converge.scheduler.v1.ScopeGuards
+	(*ClaimedAssignment)(nil),          // 81: converge.scheduler.v1.ClaimedAssignment
+	(*ClaimTaskRequest)(nil),           // 82: converge.scheduler.v1.ClaimTaskRequest
+	(*ClaimTaskResponse)(nil),          // 83: converge.scheduler.v1.ClaimTaskResponse
+	(*ReportProgressRequest)(nil),      // 84: converge.scheduler.v1.ReportProgressRequest
+	(*ReportProgressResponse)(nil),     // 85: converge.scheduler.v1.ReportProgressResponse
+	(*RecordCheckpointRequest)(nil),    // 86: converge.scheduler.v1.RecordCheckpointRequest
+	(*RecordCheckpointResponse)(nil),   // 87: converge.scheduler.v1.RecordCheckpointResponse
+	(*CompleteTaskRequest)(nil),        // 88: converge.scheduler.v1.CompleteTaskRequest
+	(*CompleteTaskResponse)(nil),       // 89: converge.scheduler.v1.CompleteTaskResponse
+	(*FeatureIteration)(nil),           // 90: converge.scheduler.v1.FeatureIteration
+	(*CriteriaProgress)(nil),           // 91: converge.scheduler.v1.CriteriaProgress
+	(*RecoveryLogEntry)(nil),           // 92: converge.scheduler.v1.RecoveryLogEntry
+	(*FeatureBuild)(nil),               // 93: converge.scheduler.v1.FeatureBuild
+	(*Usage)(nil),                      // 94: converge.scheduler.v1.Usage
+	(*StartFeatureBuildRequest)(nil),   // 95: converge.scheduler.v1.StartFeatureBuildRequest
+	(*AppUnderTest)(nil),               // 96: converge.scheduler.v1.AppUnderTest
+	(*StartFeatureBuildResponse)(nil),  // 97: converge.scheduler.v1.StartFeatureBuildResponse
+	(*GetFeatureBuildRequest)(nil),     // 98: converge.scheduler.v1.GetFeatureBuildRequest
+	(*GetFeatureBuildResponse)(nil),    // 99: converge.scheduler.v1.GetFeatureBuildResponse
+	(*ListFeatureBuildsRequest)(nil),   // 100: converge.scheduler.v1.ListFeatureBuildsRequest
+	(*ListFeatureBuildsResponse)(nil),  // 101: converge.scheduler.v1.ListFeatureBuildsResponse
+	(*CancelFeatureBuildRequest)(nil),  // 102: converge.scheduler.v1.CancelFeatureBuildRequest
+	(*CancelFeatureBuildResponse)(nil), // 103: converge.scheduler.v1.CancelFeatureBuildResponse
+	(*v1.TaskValidation)(nil),          // 104: converge.common.v1.TaskValidation
+	(*v1.Task)(nil),                    // 105: converge.common.v1.Task
+	(*timestamppb.Timestamp)(nil),      // 106: google.protobuf.Timestamp
+	(*v1.ExecutorSpec)(nil),            // 107: converge.common.v1.ExecutorSpec
+	(*v1.AgentConfig)(nil),             // 108: converge.common.v1.AgentConfig
+	(*durationpb.Duration)(nil),        // 109: google.protobuf.Duration
+	(v1.Verdict)(0),                    // 110: converge.common.v1.Verdict
+	(v1.Outcome)(0),                    // 111: converge.common.v1.Outcome
+	(*v1.ErrorContext)(nil),            // 112: converge.common.v1.ErrorContext
+	(v1.EventType)(0),                  // 113: converge.common.v1.EventType
+	(*v1.LogEntry)(nil),                // 114: converge.common.v1.LogEntry
+	(*structpb.Struct)(nil),            // 115: google.protobuf.Struct
+	(*v1.Checkpoint)(nil),              // 116: converge.common.v1.Checkpoint
 }
 var file_converge_scheduler_v1_scheduler_proto_depIdxs = []int32{
-	17,  // 0: converge.scheduler.v1.ProjectContext.conventions:type_name -> converge.scheduler.v1.ConventionsSource
-	103, // 1: converge.scheduler.v1.ValidationLevels.codebase:type_name -> converge.common.v1.TaskValidation
-	103, // 2: converge.scheduler.v1.ValidationLevels.api:type_name -> converge.common.v1.TaskValidation
-	103, // 3: converge.scheduler.v1.ValidationLevels.ui:type_name -> converge.common.v1.TaskValidation
-	16,  // 4: converge.scheduler.v1.TaskListSpec.repository:type_name -> converge.scheduler.v1.Repository
-	18,  // 5: converge.scheduler.v1.TaskListSpec.context:type_name -> converge.scheduler.v1.ProjectContext
-	19,  // 6: converge.scheduler.v1.TaskListSpec.validation:type_name -> converge.scheduler.v1.ValidationLevels
-	104, // 7: converge.scheduler.v1.TaskListSpec.tasks:type_name -> converge.common.v1.Task
+	18,  // 0: converge.scheduler.v1.ProjectContext.conventions:type_name -> converge.scheduler.v1.ConventionsSource
+	104, // 1: converge.scheduler.v1.ValidationLevels.codebase:type_name -> converge.common.v1.TaskValidation
+	104, // 2: converge.scheduler.v1.ValidationLevels.api:type_name -> converge.common.v1.TaskValidation
+	104, // 3: converge.scheduler.v1.ValidationLevels.ui:type_name -> converge.common.v1.TaskValidation
+	17,  // 4: converge.scheduler.v1.TaskListSpec.repository:type_name -> converge.scheduler.v1.Repository
+	19,  // 5: converge.scheduler.v1.TaskListSpec.context:type_name -> converge.scheduler.v1.ProjectContext
+	20,  // 6: converge.scheduler.v1.TaskListSpec.validation:type_name -> converge.scheduler.v1.ValidationLevels
+	105, // 7: converge.scheduler.v1.TaskListSpec.tasks:type_name -> converge.common.v1.Task
 	1,   // 8: converge.scheduler.v1.ImportSource.format:type_name -> converge.scheduler.v1.ImportFormat
-	20,  // 9: converge.scheduler.v1.TaskList.spec:type_name -> converge.scheduler.v1.TaskListSpec
-	21,  // 10: converge.scheduler.v1.TaskList.source:type_name -> converge.scheduler.v1.ImportSource
-	105, // 11: converge.scheduler.v1.TaskList.create_time:type_name -> google.protobuf.Timestamp
-	105, // 12: converge.scheduler.v1.TaskList.update_time:type_name -> google.protobuf.Timestamp
-	20,  // 13: converge.scheduler.v1.CreateTaskListRequest.spec:type_name -> converge.scheduler.v1.TaskListSpec
-	22,  // 14: converge.scheduler.v1.CreateTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
+	21,  // 9: converge.scheduler.v1.TaskList.spec:type_name -> converge.scheduler.v1.TaskListSpec
+	22,  // 10: converge.scheduler.v1.TaskList.source:type_name -> converge.scheduler.v1.ImportSource
+	106, // 11: converge.scheduler.v1.TaskList.create_time:type_name -> google.protobuf.Timestamp
+	106, // 12: converge.scheduler.v1.TaskList.update_time:type_name -> google.protobuf.Timestamp
+	21,  // 13: converge.scheduler.v1.CreateTaskListRequest.spec:type_name -> converge.scheduler.v1.TaskListSpec
+	23,  // 14: converge.scheduler.v1.CreateTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
 	1,   // 15: converge.scheduler.v1.ImportTaskListRequest.format:type_name -> converge.scheduler.v1.ImportFormat
-	20,  // 16: converge.scheduler.v1.ImportTaskListRequest.base:type_name -> converge.scheduler.v1.TaskListSpec
-	22,  // 17: converge.scheduler.v1.ImportTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
-	23,  // 18: converge.scheduler.v1.ImportTaskListResponse.warnings:type_name -> converge.scheduler.v1.ImportWarning
+	21,  // 16: converge.scheduler.v1.ImportTaskListRequest.base:type_name -> converge.scheduler.v1.TaskListSpec
+	23,  // 17: converge.scheduler.v1.ImportTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
+	24,  // 18: converge.scheduler.v1.ImportTaskListResponse.warnings:type_name -> converge.scheduler.v1.ImportWarning
 	2,   // 19: converge.scheduler.v1.GetTaskListRequest.view:type_name -> converge.scheduler.v1.TaskListView
-	22,  // 20: converge.scheduler.v1.GetTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
+	23,  // 20: converge.scheduler.v1.GetTaskListResponse.task_list:type_name -> converge.scheduler.v1.TaskList
 	2,   // 21: converge.scheduler.v1.ListTaskListsRequest.view:type_name -> converge.scheduler.v1.TaskListView
-	22,  // 22: converge.scheduler.v1.ListTaskListsResponse.task_lists:type_name -> converge.scheduler.v1.TaskList
+	23,  // 22: converge.scheduler.v1.ListTaskListsResponse.task_lists:type_name -> converge.scheduler.v1.TaskList
 	3,   // 23: converge.scheduler.v1.WavePlacement.reason:type_name -> converge.scheduler.v1.PlacementReason
-	34,  // 24: converge.scheduler.v1.PlannedWave.placements:type_name -> converge.scheduler.v1.WavePlacement
-	20,  // 25: converge.scheduler.v1.PlanWavesRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
-	35,  // 26: converge.scheduler.v1.PlanWavesResponse.waves:type_name -> converge.scheduler.v1.PlannedWave
-	106, // 27: converge.scheduler.v1.ExecutionOptions.executor:type_name -> converge.common.v1.ExecutorSpec
-	107, // 28: converge.scheduler.v1.ExecutionOptions.agent_config:type_name -> converge.common.v1.AgentConfig
-	108, // 29: converge.scheduler.v1.ExecutionOptions.task_timeout:type_name -> google.protobuf.Duration
-	108, // 30: converge.scheduler.v1.ExecutionOptions.max_wall_time:type_name -> google.protobuf.Duration
-	38,  // 31: converge.scheduler.v1.ExecutionOptions.critical_phases:type_name -> converge.scheduler.v1.CriticalPhases
-	109, // 32: converge.scheduler.v1.VerifySummary.verdict:type_name -> converge.common.v1.Verdict
-	105, // 33: converge.scheduler.v1.VerifySummary.verify_time:type_name -> google.protobuf.Timestamp
-	0,   // 34: converge.scheduler.v1.ValidationLevelResult.level:type_name -> converge.scheduler.v1.ValidationLevel
-	108, // 35: converge.scheduler.v1.ValidationLevelResult.duration:type_name -> google.protobuf.Duration
-	5,   // 36: converge.scheduler.v1.Execution.triggered_by:type_name -> converge.scheduler.v1.ExecutionTrigger
-	4,   // 37: converge.scheduler.v1.Execution.status:type_name -> converge.scheduler.v1.ExecutionStatus
-	110, // 38: converge.scheduler.v1.Execution.outcome:type_name -> converge.common.v1.Outcome
-	39,  // 39: converge.scheduler.v1.Execution.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	16,  // 40: converge.scheduler.v1.Execution.repository:type_name -> converge.scheduler.v1.Repository
-	41,  // 41: converge.scheduler.v1.Execution.validation_results:type_name -> converge.scheduler.v1.ValidationLevelResult
-	40,  // 42: converge.scheduler.v1.Execution.verification:type_name -> converge.scheduler.v1.VerifySummary
-	105, // 43: converge.scheduler.v1.Execution.create_time:type_name -> google.protobuf.Timestamp
-	105, // 44: converge.scheduler.v1.Execution.start_time:type_name -> google.protobuf.Timestamp
-	105, // 45: converge.scheduler.v1.Execution.end_time:type_name -> google.protobuf.Timestamp
-	105, // 46: converge.scheduler.v1.Execution.update_time:type_name -> google.protobuf.Timestamp
-	93,  // 47: converge.scheduler.v1.Execution.usage:type_name -> converge.scheduler.v1.Usage
-	43,  // 48: converge.scheduler.v1.Execution.gate_signoffs:type_name -> converge.scheduler.v1.GateSignOff
-	6,   // 49: converge.scheduler.v1.GateSignOff.decision:type_name -> converge.scheduler.v1.GateDecision
-	105, // 50: converge.scheduler.v1.GateSignOff.time:type_name -> google.protobuf.Timestamp
-	7,   // 51: converge.scheduler.v1.Wave.status:type_name -> converge.scheduler.v1.WaveStatus
-	34,  // 52: converge.scheduler.v1.Wave.placements:type_name -> converge.scheduler.v1.WavePlacement
-	105, // 53: converge.scheduler.v1.Wave.start_time:type_name -> google.protobuf.Timestamp
-	105, // 54: converge.scheduler.v1.Wave.end_time:type_name -> google.protobuf.Timestamp
-	8,   // 55: converge.scheduler.v1.Assignment.kind:type_name -> converge.scheduler.v1.AssignmentKind
-	9,   // 56: converge.scheduler.v1.Assignment.status:type_name -> converge.scheduler.v1.AssignmentStatus
-	105, // 57: converge.scheduler.v1.Assignment.lease_expire_time:type_name -> google.protobuf.Timestamp
-	105, // 58: converge.scheduler.v1.Assignment.assign_time:type_name -> google.protobuf.Timestamp
-	105, // 59: converge.scheduler.v1.Assignment.complete_time:type_name -> google.protobuf.Timestamp
-	105, // 60: converge.scheduler.v1.Assignment.last_report_time:type_name -> google.protobuf.Timestamp
-	10,  // 61: converge.scheduler.v1.Assignment.result:type_name -> converge.scheduler.v1.CompletionResult
-	111, // 62: converge.scheduler.v1.Assignment.error:type_name -> converge.common.v1.ErrorContext
-	93,  // 63: converge.scheduler.v1.Assignment.usage:type_name -> converge.scheduler.v1.Usage
-	39,  // 64: converge.scheduler.v1.StartExecutionRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	5,   // 65: converge.scheduler.v1.StartExecutionRequest.triggered_by:type_name -> converge.scheduler.v1.ExecutionTrigger
-	42,  // 66: converge.scheduler.v1.StartExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	44,  // 67: converge.scheduler.v1.StartExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
-	42,  // 68: converge.scheduler.v1.GetExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	44,  // 69: converge.scheduler.v1.GetExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
-	4,   // 70: converge.scheduler.v1.ListExecutionsRequest.statuses:type_name -> converge.scheduler.v1.ExecutionStatus
-	42,  // 71: converge.scheduler.v1.ListExecutionsResponse.executions:type_name -> converge.scheduler.v1.Execution
-	9,   // 72: converge.scheduler.v1.ListAssignmentsRequest.statuses:type_name -> converge.scheduler.v1.AssignmentStatus
-	45,  // 73: converge.scheduler.v1.ListAssignmentsResponse.assignments:type_name -> converge.scheduler.v1.Assignment
-	112, // 74: converge.scheduler.v1.WatchExecutionRequest.event_types:type_name -> converge.common.v1.EventType
-	113, // 75: converge.scheduler.v1.WatchExecutionResponse.entry:type_name -> converge.common.v1.LogEntry
-	42,  // 76: converge.scheduler.v1.WatchExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	42,  // 77: converge.scheduler.v1.PauseExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	42,  // 78: converge.scheduler.v1.ResumeExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	42,  // 79: converge.scheduler.v1.CancelExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	45,  // 80: converge.scheduler.v1.RetryTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
-	42,  // 81: converge.scheduler.v1.RetryTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
-	42,  // 82: converge.scheduler.v1.SkipTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
-	6,   // 83: converge.scheduler.v1.SignOffGateRequest.decision:type_name -> converge.scheduler.v1.GateDecision
-	43,  // 84: converge.scheduler.v1.SignOffGateResponse.signoff:type_name -> converge.scheduler.v1.GateSignOff
-	42,  // 85: converge.scheduler.v1.SignOffGateResponse.execution:type_name -> converge.scheduler.v1.Execution
-	112, // 86: converge.scheduler.v1.GetExecutionLogRequest.event_types:type_name -> converge.common.v1.EventType
-	113, // 87: converge.scheduler.v1.GetExecutionLogResponse.entries:type_name -> converge.common.v1.LogEntry
-	105, // 88: converge.scheduler.v1.ErrorRecord.time:type_name -> google.protobuf.Timestamp
-	112, // 89: converge.scheduler.v1.ErrorRecord.event_type:type_name -> converge.common.v1.EventType
-	104, // 90: converge.scheduler.v1.HandoffContext.task:type_name -> converge.common.v1.Task
-	70,  // 91: converge.scheduler.v1.HandoffContext.error_history:type_name -> converge.scheduler.v1.ErrorRecord
-	113, // 92: converge.scheduler.v1.HandoffContext.recent_entries:type_name -> converge.common.v1.LogEntry
-	105, // 93: converge.scheduler.v1.HandoffContext.escalate_time:type_name -> google.protobuf.Timestamp
-	45,  // 94: converge.scheduler.v1.HandoffContext.last_assignment:type_name -> converge.scheduler.v1.Assignment
-	71,  // 95: converge.scheduler.v1.GetHandoffContextResponse.context:type_name -> converge.scheduler.v1.HandoffContext
-	11,  // 96: converge.scheduler.v1.FileChange.status:type_name -> converge.scheduler.v1.FileChangeStatus
-	75,  // 97: converge.scheduler.v1.GetTaskDiffResponse.files:type_name -> converge.scheduler.v1.FileChange
-	112, // 98: converge.scheduler.v1.AgentEvent.event_type:type_name -> converge.common.v1.EventType
-	114, // 99: converge.scheduler.v1.AgentEvent.context:type_name -> google.protobuf.Struct
-	105, // 100: converge.scheduler.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
-	45,  // 101: converge.scheduler.v1.ClaimedAssignment.assignment:type_name -> converge.scheduler.v1.Assignment
-	104, // 102: converge.scheduler.v1.ClaimedAssignment.task:type_name -> converge.common.v1.Task
-	16,  // 103: converge.scheduler.v1.ClaimedAssignment.repository:type_name -> converge.scheduler.v1.Repository
-	39,  // 104: converge.scheduler.v1.ClaimedAssignment.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	18,  // 105: converge.scheduler.v1.ClaimedAssignment.context:type_name -> converge.scheduler.v1.ProjectContext
-	19,  // 106: converge.scheduler.v1.ClaimedAssignment.validation:type_name -> converge.scheduler.v1.ValidationLevels
-	78,  // 107: converge.scheduler.v1.ClaimedAssignment.merges:type_name -> converge.scheduler.v1.IntegrationInput
-	111, // 108: converge.scheduler.v1.ClaimedAssignment.previous_errors:type_name -> converge.common.v1.ErrorContext
-	108, // 109: converge.scheduler.v1.ClaimedAssignment.heartbeat_interval:type_name -> google.protobuf.Duration
-	108, // 110: converge.scheduler.v1.ClaimedAssignment.lease_duration:type_name -> google.protobuf.Duration
-	79,  // 111: converge.scheduler.v1.ClaimedAssignment.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	108, // 112: converge.scheduler.v1.ClaimTaskRequest.wait:type_name -> google.protobuf.Duration
-	8,   // 113: converge.scheduler.v1.ClaimTaskRequest.kinds:type_name -> converge.scheduler.v1.AssignmentKind
-	80,  // 114: converge.scheduler.v1.ClaimTaskResponse.assignment:type_name -> converge.scheduler.v1.ClaimedAssignment
-	77,  // 115: converge.scheduler.v1.ReportProgressRequest.events:type_name -> converge.scheduler.v1.AgentEvent
-	115, // 116: converge.scheduler.v1.ReportProgressRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
-	12,  // 117: converge.scheduler.v1.ReportProgressResponse.directive:type_name -> converge.scheduler.v1.Directive
-	105, // 118: converge.scheduler.v1.ReportProgressResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	115, // 119: converge.scheduler.v1.RecordCheckpointRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
-	115, // 120: converge.scheduler.v1.RecordCheckpointResponse.checkpoint:type_name -> converge.common.v1.Checkpoint
-	10,  // 121: converge.scheduler.v1.CompleteTaskRequest.result:type_name -> converge.scheduler.v1.CompletionResult
-	111, // 122: converge.scheduler.v1.CompleteTaskRequest.error:type_name -> converge.common.v1.ErrorContext
-	41,  // 123: converge.scheduler.v1.CompleteTaskRequest.level_results:type_name -> converge.scheduler.v1.ValidationLevelResult
-	77,  // 124: converge.scheduler.v1.CompleteTaskRequest.events:type_name -> converge.scheduler.v1.AgentEvent
-	81,  // 125: converge.scheduler.v1.CompleteTaskRequest.claim_next:type_name -> converge.scheduler.v1.ClaimTaskRequest
-	93,  // 126: converge.scheduler.v1.CompleteTaskRequest.usage:type_name -> converge.scheduler.v1.Usage
-	45,  // 127: converge.scheduler.v1.CompleteTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
-	12,  // 128: converge.scheduler.v1.CompleteTaskResponse.directive:type_name -> converge.scheduler.v1.Directive
-	80,  // 129: converge.scheduler.v1.CompleteTaskResponse.next:type_name -> converge.scheduler.v1.ClaimedAssignment
-	40,  // 130: converge.scheduler.v1.FeatureIteration.verification:type_name -> converge.scheduler.v1.VerifySummary
-	105, // 131: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
-	105, // 132: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
-	105, // 133: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
-	14,  // 134: converge.scheduler.v1.FeatureBuild.status:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	110, // 135: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
-	15,  // 136: converge.scheduler.v1.FeatureBuild.exit_reason:type_name -> converge.scheduler.v1.ExitReason
-	89,  // 137: converge.scheduler.v1.FeatureBuild.iterations:type_name -> converge.scheduler.v1.FeatureIteration
-	90,  // 138: converge.scheduler.v1.FeatureBuild.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
-	91,  // 139: converge.scheduler.v1.FeatureBuild.recovery_log:type_name -> converge.scheduler.v1.RecoveryLogEntry
-	13,  // 140: converge.scheduler.v1.FeatureBuild.autonomy:type_name -> converge.scheduler.v1.Autonomy
-	79,  // 141: converge.scheduler.v1.FeatureBuild.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	39,  // 142: converge.scheduler.v1.FeatureBuild.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	105, // 143: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
-	105, // 144: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
-	105, // 145: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
-	105, // 146: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
-	95,  // 147: converge.scheduler.v1.FeatureBuild.app:type_name -> converge.scheduler.v1.AppUnderTest
-	93,  // 148: converge.scheduler.v1.FeatureBuild.usage:type_name -> converge.scheduler.v1.Usage
-	20,  // 149: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
-	13,  // 150: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
-	79,  // 151: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	39,  // 152: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	95,  // 153: converge.scheduler.v1.StartFeatureBuildRequest.app:type_name -> converge.scheduler.v1.AppUnderTest
-	108, // 154: converge.scheduler.v1.AppUnderTest.ready_timeout:type_name -> google.protobuf.Duration
-	92,  // 155: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	35,  // 156: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
-	90,  // 157: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
-	92,  // 158: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	14,  // 159: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	92,  // 160: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
-	92,  // 161: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	24,  // 162: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
-	26,  // 163: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
-	28,  // 164: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
-	30,  // 165: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
-	32,  // 166: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
-	36,  // 167: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
-	46,  // 168: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
-	48,  // 169: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
-	50,  // 170: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
-	52,  // 171: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
-	54,  // 172: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
-	56,  // 173: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
-	58,  // 174: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
-	60,  // 175: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
-	62,  // 176: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
-	64,  // 177: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
-	66,  // 178: converge.scheduler.v1.SchedulerService.SignOffGate:input_type -> converge.scheduler.v1.SignOffGateRequest
-	68,  // 179: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
-	72,  // 180: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
-	74,  // 181: converge.scheduler.v1.SchedulerService.GetTaskDiff:input_type -> converge.scheduler.v1.GetTaskDiffRequest
-	81,  // 182: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
-	83,  // 183: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
-	85,  // 184: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
-	87,  // 185: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
-	94,  // 186: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
-	97,  // 187: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
-	99,  // 188: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
-	101, // 189: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
-	25,  // 190: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
-	27,  // 191: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
-	29,  // 192: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
-	31,  // 193: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
-	33,  // 194: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
-	37,  // 195: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
-	47,  // 196: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
-	49,  // 197: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
-	51,  // 198: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
-	53,  // 199: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
-	55,  // 200: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
-	57,  // 201: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
-	59,  // 202: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
-	61,  // 203: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
-	63,  // 204: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
-	65,  // 205: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
-	67,  // 206: converge.scheduler.v1.SchedulerService.SignOffGate:output_type -> converge.scheduler.v1.SignOffGateResponse
-	69,  // 207: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
-	73,  // 208: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
-	76,  // 209: converge.scheduler.v1.SchedulerService.GetTaskDiff:output_type -> converge.scheduler.v1.GetTaskDiffResponse
-	82,  // 210: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
-	84,  // 211: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
-	86,  // 212: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
-	88,  // 213: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
-	96,  // 214: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
-	98,  // 215: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
-	100, // 216: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
-	102, // 217: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
-	190, // [190:218] is the sub-list for method output_type
-	162, // [162:190] is the sub-list for method input_type
-	162, // [162:162] is the sub-list for extension type_name
-	162, // [162:162] is the sub-list for extension extendee
-	0,   // [0:162] is the sub-list for field type_name
+	35,  // 24: converge.scheduler.v1.PlannedWave.placements:type_name -> converge.scheduler.v1.WavePlacement
+	21,  // 25: converge.scheduler.v1.PlanWavesRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
+	36,  // 26: converge.scheduler.v1.PlanWavesResponse.waves:type_name -> converge.scheduler.v1.PlannedWave
+	107, // 27: converge.scheduler.v1.ExecutionOptions.executor:type_name -> converge.common.v1.ExecutorSpec
+	108, // 28: converge.scheduler.v1.ExecutionOptions.agent_config:type_name -> converge.common.v1.AgentConfig
+	109, // 29: converge.scheduler.v1.ExecutionOptions.task_timeout:type_name -> google.protobuf.Duration
+	109, // 30: converge.scheduler.v1.ExecutionOptions.max_wall_time:type_name -> google.protobuf.Duration
+	39,  // 31: converge.scheduler.v1.ExecutionOptions.critical_phases:type_name -> converge.scheduler.v1.CriticalPhases
+	6,   // 32: converge.scheduler.v1.ExecutionOptions.dispatch:type_name -> converge.scheduler.v1.DispatchMode
+	110, // 33: converge.scheduler.v1.VerifySummary.verdict:type_name -> converge.common.v1.Verdict
+	106, // 34: converge.scheduler.v1.VerifySummary.verify_time:type_name -> google.protobuf.Timestamp
+	0,   // 35: converge.scheduler.v1.ValidationLevelResult.level:type_name -> converge.scheduler.v1.ValidationLevel
+	109, // 36: converge.scheduler.v1.ValidationLevelResult.duration:type_name -> google.protobuf.Duration
+	5,   // 37: converge.scheduler.v1.Execution.triggered_by:type_name -> converge.scheduler.v1.ExecutionTrigger
+	4,   // 38: converge.scheduler.v1.Execution.status:type_name -> converge.scheduler.v1.ExecutionStatus
+	111, // 39: converge.scheduler.v1.Execution.outcome:type_name -> converge.common.v1.Outcome
+	40,  // 40: converge.scheduler.v1.Execution.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	17,  // 41: converge.scheduler.v1.Execution.repository:type_name -> converge.scheduler.v1.Repository
+	42,  // 42: converge.scheduler.v1.Execution.validation_results:type_name -> converge.scheduler.v1.ValidationLevelResult
+	41,  // 43: converge.scheduler.v1.Execution.verification:type_name -> converge.scheduler.v1.VerifySummary
+	106, // 44: converge.scheduler.v1.Execution.create_time:type_name -> google.protobuf.Timestamp
+	106, // 45: converge.scheduler.v1.Execution.start_time:type_name -> google.protobuf.Timestamp
+	106, // 46: converge.scheduler.v1.Execution.end_time:type_name -> google.protobuf.Timestamp
+	106, // 47: converge.scheduler.v1.Execution.update_time:type_name -> google.protobuf.Timestamp
+	94,  // 48: converge.scheduler.v1.Execution.usage:type_name -> converge.scheduler.v1.Usage
+	44,  // 49: converge.scheduler.v1.Execution.gate_signoffs:type_name -> converge.scheduler.v1.GateSignOff
+	7,   // 50: converge.scheduler.v1.GateSignOff.decision:type_name -> converge.scheduler.v1.GateDecision
+	106, // 51: converge.scheduler.v1.GateSignOff.time:type_name -> google.protobuf.Timestamp
+	8,   // 52: converge.scheduler.v1.Wave.status:type_name -> converge.scheduler.v1.WaveStatus
+	35,  // 53: converge.scheduler.v1.Wave.placements:type_name -> converge.scheduler.v1.WavePlacement
+	106, // 54: converge.scheduler.v1.Wave.start_time:type_name -> google.protobuf.Timestamp
+	106, // 55: converge.scheduler.v1.Wave.end_time:type_name -> google.protobuf.Timestamp
+	9,   // 56: converge.scheduler.v1.Assignment.kind:type_name -> converge.scheduler.v1.AssignmentKind
+	10,  // 57: converge.scheduler.v1.Assignment.status:type_name -> converge.scheduler.v1.AssignmentStatus
+	106, // 58: converge.scheduler.v1.Assignment.lease_expire_time:type_name -> google.protobuf.Timestamp
+	106, // 59: converge.scheduler.v1.Assignment.assign_time:type_name -> google.protobuf.Timestamp
+	106, // 60: converge.scheduler.v1.Assignment.complete_time:type_name -> google.protobuf.Timestamp
+	106, // 61: converge.scheduler.v1.Assignment.last_report_time:type_name -> google.protobuf.Timestamp
+	11,  // 62: converge.scheduler.v1.Assignment.result:type_name -> converge.scheduler.v1.CompletionResult
+	112, // 63: converge.scheduler.v1.Assignment.error:type_name -> converge.common.v1.ErrorContext
+	94,  // 64: converge.scheduler.v1.Assignment.usage:type_name -> converge.scheduler.v1.Usage
+	40,  // 65: converge.scheduler.v1.StartExecutionRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	5,   // 66: converge.scheduler.v1.StartExecutionRequest.triggered_by:type_name -> converge.scheduler.v1.ExecutionTrigger
+	43,  // 67: converge.scheduler.v1.StartExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	45,  // 68: converge.scheduler.v1.StartExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
+	43,  // 69: converge.scheduler.v1.GetExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	45,  // 70: converge.scheduler.v1.GetExecutionResponse.waves:type_name -> converge.scheduler.v1.Wave
+	4,   // 71: converge.scheduler.v1.ListExecutionsRequest.statuses:type_name -> converge.scheduler.v1.ExecutionStatus
+	43,  // 72: converge.scheduler.v1.ListExecutionsResponse.executions:type_name -> converge.scheduler.v1.Execution
+	10,  // 73: converge.scheduler.v1.ListAssignmentsRequest.statuses:type_name -> converge.scheduler.v1.AssignmentStatus
+	46,  // 74: converge.scheduler.v1.ListAssignmentsResponse.assignments:type_name -> converge.scheduler.v1.Assignment
+	113, // 75: converge.scheduler.v1.WatchExecutionRequest.event_types:type_name -> converge.common.v1.EventType
+	114, // 76: converge.scheduler.v1.WatchExecutionResponse.entry:type_name -> converge.common.v1.LogEntry
+	43,  // 77: converge.scheduler.v1.WatchExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	43,  // 78: converge.scheduler.v1.PauseExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	43,  // 79: converge.scheduler.v1.ResumeExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	43,  // 80: converge.scheduler.v1.CancelExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	46,  // 81: converge.scheduler.v1.RetryTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
+	43,  // 82: converge.scheduler.v1.RetryTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
+	43,  // 83: converge.scheduler.v1.SkipTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
+	7,   // 84: converge.scheduler.v1.SignOffGateRequest.decision:type_name -> converge.scheduler.v1.GateDecision
+	44,  // 85: converge.scheduler.v1.SignOffGateResponse.signoff:type_name -> converge.scheduler.v1.GateSignOff
+	43,  // 86: converge.scheduler.v1.SignOffGateResponse.execution:type_name -> converge.scheduler.v1.Execution
+	113, // 87: converge.scheduler.v1.GetExecutionLogRequest.event_types:type_name -> converge.common.v1.EventType
+	114, // 88: converge.scheduler.v1.GetExecutionLogResponse.entries:type_name -> converge.common.v1.LogEntry
+	106, // 89: converge.scheduler.v1.ErrorRecord.time:type_name -> google.protobuf.Timestamp
+	113, // 90: converge.scheduler.v1.ErrorRecord.event_type:type_name -> converge.common.v1.EventType
+	105, // 91: converge.scheduler.v1.HandoffContext.task:type_name -> converge.common.v1.Task
+	71,  // 92: converge.scheduler.v1.HandoffContext.error_history:type_name -> converge.scheduler.v1.ErrorRecord
+	114, // 93: converge.scheduler.v1.HandoffContext.recent_entries:type_name -> converge.common.v1.LogEntry
+	106, // 94: converge.scheduler.v1.HandoffContext.escalate_time:type_name -> google.protobuf.Timestamp
+	46,  // 95: converge.scheduler.v1.HandoffContext.last_assignment:type_name -> converge.scheduler.v1.Assignment
+	72,  // 96: converge.scheduler.v1.GetHandoffContextResponse.context:type_name -> converge.scheduler.v1.HandoffContext
+	12,  // 97: converge.scheduler.v1.FileChange.status:type_name -> converge.scheduler.v1.FileChangeStatus
+	76,  // 98: converge.scheduler.v1.GetTaskDiffResponse.files:type_name -> converge.scheduler.v1.FileChange
+	113, // 99: converge.scheduler.v1.AgentEvent.event_type:type_name -> converge.common.v1.EventType
+	115, // 100: converge.scheduler.v1.AgentEvent.context:type_name -> google.protobuf.Struct
+	106, // 101: converge.scheduler.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	46,  // 102: converge.scheduler.v1.ClaimedAssignment.assignment:type_name -> converge.scheduler.v1.Assignment
+	105, // 103: converge.scheduler.v1.ClaimedAssignment.task:type_name -> converge.common.v1.Task
+	17,  // 104: converge.scheduler.v1.ClaimedAssignment.repository:type_name -> converge.scheduler.v1.Repository
+	40,  // 105: converge.scheduler.v1.ClaimedAssignment.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	19,  // 106: converge.scheduler.v1.ClaimedAssignment.context:type_name -> converge.scheduler.v1.ProjectContext
+	20,  // 107: converge.scheduler.v1.ClaimedAssignment.validation:type_name -> converge.scheduler.v1.ValidationLevels
+	79,  // 108: converge.scheduler.v1.ClaimedAssignment.merges:type_name -> converge.scheduler.v1.IntegrationInput
+	112, // 109: converge.scheduler.v1.ClaimedAssignment.previous_errors:type_name -> converge.common.v1.ErrorContext
+	109, // 110: converge.scheduler.v1.ClaimedAssignment.heartbeat_interval:type_name -> google.protobuf.Duration
+	109, // 111: converge.scheduler.v1.ClaimedAssignment.lease_duration:type_name -> google.protobuf.Duration
+	80,  // 112: converge.scheduler.v1.ClaimedAssignment.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	109, // 113: converge.scheduler.v1.ClaimTaskRequest.wait:type_name -> google.protobuf.Duration
+	9,   // 114: converge.scheduler.v1.ClaimTaskRequest.kinds:type_name -> converge.scheduler.v1.AssignmentKind
+	81,  // 115: converge.scheduler.v1.ClaimTaskResponse.assignment:type_name -> converge.scheduler.v1.ClaimedAssignment
+	78,  // 116: converge.scheduler.v1.ReportProgressRequest.events:type_name -> converge.scheduler.v1.AgentEvent
+	116, // 117: converge.scheduler.v1.ReportProgressRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
+	13,  // 118: converge.scheduler.v1.ReportProgressResponse.directive:type_name -> converge.scheduler.v1.Directive
+	106, // 119: converge.scheduler.v1.ReportProgressResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	116, // 120: converge.scheduler.v1.RecordCheckpointRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
+	116, // 121: converge.scheduler.v1.RecordCheckpointResponse.checkpoint:type_name -> converge.common.v1.Checkpoint
+	11,  // 122: converge.scheduler.v1.CompleteTaskRequest.result:type_name -> converge.scheduler.v1.CompletionResult
+	112, // 123: converge.scheduler.v1.CompleteTaskRequest.error:type_name -> converge.common.v1.ErrorContext
+	42,  // 124: converge.scheduler.v1.CompleteTaskRequest.level_results:type_name -> converge.scheduler.v1.ValidationLevelResult
+	78,  // 125: converge.scheduler.v1.CompleteTaskRequest.events:type_name -> converge.scheduler.v1.AgentEvent
+	82,  // 126: converge.scheduler.v1.CompleteTaskRequest.claim_next:type_name -> converge.scheduler.v1.ClaimTaskRequest
+	94,  // 127: converge.scheduler.v1.CompleteTaskRequest.usage:type_name -> converge.scheduler.v1.Usage
+	46,  // 128: converge.scheduler.v1.CompleteTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
+	13,  // 129: converge.scheduler.v1.CompleteTaskResponse.directive:type_name -> converge.scheduler.v1.Directive
+	81,  // 130: converge.scheduler.v1.CompleteTaskResponse.next:type_name -> converge.scheduler.v1.ClaimedAssignment
+	41,  // 131: converge.scheduler.v1.FeatureIteration.verification:type_name -> converge.scheduler.v1.VerifySummary
+	106, // 132: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
+	106, // 133: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
+	106, // 134: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
+	15,  // 135: converge.scheduler.v1.FeatureBuild.status:type_name -> converge.scheduler.v1.FeatureBuildStatus
+	111, // 136: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
+	16,  // 137: converge.scheduler.v1.FeatureBuild.exit_reason:type_name -> converge.scheduler.v1.ExitReason
+	90,  // 138: converge.scheduler.v1.FeatureBuild.iterations:type_name -> converge.scheduler.v1.FeatureIteration
+	91,  // 139: converge.scheduler.v1.FeatureBuild.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
+	92,  // 140: converge.scheduler.v1.FeatureBuild.recovery_log:type_name -> converge.scheduler.v1.RecoveryLogEntry
+	14,  // 141: converge.scheduler.v1.FeatureBuild.autonomy:type_name -> converge.scheduler.v1.Autonomy
+	80,  // 142: converge.scheduler.v1.FeatureBuild.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	40,  // 143: converge.scheduler.v1.FeatureBuild.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	106, // 144: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
+	106, // 145: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
+	106, // 146: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
+	106, // 147: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
+	96,  // 148: converge.scheduler.v1.FeatureBuild.app:type_name -> converge.scheduler.v1.AppUnderTest
+	94,  // 149: converge.scheduler.v1.FeatureBuild.usage:type_name -> converge.scheduler.v1.Usage
+	21,  // 150: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
+	14,  // 151: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
+	80,  // 152: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	40,  // 153: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	96,  // 154: converge.scheduler.v1.StartFeatureBuildRequest.app:type_name -> converge.scheduler.v1.AppUnderTest
+	109, // 155: converge.scheduler.v1.AppUnderTest.ready_timeout:type_name -> google.protobuf.Duration
+	93,  // 156: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	36,  // 157: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
+	91,  // 158: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
+	93,  // 159: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	15,  // 160: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
+	93,  // 161: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
+	93,  // 162: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	25,  // 163: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
+	27,  // 164: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
+	29,  // 165: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
+	31,  // 166: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
+	33,  // 167: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
+	37,  // 168: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
+	47,  // 169: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
+	49,  // 170: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
+	51,  // 171: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
+	53,  // 172: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
+	55,  // 173: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
+	57,  // 174: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
+	59,  // 175: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
+	61,  // 176: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
+	63,  // 177: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
+	65,  // 178: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
+	67,  // 179: converge.scheduler.v1.SchedulerService.SignOffGate:input_type -> converge.scheduler.v1.SignOffGateRequest
+	69,  // 180: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
+	73,  // 181: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
+	75,  // 182: converge.scheduler.v1.SchedulerService.GetTaskDiff:input_type -> converge.scheduler.v1.GetTaskDiffRequest
+	82,  // 183: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
+	84,  // 184: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
+	86,  // 185: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
+	88,  // 186: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
+	95,  // 187: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
+	98,  // 188: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
+	100, // 189: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
+	102, // 190: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
+	26,  // 191: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
+	28,  // 192: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
+	30,  // 193: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
+	32,  // 194: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
+	34,  // 195: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
+	38,  // 196: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
+	48,  // 197: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
+	50,  // 198: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
+	52,  // 199: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
+	54,  // 200: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
+	56,  // 201: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
+	58,  // 202: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
+	60,  // 203: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
+	62,  // 204: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
+	64,  // 205: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
+	66,  // 206: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
+	68,  // 207: converge.scheduler.v1.SchedulerService.SignOffGate:output_type -> converge.scheduler.v1.SignOffGateResponse
+	70,  // 208: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
+	74,  // 209: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
+	77,  // 210: converge.scheduler.v1.SchedulerService.GetTaskDiff:output_type -> converge.scheduler.v1.GetTaskDiffResponse
+	83,  // 211: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
+	85,  // 212: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
+	87,  // 213: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
+	89,  // 214: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
+	97,  // 215: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
+	99,  // 216: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
+	101, // 217: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
+	103, // 218: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
+	191, // [191:219] is the sub-list for method output_type
+	163, // [163:191] is the sub-list for method input_type
+	163, // [163:163] is the sub-list for extension type_name
+	163, // [163:163] is the sub-list for extension extendee
+	0,   // [0:163] is the sub-list for field type_name
 }
 
 func init() { file_converge_scheduler_v1_scheduler_proto_init() }
@@ -9965,7 +10042,7 @@ func file_converge_scheduler_v1_scheduler_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_converge_scheduler_v1_scheduler_proto_rawDesc), len(file_converge_scheduler_v1_scheduler_proto_rawDesc)),
-			NumEnums:      16,
+			NumEnums:      17,
 			NumMessages:   87,
 			NumExtensions: 0,
 			NumServices:   1,
