@@ -69,6 +69,7 @@ type AssignmentRow struct {
 	PreviousErrors, Merges      string // JSON arrays
 	Detail                      string // JSON object
 	SessionID                   *string
+	ReadyWave                   *int32
 }
 
 // LogRow is the task_execution_log row of a log entry.
@@ -309,6 +310,9 @@ func EncodeAssignment(a *Assignment) (AssignmentRow, error) {
 		LastReportSeq: a.LastReportSeq, Position: a.Position, FinalIntegration: a.FinalIntegration,
 		SessionID: nullable(a.SessionID),
 	}
+	if a.ReadyWave > 0 {
+		r.ReadyWave = &a.ReadyWave
+	}
 	var err error
 	if r.Kind, err = AssignmentKindName(p.GetKind()); err != nil {
 		return r, fmt.Errorf("assignment %q: %w", p.GetId(), err)
@@ -354,6 +358,9 @@ func DecodeAssignment(r AssignmentRow) (*Assignment, error) {
 	p.LeaseExpireTime, p.AssignTime, p.CompleteTime = stamp(r.LeaseExpireTime), stamp(r.AssignTime), stamp(r.CompleteTime)
 	a := &Assignment{Assignment: p, Position: r.Position, LastReportSeq: r.LastReportSeq, FinalIntegration: r.FinalIntegration,
 		SessionID: deref(r.SessionID)}
+	if r.ReadyWave != nil {
+		a.ReadyWave = *r.ReadyWave
+	}
 	if a.PreviousErrors, err = listOf(r.PreviousErrors, func() *commonv1.ErrorContext { return &commonv1.ErrorContext{} }); err != nil {
 		return nil, fmt.Errorf("store: assignment %q: previous_errors: %w", r.ID, err)
 	}

@@ -98,7 +98,9 @@ type Executions interface {
 	// holds); reads outside tx see the state before the transaction.
 	UpdateExecution(ctx context.Context, id string, fn func(tx ExecTx) error) error
 	// ClaimableExecutions returns the executions whose status is RUNNING (not pending, paused or
-	// ended) and which have at least one PENDING assignment in a RUNNING or INTEGRATING wave,
+	// ended) and which have at least one PENDING assignment in a RUNNING or INTEGRATING wave (or
+	// a PENDING task assignment of a later wave whose ReadyWave is set and at most the current
+	// wave: eager dispatch),
 	// oldest first (create time, then id), at most limit. Claims then happen in UpdateExecution.
 	ClaimableExecutions(ctx context.Context, limit int) ([]*schedulerv1.Execution, error)
 	// ExpiredLeases returns assignments whose status is ASSIGNED or RUNNING and whose lease
@@ -165,6 +167,10 @@ type ExecTx interface {
 	// NextPending returns the PENDING assignment of wave waveNumber to lease next (integration
 	// first, then the lowest position), or nil when there is none; kinds empty = any kind.
 	NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKind) (*Assignment, error)
+	// NextEager returns up to limit PENDING task assignments of waves after currentWave whose
+	// ReadyWave is set and at most currentWave, in claim order (wave, then position), for an
+	// eager claim to choose from; none when there are none.
+	NextEager(currentWave int32, limit int) ([]*Assignment, error)
 	// InsertAssignment stores a new assignment of the execution (e.g. a wave's integration). Its
 	// wave is a.WaveId, or a.WaveNumber when WaveId is empty (ErrNotFound when the execution has
 	// no such wave); it sets a's ExecutionId, WaveId and WaveNumber. ErrAlreadyExists when the
@@ -212,6 +218,10 @@ type Assignment struct {
 	// SessionID is the session (boot id) of the agent process the assignment was leased to
 	// (ClaimTaskRequest.session_id); "" when it sent none.
 	SessionID string
+	// ReadyWave (eager dispatch, task assignments only): once the execution's current wave is at
+	// least ReadyWave, the task may be leased before its own wave opens (NextEager); 0 = it waits
+	// for its wave. Fixed when the assignment is stored; it must be below the assignment's wave.
+	ReadyWave int32
 }
 
 // ListExecutionsQuery selects a page of executions.

@@ -246,6 +246,20 @@ func (t *execTx) NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKin
 	return a, nil
 }
 
+func (t *execTx) NextEager(currentWave int32, limit int) ([]*store.Assignment, error) {
+	if err := t.Check(); err != nil {
+		return nil, err
+	}
+	rows, err := t.tx.Query(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
+		WHERE a.execution_id = $1 AND a.status = 'pending' AND a.ready_wave IS NOT NULL AND a.ready_wave <= $2 AND a.wave_number > $2
+		ORDER BY a.wave_number, a.position, a.assignment_id LIMIT $3`, t.ID(), currentWave, limit)
+	list, err := collect(rows, err, scanAssignment)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: eager assignments of %q: %w", t.ID(), err)
+	}
+	return list, nil
+}
+
 func (t *execTx) InsertAssignment(a *store.Assignment) error {
 	if err := t.Check(); err != nil {
 		return err

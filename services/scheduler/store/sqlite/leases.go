@@ -11,12 +11,15 @@ import (
 // ClaimableExecutions reads the running executions with a pending assignment in an open wave.
 // Only the execution's current wave is looked at (the one wave that is open, and the only one a
 // claim leases from): indexed look-ups, not a scan of every pending assignment of later waves,
-// which every waiting claim made while a wave's last tasks ran.
+// which every waiting claim made while a wave's last tasks ran; and, for eager dispatch, the
+// pending assignments of later waves that may start early (eager index: only those rows).
 func (s *Store) ClaimableExecutions(ctx context.Context, limit int) ([]*schedulerv1.Execution, error) {
 	rows, err := s.DB().QueryContext(ctx, `SELECT `+executionColumns+` FROM task_list_execution_runs r
-		WHERE r.status = 'running' AND EXISTS (SELECT 1 FROM parallel_execution_waves w
+		WHERE r.status = 'running' AND (EXISTS (SELECT 1 FROM parallel_execution_waves w
 			JOIN wave_task_assignments a ON a.execution_id = w.execution_id AND a.wave_number = w.wave_number AND a.status = 'pending'
 			WHERE w.execution_id = r.execution_id AND w.wave_number = r.current_wave AND w.status IN ('running', 'integrating'))
+			OR EXISTS (SELECT 1 FROM wave_task_assignments e WHERE e.execution_id = r.execution_id
+				AND e.status = 'pending' AND e.ready_wave IS NOT NULL AND e.ready_wave <= r.current_wave AND e.wave_number > r.current_wave))
 		ORDER BY r.created_at, r.execution_id LIMIT ?`, limit)
 	list, err := collect(rows, err, scanExecution)
 	if err != nil {

@@ -29,6 +29,7 @@ var executionTests = []test{
 	{"UpdateRollsBack", testUpdateRollsBack},
 	{"AppendIsDense", testAppendIsDense},
 	{"NextPending", testNextPending},
+	{"NextEager", testNextEager},
 	{"InsertAssignment", testInsertAssignment},
 	{"ClaimableExecutions", testClaimableExecutions},
 	{"ExpiredLeases", testExpiredLeases},

@@ -1,0 +1,77 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/converge-dev/converge/services/scheduler/store"
+)
+
+// testNextEager: ReadyWave is stored with an assignment and kept by PutAssignment; NextEager
+// returns the pending task assignments of later waves whose ready wave is open, in claim order;
+// ClaimableExecutions finds a run whose open wave has nothing pending but a later task is ready.
+func testNextEager(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	newList(t, s, "tl", 6)
+	r := newRun("ex", "tl", []string{"t0"}, []string{"t1", "t2"}, []string{"t3", "t4", "t5"})
+	r.as[0].Status, r.as[0].InstanceId, r.as[0].LeaseExpireTime = asRunning, "agent", at(60) // the open wave: nothing pending
+	r.as[1].ReadyWave = 1                                                                       // t1
+	r.as[3].ReadyWave, r.as[3].Position = 1, 2                                                  // t3, after t5 in its wave
+	r.as[4].ReadyWave = 2                                                                       // t4: once wave 2 is open
+	r.as[5].ReadyWave, r.as[5].Position = 1, 0                                                  // t5
+	r.create(t, s)
+	strict := newRun("st", "tl", []string{"t0"}, []string{"t1"})
+	strict.as[0].Status, strict.as[0].InstanceId, strict.as[0].LeaseExpireTime = asRunning, "agent", at(60)
+	strict.create(t, s)
+
+	list, err := s.ClaimableExecutions(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"ex"}, ids(list), "a ready task of a later wave makes the run claimable; a strict run waits")
+
+	as, _, err := s.ListAssignments(ctx, store.ListAssignmentsQuery{ExecutionID: "ex", PageSize: 10})
+	require.NoError(t, err)
+	ready := map[string]int32{}
+	for _, a := range as {
+		ready[a.TaskId] = a.ReadyWave
+	}
+	require.Equal(t, map[string]int32{"t0": 0, "t1": 1, "t2": 0, "t3": 1, "t4": 2, "t5": 1}, ready)
+
+	update(t, s, "ex", func(tx store.ExecTx) error {
+		got, err := tx.NextEager(1, 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{"ex/t1", "ex/t5", "ex/t3"}, ids(assignmentProtos(got)), "wave, then position")
+		require.EqualValues(t, 1, got[0].ReadyWave)
+		got, err = tx.NextEager(1, 1)
+		require.NoError(t, err)
+		require.Equal(t, []string{"ex/t1"}, ids(assignmentProtos(got)))
+		// Leased: no longer a candidate, and its ready wave stays.
+		a := got[0]
+		a.Status, a.InstanceId, a.LeaseExpireTime = asAssigned, "agent-2", timestamppb.New(tx.Now().Add(time.Minute))
+		require.NoError(t, tx.PutAssignment(a))
+		got, err = tx.NextEager(1, 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{"ex/t5", "ex/t3"}, ids(assignmentProtos(got)))
+		back, err := tx.Assignment("ex/t1")
+		require.NoError(t, err)
+		require.EqualValues(t, 1, back.ReadyWave)
+		// Wave 2 open: its own tasks are NextPending's; wave 3's ready ones are eager.
+		got, err = tx.NextEager(2, 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{"ex/t5", "ex/t3", "ex/t4"}, ids(assignmentProtos(got)))
+		got, err = tx.NextEager(3, 10)
+		require.NoError(t, err)
+		require.Empty(t, got, "no wave after the last")
+		return nil
+	})
+	update(t, s, "st", func(tx store.ExecTx) error {
+		got, err := tx.NextEager(1, 10)
+		require.NoError(t, err)
+		require.Empty(t, got)
+		return nil
+	})
+}
