@@ -142,12 +142,29 @@ func (r *runner) lease(instance, session, principal string, kinds []schedulerv1.
 	if err != nil {
 		return nil, err
 	}
+	eager := false
+	if a == nil {
+		// Nothing left in the open wave: a later wave's task that may start now (eager.go).
+		if a, err = r.nextEager(kinds); err != nil {
+			return nil, err
+		}
+		eager = a != nil
+	}
 	if a == nil {
 		return nil, errNothing
 	}
 	w, err := r.wave(a.GetWaveNumber())
 	if err != nil {
 		return nil, err
+	}
+	base := w.GetBaseCommit()
+	if eager {
+		// It starts from the last integration: the open wave's base.
+		open, err := r.wave(r.e.GetCurrentWave())
+		if err != nil {
+			return nil, err
+		}
+		base = open.GetBaseCommit()
 	}
 	d := leaseDuration(r.e.GetOptions())
 	a.Status = schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_ASSIGNED
@@ -176,22 +193,26 @@ func (r *runner) lease(instance, session, principal string, kinds []schedulerv1.
 			return nil, err
 		}
 	}
+	data := map[string]any{"attempt": float64(a.GetAttempt()), "fencing_token": float64(a.GetFencingToken()), "assignment_id": a.GetId()}
+	if eager {
+		what += fmt.Sprintf(" (early: wave %d is open)", r.e.GetCurrentWave())
+		data["eager"], data["open_wave"] = true, float64(r.e.GetCurrentWave())
+	}
 	if err := r.log(entry(commonv1.EventType_EVENT_TYPE_LEASE_GRANTED, a,
-		fmt.Sprintf("%s leased to %s (attempt %d, token %d, lease %s)", what, instance, a.GetAttempt(), a.GetFencingToken(), d),
-		map[string]any{"attempt": float64(a.GetAttempt()), "fencing_token": float64(a.GetFencingToken()), "assignment_id": a.GetId()})); err != nil {
+		fmt.Sprintf("%s leased to %s (attempt %d, token %d, lease %s)", what, instance, a.GetAttempt(), a.GetFencingToken(), d), data)); err != nil {
 		return nil, err
 	}
-	return r.claimed(a, w, d, what)
+	return r.claimed(a, base, d, what)
 }
 
 // claimed is what the agent gets for a lease.
-func (r *runner) claimed(a *store.Assignment, w *schedulerv1.Wave, d time.Duration, _ string) (*schedulerv1.ClaimedAssignment, error) {
+func (r *runner) claimed(a *store.Assignment, base string, d time.Duration, _ string) (*schedulerv1.ClaimedAssignment, error) {
 	c := &schedulerv1.ClaimedAssignment{
 		Assignment:        a.Assignment,
 		TaskListId:        r.tl.ID,
 		TaskListName:      r.tl.Spec.GetName(),
 		Repository:        r.e.GetRepository(),
-		BaseCommit:        w.GetBaseCommit(),
+		BaseCommit:        base,
 		RunBranch:         r.e.GetRunBranch(),
 		Options:           r.e.GetOptions(),
 		Context:           r.tl.Spec.GetContext(),

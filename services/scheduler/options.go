@@ -79,6 +79,9 @@ func resolved(o *schedulerv1.ExecutionOptions) *schedulerv1.ExecutionOptions {
 	if r.KnowledgeMinConfidence == nil {
 		r.KnowledgeMinConfidence = proto.Float64(defaultMinConfidence)
 	}
+	if r.Dispatch == schedulerv1.DispatchMode_DISPATCH_MODE_UNSPECIFIED {
+		r.Dispatch = defaultDispatch
+	}
 	r.DryRun = false
 	return r
 }

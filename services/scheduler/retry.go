@@ -80,6 +80,8 @@ func (r *runner) retryInLaterWave(a *store.Assignment, w *schedulerv1.Wave, reas
 	if err := r.tx.InsertAssignment(next); err != nil {
 		return nil, err
 	}
+	// Its dependents' ready waves counted on its old wave: no more early starts in this run.
+	r.stopEager()
 	target.TaskCount++
 	if err := r.tx.PutWave(target); err != nil {
 		return nil, err
