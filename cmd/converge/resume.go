@@ -80,6 +80,9 @@ func resumeOptions(o runOptions, prev *schedulerv1.ExecutionOptions) *schedulerv
 	if o.MaxRetries == nil {
 		opts.MaxRetries = prev.MaxRetries
 	}
+	if o.Dispatch == "" {
+		opts.Dispatch = prev.GetDispatch()
+	}
 	if o.Heartbeat == 0 {
 		opts.AgentConfig = nil
 		if hb := prev.GetAgentConfig().GetHeartbeatInterval(); hb != nil {

@@ -51,6 +51,10 @@ type runOptions struct {
 	Agents int
 	// MaxParallel caps the tasks per wave (0 = the Scheduler's default, 4).
 	MaxParallel int
+	// Dispatch is "strict" (every wave a barrier), "eager" (a later wave's task starts once
+	// what it depends on is integrated and nothing running overlaps its files) or "" (the
+	// Scheduler's default, eager).
+	Dispatch string
 	// DataDir keeps the in-process suite's data; empty = in memory.
 	DataDir string
 	// InMemory is the default without --data-dir; the flag exists to say it.
@@ -154,6 +158,7 @@ func runCommand() *cobra.Command {
 	fs.StringVar(&o.Criteria, "criteria", "", "done-criteria.md that Verify Done checks (overrides the list's)")
 	fs.IntVar(&o.Agents, "agents", 3, "local agents of the in-process suite (not with --server)")
 	fs.IntVar(&o.MaxParallel, "max-parallel", 0, "most tasks per wave, and so at once (0 = the Scheduler's default, 4)")
+	fs.StringVar(&o.Dispatch, "dispatch", os.Getenv("CONVERGE_DISPATCH"), "when a later wave's task may start: eager (once the tasks it depends on are integrated and nothing running touches its files) or strict (once its whole wave opens); default: the Scheduler's, eager [CONVERGE_DISPATCH]")
 	fs.StringVar(&o.DataDir, "data-dir", "", "keep the in-process suite's databases here (default: in memory)")
 	fs.BoolVar(&o.InMemory, "in-memory", false, "keep nothing (the default without --data-dir)")
 	fs.BoolVar(&o.JSON, "json", false, "print the summary as JSON on stdout; progress goes to stderr")
@@ -201,6 +206,8 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 		return usagef("--agents %d: at most 64 local agents", o.Agents)
 	case o.MaxParallel < 0 || o.MaxParallel > 1024:
 		return usagef("--max-parallel %d: want 0 (the default) to 1024", o.MaxParallel)
+	case o.Dispatch != "" && o.Dispatch != "strict" && o.Dispatch != "eager":
+		return usagef("--dispatch %q: want strict or eager", o.Dispatch)
 	case o.envErr != nil:
 		return usageError{o.envErr}
 	case o.Heartbeat != 0 && (o.Heartbeat < minHeartbeat || o.Heartbeat > maxHeartbeat):
@@ -316,7 +323,8 @@ func runRun(parent context.Context, o runOptions, env runEnv) error {
 
 // executionOptions are the options `converge run` starts its execution with.
 func executionOptions(o runOptions) *schedulerv1.ExecutionOptions {
-	opts := &schedulerv1.ExecutionOptions{MaxParallel: int32(o.MaxParallel), AllowUndeclaredFiles: o.AllowUndeclaredFiles}
+	opts := &schedulerv1.ExecutionOptions{MaxParallel: int32(o.MaxParallel), AllowUndeclaredFiles: o.AllowUndeclaredFiles,
+		Dispatch: dispatchMode(o.Dispatch)}
 	if o.Heartbeat > 0 {
 		opts.AgentConfig = &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(o.Heartbeat)}
 	}
@@ -624,4 +632,15 @@ func rerunCommand(args []string) string {
 func isTerminalWriter(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && isTerminal(f)
+}
+
+// dispatchMode is the DispatchMode of --dispatch ("" = unset: the Scheduler's default).
+func dispatchMode(flag string) schedulerv1.DispatchMode {
+	switch flag {
+	case "strict":
+		return schedulerv1.DispatchMode_DISPATCH_MODE_STRICT_WAVES
+	case "eager":
+		return schedulerv1.DispatchMode_DISPATCH_MODE_EAGER
+	}
+	return schedulerv1.DispatchMode_DISPATCH_MODE_UNSPECIFIED
 }

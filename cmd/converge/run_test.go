@@ -98,6 +98,7 @@ func TestCLIUsageErrors(t *testing.T) {
 		{"agents with server", []string{"run", greeterTasks, "--server", "127.0.0.1:1", "--agents", "2"}, []string{"not with --server"}},
 		{"data dir and in-memory", []string{"run", greeterTasks, "--data-dir", tmp, "--in-memory"}, []string{"--data-dir and --in-memory: give one"}},
 		{"max parallel", []string{"run", greeterTasks, "--max-parallel", "-1"}, []string{"--max-parallel -1"}},
+		{"dispatch", []string{"run", greeterTasks, "--dispatch", "fast"}, []string{`--dispatch "fast": want strict or eager`}},
 		{"heartbeat too short", []string{"run", greeterTasks, "--heartbeat", "50ms"}, []string{"--heartbeat 50ms: want 0 (the agents' default, 30s) or 100ms to 10m0s"}},
 		{"heartbeat too long", []string{"run", greeterTasks, "--heartbeat", "1h"}, []string{"--heartbeat 1h0m0s"}},
 		{"max retries", []string{"run", greeterTasks, "--max-retries", "21"}, []string{"--max-retries 21: want 0 to 20"}},
