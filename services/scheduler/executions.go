@@ -330,7 +330,9 @@ func (s *Server) RetryTask(ctx context.Context, req *schedulerv1.RetryTaskReques
 		if ended(r.e) {
 			return failedPrecondition("execution %s ended %s: start a RETRY execution (triggered_by RETRY, previous_execution_id %s)", r.e.GetId(), statusName(r.e), r.e.GetId())
 		}
-		if w.GetStatus() != schedulerv1.WaveStatus_WAVE_STATUS_RUNNING {
+		// A task of a wave that has not opened yet ran early (eager dispatch): it is retried in
+		// its own wave, as one of the open wave.
+		if w.GetStatus() != schedulerv1.WaveStatus_WAVE_STATUS_RUNNING && w.GetStatus() != schedulerv1.WaveStatus_WAVE_STATUS_PENDING {
 			var err error
 			out, err = r.retryInLaterWave(a, w, req.GetReason())
 			return err

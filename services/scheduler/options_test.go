@@ -32,6 +32,7 @@ func defaultOptions() *schedulerv1.ExecutionOptions {
 		CriticalPhases:         &schedulerv1.CriticalPhases{Phases: []string{"database"}},
 		MaxFailedTasks:         proto.Int32(3),
 		KnowledgeMinConfidence: proto.Float64(0.6),
+		Dispatch:               schedulerv1.DispatchMode_DISPATCH_MODE_EAGER,
 	}
 }
 
@@ -63,10 +64,11 @@ func TestResolvedFillsEveryDefaultOnce(t *testing.T) {
 				o.TaskTimeout, o.AgentConfig.TaskTimeout = durationpb.New(2*time.Minute), durationpb.New(2*time.Minute)
 			})},
 		{"set values stay", &schedulerv1.ExecutionOptions{MaxParallel: 2, MaxFailedTasks: proto.Int32(0),
-			CriticalPhases: &schedulerv1.CriticalPhases{}, KnowledgeMinConfidence: proto.Float64(0),
+			CriticalPhases: &schedulerv1.CriticalPhases{}, KnowledgeMinConfidence: proto.Float64(0), Dispatch: schedulerv1.DispatchMode_DISPATCH_MODE_STRICT_WAVES,
 			AgentConfig: &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(time.Second), ValidationTimeout: durationpb.New(time.Second)}},
 			opts(func(o *schedulerv1.ExecutionOptions) {
 				o.MaxParallel, o.MaxFailedTasks, o.CriticalPhases, o.KnowledgeMinConfidence = 2, proto.Int32(0), &schedulerv1.CriticalPhases{}, proto.Float64(0)
+				o.Dispatch = schedulerv1.DispatchMode_DISPATCH_MODE_STRICT_WAVES
 				o.AgentConfig.HeartbeatInterval, o.AgentConfig.ValidationTimeout = durationpb.New(time.Second), durationpb.New(time.Second)
 			})},
 	} {

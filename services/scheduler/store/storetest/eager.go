@@ -62,7 +62,7 @@ func testNextEager(t *testing.T, newStore func(t *testing.T) store.Store) {
 		// Wave 2 open: its own tasks are NextPending's; wave 3's ready ones are eager.
 		got, err = tx.NextEager(2, 10)
 		require.NoError(t, err)
-		require.Equal(t, []string{"ex/t5", "ex/t3", "ex/t4"}, ids(assignmentProtos(got)))
+		require.Equal(t, []string{"ex/t5", "ex/t4", "ex/t3"}, ids(assignmentProtos(got)), "t4 is at position 1")
 		got, err = tx.NextEager(3, 10)
 		require.NoError(t, err)
 		require.Empty(t, got, "no wave after the last")
