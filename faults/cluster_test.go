@@ -216,7 +216,11 @@ func (c *cluster) start(spec *schedulerv1.TaskListSpec) *schedulerv1.Execution {
 	})
 	var e *schedulerv1.Execution
 	c.call(func(ctx context.Context, s schedulerv1.SchedulerServiceClient) error {
-		opts := &schedulerv1.ExecutionOptions{MaxParallel: 10}
+		// Eager dispatch, the default, named: with waves of 5 a layer of ten is two waves, and a
+		// task of a layer's first wave may start while the previous layer's second wave runs (its
+		// dependency, ten tasks back, is in the previous layer's first wave). So every fault meets
+		// early leases too.
+		opts := &schedulerv1.ExecutionOptions{MaxParallel: 5, Dispatch: schedulerv1.DispatchMode_DISPATCH_MODE_EAGER}
 		if hb := c.heartbeat(); hb > 0 {
 			opts.AgentConfig = &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(hb)}
 		}

@@ -371,6 +371,11 @@ func runScenario(t *testing.T, cfg config, pg *clustertest.Postgres, db string, 
 		}
 	}
 	checkLeases(t, log, r)
+	early := earlyLeases(log)
+	res.notes += fmt.Sprintf("; %d early (eager) leases", early)
+	if sc.spec == nil && res.converged {
+		assert.Positive(t, early, "no task of the layered list was leased before its wave opened: eager dispatch did not run")
+	}
 	if sc.check != nil {
 		sc.check(r, e, log)
 	}
@@ -464,6 +469,17 @@ func checkLeases(t *testing.T, log []*commonv1.LogEntry, r *run) {
 		}
 	}
 	r.res.completedByStale = stale
+}
+
+// earlyLeases counts the leases eager dispatch granted before the task's wave opened.
+func earlyLeases(log []*commonv1.LogEntry) int {
+	n := 0
+	for _, en := range log {
+		if en.GetEventType() == commonv1.EventType_EVENT_TYPE_LEASE_GRANTED && en.GetContext().AsMap()["eager"] == true {
+			n++
+		}
+	}
+	return n
 }
 
 // failures logs why tasks failed, from the log.

@@ -50,6 +50,8 @@ type options struct {
 	pgURL, redisURL    string
 	jsonOut            bool
 	timeout            time.Duration
+	// dispatch are the Scheduler's dispatch modes to run each graph with, side by side.
+	dispatch []string
 }
 
 func main() {
@@ -66,7 +68,15 @@ func main() {
 	flag.StringVar(&o.redisURL, "redis-url", envOr("CONVERGE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis")
 	flag.BoolVar(&o.jsonOut, "json", false, "print the result as one JSON object instead of tables")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up on one converge execution after this long")
+	dispatch := flag.String("dispatch", "strict,eager", "converge's dispatch modes, each run side by side: strict (every wave a barrier), eager (a task starts once its dependencies are integrated), or both comma-separated; the fan-out, one wave, runs the last only")
 	flag.Parse()
+	o.dispatch = strings.Split(*dispatch, ",")
+	for _, d := range o.dispatch {
+		if _, ok := dispatchModes[d]; !ok {
+			fmt.Fprintf(os.Stderr, "dag-bench: --dispatch %q: want strict, eager or both\n", d)
+			os.Exit(2)
+		}
+	}
 	o.shapes = strings.Split(*shape, ",")
 	if *shape == "all" {
 		o.shapes = []string{"chain", "fanout", "random"}
@@ -112,9 +122,11 @@ type shapeResult struct {
 
 // side is one runner's figures on one graph.
 type side struct {
-	Name    string  `json:"name"`
-	Outcome string  `json:"outcome"`
-	WallS   float64 `json:"wall_s"`
+	Name string `json:"name"`
+	// Dispatch is converge's dispatch mode (strict or eager); "" for ninja and make.
+	Dispatch string  `json:"dispatch,omitempty"`
+	Outcome  string  `json:"outcome"`
+	WallS    float64 `json:"wall_s"`
 	// OverheadMsPerTask is (wall − ninja wall) / tasks; RatioToNinja is wall / ninja wall.
 	OverheadMsPerTask float64 `json:"overhead_ms_per_task"`
 	RatioToNinja      float64 `json:"ratio_to_ninja"`
@@ -130,6 +142,8 @@ type side struct {
 	Requeued   int     `json:"requeued,omitempty"`
 	Waves      int     `json:"waves,omitempty"`
 	PeerRounds int     `json:"peer_rounds,omitempty"`
+	// EarlyLeases are the leases granted before the task's wave opened (eager dispatch).
+	EarlyLeases int `json:"early_leases,omitempty"`
 }
 
 // graph is a DAG in topological order: deps[i] are indexes below i.
@@ -202,6 +216,21 @@ func randomDAG(n, m int, seed uint64) [][]int {
 
 func taskID(i int) string { return fmt.Sprintf("t%04d", i) }
 
+// dispatchModes are the --dispatch names and what each runs with.
+var dispatchModes = map[string]schedulerv1.DispatchMode{
+	"strict": schedulerv1.DispatchMode_DISPATCH_MODE_STRICT_WAVES,
+	"eager":  schedulerv1.DispatchMode_DISPATCH_MODE_EAGER,
+}
+
+// modesFor are the dispatch modes graph g runs with: a fan-out is one wave, where the modes do
+// the same, so it runs the last only.
+func modesFor(g graph, o options) []string {
+	if g.shape == "fanout" {
+		return o.dispatch[len(o.dispatch)-1:]
+	}
+	return o.dispatch
+}
+
 func run(o options) (report, error) {
 	rep := report{Agents: o.agents, Cores: runtime.NumCPU(), Time: time.Now().UTC()}
 	var graphs []graph
@@ -225,20 +254,24 @@ func run(o options) (report, error) {
 			sr.Runs = append(sr.Runs, r)
 		}
 		if o.mode == "embedded" || o.mode == "both" {
-			fmt.Fprintf(os.Stderr, "dag-bench: %s on converge dev\n", g.shape)
-			r, err := embedded(g, o)
-			if err != nil {
-				return rep, fmt.Errorf("%s embedded: %w", g.shape, err)
+			for _, d := range modesFor(g, o) {
+				fmt.Fprintf(os.Stderr, "dag-bench: %s on converge dev, %s dispatch\n", g.shape, d)
+				r, err := embedded(g, o, d)
+				if err != nil {
+					return rep, fmt.Errorf("%s embedded %s: %w", g.shape, d, err)
+				}
+				sr.Runs = append(sr.Runs, r)
 			}
-			sr.Runs = append(sr.Runs, r)
 		}
 		if o.mode == "postgres" || o.mode == "both" {
-			fmt.Fprintf(os.Stderr, "dag-bench: %s on Postgres + Redis\n", g.shape)
-			r, err := production(g, o)
-			if err != nil {
-				return rep, fmt.Errorf("%s postgres: %w", g.shape, err)
+			for _, d := range modesFor(g, o) {
+				fmt.Fprintf(os.Stderr, "dag-bench: %s on Postgres + Redis, %s dispatch\n", g.shape, d)
+				r, err := production(g, o, d)
+				if err != nil {
+					return rep, fmt.Errorf("%s postgres %s: %w", g.shape, d, err)
+				}
+				sr.Runs = append(sr.Runs, r)
 			}
-			sr.Runs = append(sr.Runs, r)
 		}
 		ninja := sr.Runs[0].WallS
 		for i := range sr.Runs {
@@ -260,7 +293,7 @@ func printTables(rep report) {
 		if s.Shape == "fanout" {
 			lat = "claim→start"
 		}
-		fmt.Printf("| runner | outcome | wall | ×ninja | overhead/task | %s p50 | p99 | tasks/s |\n|---|---|---|---|---|---|---|---|\n", lat)
+		fmt.Printf("| runner | outcome | wall | ×ninja | overhead/task | %s p50 | p99 | tasks/s | early leases |\n|---|---|---|---|---|---|---|---|---|\n", lat)
 		for _, r := range s.Runs {
 			p50, p99, tps := "—", "—", "—"
 			if r.Latency != "" {
@@ -269,9 +302,31 @@ func printTables(rep report) {
 			if r.TasksPerS > 0 {
 				tps = fmt.Sprintf("%.1f", r.TasksPerS)
 			}
-			fmt.Printf("| %s | %s | %.3f s | %.1f | %.2f ms | %s | %s | %s |\n", r.Name, r.Outcome, r.WallS, r.RatioToNinja, r.OverheadMsPerTask, p50, p99, tps)
+			fmt.Printf("| %s | %s | %.3f s | %.1f | %.2f ms | %s | %s | %s | %d |\n", r.Name, r.Outcome, r.WallS, r.RatioToNinja, r.OverheadMsPerTask, p50, p99, tps, r.EarlyLeases)
+		}
+		for _, line := range eagerVsStrict(s.Runs) {
+			fmt.Println(line)
 		}
 	}
+}
+
+// eagerVsStrict words, for each deployment that ran both modes, eager's wall time and latency
+// as a ratio to strict's.
+func eagerVsStrict(runs []side) []string {
+	var out []string
+	for _, strict := range runs {
+		if strict.Dispatch != "strict" {
+			continue
+		}
+		deployment := strings.TrimSuffix(strict.Name, ", strict")
+		for _, eager := range runs {
+			if eager.Dispatch == "eager" && strings.TrimSuffix(eager.Name, ", eager") == deployment && strict.WallS > 0 && strict.LatP50Ms > 0 {
+				out = append(out, fmt.Sprintf("%s: eager / strict wall %.3f s / %.3f s = %.2f×; dep-done→start p50 %.1f / %.1f ms = %.2f×",
+					deployment, eager.WallS, strict.WallS, eager.WallS/strict.WallS, eager.LatP50Ms, strict.LatP50Ms, eager.LatP50Ms/strict.LatP50Ms))
+			}
+		}
+	}
+	return out
 }
 
 // peer runs ninja or make on the graph `rounds` times in fresh directories and reports the median
@@ -347,7 +402,7 @@ func peer(tool string, g graph, jobs, rounds int) (side, error) {
 }
 
 // embedded runs the graph on `converge dev --in-memory` with agent processes.
-func embedded(g graph, o options) (r side, err error) {
+func embedded(g graph, o options, dispatch string) (r side, err error) {
 	err = clustertest.Run(nil, func(tb clustertest.TB) error {
 		addr := clustertest.FreeAddr(tb)
 		dev := clustertest.StartProcess(tb, clustertest.ProcessSpec{Name: "converge-dev", Bin: clustertest.Binary(tb, "converge"),
@@ -360,7 +415,7 @@ func embedded(g graph, o options) (r side, err error) {
 				Args: []string{"--listen", clustertest.FreeAddr(tb), "--scheduler", addr, "--registry", addr,
 					"--instance-id", id, "--data-dir", filepath.Join(work, id), "--log-level", "warn"}})
 		}
-		r, err = execute(fmt.Sprintf("converge, embedded (SQLite), %d agents", o.agents), schedulerv1.NewSchedulerServiceClient(clustertest.Dial(tb, addr)), g, o)
+		r, err = execute(fmt.Sprintf("converge, embedded (SQLite), %d agents, %s", o.agents, dispatch), schedulerv1.NewSchedulerServiceClient(clustertest.Dial(tb, addr)), g, o, dispatch)
 		return err
 	})
 	return r, err
@@ -368,11 +423,11 @@ func embedded(g graph, o options) (r side, err error) {
 
 // production runs it on separate Scheduler and Registry processes on a fresh database of the
 // Postgres server and on Redis (platform/clustertest), with the agents.
-func production(g graph, o options) (r side, err error) {
+func production(g graph, o options, dispatch string) (r side, err error) {
 	err = clustertest.Run(nil, func(tb clustertest.TB) error {
 		c := clustertest.Start(tb, clustertest.Options{Agents: o.agents, Without: []string{"knowledge", "verifier"}, LogLevel: "warn",
 			Postgres: clustertest.UsePostgres(tb, o.pgURL), Redis: clustertest.UseRedis(tb, o.redisURL)})
-		r, err = execute(fmt.Sprintf("converge, Postgres + Redis, %d agents", o.agents), c.SchedulerClient(0), g, o)
+		r, err = execute(fmt.Sprintf("converge, Postgres + Redis, %d agents, %s", o.agents, dispatch), c.SchedulerClient(0), g, o, dispatch)
 		return err
 	})
 	return r, err
@@ -381,7 +436,7 @@ func production(g graph, o options) (r side, err error) {
 // execute creates and runs the list on the deployment's Scheduler and reads the figures from the
 // log. The wall time runs from CreateTaskList to the execution's end, as ninja's includes parsing
 // its file.
-func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o options) (side, error) {
+func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o options, dispatch string) (side, error) {
 	ctx := context.Background()
 	spec := &schedulerv1.TaskListSpec{Name: "dag " + g.shape}
 	for i, ds := range g.deps {
@@ -397,7 +452,8 @@ func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o optio
 		return side{}, err
 	}
 	ex, err := c.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId(),
-		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(min(len(g.deps), 1024)), AgentConfig: &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(10 * time.Second)}}})
+		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(min(len(g.deps), 1024)), Dispatch: dispatchModes[dispatch],
+			AgentConfig: &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(10 * time.Second)}}})
 	if err != nil {
 		return side{}, err
 	}
@@ -423,7 +479,7 @@ func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o optio
 	if err != nil {
 		return side{}, err
 	}
-	r := side{Name: name, WallS: wall.Seconds(), Outcome: strings.TrimPrefix(e.GetOutcome().String(), "OUTCOME_")}
+	r := side{Name: name, Dispatch: dispatch, WallS: wall.Seconds(), Outcome: strings.TrimPrefix(e.GetOutcome().String(), "OUTCOME_")}
 	figures(&r, g, entries)
 	return r, nil
 }
@@ -449,6 +505,9 @@ func figures(r *side, g graph, entries []*commonv1.LogEntry) {
 				continue
 			}
 			granted[en.GetTaskId()] = at
+			if en.GetContext().AsMap()["eager"] == true {
+				r.EarlyLeases++
+			}
 			if first.IsZero() {
 				first = at
 			}

@@ -291,6 +291,7 @@ type dagReport struct {
 		Levels int    `json:"levels"`
 		Runs   []struct {
 			Name              string  `json:"name"`
+			Dispatch          string  `json:"dispatch"`
 			Outcome           string  `json:"outcome"`
 			WallS             float64 `json:"wall_s"`
 			OverheadMsPerTask float64 `json:"overhead_ms_per_task"`
@@ -303,6 +304,7 @@ type dagReport struct {
 			Requeued          int     `json:"requeued"`
 			Waves             int     `json:"waves"`
 			PeerRounds        int     `json:"peer_rounds"`
+			EarlyLeases       int     `json:"early_leases"`
 		} `json:"runs"`
 	} `json:"shapes"`
 }
@@ -326,6 +328,11 @@ func dag(w io.Writer, dir string, set kvs) {
 	fmt.Fprintf(w, "no verification is part of the measured time. Without a repository a wave has no commits to\n")
 	fmt.Fprintf(w, "integrate, so no git merge or codebase validation runs between waves here: these figures are the\n")
 	fmt.Fprintf(w, "scheduling overhead (planning, leases, agents' claim/start/complete, the event log, wave barriers).\n")
+	fmt.Fprintf(w, "converge runs each graph in both dispatch modes (`ExecutionOptions.dispatch`), side by side: *strict*\n")
+	fmt.Fprintf(w, "(every wave a barrier) and *eager*, the default (a task of a later wave is leased as soon as every\n")
+	fmt.Fprintf(w, "task it depends on is integrated and nothing running touches its files; waves stay the unit of\n")
+	fmt.Fprintf(w, "integration). \"early\" counts the leases granted before the task's wave opened. The fan-out is one\n")
+	fmt.Fprintf(w, "wave, where the modes do the same: it runs eager only.\n")
 	var rep dagReport
 	if err := readJSON(dir, "dag.json", &rep); err != nil {
 		notMeasured(w, dir, "dag.json", err)
@@ -342,8 +349,8 @@ func dag(w io.Writer, dir string, set kvs) {
 		if s.Shape == "fanout" {
 			lat = "claim→start"
 		}
-		fmt.Fprintf(w, "| runner | outcome | wall | × ninja | overhead/task vs ninja | %s p50 | %s p99 | tasks/s | waves |\n", lat, lat)
-		fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+		fmt.Fprintf(w, "| runner | outcome | wall | × ninja | overhead/task vs ninja | %s p50 | %s p99 | tasks/s | waves | early |\n", lat, lat)
+		fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, r := range s.Runs {
 			p50, p99, tps, waves := "—", "—", "—", "—"
 			if r.Latency != "" {
@@ -363,7 +370,28 @@ func dag(w io.Writer, dir string, set kvs) {
 			if r.Requeued > 0 {
 				outcome += fmt.Sprintf(", %d requeued", r.Requeued)
 			}
-			fmt.Fprintf(w, "| %s | %s | %.3f s | %s | %s | %s | %s | %s | %s |\n", r.Name, outcome, r.WallS, x(r.RatioToNinja), over, p50, p99, tps, waves)
+			early := "—"
+			if r.Dispatch != "" {
+				early = strconv.Itoa(r.EarlyLeases)
+			}
+			fmt.Fprintf(w, "| %s | %s | %.3f s | %s | %s | %s | %s | %s | %s | %s |\n", r.Name, outcome, r.WallS, x(r.RatioToNinja), over, p50, p99, tps, waves, early)
+		}
+		// Eager against strict, deployment by deployment.
+		for _, st := range s.Runs {
+			if st.Dispatch != "strict" || st.WallS <= 0 {
+				continue
+			}
+			dep := strings.TrimSuffix(st.Name, ", strict")
+			for _, ea := range s.Runs {
+				if ea.Dispatch != "eager" || strings.TrimSuffix(ea.Name, ", eager") != dep {
+					continue
+				}
+				fmt.Fprintf(w, "\n%s: eager / strict wall = %.3f s / %.3f s = **%s**", dep, ea.WallS, st.WallS, x(ea.WallS/st.WallS))
+				if st.LatP50Ms > 0 {
+					fmt.Fprintf(w, "; %s p50 = %s / %s = **%s**", lat, ms(ea.LatP50Ms), ms(st.LatP50Ms), x(ea.LatP50Ms/st.LatP50Ms))
+				}
+				fmt.Fprintf(w, ".\n")
+			}
 		}
 	}
 	if n := set.get("chain tasks"); n != "?" && n != "1000" {
