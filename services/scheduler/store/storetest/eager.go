@@ -20,10 +20,10 @@ func testNextEager(t *testing.T, newStore func(t *testing.T) store.Store) {
 	newList(t, s, "tl", 6)
 	r := newRun("ex", "tl", []string{"t0"}, []string{"t1", "t2"}, []string{"t3", "t4", "t5"})
 	r.as[0].Status, r.as[0].InstanceId, r.as[0].LeaseExpireTime = asRunning, "agent", at(60) // the open wave: nothing pending
-	r.as[1].ReadyWave = 1                                                                       // t1
-	r.as[3].ReadyWave, r.as[3].Position = 1, 2                                                  // t3, after t5 in its wave
-	r.as[4].ReadyWave = 2                                                                       // t4: once wave 2 is open
-	r.as[5].ReadyWave, r.as[5].Position = 1, 0                                                  // t5
+	r.as[1].ReadyWave = 1                                                                    // t1
+	r.as[3].ReadyWave, r.as[3].Position = 1, 2                                               // t3, after t5 in its wave
+	r.as[4].ReadyWave = 2                                                                    // t4: once wave 2 is open
+	r.as[5].ReadyWave, r.as[5].Position = 1, 0                                               // t5
 	r.create(t, s)
 	strict := newRun("st", "tl", []string{"t0"}, []string{"t1"})
 	strict.as[0].Status, strict.as[0].InstanceId, strict.as[0].LeaseExpireTime = asRunning, "agent", at(60)
