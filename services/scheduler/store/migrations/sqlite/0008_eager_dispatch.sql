@@ -1,4 +1,4 @@
--- Eager dispatch (issue 17). The Postgres twin is ../postgres/0007_eager_dispatch.sql; keep them
+-- Eager dispatch (issue 17). The Postgres twin is ../postgres/0008_eager_dispatch.sql; keep them
 -- in step (see there for what the column is).
 
 -- +goose Up

@@ -1,4 +1,4 @@
--- Eager dispatch (issue 17). The SQLite twin is ../sqlite/0007_eager_dispatch.sql; keep them in
+-- Eager dispatch (issue 17). The SQLite twin is ../sqlite/0008_eager_dispatch.sql; keep them in
 -- step.
 --
 -- ready_wave: the first wave whose opening lets a PENDING task assignment of a later wave be
