@@ -1,5 +1,5 @@
 -- A milestone or phase gate that requires a person's sign-off (issue 15 part 9). The Postgres twin
--- is ../postgres/0007_gate_signoff.sql; keep them in step (see there for what the column is).
+-- is ../postgres/0006_gate_signoff.sql; keep them in step (see there for what the column is).
 
 -- +goose Up
 

@@ -1,5 +1,5 @@
 -- The outbox of knowledge confirmations (issue 17). The Postgres twin is
--- ../postgres/0008_knowledge_confirmations.sql; keep them in step (see there for what each column is).
+-- ../postgres/0007_knowledge_confirmations.sql; keep them in step (see there for what each column is).
 
 -- Numbered 0008, not 0007: the gate sign-off and this migration landed at the same time and
 -- each moved between 0006 and 0007; 0008 collides with neither whatever the other's number.

@@ -2,7 +2,7 @@
 -- leaves a row here in its completion's transaction, and a background worker of the Scheduler
 -- confirms the provisional knowledge items the task was given through the Knowledge service,
 -- then deletes the row. A Knowledge outage delays confirmations; it neither slows nor fails
--- CompleteTask, and a crash loses none. The SQLite twin is ../sqlite/0008_knowledge_confirmations.sql;
+-- CompleteTask, and a crash loses none. The SQLite twin is ../sqlite/0007_knowledge_confirmations.sql;
 -- keep them in step.
 --   - principal: the completing agent's principal (an item it recorded itself is not confirmed);
 --   - attempts: the failed tries so far; next_attempt_at: when the row may be taken next (a taken

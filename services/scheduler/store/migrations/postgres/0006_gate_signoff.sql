@@ -1,5 +1,5 @@
 -- A milestone or phase gate that requires a person's sign-off (issue 15 part 9, seed 004's phase
--- gate check). The SQLite twin is ../sqlite/0007_gate_signoff.sql; keep them in step.
+-- gate check). The SQLite twin is ../sqlite/0006_gate_signoff.sql; keep them in step.
 --
 -- tasks.requires_signoff is Task.requires_signoff: only gate tasks (GATE-..., RUN) set it; the
 -- Scheduler pauses a run whose gate passed until SignOffGate decides. The decisions and the gate
