@@ -173,11 +173,11 @@ func TestBuildFeatureNeverReadyAppBlocksThenResumeConverges(t *testing.T) {
 	start := fmt.Sprintf("if test -f %s; then exec python3 -m http.server %d --bind 127.0.0.1; else exec sleep 30; fi", gate, port)
 	ready := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	args := []string{"build", "inventory-export", featureLoopTasks, "--criteria", featureLoopCriteria, "--repo", repo, "--agents", "2",
-		"--agent-cli", "sh " + script, "--data-dir", data, "--app-start", start, "--app-ready", ready, "--app-timeout", "1s"}
+		"--agent-cli", "sh " + script, "--data-dir", data, "--app-start", start, "--app-ready", ready, "--app-timeout", "3s"} // python starts slowly on a loaded machine
 	code, out, errOut := cli(t, args...)
 	require.Equal(t, exitFailure, code, out+errOut)
 	for _, want := range []string{"## Build Feature - BLOCKED", "recovery exhausted: the app did not become ready in 3 attempts",
-		"### Recovery Log", "| App not running | start: " + start + " | Failed: not ready within 1s |", "converge build inventory-export --resume"} {
+		"### Recovery Log", "| App not running | start: " + start + " | Failed: not ready within 3s |", "converge build inventory-export --resume"} {
 		require.Contains(t, out, want)
 	}
 
