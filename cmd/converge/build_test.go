@@ -181,8 +181,11 @@ func TestBuildFeatureNeverReadyAppBlocksThenResumeConverges(t *testing.T) {
 		require.Contains(t, out, want)
 	}
 
-	require.NoError(t, os.WriteFile(gate, nil, 0o644)) // a person removes the blocker
-	code, out, errOut = cli(t, "build", "inventory-export", "--resume", "--data-dir", data, "--repo", repo)
+	// A person removes the blocker and resumes, giving the app the time a loaded machine needs to
+	// start Python (1 s was the point of the first run, not of this one).
+	require.NoError(t, os.WriteFile(gate, nil, 0o644))
+	code, out, errOut = cli(t, "build", "inventory-export", "--resume", "--data-dir", data, "--repo", repo,
+		"--app-start", start, "--app-ready", ready, "--app-timeout", "60s")
 	require.Equal(t, exitOK, code, out+errOut)
 	require.Contains(t, out, "## Build Feature - CONVERGED ✅")
 	require.Contains(t, out, "| 3 | 3/3 | Fixed F2, F3 |")

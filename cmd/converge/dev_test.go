@@ -72,7 +72,7 @@ func setupDev(t *testing.T, mutate func(*devOptions)) *devBundle {
 	require.Eventually(t, func() bool {
 		res, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
 		return err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING
-	}, 20*time.Second, 20*time.Millisecond, "converge dev never reported SERVING")
+	}, 2*time.Minute, 20*time.Millisecond, "converge dev never reported SERVING") // migrating five stores takes long on a loaded machine
 	return &devBundle{conn: conn, addr: lis.Addr().String(), dataDir: opts.DataDir}
 }
 
