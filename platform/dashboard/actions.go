@@ -83,6 +83,26 @@ func (d *Dashboard) signOff(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/runs/"+url.PathEscape(id)+"/verify?signed="+url.QueryEscape(enumName(res.GetLoop().GetVerdict())), http.StatusSeeOther)
 }
 
+// gateSignOff is POST /runs/{id}/gates/{gate}: a person's PASS or FAIL at the gate the run waits
+// at (SignOffGate). The API decides: a FAIL without a note is its InvalidArgument, a gate the run
+// does not wait at its FailedPrecondition, a read-only principal its PermissionDenied.
+func (d *Dashboard) gateSignOff(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var dec schedulerv1.GateDecision
+	switch r.PostFormValue("decision") {
+	case "pass":
+		dec = schedulerv1.GateDecision_GATE_DECISION_PASS
+	case "fail":
+		dec = schedulerv1.GateDecision_GATE_DECISION_FAIL
+	default:
+		d.fail(w, r, status.Error(codes.InvalidArgument, "decision: want pass or fail"))
+		return
+	}
+	_, err := d.sched.SignOffGate(d.actCtx(r), &schedulerv1.SignOffGateRequest{ExecutionId: id, GateId: r.PathValue("gate"),
+		Decision: dec, Note: strings.TrimSpace(r.PostFormValue("note")), Who: strings.TrimSpace(r.PostFormValue("who"))})
+	d.done(w, r, err, "/runs/"+url.PathEscape(id))
+}
+
 func reasonOf(r *http.Request) string {
 	if s := strings.TrimSpace(r.PostFormValue("reason")); s != "" {
 		return s

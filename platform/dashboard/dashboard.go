@@ -107,6 +107,7 @@ func New(c Conns, opts Options) (*Dashboard, error) {
 	m.HandleFunc("POST /runs/{id}/{action}", d.runAction)
 	m.HandleFunc("POST /runs/{id}/tasks/{task}/{action}", d.taskAction)
 	m.HandleFunc("POST /runs/{id}/verify/{criterion}", d.signOff)
+	m.HandleFunc("POST /runs/{id}/gates/{gate}", d.gateSignOff)
 	return d, nil
 }
 
