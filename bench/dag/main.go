@@ -19,6 +19,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -52,6 +53,9 @@ type options struct {
 	timeout            time.Duration
 	// dispatch are the Scheduler's dispatch modes to run each graph with, side by side.
 	dispatch []string
+	// maxParallel is converge's max_parallel; 0: the graph's task count (waves are the
+	// dependency levels).
+	maxParallel int
 }
 
 func main() {
@@ -69,6 +73,7 @@ func main() {
 	flag.BoolVar(&o.jsonOut, "json", false, "print the result as one JSON object instead of tables")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up on one converge execution after this long")
 	dispatch := flag.String("dispatch", "strict,eager", "converge's dispatch modes, each run side by side: strict (every wave a barrier), eager (a task starts once its dependencies are integrated), or both comma-separated; the fan-out, one wave, runs the last only")
+	flag.IntVar(&o.maxParallel, "max-parallel", 0, "converge's max_parallel (tasks per wave, and at once); 0 = the task count, so waves are the dependency levels (where eager dispatch has nothing to start early: every task depends on the level just before its own)")
 	flag.Parse()
 	o.dispatch = strings.Split(*dispatch, ",")
 	for _, d := range o.dispatch {
@@ -452,7 +457,7 @@ func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o optio
 		return side{}, err
 	}
 	ex, err := c.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId(),
-		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(min(len(g.deps), 1024)), Dispatch: dispatchModes[dispatch],
+		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(min(cmp.Or(o.maxParallel, len(g.deps)), 1024)), Dispatch: dispatchModes[dispatch],
 			AgentConfig: &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(10 * time.Second)}}})
 	if err != nil {
 		return side{}, err
