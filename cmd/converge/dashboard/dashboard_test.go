@@ -314,8 +314,9 @@ func TestReadOnlyRoleCannotCancel(t *testing.T) {
 	_, body := s.get(t, "/runs/"+id+"/tasks/1.1", cookie)
 	require.Contains(t, body, `<p class="empty" id="diff-note">task 1.1 of execution `+id+` has no commit yet`)
 	// Every action is refused by the API, as its RPC is for that token.
-	for _, action := range []string{"/runs/" + id + "/cancel", "/runs/" + id + "/pause", "/runs/" + id + "/tasks/1.1/skip"} {
-		code, body := s.do(t, http.MethodPost, action, "reason=viewer", cookie)
+	// (A gate sign-off too: SignOffGate is an operator's RPC, refused before the gate is looked up.)
+	for _, action := range []string{"/runs/" + id + "/cancel", "/runs/" + id + "/pause", "/runs/" + id + "/tasks/1.1/skip", "/runs/" + id + "/gates/GATE-P1"} {
+		code, body := s.do(t, http.MethodPost, action, "reason=viewer&decision=pass", cookie)
 		require.Equal(t, http.StatusForbidden, code, "%s: %s", action, body)
 		require.Contains(t, body, "Sign in", action)
 	}
