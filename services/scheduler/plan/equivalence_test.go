@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+
 	"github.com/converge-dev/converge/services/scheduler/plan/internal/planref"
 )
 
@@ -60,12 +62,44 @@ func toRef(tasks []Task) []planref.Task {
 	return out
 }
 
-func fromRef(r *planref.Result) *Result {
-	out := &Result{Levels: r.Levels, Waves: make([][]Placement, len(r.Waves))}
+// shown is a placement as its readers see it: reasons, conflicts, paths and message rendered.
+type shown struct {
+	Task, Level int
+	Reason      schedulerv1.PlacementReason
+	Conflicts   []int
+	Paths       []string
+	Message     string
+}
+
+// shownPlan is a plan as its readers see it.
+type shownPlan struct {
+	Levels int
+	Waves  [][]shown
+}
+
+// show renders every placement of r.
+func show(r *Result) shownPlan {
+	out := shownPlan{Levels: r.Levels, Waves: make([][]shown, len(r.Waves))}
 	for i, wave := range r.Waves {
-		out.Waves[i] = make([]Placement, len(wave))
+		out.Waves[i] = make([]shown, len(wave))
+		for j := range wave {
+			out.Waves[i][j] = showPlacement(r, &wave[j])
+		}
+	}
+	return out
+}
+
+func showPlacement(r *Result, pl *Placement) shown {
+	return shown{Task: pl.Task, Level: pl.Level, Reason: pl.Reason, Conflicts: r.Conflicts(pl), Paths: r.Paths(pl),
+		Message: r.Message(pl)}
+}
+
+func fromRef(r *planref.Result) shownPlan {
+	out := shownPlan{Levels: r.Levels, Waves: make([][]shown, len(r.Waves))}
+	for i, wave := range r.Waves {
+		out.Waves[i] = make([]shown, len(wave))
 		for j, pl := range wave {
-			out.Waves[i][j] = Placement{Task: pl.Task, Level: pl.Level, Reason: pl.Reason, Conflicts: pl.Conflicts,
+			out.Waves[i][j] = shown{Task: pl.Task, Level: pl.Level, Reason: pl.Reason, Conflicts: pl.Conflicts,
 				Paths: pl.Paths, Message: pl.Message}
 		}
 	}
@@ -81,7 +115,7 @@ func requireSamePlan(t *testing.T, tasks []Task, maxParallel int, what string) {
 		return
 	}
 	require.NoError(t, err, what)
-	require.Equal(t, fromRef(want), got, what)
+	require.Equal(t, fromRef(want), show(got), what)
 	levels, nLevels, err := Levels(tasks)
 	require.NoError(t, err)
 	wantLevels, wantN, _ := planref.Levels(toRef(tasks))

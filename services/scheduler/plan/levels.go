@@ -10,30 +10,46 @@ import "slices"
 // adjacency lists built; a dependency not yet computed is resolved by an iterative depth-first
 // walk over the dependencies, which also finds cycles. O(tasks + dependencies).
 func Levels(tasks []Task) ([]int, int, error) {
+	levels, _, n, err := levelsOf(tasks)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]int, len(levels))
+	for i, l := range levels {
+		out[i] = int(l)
+	}
+	return out, n, nil
+}
+
+// levelsOf is Levels, with via: for each task, the first of its dependencies (in its list) whose
+// level is one below its own, or -1 at level 0 (what its placement's message names).
+func levelsOf(tasks []Task) (levels, via []int32, nLevels int, err error) {
 	const (
 		unseen  = -1
 		onStack = -2
 	)
-	levels := make([]int, len(tasks))
+	levels = make([]int32, len(tasks))
+	via = make([]int32, len(tasks))
 	for i := range levels {
 		levels[i] = unseen
 	}
 	type frame struct{ t, k int32 }
 	var stack []frame
-	nLevels := 0
 	for i := range tasks {
-		l, ok := 0, true
+		l, by, ok := int32(0), int32(-1), true
 		for _, d := range tasks[i].Deps {
 			ld := levels[d]
 			if ld < 0 {
 				ok = false
 				break
 			}
-			l = max(l, ld+1)
+			if ld >= l { // the first dependency of the highest level so far
+				l, by = ld+1, d
+			}
 		}
 		if ok {
-			levels[i] = l
-			nLevels = max(nLevels, l+1)
+			levels[i], via[i] = l, by
+			nLevels = max(nLevels, int(l)+1)
 			continue
 		}
 		// Some dependency comes later in the list: walk.
@@ -47,29 +63,31 @@ func Levels(tasks []Task) ([]int, int, error) {
 				f.k++
 				switch levels[d] {
 				case onStack:
-					return nil, 0, ErrCycle
+					return nil, nil, 0, ErrCycle
 				case unseen:
 					levels[d] = onStack
 					stack = append(stack, frame{d, 0})
 				}
 				continue
 			}
-			l := 0
+			l, by := int32(0), int32(-1)
 			for _, d := range deps {
-				l = max(l, levels[d]+1)
+				if levels[d] >= l {
+					l, by = levels[d]+1, d
+				}
 			}
-			levels[f.t] = l
-			nLevels = max(nLevels, l+1)
+			levels[f.t], via[f.t] = l, by
+			nLevels = max(nLevels, int(l)+1)
 			stack = stack[:len(stack)-1]
 		}
 	}
-	return levels, nLevels, nil
+	return levels, via, nLevels, nil
 }
 
 // levelOrder returns the tasks of each level, by priority (higher first) then list order:
 // level l's tasks are order[start[l]:start[l+1]]. A counting sort by level keeps list order; the
 // tasks of a level with different priorities are sorted by a key of priority and index.
-func levelOrder(tasks []Task, levels []int, nLevels int) (order []int32, start []int) {
+func levelOrder(tasks []Task, levels []int32, nLevels int) (order []int32, start []int) {
 	start = make([]int, nLevels+1)
 	for _, l := range levels {
 		start[l+1]++

@@ -3,7 +3,6 @@ package plan
 import (
 	"slices"
 	"strconv"
-	"strings"
 	"unsafe"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
@@ -11,68 +10,142 @@ import (
 )
 
 // Placements: why each task landed in its wave (the level its dependencies give it, or the
-// conflicts that pushed it past the level's first wave).
+// conflicts that pushed it past the level's first wave). The packer records what decided (the
+// dependency that gives the level, the tasks and paths of a conflict, the size of a full wave);
+// the words are rendered from it only where they are read (Result.Message, Response): the
+// engine never reads them, and a plan of 100,000 tasks would otherwise build 100,000 strings.
 
 // checkOnly says why an exclusive task is alone in its wave.
 const checkOnly = "declares no files in a list with a repository: a check-only task conflicts with every other task, so it runs alone in its wave"
 
-// placement says why task t landed in wave rel of its level.
+// What a placement's message is rendered from (Placement.why).
+const (
+	whyLevel          = iota // dependency level; arg: the dependency that gives it, or -1
+	whyExclusive             // an exclusive task after the level's first wave
+	whyAfterExclusive        // the wave before holds an exclusive task; arg: that task
+	whyMaxParallel           // the wave before is full; arg: its number of tasks
+	whyConflict              // file conflicts with the wave before
+)
+
+// placement records why task t landed in wave rel of its level.
 func (p *packer) placement(t int32, lvl, rel int) Placement {
 	pl := Placement{Task: int(t), Level: lvl}
 	if rel == 0 {
 		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_DEPENDENCY_LEVEL
-		pl.Message = p.levelMessage(t, lvl)
-		if p.tasks[t].Exclusive {
-			pl.Message += "; " + checkOnly
-		}
+		pl.why, pl.arg = whyLevel, p.via[t]
 		return pl
 	}
 	prev := p.waves[rel-1]
-	prevNumber := p.first + rel // 1-based number of the wave before
+	pl.prev = int32(p.first + rel) // 1-based number of the wave before
+	pl.conflicts = int32(len(p.conflicts))
+	pl.paths = int32(len(p.paths))
 	switch {
 	case p.tasks[t].Exclusive:
 		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT
-		for _, c := range prev.tasks {
-			if len(pl.Conflicts) < maxReported {
-				pl.Conflicts = append(pl.Conflicts, int(c))
-			}
+		pl.why = whyExclusive
+		for _, c := range prev.tasks[:min(len(prev.tasks), maxReported)] {
+			p.conflicts = append(p.conflicts, int(c))
 		}
-		pl.Message = checkOnly + " (after wave " + strconv.Itoa(prevNumber) + ")"
+		pl.nConflicts = uint8(len(p.conflicts) - int(pl.conflicts))
 		return pl
 	case prev.exclusive:
 		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT
-		pl.Conflicts = []int{int(prev.tasks[0])}
-		pl.Message = "wave " + strconv.Itoa(prevNumber) + " holds " + p.tasks[prev.tasks[0]].ID +
-			", which declares no files: a check-only task conflicts with every other task and runs alone in its wave"
+		pl.why, pl.arg = whyAfterExclusive, prev.tasks[0]
+		p.conflicts = append(p.conflicts, int(prev.tasks[0]))
+		pl.nConflicts = 1
 		return pl
 	}
 	if len(prev.tasks) >= p.maxParallel && !p.conflictsWith(t, rel-1, nil) {
 		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_MAX_PARALLEL
-		b := append(p.scratch[:0], "wave "...)
-		b = append(strconv.AppendInt(b, int64(prevNumber), 10), " already holds "...)
-		b = append(strconv.AppendInt(b, int64(len(prev.tasks)), 10), " tasks (max_parallel "...)
-		b = append(strconv.AppendInt(b, int64(p.maxParallel), 10), ')')
-		pl.Message, p.scratch = p.text.copy(b), b
+		pl.why, pl.arg = whyMaxParallel, int32(len(prev.tasks))
 		return pl
 	}
-	var found []conflict
+	found := p.found[:0]
 	p.conflictsWith(t, rel-1, &found)
+	p.found = found
 	pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT
+	pl.why = whyConflict
 	for _, c := range found { // at most maxReported of each: linear scans are cheapest
-		if len(pl.Conflicts) < maxReported && !slices.Contains(pl.Conflicts, int(c.with)) {
-			pl.Conflicts = append(pl.Conflicts, int(c.with))
+		if cs := p.conflicts[pl.conflicts:]; len(cs) < maxReported && !slices.Contains(cs, int(c.with)) {
+			p.conflicts = append(p.conflicts, int(c.with))
 		}
-		if len(pl.Paths) < maxReported && !slices.Contains(pl.Paths, c.path) {
-			pl.Paths = append(pl.Paths, c.path)
+		if ps := p.paths[pl.paths:]; len(ps) < maxReported && !slices.Contains(ps, c.path) {
+			p.paths = append(p.paths, c.path)
 		}
 	}
-	ids := make([]string, len(pl.Conflicts))
-	for i, c := range pl.Conflicts {
-		ids[i] = p.tasks[c].ID
-	}
-	pl.Message = "file conflict with " + strings.Join(ids, ", ") + " on " + strings.Join(pl.Paths, ", ") +
-		" (wave " + strconv.Itoa(prevNumber) + ")"
+	pl.nConflicts = uint8(len(p.conflicts) - int(pl.conflicts))
+	pl.nPaths = uint8(len(p.paths) - int(pl.paths))
 	return pl
+}
+
+// Conflicts are, for FILE_CONFLICT, the tasks of the wave before pl's that it conflicts with (at
+// most 10), nil for other reasons. The slice is the plan's: do not change it.
+func (r *Result) Conflicts(pl *Placement) []int {
+	if pl.nConflicts == 0 {
+		return nil
+	}
+	return r.conflicts[pl.conflicts : pl.conflicts+int32(pl.nConflicts) : pl.conflicts+int32(pl.nConflicts)]
+}
+
+// Paths are, for FILE_CONFLICT, pl's own paths that conflict (at most 10), nil for other
+// reasons. The slice is the plan's: do not change it.
+func (r *Result) Paths(pl *Placement) []string {
+	if pl.nPaths == 0 {
+		return nil
+	}
+	return r.paths[pl.paths : pl.paths+int32(pl.nPaths) : pl.paths+int32(pl.nPaths)]
+}
+
+// Message says in words why pl's task landed in its wave.
+func (r *Result) Message(pl *Placement) string {
+	return string(r.appendMessage(nil, pl))
+}
+
+// appendMessage appends pl's message to b.
+func (r *Result) appendMessage(b []byte, pl *Placement) []byte {
+	switch pl.why {
+	case whyLevel:
+		if pl.Level == 0 {
+			b = append(b, "dependency level 0: waits for no task"...)
+		} else {
+			b = strconv.AppendInt(append(b, "dependency level "...), int64(pl.Level), 10)
+			if pl.arg >= 0 {
+				b = append(append(b, ": after "...), r.tasks[pl.arg].ID...)
+			}
+		}
+		if r.tasks[pl.Task].Exclusive {
+			b = append(append(b, "; "...), checkOnly...)
+		}
+	case whyExclusive:
+		b = append(append(b, checkOnly...), " (after wave "...)
+		b = append(strconv.AppendInt(b, int64(pl.prev), 10), ')')
+	case whyAfterExclusive:
+		b = strconv.AppendInt(append(b, "wave "...), int64(pl.prev), 10)
+		b = append(append(append(b, " holds "...), r.tasks[pl.arg].ID...),
+			", which declares no files: a check-only task conflicts with every other task and runs alone in its wave"...)
+	case whyMaxParallel:
+		b = strconv.AppendInt(append(b, "wave "...), int64(pl.prev), 10)
+		b = strconv.AppendInt(append(b, " already holds "...), int64(pl.arg), 10)
+		b = append(strconv.AppendInt(append(b, " tasks (max_parallel "...), int64(r.maxParallel), 10), ')')
+	case whyConflict:
+		b = append(b, "file conflict with "...)
+		for i, c := range r.Conflicts(pl) {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, r.tasks[c].ID...)
+		}
+		b = append(b, " on "...)
+		for i, path := range r.Paths(pl) {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, path...)
+		}
+		b = strconv.AppendInt(append(b, " (wave "...), int64(pl.prev), 10)
+		b = append(b, ')')
+	}
+	return b
 }
 
 // conflictsWith reports whether task t conflicts with wave rel of the level, collecting the
@@ -109,40 +182,10 @@ func (p *packer) conflictsWith(t int32, rel int, report *[]conflict) bool {
 	return found
 }
 
-// levelMessage says where a task's dependency level comes from.
-func (p *packer) levelMessage(t int32, lvl int) string {
-	if lvl == 0 {
-		return "dependency level 0: waits for no task"
-	}
-	for _, d := range p.tasks[t].Deps {
-		if p.levels[d] == lvl-1 {
-			return p.text.concat("dependency level ", strconv.Itoa(lvl), ": after ", p.tasks[d].ID)
-		}
-	}
-	return "dependency level " + strconv.Itoa(lvl)
-}
-
-// textArena builds the placements' messages in shared chunks: one allocation per 64 KiB of
-// messages instead of one per task (a plan of 100,000 tasks has 100,000 of them). A chunk's bytes
-// are written once and never changed, so the strings that point into it are immutable.
+// textArena builds strings in shared chunks: one allocation per 64 KiB of text instead of one
+// per string (a response for 100,000 tasks has 100,000 messages). A chunk's bytes are written
+// once and never changed, so the strings that point into it are immutable.
 type textArena struct{ buf []byte }
-
-// concat returns the concatenation of parts.
-func (a *textArena) concat(parts ...string) string {
-	n := 0
-	for _, s := range parts {
-		n += len(s)
-	}
-	if cap(a.buf)-len(a.buf) < n {
-		a.buf = make([]byte, 0, max(n, 64<<10))
-	}
-	start := len(a.buf)
-	for _, s := range parts {
-		a.buf = append(a.buf, s...)
-	}
-	b := a.buf[start:]
-	return unsafe.String(unsafe.SliceData(b), len(b))
-}
 
 // copy returns b's bytes as a string.
 func (a *textArena) copy(b []byte) string {

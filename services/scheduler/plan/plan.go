@@ -67,7 +67,8 @@ type Task struct {
 	Exclusive bool
 }
 
-// Placement is one task's place in a wave and why.
+// Placement is one task's place in a wave and why. What decided is recorded; the words and the
+// conflicts are Result's Message, Conflicts and Paths.
 type Placement struct {
 	// Task is the index of the task.
 	Task int
@@ -75,13 +76,16 @@ type Placement struct {
 	Level int
 	// Reason is what decided its wave.
 	Reason schedulerv1.PlacementReason
-	// Conflicts are, for FILE_CONFLICT, the tasks of the wave before its own that it conflicts
-	// with (at most 10).
-	Conflicts []int
-	// Paths are, for FILE_CONFLICT, its own paths that conflict (at most 10).
-	Paths []string
-	// Message says why in words.
-	Message string
+	// What the message is rendered from: why (a why* constant), the wave before (1-based), and
+	// arg (the dependency that gives the level, the exclusive task of the wave before, or the
+	// number of tasks in the full wave before).
+	why  uint8
+	prev int32
+	arg  int32
+	// The conflicting tasks and paths: Result.conflicts[conflicts:][:nConflicts] and
+	// Result.paths[paths:][:nPaths].
+	nConflicts, nPaths uint8
+	conflicts, paths   int32
 }
 
 // Result is a plan.
@@ -90,6 +94,11 @@ type Result struct {
 	Waves [][]Placement
 	// Levels is the number of dependency levels.
 	Levels int
+
+	tasks       []Task // what the messages name
+	maxParallel int
+	conflicts   []int    // the placements' conflicting tasks
+	paths       []string // the placements' conflicting paths
 }
 
 // ErrCycle is returned for a dependency graph that is not a DAG (a list that did not pass
@@ -151,7 +160,7 @@ func PlanContext(ctx context.Context, tasks []Task, maxParallel int, budget int6
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	levels, nLevels, err := Levels(tasks)
+	levels, via, nLevels, err := levelsOf(tasks)
 	if err != nil {
 		return nil, err
 	}
@@ -160,13 +169,15 @@ func PlanContext(ctx context.Context, tasks []Task, maxParallel int, budget int6
 
 	p := newPacker(tasks, maxParallel)
 	p.ctx, p.budget, p.check = ctx, budget, checkEvery
+	p.via = via
 	for l := range nLevels {
-		p.level(order[start[l]:start[l+1]], l, levels)
+		p.level(order[start[l]:start[l+1]], l)
 		if p.err != nil {
 			return nil, p.err
 		}
 	}
-	return &Result{Waves: p.result, Levels: nLevels}, nil
+	return &Result{Waves: p.result, Levels: nLevels, tasks: tasks, maxParallel: maxParallel,
+		conflicts: p.conflicts, paths: p.paths}, nil
 }
 
 // Set classes: per node of the path tree (and per glob pattern), the waves of the current level
@@ -218,10 +229,13 @@ type packer struct {
 	pending     []Placement
 	pendingWave []int32
 	arena       []Placement
-	counts      []int // placements per wave of the level (scratch)
-	text        textArena
-	scratch     []byte // a message being built
-	levels      []int
+	counts      []int   // placements per wave of the level (scratch)
+	via         []int32 // per task, the dependency that gives its level (-1 at level 0)
+	// The placements' conflicting tasks and paths (see Placement), and the conflicts of the
+	// placement being recorded (scratch).
+	conflicts []int
+	paths     []string
+	found     []conflict
 	// The budget: ops spent, the limit (0: none), the next ops count at which ctx is looked at,
 	// and why the plan stopped.
 	ctx         context.Context
@@ -429,8 +443,7 @@ func (p *packer) fit(im *impact, w int32) int32 {
 }
 
 // level packs the tasks of one level, in order.
-func (p *packer) level(order []int32, lvl int, levels []int) {
-	p.levels = levels
+func (p *packer) level(order []int32, lvl int) {
 	p.first = len(p.result)
 	p.waves = p.waves[:0]
 	p.sets.next() // the sets of the level before are never looked at again

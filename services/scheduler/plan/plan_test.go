@@ -42,17 +42,17 @@ func waveIDs(tasks []Task, res *Result) []string {
 }
 
 // placementOf finds the placement of a task by id.
-func placementOf(t *testing.T, tasks []Task, res *Result, id string) Placement {
+func placementOf(t *testing.T, tasks []Task, res *Result, id string) shown {
 	t.Helper()
 	for _, wave := range res.Waves {
-		for _, pl := range wave {
-			if tasks[pl.Task].ID == id {
-				return pl
+		for i := range wave {
+			if tasks[wave[i].Task].ID == id {
+				return showPlacement(res, &wave[i])
 			}
 		}
 	}
 	t.Fatalf("task %s not placed", id)
-	return Placement{}
+	return shown{}
 }
 
 func TestLevelsMakeWaves(t *testing.T) {

@@ -41,7 +41,8 @@ func FromSpec(spec *schedulerv1.TaskListSpec, includeCompleted bool) (tasks []Ta
 	return tasks, completed
 }
 
-// Response is the PlanWavesResponse for a plan of tasks.
+// Response is the PlanWavesResponse for a plan of tasks. It renders every placement's message,
+// the messages sharing a few 64 KiB chunks.
 func Response(tasks []Task, r *Result, completed []string) *schedulerv1.PlanWavesResponse {
 	res := &schedulerv1.PlanWavesResponse{
 		Waves:            make([]*schedulerv1.PlannedWave, len(r.Waves)),
@@ -49,20 +50,26 @@ func Response(tasks []Task, r *Result, completed []string) *schedulerv1.PlanWave
 		TaskCount:        int32(len(tasks)),
 		LevelCount:       int32(r.Levels),
 	}
+	var (
+		text textArena
+		buf  []byte
+	)
 	for w, placements := range r.Waves {
 		wave := &schedulerv1.PlannedWave{
 			WaveNumber: int32(w + 1),
 			Placements: make([]*schedulerv1.WavePlacement, len(placements)),
 		}
-		for i, pl := range placements {
+		for i := range placements {
+			pl := &placements[i]
+			buf = r.appendMessage(buf[:0], pl)
 			wp := &schedulerv1.WavePlacement{
 				TaskId:           tasks[pl.Task].ID,
 				Reason:           pl.Reason,
 				DependencyLevel:  int32(pl.Level),
-				ConflictingPaths: pl.Paths,
-				Message:          pl.Message,
+				ConflictingPaths: r.Paths(pl),
+				Message:          text.copy(buf),
 			}
-			for _, c := range pl.Conflicts {
+			for _, c := range r.Conflicts(pl) {
 				wp.ConflictingTaskIds = append(wp.ConflictingTaskIds, tasks[c].ID)
 			}
 			wave.Placements[i] = wp
