@@ -236,22 +236,26 @@ func load(ctx context.Context, pool *pgxpool.Pool, r *repo, o options, now time.
 // serve serves the Knowledge service on loopback TCP with the platform server, as a deployment
 // does (request logging at info, metrics, validation, recovery), and returns a client.
 func serve(ctx context.Context, st store.Store) (knowledgev1.KnowledgeServiceClient, func(), error) {
+	ctx, cancel := context.WithCancel(ctx)
+	svc := knowledge.New(st)
+	svc.Start(ctx) // hits are written in the background, as converge-knowledge does
 	srv, err := server.Config{
 		Name:       "knowledge-bench",
 		Logger:     slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		DrainDelay: -1,
 		Services: []server.Service{{
-			Desc: &knowledgev1.KnowledgeService_ServiceDesc, Impl: knowledge.New(st), Ready: st.Ping,
+			Desc: &knowledgev1.KnowledgeService_ServiceDesc, Impl: svc, Ready: st.Ping,
 		}},
 	}.Complete()
 	if err != nil {
+		cancel()
 		return nil, nil, err
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		cancel()
 		return nil, nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -397,12 +401,15 @@ func measure(ctx context.Context, out io.Writer, o options, r *repo, st *postgre
 	}
 	q := kinds[0]
 	verdict := "meets"
-	if pct(q.durations, 99) > 5*time.Millisecond {
+	if pct(q.durations, 99) > targetP99 {
 		verdict = "MISSES"
 	}
-	fmt.Fprintf(out, "\nQueryItems by path p99 %s %s the target of 5 ms\n", ms(pct(q.durations, 99)), verdict)
+	fmt.Fprintf(out, "\nQueryItems by path p99 %s %s the target of %s\n", ms(pct(q.durations, 99)), verdict, targetP99)
 	return nil
 }
+
+// targetP99 is issue 17's goal for QueryItems by path (P4).
+const targetP99 = 2 * time.Millisecond
 
 // callResult is one kind of call's figures in the JSON report.
 type callResult struct {
@@ -426,7 +433,7 @@ func writeJSON(out io.Writer, o options, calls int, kinds []*kind, base *kind) e
 		Rounds   int          `json:"rounds"`
 		TargetMs float64      `json:"target_p99_ms"`
 		Results  []callResult `json:"results"`
-	}{Items: o.items, Calls: calls, Rounds: o.rounds, TargetMs: 5}
+	}{Items: o.items, Calls: calls, Rounds: o.rounds, TargetMs: float64(targetP99) / float64(time.Millisecond)}
 	for _, k := range kinds {
 		rep.Results = append(rep.Results, callResult{Call: k.name,
 			P50Ms: msf(pct(k.durations, 50)), P90Ms: msf(pct(k.durations, 90)), P99Ms: msf(pct(k.durations, 99)),

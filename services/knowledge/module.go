@@ -36,9 +36,13 @@ func Module() servicecmd.Module {
 			if err != nil {
 				return servicecmd.Built{}, err
 			}
+			srv := New(st)
 			return servicecmd.Built{
-				Desc:  &server.Service{Desc: &knowledgev1.KnowledgeService_ServiceDesc, Impl: New(st)},
+				Desc:  &server.Service{Desc: &knowledgev1.KnowledgeService_ServiceDesc, Impl: srv},
 				Store: st,
+				// Hits are written every second, and the last ones when the store closes, after
+				// the server stopped.
+				Start: srv.Start,
 				Close: func() { _ = st.Close() },
 			}, nil
 		},

@@ -50,6 +50,27 @@ func New(st store.Store, opts ...Option) *Server {
 
 var _ knowledgev1.KnowledgeServiceServer = (*Server)(nil)
 
+// hitFlushInterval is how often Start writes the hits queries counted (store.Store.FlushHits).
+const hitFlushInterval = time.Second
+
+// Start runs the background work until ctx ends: writing the hits that queries counted every
+// hitFlushInterval (closing the store writes the rest). A flush that fails is retried by the
+// next (the store keeps its hits).
+func (s *Server) Start(ctx context.Context) { go s.flushHits(ctx) }
+
+func (s *Server) flushHits(ctx context.Context) {
+	t := time.NewTicker(hitFlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = s.store.FlushHits(ctx)
+		}
+	}
+}
+
 // RecordItem stores an item, or confirms its twin (same type, pattern and normalised content).
 func (s *Server) RecordItem(ctx context.Context, req *knowledgev1.RecordItemRequest) (*knowledgev1.RecordItemResponse, error) {
 	in, err := newItem(req)

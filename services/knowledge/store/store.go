@@ -84,8 +84,17 @@ type Store interface {
 	// Delete removes an item, or returns [ErrNotFound].
 	Delete(ctx context.Context, id int64) error
 	// Answer counts one hit on each item of ids and returns those items, hit counts included, in
-	// no particular order, in one statement. Ids of items that no longer exist are left out.
+	// no particular order. Ids of items that no longer exist are left out. A backend may count
+	// the hits in memory and write them later ([Store.FlushHits]); the items it returns, here
+	// and from every other method, include the hits it has not written yet.
 	Answer(ctx context.Context, ids []int64) ([]Item, error)
+	// FlushHits writes the hits counted and not yet written; once it returns, every hit counted
+	// before it is in the table, and another store on the same database reads it. The service
+	// flushes every second (its Start) and Close flushes, so hit counts are
+	// eventually exact: a hit is lost only if the process dies before its flush, and another
+	// replica's hits show up after its next flush. A read concurrent with a flush's commit may
+	// count that flush's hits twice, once. A no-op on a backend that writes hits as it counts them.
+	FlushHits(ctx context.Context) error
 }
 
 // ErrNotFound says that no item has the id asked for.

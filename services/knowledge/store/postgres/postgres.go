@@ -21,6 +21,7 @@ import (
 // Migrate, MigrationStatus, Pool and DB.
 type Store struct {
 	*database.Postgres
+	hits *hits
 }
 
 var _ store.Store = (*Store)(nil)
@@ -34,7 +35,7 @@ func New(ctx context.Context, url string, opts ...database.Option) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("knowledge store: %w", err)
 	}
-	return &Store{Postgres: db}, nil
+	return &Store{Postgres: db, hits: newHits()}, nil
 }
 
 // columns are the columns of an [store.Item], in the order scanItem reads them.
@@ -88,6 +89,7 @@ func (s *Store) Record(ctx context.Context, it store.NewItem, now time.Time) (st
 	if err != nil {
 		return store.Item{}, false, fmt.Errorf("knowledge store: record: %w", err)
 	}
+	s.hits.overlay(&item)
 	return item, created, nil
 }
 
@@ -97,6 +99,7 @@ func (s *Store) Get(ctx context.Context, id int64) (store.Item, error) {
 	if err != nil {
 		return store.Item{}, notFound(err, "get")
 	}
+	s.hits.overlay(&item)
 	return item, nil
 }
 
@@ -118,7 +121,11 @@ func (s *Store) List(ctx context.Context, f store.ListFilter) ([]store.Item, err
 	}
 	q := `SELECT ` + columns + ` FROM knowledge_items WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY id DESC LIMIT ` + a.add(f.Limit)
-	return s.query(ctx, "list", q, a...)
+	items, err := s.query(ctx, "list", q, a...)
+	for i := range items {
+		s.hits.overlay(&items[i])
+	}
+	return items, err
 }
 
 // Candidates implements [store.Store.Candidates]. For a path it reads each of the path's buckets
@@ -229,6 +236,7 @@ func (s *Store) move(ctx context.Context, op, count string, id int64, apply func
 	if err != nil {
 		return store.Item{}, notFound(err, op)
 	}
+	s.hits.overlay(&item)
 	return item, nil
 }
 
@@ -250,44 +258,23 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 	if tag.RowsAffected() == 0 {
 		return store.ErrNotFound
 	}
+	s.hits.forget(id)
 	return nil
 }
 
-// Answer implements [store.Store.Answer]. Hits are statistics: their transaction commits without
-// waiting for its WAL to reach the disk (synchronous_commit off), so a crash may lose the last few
-// hits but never corrupts anything, and a query does not wait for a disk flush. The four
-// statements go in one round trip. The rows are locked in id order, so concurrent queries
-// answering overlapping items never deadlock.
+// Answer implements [store.Store.Answer]: one read by primary key, no write; the hits are
+// counted in memory and written by [Store.FlushHits] (hits.go).
 func (s *Store) Answer(ctx context.Context, ids []int64) ([]store.Item, error) {
 	if len(ids) == 0 {
 		return []store.Item{}, nil
 	}
-	var (
-		batch pgx.Batch
-		items []store.Item
-	)
-	batch.Queue(`BEGIN`)
-	batch.Queue(`SET LOCAL synchronous_commit = off`)
-	batch.Queue(`WITH locked AS (
-			SELECT id FROM knowledge_items WHERE id = ANY($1) ORDER BY id FOR UPDATE
-		)
-		UPDATE knowledge_items k SET hit_count = k.hit_count + 1 FROM locked WHERE k.id = locked.id
-		RETURNING `+qualified, ids).Query(func(rows pgx.Rows) error {
-		var err error
-		items, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Item, error) { return scanItem(row) })
-		return err
-	})
-	batch.Queue(`COMMIT`)
-	// A failed statement leaves the connection in an aborted transaction; the pool discards
-	// such a connection when it is released.
-	if err := s.Pool().SendBatch(ctx, &batch).Close(); err != nil {
-		return nil, fmt.Errorf("knowledge store: answer: %w", err)
+	items, err := s.query(ctx, "answer", `SELECT `+columns+` FROM knowledge_items WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
 	}
+	s.hits.count(items)
 	return items, nil
 }
-
-// qualified is [columns] of the table aliased k.
-var qualified = "k." + strings.Join(strings.Split(strings.Join(strings.Fields(columns), " "), ", "), ", k.")
 
 // query runs a query returning items.
 func (s *Store) query(ctx context.Context, op, sql string, args ...any) ([]store.Item, error) {

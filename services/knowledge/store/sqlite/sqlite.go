@@ -268,6 +268,10 @@ func (s *Store) Answer(ctx context.Context, ids []int64) ([]store.Item, error) {
 		WHERE id IN (SELECT value FROM json_each(?)) RETURNING `+columns, string(list))
 }
 
+// FlushHits implements [store.Store.FlushHits]: Answer writes its hits as it counts them (one
+// local write), so there is nothing to flush.
+func (s *Store) FlushHits(context.Context) error { return nil }
+
 // inTx runs fn in a transaction (BEGIN IMMEDIATE: see [database.OpenSQLite]), committed if fn
 // succeeds.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {

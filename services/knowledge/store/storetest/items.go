@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	harness "github.com/converge-dev/converge/platform/storetest"
 	"github.com/converge-dev/converge/services/knowledge/confidence"
 	"github.com/converge-dev/converge/services/knowledge/store"
 )
@@ -490,6 +491,52 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 		it, err = b.store.Get(b.ctx, x.ID)
 		require.NoError(t, err)
 		require.Equal(t, int64(81), it.HitCount)
+	})
+
+	t.Run("FlushHits", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		db := harness.RequireSQL(t, b.store)
+
+		x := b.record(t, "*.sql", "x", t0)
+		y := b.record(t, "*.sql", "y", t0)
+		gone := b.record(t, "*.sql", "gone", t0)
+		stored := func(id int64) int64 {
+			var n int64
+			require.NoError(t, db.DB().QueryRowContext(b.ctx,
+				harness.Rebind(db.Dialect(), `SELECT hit_count FROM knowledge_items WHERE id = ?`), id).Scan(&n))
+			return n
+		}
+		for range 3 {
+			_, err := b.store.Answer(b.ctx, []int64{x.ID, y.ID, gone.ID})
+			require.NoError(t, err)
+		}
+		_, err := b.store.Answer(b.ctx, []int64{y.ID})
+		require.NoError(t, err)
+		// The hits of an item deleted before the flush go with it.
+		require.NoError(t, b.store.Delete(b.ctx, gone.ID))
+
+		// Once flushed, the hits are in the table, and the store counts them once.
+		require.NoError(t, b.store.FlushHits(b.ctx))
+		require.Equal(t, int64(3), stored(x.ID))
+		require.Equal(t, int64(4), stored(y.ID))
+		it, err := b.store.Get(b.ctx, y.ID)
+		require.NoError(t, err)
+		require.Equal(t, int64(4), it.HitCount)
+		require.NoError(t, b.store.FlushHits(b.ctx), "nothing to flush")
+		require.Equal(t, int64(4), stored(y.ID))
+
+		// Hits counted after a flush add to it; every method's items include them.
+		items, err := b.store.Answer(b.ctx, []int64{y.ID})
+		require.NoError(t, err)
+		require.Equal(t, int64(5), items[0].HitCount)
+		listed, err := b.store.List(b.ctx, store.ListFilter{Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, listed, 2)
+		require.Equal(t, []int64{5, 3}, []int64{listed[0].HitCount, listed[1].HitCount})
+		confirmed, err := b.store.Confirm(b.ctx, y.ID, "", "", t0)
+		require.NoError(t, err)
+		require.Equal(t, int64(5), confirmed.HitCount)
 	})
 }
 

@@ -1,0 +1,134 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/converge-dev/converge/services/knowledge/store"
+)
+
+// hits are the hits [Store.Answer] counted and [Store.FlushHits] has not yet written: a query
+// answers with one read and no write, and the counts reach the table in one statement per flush
+// (the service flushes every second, and the store on Close).
+//
+// Every item this store returns carries its stored hit count plus the hits of this process not
+// yet written (pending, and a batch being written), so a process reads its own hits at once. The
+// count is eventually exact: a hit is written once, by the flush that took it, and a flush that
+// fails puts its batch back. Two approximations, both documented on [store.Store.FlushHits]: a read
+// whose snapshot was taken just after a flush committed but that overlays before the flush
+// forgot its batch counts that batch twice (a window of one round trip, once per flush); and
+// another replica's unwritten hits are not seen until it flushes.
+type hits struct {
+	mu       sync.Mutex
+	pending  map[int64]int64
+	inflight map[int64]int64
+	// flushing serialises flushes, so that a flush returns only once the hits counted before it
+	// are in the table.
+	flushing sync.Mutex
+}
+
+func newHits() *hits { return &hits{pending: map[int64]int64{}} }
+
+// count counts one hit on each item and adds the unwritten hits to each item's count.
+func (h *hits) count(items []store.Item) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range items {
+		id := items[i].ID
+		h.pending[id]++
+		items[i].HitCount += h.pending[id] + h.inflight[id]
+	}
+}
+
+// overlay adds the unwritten hits to each item's count.
+func (h *hits) overlay(items ...*store.Item) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, it := range items {
+		it.HitCount += h.pending[it.ID] + h.inflight[it.ID]
+	}
+}
+
+// forget drops the unwritten hits of a deleted item.
+func (h *hits) forget(id int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.pending, id)
+}
+
+// FlushHits implements [store.Store.FlushHits]: one UPDATE adds every pending count, locking the
+// rows in id order (as Confirm, Refute and other replicas' flushes lock one row or rows in id
+// order, no flush deadlocks), without waiting for its WAL to reach the disk (hits are
+// statistics). On failure the batch goes back to pending, to be written by the next flush.
+func (s *Store) FlushHits(ctx context.Context) error {
+	h := s.hits
+	h.flushing.Lock()
+	defer h.flushing.Unlock()
+	h.mu.Lock()
+	batch := h.pending
+	if len(batch) == 0 {
+		h.mu.Unlock()
+		return nil
+	}
+	h.pending, h.inflight = make(map[int64]int64, len(batch)), batch
+	h.mu.Unlock()
+
+	ids := make([]int64, 0, len(batch))
+	for id := range batch {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	ns := make([]int64, len(ids))
+	for i, id := range ids {
+		ns[i] = batch[id]
+	}
+	err := s.writeHits(ctx, ids, ns)
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.inflight = nil
+	if err != nil {
+		for id, n := range batch {
+			h.pending[id] += n
+		}
+		return fmt.Errorf("knowledge store: flush hits: %w", err)
+	}
+	return nil
+}
+
+// writeHits adds ns[i] to the hit count of item ids[i] (ids ascending), in one transaction.
+func (s *Store) writeHits(ctx context.Context, ids, ns []int64) error {
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `WITH v AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS v(id, n)),
+			locked AS (SELECT k.id FROM knowledge_items k JOIN v ON k.id = v.id ORDER BY k.id FOR UPDATE OF k)
+		UPDATE knowledge_items k SET hit_count = k.hit_count + v.n FROM locked JOIN v ON v.id = locked.id
+		WHERE k.id = locked.id`, ids, ns); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// closeFlushTimeout bounds the flush of Close.
+const closeFlushTimeout = 10 * time.Second
+
+// Close writes the pending hits, then releases the store's connections. It may be called more
+// than once.
+func (s *Store) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeFlushTimeout)
+	defer cancel()
+	flushErr := s.FlushHits(ctx)
+	if err := s.Postgres.Close(); err != nil {
+		return err
+	}
+	return flushErr
+}
