@@ -24,12 +24,16 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"math"
 	mrand "math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -149,6 +153,10 @@ type side struct {
 	PeerRounds int     `json:"peer_rounds,omitempty"`
 	// EarlyLeases are the leases granted before the task's wave opened (eager dispatch).
 	EarlyLeases int `json:"early_leases,omitempty"`
+	// AgentPhaseMs is the agents' mean wall time per task of each phase of a task
+	// (converge_agent_task_phase_seconds, scraped from every agent's /metrics at the end;
+	// embedded only).
+	AgentPhaseMs map[string]float64 `json:"agent_phase_ms_per_task,omitempty"`
 }
 
 // graph is a DAG in topological order: deps[i] are indexes below i.
@@ -312,7 +320,28 @@ func printTables(rep report) {
 		for _, line := range eagerVsStrict(s.Runs) {
 			fmt.Println(line)
 		}
+		for _, r := range s.Runs {
+			if len(r.AgentPhaseMs) > 0 {
+				fmt.Printf("\n%s: agent phases, mean ms per task: %s\n", r.Name, phaseLine(r.AgentPhaseMs))
+			}
+		}
 	}
+}
+
+// phaseOrder is the order of a task's phases in the agent (services/agent/worker/phases.go).
+var phaseOrder = []string{"claim_heartbeat", "prime", "workspace", "execute", "validate", "finish", "cleanup", "complete"}
+
+// phaseLine words the phases in their order, with their total.
+func phaseLine(ms map[string]float64) string {
+	var parts []string
+	total := 0.0
+	for _, p := range phaseOrder {
+		if v, ok := ms[p]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.2f", p, v))
+			total += v
+		}
+	}
+	return strings.Join(parts, ", ") + fmt.Sprintf("; total %.2f", total)
 }
 
 // eagerVsStrict words, for each deployment that ran both modes, eager's wall time and latency
@@ -414,13 +443,19 @@ func embedded(g graph, o options, dispatch string) (r side, err error) {
 			Args: []string{"dev", "--in-memory", "--insecure-no-auth", "--listen", addr, "--log-level", "warn"}})
 		clustertest.WaitHealth(tb, dev, addr, "", healthpb.HealthCheckResponse_SERVING, 0)
 		work := tb.TempDir()
+		var metrics []string
 		for i := range o.agents {
 			id := fmt.Sprintf("agent-%02d", i+1)
+			m := clustertest.FreeAddr(tb)
+			metrics = append(metrics, m)
 			clustertest.StartProcess(tb, clustertest.ProcessSpec{Name: id, Bin: clustertest.Binary(tb, "converge-agent"), LogDir: work,
 				Args: []string{"--listen", clustertest.FreeAddr(tb), "--scheduler", addr, "--registry", addr,
-					"--instance-id", id, "--data-dir", filepath.Join(work, id), "--log-level", "warn"}})
+					"--instance-id", id, "--data-dir", filepath.Join(work, id), "--log-level", "warn", "--metrics-listen", m}})
 		}
 		r, err = execute(fmt.Sprintf("converge, embedded (SQLite), %d agents, %s", o.agents, dispatch), schedulerv1.NewSchedulerServiceClient(clustertest.Dial(tb, addr)), g, o, dispatch)
+		if err == nil {
+			r.AgentPhaseMs = agentPhases(metrics)
+		}
 		return err
 	})
 	return r, err
@@ -569,6 +604,53 @@ func figures(r *side, g graph, entries []*commonv1.LogEntry) {
 		}
 	}
 	r.LatP50Ms, r.LatP99Ms, r.LatMaxMs = msf(pct(lat, 50)), msf(pct(lat, 99)), msf(pct(lat, 100))
+}
+
+// agentPhases reads converge_agent_task_phase_seconds from the agents' /metrics (Prometheus
+// text) and answers each phase's mean milliseconds per task over all agents; nil when no agent
+// exports it (an agent older than the histogram).
+func agentPhases(addrs []string) map[string]float64 {
+	sum, count := map[string]float64{}, map[string]float64{}
+	for _, a := range addrs {
+		res, err := http.Get("http://" + a + "/metrics")
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		for _, line := range strings.Split(string(body), "\n") {
+			var m map[string]float64
+			switch {
+			case strings.HasPrefix(line, "converge_agent_task_phase_seconds_sum{"):
+				m = sum
+			case strings.HasPrefix(line, "converge_agent_task_phase_seconds_count{"):
+				m = count
+			default:
+				continue
+			}
+			_, rest, _ := strings.Cut(line, `phase="`)
+			phase, rest, _ := strings.Cut(rest, `"`)
+			fields := strings.Fields(rest)
+			if len(fields) == 0 {
+				continue
+			}
+			if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+				m[phase] += v
+			}
+		}
+	}
+	if len(sum) == 0 {
+		return nil
+	}
+	// Per task: every task passes claim_heartbeat once (its count is the number of tasks).
+	tasks := count["complete"]
+	out := map[string]float64{}
+	for p, s := range sum {
+		if tasks > 0 {
+			out[p] = math.Round(s/tasks*1e6) / 1e3
+		}
+	}
+	return out
 }
 
 func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

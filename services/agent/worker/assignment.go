@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -40,6 +41,24 @@ type lease struct {
 	lockLost error
 	// local, for RunTask (no Scheduler): reports go to it instead of ReportProgress.
 	local func(events []*schedulerv1.AgentEvent, percent int32, message string)
+	// told is closed once the claim's heartbeat (RUNNING this task) was answered or failed; nil
+	// when there is none to wait for. Nothing of the task runs before (waitTold).
+	told chan struct{}
+	// clock times the task's phases.
+	clock *phaseClock
+}
+
+// waitTold waits until the Registry was told of the claim (or the telling failed, or ctx ended):
+// the task's command never runs on an agent the Registry still takes for idle.
+func (l *lease) waitTold(ctx context.Context) {
+	if l.told == nil {
+		return
+	}
+	select {
+	case <-l.told:
+	case <-ctx.Done():
+	}
+	l.clock.mark(phaseClaimHeartbeat)
 }
 
 // event queues an event for the next report.
@@ -175,8 +194,9 @@ type outcome struct {
 
 // runAssignment does one claimed assignment from lease to CompleteTask. The completion also
 // claims the agent's next assignment (claim_next) while the worker is neither draining nor
-// stopping; runAssignment answers it (nil when there is none).
-func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssignment) (next *schedulerv1.ClaimedAssignment) {
+// stopping; runAssignment answers it (nil when there is none). fused says ca came so, with the
+// previous assignment's completion: the agent was RUNNING all along.
+func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssignment, fused bool) (next *schedulerv1.ClaimedAssignment) {
 	a := ca.GetAssignment()
 	log := w.log.With("assignment", a.GetId(), "execution", a.GetExecutionId(), "attempt", a.GetAttempt())
 	if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION {
@@ -184,13 +204,20 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 	} else {
 		log = log.With("task", a.GetTaskId())
 	}
-	l := &lease{w: w, ca: ca}
+	l := &lease{w: w, ca: ca, clock: w.phaseClock()}
 	w.setState(func(s *Status) {
 		s.State = commonv1.AgentStatus_AGENT_STATUS_RUNNING
 		s.Assignment, s.Task = a, ca.GetTask()
 		s.Claimed++
 	})
 	defer func() {
+		if next != nil {
+			// Fused complete-and-claim: the agent goes straight on to its next assignment, whose
+			// own claim heartbeat tells the Registry; an IDLE heartbeat between the two would
+			// only delay that one (heartbeats are sent in order).
+			w.setState(func(s *Status) { s.ProgressPercent, s.ProgressMessage = 0, "" })
+			return
+		}
 		w.setState(func(s *Status) {
 			s.State = commonv1.AgentStatus_AGENT_STATUS_IDLE
 			s.Assignment, s.Task, s.ProgressPercent, s.ProgressMessage = nil, nil, 0, ""
@@ -199,9 +226,33 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 	}()
 	// The Registry learns at once that this agent holds work, before the work starts: were the
 	// agent to die now, it is found stale after one stale window, whatever it reported before.
-	if err := w.heartbeat(ctx, commonv1.AgentStatus_AGENT_STATUS_RUNNING, a.GetTaskId()); err != nil && w.replacedErr() == nil {
-		log.Warn("heartbeat after the claim failed; the work goes on", "err", err)
+	// A task's heartbeat goes out now and is waited for before the task's command runs
+	// (lease.waitTold), so it overlaps prime and the workspace; an integration waits for it here.
+	// An assignment claimed with the previous one's completion (fused) follows work the Registry
+	// already has this agent RUNNING for, heartbeating: its heartbeat, naming the new task, is
+	// sent by the heartbeat loop (in order with the others) and not waited for.
+	if fused {
+		w.kick()
+		return w.runLeased(ctx, l, log)
 	}
+	told := make(chan struct{})
+	go func() {
+		defer close(told)
+		if err := w.heartbeat(ctx, commonv1.AgentStatus_AGENT_STATUS_RUNNING, a.GetTaskId()); err != nil && w.replacedErr() == nil {
+			log.Warn("heartbeat after the claim failed; the work goes on", "err", err)
+		}
+	}()
+	l.told = told
+	if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION {
+		l.waitTold(ctx)
+	}
+	defer func() { <-told }() // no heartbeat of this assignment outlives it
+	return w.runLeased(ctx, l, log)
+}
+
+// runLeased runs the work of lease l, its keeper beside it, and completes it.
+func (w *Worker) runLeased(ctx context.Context, l *lease, log *slog.Logger) (next *schedulerv1.ClaimedAssignment) {
+	ca, a := l.ca, l.ca.GetAssignment()
 
 	// work is cancelled by a CANCEL directive, a lost lease, or a drain deadline.
 	work, stop := context.WithCancel(ctx)
@@ -301,6 +352,7 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	retry := 0
+	defer l.clock.mark(phaseComplete)
 	for {
 		res, err := w.cfg.Scheduler.CompleteTask(cctx, req)
 		if err == nil {

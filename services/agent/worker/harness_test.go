@@ -53,6 +53,9 @@ type fakeScheduler struct {
 	completed chan *schedulerv1.CompleteTaskRequest
 	// checkpoints are the RecordCheckpoint requests, in order.
 	checkpoints []*schedulerv1.RecordCheckpointRequest
+	// fuse answers a CompleteTask with claim_next the next queued assignment (fused
+	// complete-and-claim).
+	fuse bool
 }
 
 func (f *fakeScheduler) RecordCheckpoint(_ context.Context, req *schedulerv1.RecordCheckpointRequest, _ ...grpc.CallOption) (*schedulerv1.RecordCheckpointResponse, error) {
@@ -140,7 +143,13 @@ func (f *fakeScheduler) CompleteTask(_ context.Context, req *schedulerv1.Complet
 		return nil, err
 	}
 	f.completed <- proto.Clone(req).(*schedulerv1.CompleteTaskRequest)
-	return &schedulerv1.CompleteTaskResponse{Directive: schedulerv1.Directive_DIRECTIVE_CONTINUE}, nil
+	res := &schedulerv1.CompleteTaskResponse{Directive: schedulerv1.Directive_DIRECTIVE_CONTINUE}
+	f.mu.Lock()
+	if f.fuse && req.GetClaimNext() != nil && len(f.queue) > 0 {
+		res.Next, f.queue = f.queue[0], f.queue[1:]
+	}
+	f.mu.Unlock()
+	return res, nil
 }
 
 // events answers every event the worker sent, in order (reports, then completions given).
@@ -176,6 +185,12 @@ type fakeRegistry struct {
 	onHeartbeat func(*registryv1.HeartbeatRequest)
 	// hangRegister records registrations but answers none (until the caller gives up).
 	hangRegister bool
+	// owners and renews count the GetOwner and RenewLock calls.
+	owners, renews int
+	// ownerWaitsForLocks, when set, makes GetOwner wait (up to 20 s) until AcquireLocks was
+	// called; ownerSawLocks says whether it was.
+	ownerWaitsForLocks chan struct{}
+	ownerSawLocks      bool
 }
 
 func (f *fakeRegistry) RegisterAgent(ctx context.Context, req *registryv1.RegisterAgentRequest, _ ...grpc.CallOption) (*registryv1.RegisterAgentResponse, error) {
@@ -218,6 +233,19 @@ func (f *fakeRegistry) beats() []*registryv1.HeartbeatRequest {
 }
 
 func (f *fakeRegistry) GetOwner(context.Context, *registryv1.GetOwnerRequest, ...grpc.CallOption) (*registryv1.GetOwnerResponse, error) {
+	f.mu.Lock()
+	f.owners++
+	wait := f.ownerWaitsForLocks
+	f.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+			f.mu.Lock()
+			f.ownerSawLocks = true
+			f.mu.Unlock()
+		case <-time.After(20 * time.Second):
+		}
+	}
 	return nil, status.Error(codes.NotFound, "no owner")
 }
 
@@ -232,6 +260,9 @@ func (f *fakeRegistry) AcquireLock(_ context.Context, req *registryv1.AcquireLoc
 }
 
 func (f *fakeRegistry) RenewLock(_ context.Context, req *registryv1.RenewLockRequest, _ ...grpc.CallOption) (*registryv1.RenewLockResponse, error) {
+	f.mu.Lock()
+	f.renews++
+	f.mu.Unlock()
 	return &registryv1.RenewLockResponse{Lock: &registryv1.Lock{Resource: req.GetResource(), Holder: req.GetHolder(), Token: req.GetToken()}}, nil
 }
 
@@ -252,6 +283,13 @@ func (f *fakeRegistry) AcquireLocks(_ context.Context, req *registryv1.AcquireLo
 		return nil, status.Error(codes.Unimplemented, "unknown method AcquireLocks")
 	}
 	f.batches = append(f.batches, req.GetResources())
+	if f.ownerWaitsForLocks != nil {
+		select {
+		case <-f.ownerWaitsForLocks:
+		default:
+			close(f.ownerWaitsForLocks)
+		}
+	}
 	res := &registryv1.AcquireLocksResponse{Granted: true}
 	for _, r := range req.GetResources() {
 		f.token++

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
@@ -214,6 +215,51 @@ func taskSummary(ca *schedulerv1.ClaimedAssignment, out outcome) string {
 		s += fmt.Sprintf("\nError: (%s) %s", out.err.GetCode(), truncate(out.err.GetMessage(), 1024))
 	}
 	return s
+}
+
+// primed is what Prime asked the services for.
+type primed struct {
+	owned     string // why a target is owned by another loop, or ""
+	locks     []heldLock
+	lockErr   error
+	gotchas   []prompt.Gotcha
+	gotchaIDs []string
+}
+
+// prime asks the Registry who owns each concrete target and for the targets' locks, and
+// Knowledge for their gotchas, all at once: none of the three depends on another's answer. A
+// target owned elsewhere cancels the rest (the task is skipped; the locks already taken are in
+// the answer, to be released).
+//
+// A task without a repository asks for neither owner nor locks: it works in a scratch directory
+// of its own and writes nothing shared (nothing is committed or pushed), so its files are no
+// other task's or loop's (docs/tasks.md).
+func (w *Worker) prime(ctx context.Context, ca *schedulerv1.ClaimedAssignment) primed {
+	var out primed
+	paths := concrete(targets(ca.GetTask()))
+	if len(paths) == 0 {
+		return out
+	}
+	if ca.GetRepository() == nil {
+		out.gotchas, out.gotchaIDs = w.gotchas(ctx, ca)
+		return out
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for _, p := range paths {
+			if why := w.ownedElsewhere(pctx, ca, p); why != "" {
+				out.owned = why
+				cancel()
+				return
+			}
+		}
+	})
+	wg.Go(func() { out.locks, out.lockErr = w.lockTargets(pctx, ca) })
+	wg.Go(func() { out.gotchas, out.gotchaIDs = w.gotchas(pctx, ca) })
+	wg.Wait()
+	return out
 }
 
 // ownedElsewhere returns why path is owned by another loop, or "".

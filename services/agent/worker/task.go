@@ -97,30 +97,28 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	l.event(commonv1.EventType_EVENT_TYPE_TASK_STARTED, fmt.Sprintf("Task %s: %s started by %s (attempt %d)", t.GetId(), t.GetTitle(), w.cfg.InstanceID, a.GetAttempt()), nil)
 	l.progress(5, "prime")
 
-	// Prime: ownership, locks, gotchas.
-	for _, p := range targets(t) {
-		if isGlob(p) {
-			continue
-		}
-		if why := w.ownedElsewhere(ctx, ca, p); why != "" {
-			return outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_SKIPPED,
-				err: &commonv1.ErrorContext{Code: "OWNED", Message: why, TaskId: t.GetId(), Timestamp: now()}}
-		}
-	}
-	locks, err := w.lockTargets(ctx, ca)
-	l.setLocks(locks, lockTTL(ca))
+	// Prime: ownership, locks and gotchas, concurrently (three services, three round trips).
+	// A target owned by another loop skips the task: the locks taken meanwhile are released.
+	defer l.clock.mark(phaseCleanup) // the deferred worktree removal and lock release, last
+	pr := w.prime(ctx, ca)
+	l.setLocks(pr.locks, lockTTL(ca))
 	defer func() {
 		if w.replacedErr() == nil { // a replaced session's locks were released by the Registry: not ours
 			w.unlock(ctx, l.heldLocks())
 		}
 	}()
-	if err != nil {
+	l.clock.mark(phasePrime)
+	if pr.owned != "" {
+		return outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_SKIPPED,
+			err: &commonv1.ErrorContext{Code: "OWNED", Message: pr.owned, TaskId: t.GetId(), Timestamp: now()}}
+	}
+	if err := pr.lockErr; err != nil {
 		if ctx.Err() != nil {
 			return outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED}
 		}
 		return fail("LOCK_UNAVAILABLE", err.Error(), 0)
 	}
-	gotchas, gotchaIDs := w.gotchas(ctx, ca)
+	gotchas, gotchaIDs := pr.gotchas, pr.gotchaIDs
 	if len(gotchaIDs) > 0 {
 		// Which knowledge this try was given: the dashboard's task view reads it from the log.
 		ids := make([]any, len(gotchaIDs))
@@ -180,7 +178,10 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		l.progress(int32(20+60*(try-1)/maxTries), fmt.Sprintf("execute (try %d/%d)", try, maxTries))
 		w.recordCheckpoint(ctx, l, cp, try, in.hints)
 		text := buildPrompt(ca, in)
+		l.clock.mark(phaseWorkspace)
+		l.waitTold(ctx)
 		res, err := ex.Run(ctx, executor.Request{Dir: wt.Dir, Task: t, Prompt: text, Timeout: timeout, OutputCap: outputCap, Attempt: try})
+		l.clock.mark(phaseExecute)
 		l.usage = l.usage.Add(res.Usage) // every try's usage counts, failed ones too
 		var why, code, output string
 		if err != nil {
@@ -208,6 +209,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 			output = res.Output
 			l.progress(int32(20+60*(try-1)/maxTries+30/maxTries), fmt.Sprintf("validate (try %d/%d)", try, maxTries))
 			v := w.validateTry(ctx, l, wt, try, vtimeout)
+			l.clock.mark(phaseValidate)
 			validationTail, levels = v.tail, v.levels
 			if v.code != "" {
 				code, why, output = v.code, v.why, v.output
@@ -216,7 +218,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		if code == "" {
 			// Success: commit only the task's files, push the task ref, record discoveries —
 			// if the lease and the file locks are still this worker's.
-			if !l.fence(ctx) {
+			if sharesWrites(w, wt, res.Output) && !l.fence(ctx) {
 				l.mu.Lock()
 				why := l.cancel
 				l.mu.Unlock()
@@ -224,6 +226,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 					err: &commonv1.ErrorContext{Code: "FENCED", Message: "lease or file lock lost before writing: " + why, TaskId: t.GetId(), Timestamp: now()}}
 			}
 			out, err := w.finishTask(ctx, l, wt, res.Output, int32(try))
+			l.clock.mark(phaseFinish)
 			var scope *scopeError
 			switch {
 			case errors.As(err, &scope):
@@ -261,6 +264,14 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		in.hints = append(in.hints, fmt.Sprintf("try %d (%s): %s\n%s", try, code, why, tail(output, 4096)))
 	}
 	return last
+}
+
+// sharesWrites reports whether finishing a successful try writes anything shared, which the fence
+// must guard: a commit and push (a repository) or discoveries recorded in Knowledge. A task in a
+// scratch directory whose output names no discovery writes nothing beyond its completion, which
+// the Scheduler fences itself (the lease's fencing token).
+func sharesWrites(w *Worker, wt *workspace.Worktree, output string) bool {
+	return wt.HasRepository() || (w.cfg.Knowledge != nil && (strings.Contains(output, "GOTCHA:") || strings.Contains(output, "DISCOVERY:")))
 }
 
 // worktree makes the assignment's workspace: a worktree of the repository at the wave's base, or

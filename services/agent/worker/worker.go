@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -72,6 +73,8 @@ type Config struct {
 	AllowedEnv []string
 	// Sandbox confines task processes (executor.Sandbox; "" = none).
 	Sandbox executor.Sandbox
+	// Metrics registers the worker's metrics (converge_agent_task_phase_seconds); nil = none.
+	Metrics prometheus.Registerer
 }
 
 // DefaultCapabilities are announced when Config.Capabilities is empty.
@@ -113,6 +116,8 @@ type Worker struct {
 	beat chan struct{}
 	// previous are the summaries of the tasks ended per execution (Prime's previous tasks).
 	previous map[string][]string
+	// phases times the phases of each task (Config.Metrics).
+	phases *phaseSeconds
 	// hbMu orders heartbeats: each reads the state and sends it before the next reads it, so a
 	// stale IDLE never lands after the RUNNING of a claim.
 	hbMu sync.Mutex
@@ -174,6 +179,10 @@ func New(cfg Config) (*Worker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	phases, err := newPhaseSeconds(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("worker: metrics: %w", err)
+	}
 	cache, err := workspace.NewCache(filepath.Join(cfg.DataDir))
 	if err != nil {
 		return nil, err
@@ -183,7 +192,7 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: cfg, log: log.With("instance", cfg.InstanceID), cache: cache, sess: sess, start: time.Now(),
+	return &Worker{cfg: cfg, log: log.With("instance", cfg.InstanceID), cache: cache, sess: sess, start: time.Now(), phases: phases,
 		drained: make(chan struct{}), beat: make(chan struct{}, 1), st: Status{State: commonv1.AgentStatus_AGENT_STATUS_INITIALIZING}}, nil
 }
 
@@ -333,11 +342,11 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 			return nil // claimed by a replaced session: the Scheduler takes it back
 		}
 		// Each completion may hand over the next assignment (fused complete-and-claim).
-		for next := res.GetAssignment(); next != nil; {
+		for next, fused := res.GetAssignment(), false; next != nil; fused = true {
 			if w.replacedErr() != nil {
 				return nil
 			}
-			next = w.runAssignment(ctx, next)
+			next = w.runAssignment(ctx, next, fused)
 		}
 	}
 }

@@ -10,12 +10,17 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
+	"github.com/converge-dev/converge/gen"
 	agentv1 "github.com/converge-dev/converge/gen/converge/agent/v1"
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
@@ -41,6 +46,7 @@ type agentFlags struct {
 	drainTimeout                   time.Duration
 	allowedRoots, allowEnv         []string
 	sandbox                        string
+	cpuProfile                     string
 }
 
 func envOr(name, def string) string {
@@ -121,16 +127,32 @@ func command() *cobra.Command {
 				defer kc.Close()
 				cfg.Knowledge = knowledgev1.NewKnowledgeServiceClient(kc)
 			}
+			// One registry for the server's metrics and the worker's (task phases), served on
+			// --metrics-listen.
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			cfg.Metrics = reg
 			w, err := worker.New(cfg)
 			if err != nil {
 				return err
 			}
-			srv, err := f.NewServer("agent", logger, server.Service{
-				Desc: &agentv1.AgentService_ServiceDesc,
-				Impl: agent.New(agent.WithWorker(w)),
-			})
+			files, err := gen.Files()
 			if err != nil {
 				return err
+			}
+			scfg := f.ServerConfig("agent", logger)
+			scfg.DescriptorResolver, scfg.Registerer = files, reg
+			scfg.Services = []server.Service{{Desc: &agentv1.AgentService_ServiceDesc, Impl: agent.New(agent.WithWorker(w))}}
+			srv, err := scfg.Complete()
+			if err != nil {
+				return err
+			}
+			if f.cpuProfile != "" {
+				stopProfile, err := startCPUProfile(f.cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stopProfile()
 			}
 			// Bind first: an agent that cannot serve (the port is taken) exits before it registers
 			// or claims anything.
@@ -187,6 +209,8 @@ func command() *cobra.Command {
 	fl.StringVar(&f.instanceID, "instance-id", envOr("CONVERGE_INSTANCE_ID", ""), "agent instance id; empty = agent-<host>-<random> [CONVERGE_INSTANCE_ID]")
 	fl.StringVar(&f.execution, "execution", envOr("CONVERGE_AGENT_EXECUTION", ""), "claim only this execution's assignments [CONVERGE_AGENT_EXECUTION]")
 	fl.StringSliceVar(&f.capabilities, "capabilities", splitEnv("CONVERGE_AGENT_CAPABILITIES"), "capabilities announced to the Scheduler; empty = "+strings.Join(worker.DefaultCapabilities, ",")+" [CONVERGE_AGENT_CAPABILITIES]")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", envOr("CONVERGE_AGENT_CPUPROFILE", ""), "write a CPU profile (pprof) of the whole run to this file at exit; a %p in it is replaced by the process id [CONVERGE_AGENT_CPUPROFILE]")
+	_ = fl.MarkHidden("cpuprofile")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", envDuration("CONVERGE_AGENT_DRAIN_TIMEOUT"), "on SIGTERM, cancel work still running after this long (0 = let it finish) [CONVERGE_AGENT_DRAIN_TIMEOUT]")
 	return cmd
 }
@@ -238,4 +262,22 @@ func splitEnv(name string) []string {
 		return nil
 	}
 	return strings.Split(v, ",")
+}
+
+// startCPUProfile writes a CPU profile to path (a %p replaced by the process id) until the
+// returned function is called.
+func startCPUProfile(path string) (func(), error) {
+	path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
+	out, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		_ = out.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = out.Close()
+	}, nil
 }

@@ -1,0 +1,138 @@
+package worker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+)
+
+// The agent's own cost per task (issue 17): what each task asks the services for, and when.
+
+// Prime asks the Registry for the owner and the locks of the task's files at once: GetOwner,
+// held until AcquireLocks arrives, sees it (asked one after the other, it would wait 20 s and
+// give up first).
+func TestPrimeAsksOwnerAndLocksAtOnce(t *testing.T) {
+	t.Parallel()
+	h := startWorker(t, nil)
+	h.reg.mu.Lock()
+	h.reg.ownerWaitsForLocks = make(chan struct{})
+	h.reg.mu.Unlock()
+	h.sched.push(claimed(t, &commonv1.Task{Id: "p", Title: "one file", File: "a.txt", Command: "true"}, origin(t)))
+	c := h.complete()
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+	h.reg.mu.Lock()
+	defer h.reg.mu.Unlock()
+	require.Equal(t, 1, h.reg.owners)
+	require.True(t, h.reg.ownerSawLocks, "GetOwner and AcquireLocks were asked together")
+	require.Len(t, h.reg.releases, 1)
+}
+
+// A task without a repository works in a scratch directory of its own and writes nothing shared:
+// it asks for no owner and no lock, and fences nothing before finishing (no progress report or
+// lock renewal beyond the keeper's first report). The same task on a repository does all three.
+func TestTaskWithoutRepositoryAsksForNoOwnerLocksOrFence(t *testing.T) {
+	t.Parallel()
+	task := &commonv1.Task{Id: "s", Title: "scratch", File: "out/a", Files: []*commonv1.FileImpact{{Path: "out/b"}}, Command: "mkdir -p out && echo x > out/a"}
+	for _, repo := range []bool{false, true} {
+		h := startWorker(t, nil)
+		src := ""
+		if repo {
+			src = origin(t)
+		}
+		ca := claimed(t, task, src)
+		ca.HeartbeatInterval = durationpb.New(time.Hour) // the keeper reports once, at the start
+		h.sched.push(ca)
+		c := h.complete()
+		require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+		h.reg.mu.Lock()
+		h.sched.mu.Lock()
+		owners, batches, renews, reports := h.reg.owners, len(h.reg.batches), h.reg.renews, len(h.sched.reports)
+		h.sched.mu.Unlock()
+		h.reg.mu.Unlock()
+		if repo {
+			require.Equal(t, 2, owners, "a repository's task asks who owns each file")
+			require.Equal(t, 1, batches, "and locks them")
+			require.GreaterOrEqual(t, renews, 2, "and renews both locks in the fence (and in the keeper's first round, when it comes after the locks)")
+			require.Equal(t, 2, reports, "the keeper's first report and the fence's")
+		} else {
+			require.Zero(t, owners, "no GetOwner without a repository")
+			require.Zero(t, batches, "no AcquireLocks without a repository")
+			require.Zero(t, renews)
+			require.Equal(t, 1, reports, "the keeper's first report only: no fence")
+		}
+	}
+}
+
+// An assignment handed over with the previous one's completion (fused) goes on from a RUNNING
+// agent: no IDLE heartbeat between the two tasks, and the Registry is told of the second task by
+// the heartbeat loop.
+func TestFusedAssignmentsHeartbeatNoIdleBetween(t *testing.T) {
+	t.Parallel()
+	h := startWorker(t, nil)
+	h.sched.mu.Lock()
+	h.sched.fuse = true
+	h.sched.mu.Unlock()
+	h.sched.push(claimed(t, &commonv1.Task{Id: "a", Title: "first", Command: "true"}, ""))
+	h.sched.push(claimed(t, &commonv1.Task{Id: "b", Title: "second", Command: "true"}, ""))
+	for range 2 {
+		c := h.complete()
+		require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+	}
+	h.sched.mu.Lock()
+	claims := len(h.sched.claims)
+	h.sched.mu.Unlock()
+	require.GreaterOrEqual(t, claims, 1)
+	eventually(t, 20*time.Second, func() bool {
+		for _, b := range h.reg.beats() {
+			if b.GetStatus() == commonv1.AgentStatus_AGENT_STATUS_RUNNING && b.GetCurrentTaskId() == "b" {
+				return true
+			}
+		}
+		return false
+	}, "the Registry is told of task b")
+	seenA := false
+	for _, b := range h.reg.beats() {
+		switch {
+		case b.GetCurrentTaskId() == "a":
+			seenA = true
+		case b.GetCurrentTaskId() == "b":
+			return
+		case seenA && b.GetStatus() == commonv1.AgentStatus_AGENT_STATUS_IDLE:
+			t.Fatalf("an IDLE heartbeat between the fused tasks: %v", h.reg.beats())
+		}
+	}
+}
+
+// Every phase of a task is measured in converge_agent_task_phase_seconds.
+func TestTaskPhasesAreMeasured(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	h := startWorker(t, func(c *Config) { c.Metrics = reg })
+	h.sched.push(claimed(t, &commonv1.Task{Id: "m", Title: "measured", File: "a.txt", Command: "echo x > a.txt"}, origin(t)))
+	c := h.complete()
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+	counts := map[string]uint64{}
+	eventually(t, 20*time.Second, func() bool {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		clear(counts)
+		for _, mf := range mfs {
+			if mf.GetName() != "converge_agent_task_phase_seconds" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				counts[m.GetLabel()[0].GetValue()] = m.GetHistogram().GetSampleCount()
+			}
+		}
+		return counts[phaseComplete] == 1
+	}, "the completion is measured")
+	for _, p := range []string{phaseClaimHeartbeat, phasePrime, phaseWorkspace, phaseExecute, phaseValidate, phaseFinish, phaseCleanup, phaseComplete} {
+		require.Equal(t, uint64(1), counts[p], "phase %s of the one task", p)
+	}
+}
