@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -135,4 +137,21 @@ func TestTaskPhasesAreMeasured(t *testing.T) {
 	for _, p := range []string{phaseClaimHeartbeat, phasePrime, phaseWorkspace, phaseExecute, phaseValidate, phaseFinish, phaseCleanup, phaseComplete} {
 		require.Equal(t, uint64(1), counts[p], "phase %s of the one task", p)
 	}
+}
+
+// A task's scratch directory is removed beside its completion, not before it; it is gone once
+// the work is done, and so is the session's record of it.
+func TestScratchDirectoryIsRemovedAfterTheTask(t *testing.T) {
+	t.Parallel()
+	h := startWorker(t, nil)
+	h.sched.push(claimed(t, &commonv1.Task{Id: "r", Title: "scratch", File: "a", Command: "echo x > a"}, ""))
+	c := h.complete()
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+	scratch := filepath.Join(h.w.cache.Root(), "scratch")
+	held := filepath.Join(h.w.sess.dir, "worktrees")
+	eventually(t, 20*time.Second, func() bool {
+		dirs, _ := os.ReadDir(scratch)
+		records, _ := os.ReadDir(held)
+		return len(dirs) == 0 && len(records) == 0
+	}, "the scratch directory and its record are removed")
 }

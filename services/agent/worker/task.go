@@ -136,7 +136,13 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	}
 	keep := false
 	defer func() {
-		if !keep {
+		switch {
+		case keep:
+		case !wt.HasRepository() && l.local == nil:
+			// A scratch directory is this task's alone and holds nothing to keep: it is removed
+			// beside the completion, not before it (Run waits for it before it returns).
+			w.background(func() { w.removeWorktree(context.WithoutCancel(ctx), wt) })
+		default:
 			w.removeWorktree(ctx, wt)
 		}
 	}()

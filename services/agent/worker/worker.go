@@ -118,6 +118,8 @@ type Worker struct {
 	previous map[string][]string
 	// phases times the phases of each task (Config.Metrics).
 	phases *phaseSeconds
+	// bg is the background work (removing scratch directories) Run waits for before it returns.
+	bg sync.WaitGroup
 	// hbMu orders heartbeats: each reads the state and sends it before the next reads it, so a
 	// stale IDLE never lands after the RUNNING of a claim.
 	hbMu sync.Mutex
@@ -268,6 +270,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	// Nothing this process started outlives its Run: executor processes still running are
 	// killed, and the session's record goes.
 	defer func() {
+		w.bg.Wait()
 		if n := w.sess.close(); n > 0 {
 			w.log.Warn("killed process groups still running at stop", "groups", n)
 		}
@@ -350,6 +353,9 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		}
 	}
 }
+
+// background runs fn beside the worker's work; Run waits for it before it returns.
+func (w *Worker) background(fn func()) { w.bg.Go(fn) }
 
 // claimRequest is the worker's claim, waiting up to wait.
 func (w *Worker) claimRequest(wait time.Duration) *schedulerv1.ClaimTaskRequest {
