@@ -40,7 +40,7 @@ func (p *packer) placement(t int32, lvl, rel int) Placement {
 	pl.conflicts = int32(len(p.conflicts))
 	pl.paths = int32(len(p.paths))
 	switch {
-	case p.tasks[t].Exclusive:
+	case p.exclusive[t]:
 		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT
 		pl.why = whyExclusive
 		for _, c := range prev.tasks[:min(len(prev.tasks), maxReported)] {
@@ -161,8 +161,9 @@ func (p *packer) conflictsWith(t int32, rel int, report *[]conflict) bool {
 			}
 		}
 	}
-	for i := range p.impacts[t] {
-		im := &p.impacts[t][i]
+	ims := p.impactsOf(t)
+	for i := range ims {
+		im := &ims[i]
 		readers := !im.write
 		switch im.kind {
 		case commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB:

@@ -42,7 +42,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
@@ -214,15 +213,15 @@ type waveState struct {
 type packer struct {
 	tasks       []Task
 	maxParallel int
-	impacts     [][]impact
-	nodes       map[string]int32 // interned paths (files and directories) and glob patterns
-	parent      []int32          // parent directory of each interned path (-1 at the top)
-	dirNode     []bool           // whether some task has a directory impact at the path
-	dirUp       []int32          // the nearest ancestor of each path with dirNode set, or -1
-	sets        *setTable        // (node, class, wave) → membership, this level's
-	open        []int32          // union-find over waves: open[w] == w when wave w is not full
-	waves       []*waveState     // waves of the current level
-	first       int              // number of the current level's first wave (0-based)
+	ims         []impact // every task's impacts: task t's are ims[off[t]:off[t+1]]
+	off         []int32
+	exclusive   []bool       // each task's Exclusive
+	parent      []int32      // parent directory of each interned path (-1 at the top)
+	dirUp       []int32      // the nearest ancestor of each path where some task has a directory impact, or -1
+	sets        *setTable    // (node, class, wave) → membership, this level's
+	open        []int32      // union-find over waves: open[w] == w when wave w is not full
+	waves       []*waveState // waves of the current level
+	first       int          // number of the current level's first wave (0-based)
 	result      [][]Placement
 	// The level's placements in placement order and the relative wave of each, laid out wave by
 	// wave into arena (one allocation for the whole plan) once the level is packed.
@@ -269,70 +268,67 @@ func newPacker(tasks []Task, maxParallel int) *packer {
 	p := &packer{
 		tasks:       tasks,
 		maxParallel: maxParallel,
-		impacts:     make([][]impact, len(tasks)),
+		off:         make([]int32, len(tasks)+1),
+		exclusive:   make([]bool, len(tasks)),
 	}
 	total := 0
-	for _, t := range tasks {
-		total += len(t.Impacts)
-	}
-	p.nodes = make(map[string]int32, total)
-	arena := make([]impact, total) // one allocation for every task's impacts
 	for i, t := range tasks {
-		ims := arena[:len(t.Impacts):len(t.Impacts)]
-		arena = arena[len(t.Impacts):]
-		for j, im := range t.Impacts {
-			ims[j] = impact{path: im.Path, kind: im.Kind, write: im.Writes()}
-			if im.Kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB {
-				ims[j].node = p.internGlob(im.Path)
-			} else {
-				ims[j].node = p.intern(im.Node())
+		total += len(t.Impacts)
+		p.off[i+1] = int32(total)
+		p.exclusive[i] = t.Exclusive
+	}
+	nodes := newInternTable(total)
+	p.ims = make([]impact, total) // one allocation for every task's impacts
+	hasDir := false
+	k := 0
+	for _, t := range tasks {
+		for _, im := range t.Impacts {
+			x := &p.ims[k]
+			k++
+			*x = impact{path: im.Path, kind: im.Kind, write: im.Writes()}
+			switch im.Kind {
+			case commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB:
+				// Patterns and paths share ids without clashing: their sets are of different classes.
+				x.node = nodes.intern(im.Path)
+			case commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY:
+				x.node = nodes.intern(im.Node())
+				hasDir = true
+			default:
+				x.node = nodes.intern(im.Node())
 			}
 		}
-		p.impacts[i] = ims
 	}
+	p.parent = nodes.parent
+	n := len(p.parent)
 	// Sets of directory impacts ("dir") and of what lies under a directory ("under") are only
 	// ever looked at for paths where some task has a directory impact: skip the others.
-	p.dirNode = make([]bool, len(p.parent))
-	for _, ims := range p.impacts {
-		for _, im := range ims {
-			if im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY {
-				p.dirNode[im.node] = true
+	p.dirUp = make([]int32, n)
+	if !hasDir {
+		for i := range p.dirUp {
+			p.dirUp[i] = -1
+		}
+	} else {
+		dirNode := make([]bool, n)
+		for i := range p.ims {
+			if p.ims[i].kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY {
+				dirNode[p.ims[i].node] = true
 			}
 		}
-	}
-	// A parent is interned before its children, so its dirUp is known when theirs is computed.
-	p.dirUp = make([]int32, len(p.parent))
-	for i, a := range p.parent {
-		if a >= 0 && !p.dirNode[a] {
-			a = p.dirUp[a]
+		// A parent is interned before its children, so its dirUp is known when theirs is computed.
+		for i, a := range p.parent {
+			if a >= 0 && !dirNode[a] {
+				a = p.dirUp[a]
+			}
+			p.dirUp[i] = a
 		}
-		p.dirUp[i] = a
 	}
-	p.sets = newSetTable(len(p.parent) * classes)
+	p.sets = newSetTable(n * classes)
 	p.arena = make([]Placement, len(tasks))
 	return p
 }
 
-// intern returns the id of a path, interning its parent directories too.
-func (p *packer) intern(path string) int32 {
-	if id, ok := p.nodes[path]; ok {
-		return id
-	}
-	parent := int32(-1)
-	if i := strings.LastIndexByte(path, '/'); i > 0 {
-		parent = p.intern(path[:i])
-	}
-	id := int32(len(p.parent))
-	p.nodes[path] = id
-	p.parent = append(p.parent, parent)
-	return id
-}
-
-// internGlob returns the id of a glob pattern. Patterns and paths share ids without clashing:
-// their sets are of different classes.
-func (p *packer) internGlob(pattern string) int32 {
-	return p.intern(pattern)
-}
+// impactsOf returns task t's impacts.
+func (p *packer) impactsOf(t int32) []impact { return p.ims[p.off[t]:p.off[t+1]] }
 
 func key(node int32, class int, wave int32) uint64 {
 	return (uint64(node)*classes+uint64(class))<<32 | uint64(uint32(wave))
@@ -505,11 +501,11 @@ func (p *packer) placeAlone(t int32, lvl int) {
 
 // place puts task t in the first wave of its level it fits in.
 func (p *packer) place(t int32, lvl int) {
-	if p.tasks[t].Exclusive {
+	if p.exclusive[t] {
 		p.placeAlone(t, lvl)
 		return
 	}
-	ims := p.impacts[t]
+	ims := p.impactsOf(t)
 	hasGlob := false
 	for i := range ims {
 		hasGlob = hasGlob || ims[i].kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB
@@ -585,8 +581,9 @@ func (p *packer) globConflict(t int32, hasGlob bool, ws *waveState, report *[]co
 		return false
 	}
 	found := false
-	for i := range p.impacts[t] {
-		im := &p.impacts[t][i]
+	ims := p.impactsOf(t)
+	for i := range ims {
+		im := &ims[i]
 		for j, g := range ws.globs {
 			if !p.spend(compareCost(im, g)) {
 				return true // the plan stops: place sees p.err
