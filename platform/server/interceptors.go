@@ -299,6 +299,11 @@ func (s *validatingStream) RecvMsg(m any) error {
 // CEL expression that does not compile) is a bug in the proto: an error that
 // is not a status, which grpcerr.Resolve answers Internal (and logs).
 func validate(v protovalidate.Validator, msg any) error {
+	return validateWith(v, msg, pathOptions...) // pathrule.go: path fields without CEL when valid
+}
+
+// validateWith is validate with protovalidate's options opts.
+func validateWith(v protovalidate.Validator, msg any, opts ...protovalidate.ValidationOption) error {
 	m, ok := msg.(proto.Message)
 	if !ok {
 		return nil // not a protobuf message: nothing to validate against
@@ -306,11 +311,11 @@ func validate(v protovalidate.Validator, msg any) error {
 	if err := malformed(m); err != nil {
 		return err // the request did not decode (codec.go)
 	}
-	name := m.ProtoReflect().Descriptor().Name()
-	err := v.Validate(m)
+	err := v.Validate(m, opts...)
 	if err == nil {
 		return nil
 	}
+	name := m.ProtoReflect().Descriptor().Name()
 	var verr *protovalidate.ValidationError
 	if !errors.As(err, &verr) {
 		return fmt.Errorf("validate %s: %w", name, err)

@@ -1,0 +1,136 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"buf.build/go/protovalidate"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/converge-dev/converge/gen"
+	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
+	"github.com/converge-dev/converge/platform/repopath/repopathtest"
+)
+
+// TestPathFastPathFields: the lock paths take the fast path (a proto change that alters their
+// rules, or pathRuleCEL, turns it off silently: this says so), and a glob field does not.
+func TestPathFastPathFields(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		msg   proto.Message
+		field protoreflect.Name
+		want  fastKind
+	}{
+		{&registryv1.AcquireLockRequest{}, "resource", fastPath},
+		{&registryv1.RenewLockRequest{}, "resource", fastPath},
+		{&registryv1.ReleaseLockRequest{}, "resource", fastPath},
+		{&registryv1.AcquireLocksRequest{}, "resources", fastList},
+		{&registryv1.AcquireLockRequest{}, "holder", fastNone},
+		{&registryv1.SetOwnerRequest{}, "pattern", fastNone},
+	} {
+		fd := c.msg.ProtoReflect().Descriptor().Fields().ByName(c.field)
+		require.NotNil(t, fd, c.field)
+		require.Equal(t, c.want, fastOf(fd).kind, "%s", fd.FullName())
+	}
+	list := fastOf((&registryv1.AcquireLocksRequest{}).ProtoReflect().Descriptor().Fields().ByName("resources"))
+	require.Equal(t, fastField{kind: fastList, minItems: 1, maxItems: 1000, hasMax: true, unique: true}, list)
+}
+
+// TestPathFastPathAgreesWithCEL sets every fast-path field of every converge message to every
+// row of repopathtest's table (and lists of them: empty, duplicated, too many) and checks that
+// validation with the fast path answers exactly what protovalidate answers without it: the
+// same status, message and field violations.
+func TestPathFastPathAgreesWithCEL(t *testing.T) {
+	t.Parallel()
+	v, err := protovalidate.New()
+	require.NoError(t, err)
+	files, err := gen.Files() // every service's protos, not only those this test links
+	require.NoError(t, err)
+	var fields []protoreflect.FieldDescriptor
+	files.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
+		if strings.HasPrefix(string(fd.Package()), "converge.") {
+			fields = append(fields, fastFieldsOf(fd.Messages())...)
+		}
+		return true
+	})
+	require.GreaterOrEqual(t, len(fields), 8, "the fast path found too few path fields: %v", fields)
+	taken := 0
+	for _, fd := range fields {
+		var values [][]string
+		for _, c := range repopathtest.Cases {
+			if utf8.ValidString(c.In) { // proto3 strings are UTF-8 on the wire
+				values = append(values, []string{c.In})
+			}
+		}
+		if fd.IsList() {
+			many := make([]string, 1001)
+			for i := range many {
+				many[i] = fmt.Sprintf("src/f%d.go", i)
+			}
+			values = append(values, nil, []string{"a.go", "b.go", "a.go"}, []string{"a.go", "b/../c"},
+				many[:1000], many, append(many[:40:40], "src/f3.go"))
+		}
+		for _, in := range values {
+			if !fd.IsList() && len(in) != 1 {
+				continue
+			}
+			msg := dynamicpb.NewMessage(fd.ContainingMessage())
+			if fd.IsList() {
+				l := msg.Mutable(fd).List()
+				for _, s := range in {
+					l.Append(protoreflect.ValueOfString(s))
+				}
+			} else {
+				msg.Set(fd, protoreflect.ValueOfString(in[0]))
+			}
+			want := validateWith(v, msg)
+			got := validateWith(v, msg, pathOptions...)
+			require.Equal(t, status.Convert(want).Proto().String(), status.Convert(got).Proto().String(), "%s = %q", fd.FullName(), in)
+			if !shouldValidate(msg, fd) {
+				taken++
+			}
+		}
+	}
+	require.Positive(t, taken, "no value took the fast path")
+}
+
+// fastFieldsOf answers the fields of msgs (and their nested messages) that take the fast path.
+func fastFieldsOf(msgs protoreflect.MessageDescriptors) []protoreflect.FieldDescriptor {
+	var out []protoreflect.FieldDescriptor
+	for i := range msgs.Len() {
+		md := msgs.Get(i)
+		for j := range md.Fields().Len() {
+			if fd := md.Fields().Get(j); fastOf(fd).kind != fastNone {
+				out = append(out, fd)
+			}
+		}
+		out = append(out, fastFieldsOf(md.Messages())...)
+	}
+	return out
+}
+
+// FuzzPathFastPath: for any resource, AcquireLockRequest validates the same with and without
+// the fast path.
+func FuzzPathFastPath(f *testing.F) {
+	for _, c := range repopathtest.Cases {
+		f.Add(c.In)
+	}
+	v, err := protovalidate.New()
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, in string) {
+		if !utf8.ValidString(in) {
+			return // refused on the wire
+		}
+		msg := &registryv1.AcquireLockRequest{Resource: in, Holder: "h", Ttl: durationpb.New(1e9)}
+		want := validateWith(v, msg)
+		got := validateWith(v, msg, pathOptions...)
+		require.Equal(t, status.Convert(want).Proto().String(), status.Convert(got).Proto().String(), "%q", in)
+	})
+}
