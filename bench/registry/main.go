@@ -98,6 +98,9 @@ type report struct {
 	// Batch is AcquireLocks of a task's batchFiles files then ReleaseLocks through gRPC, per
 	// second, with the latency of AcquireLocks.
 	Batch result `json:"batch_cycles"`
+	// Floor is pairs of no-op unary calls on a plain grpc.Server (floor.go), per second, with
+	// the latency of the first call: what a lock cycle costs at least while a lock is a gRPC call.
+	Floor result `json:"grpc_floor"`
 	// Set is redis-benchmark -t set, with the latency of SET.
 	Set result `json:"redis_set"`
 	// Ratio is Locks.OpsPerSec / Set.OpsPerSec: the issue's P3.
@@ -105,6 +108,10 @@ type report struct {
 	// BatchRatio is Batch.OpsPerSec / (Set.OpsPerSec / batchFiles): a task's files locked and
 	// released in two calls against batchFiles SETs.
 	BatchRatio float64 `json:"batch_ratio"`
+	// FloorRatio is Floor.OpsPerSec / Set.OpsPerSec: the ceiling of Ratio in this design.
+	FloorRatio float64 `json:"floor_ratio"`
+	// OfFloor is Locks.OpsPerSec / Floor.OpsPerSec: how close the lock cycles come to it.
+	OfFloor float64 `json:"locks_of_floor"`
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
@@ -175,6 +182,11 @@ func measure(ctx context.Context, tb clustertest.TB, o options, out io.Writer) e
 		defer conn.Close()
 		clients[i] = registryv1.NewRegistryServiceClient(conn)
 	}
+	floorConns, stopFloor, err := floorServer(o.clients)
+	if err != nil {
+		return err
+	}
+	defer stopFloor()
 	fmt.Fprintf(out, "registry-bench: %d clients, %d rounds of %s, Redis at %s, gRPC server at %s\n",
 		o.clients, o.rounds, o.duration, addr, lis.Addr())
 	// Warm up: connections, the fencing epoch, script caches.
@@ -182,7 +194,11 @@ func measure(ctx context.Context, tb clustertest.TB, o options, out io.Writer) e
 		return err
 	}
 
-	var locks, directs, batches, sets []result
+	if _, err := floorRound(ctx, floorConns, time.Second/4); err != nil {
+		return err
+	}
+
+	var locks, directs, batches, floors, sets []result
 	for r := range o.rounds {
 		if o.cpuProfile != "" {
 			f, err := os.Create(o.cpuProfile)
@@ -211,18 +227,25 @@ func measure(ctx context.Context, tb clustertest.TB, o options, out io.Writer) e
 			return err
 		}
 		batches = append(batches, bt)
+		fl, err := floorRound(ctx, floorConns, o.duration)
+		if err != nil {
+			return err
+		}
+		floors = append(floors, fl)
 		s, err := setRound(ctx, addr, o.clients, o.setRequests)
 		if err != nil {
 			return err
 		}
 		sets = append(sets, s)
-		fmt.Fprintf(out, "round %d: gRPC lock cycles %7.0f/s (acquire p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | direct %7.0f/s (p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | batch of %d %7.0f/s (p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | redis SET %7.0f/s (p50 %.3f ms, p99 %.3f ms)\n",
+		fmt.Fprintf(out, "round %d: gRPC lock cycles %7.0f/s (acquire p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | direct %7.0f/s (p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | batch of %d %7.0f/s (p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | gRPC no-op pairs %7.0f/s (p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | redis SET %7.0f/s (p50 %.3f ms, p99 %.3f ms)\n",
 			r+1, l.OpsPerSec, l.P50Ms, l.P99Ms, l.CPUUsPerOp, d.OpsPerSec, d.P50Ms, d.P99Ms, d.CPUUsPerOp,
-			batchFiles, bt.OpsPerSec, bt.P50Ms, bt.P99Ms, bt.CPUUsPerOp, s.OpsPerSec, s.P50Ms, s.P99Ms)
+			batchFiles, bt.OpsPerSec, bt.P50Ms, bt.P99Ms, bt.CPUUsPerOp, fl.OpsPerSec, fl.P50Ms, fl.P99Ms, fl.CPUUsPerOp, s.OpsPerSec, s.P50Ms, s.P99Ms)
 	}
-	rep := report{Clients: o.clients, Rounds: o.rounds, Locks: median(locks), Direct: median(directs), Batch: median(batches), Set: median(sets)}
+	rep := report{Clients: o.clients, Rounds: o.rounds, Locks: median(locks), Direct: median(directs), Batch: median(batches), Floor: median(floors), Set: median(sets)}
 	rep.Ratio = rep.Locks.OpsPerSec / rep.Set.OpsPerSec
 	rep.BatchRatio = rep.Batch.OpsPerSec / (rep.Set.OpsPerSec / batchFiles)
+	rep.FloorRatio = rep.Floor.OpsPerSec / rep.Set.OpsPerSec
+	rep.OfFloor = rep.Locks.OpsPerSec / rep.Floor.OpsPerSec
 	if o.jsonOut {
 		return json.NewEncoder(out).Encode(rep)
 	}
@@ -230,9 +253,11 @@ func measure(ctx context.Context, tb clustertest.TB, o options, out io.Writer) e
 	fmt.Fprintf(out, "  lock acquire+release cycles through gRPC: %9.0f/s   AcquireLock p50 %.3f ms, p99 %.3f ms   %6.0f µs CPU/cycle\n", rep.Locks.OpsPerSec, rep.Locks.P50Ms, rep.Locks.P99Ms, rep.Locks.CPUUsPerOp)
 	fmt.Fprintf(out, "  the same cycles on the backend, no gRPC:  %9.0f/s   Acquire p50 %.3f ms, p99 %.3f ms   %6.0f µs CPU/cycle\n", rep.Direct.OpsPerSec, rep.Direct.P50Ms, rep.Direct.P99Ms, rep.Direct.CPUUsPerOp)
 	fmt.Fprintf(out, "  AcquireLocks+ReleaseLocks of %d files:     %9.0f/s   AcquireLocks p50 %.3f ms, p99 %.3f ms   %6.0f µs CPU/cycle (%.0f files/s)\n", batchFiles, rep.Batch.OpsPerSec, rep.Batch.P50Ms, rep.Batch.P99Ms, rep.Batch.CPUUsPerOp, batchFiles*rep.Batch.OpsPerSec)
+	fmt.Fprintf(out, "  no-op unary pairs, plain grpc.Server:     %9.0f/s   first call p50 %.3f ms, p99 %.3f ms   %6.0f µs CPU/pair (the floor)\n", rep.Floor.OpsPerSec, rep.Floor.P50Ms, rep.Floor.P99Ms, rep.Floor.CPUUsPerOp)
 	fmt.Fprintf(out, "  redis-benchmark -t set:                   %9.0f/s   SET p50 %.3f ms, p99 %.3f ms\n", rep.Set.OpsPerSec, rep.Set.P50Ms, rep.Set.P99Ms)
 	fmt.Fprintf(out, "  P3 ratio (lock cycles / SETs):            %9.3f   (goal >= 0.35: %s; AcquireLock p99 %.3f ms, goal <= 2 ms: %s)\n",
 		rep.Ratio, met(rep.Ratio >= 0.35), rep.Locks.P99Ms, met(rep.Locks.P99Ms <= 2))
+	fmt.Fprintf(out, "  ceiling (no-op pairs / SETs):             %9.3f   lock cycles reach %.2f of it\n", rep.FloorRatio, rep.OfFloor)
 	fmt.Fprintf(out, "  batch ratio (tasks of %d / (SETs / %d)):    %9.3f\n", batchFiles, batchFiles, rep.BatchRatio)
 	return nil
 }
