@@ -46,6 +46,8 @@ type lease struct {
 	told chan struct{}
 	// clock times the task's phases.
 	clock *phaseClock
+	// started: the TASK_STARTED event is queued (taskStarted).
+	started bool
 }
 
 // waitTold waits until the Registry was told of the claim (or the telling failed, or ctx ended):
@@ -269,6 +271,9 @@ func (w *Worker) runLeased(ctx context.Context, l *lease, log *slog.Logger) (nex
 		w.hardStop = nil
 		w.mu.Unlock()
 	}()
+	if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK {
+		l.taskStarted() // in the keeper's first report
+	}
 	keeperDone := make(chan struct{})
 	go func() {
 		defer close(keeperDone)

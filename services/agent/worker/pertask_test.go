@@ -68,6 +68,12 @@ func TestTaskWithoutRepositoryAsksForNoOwnerLocksOrFence(t *testing.T) {
 			require.Zero(t, renews)
 			require.Equal(t, 1, reports, "the keeper's first report only: no fence")
 		}
+		// The keeper's first report, sent as the work starts, carries TASK_STARTED.
+		h.sched.mu.Lock()
+		first := h.sched.reports[0].GetEvents()
+		h.sched.mu.Unlock()
+		require.NotEmpty(t, first)
+		require.Equal(t, commonv1.EventType_EVENT_TYPE_TASK_STARTED, first[0].GetEventType())
 	}
 }
 

@@ -85,6 +85,20 @@ func owns(t *commonv1.Task, changed string) bool {
 	return false
 }
 
+// taskStarted queues the task's TASK_STARTED event, once: before the lease keeper's first
+// report, which carries it (queued later, it would wait for the next report, or the completion).
+func (l *lease) taskStarted() {
+	l.mu.Lock()
+	done := l.started
+	l.started = true
+	l.mu.Unlock()
+	if done {
+		return
+	}
+	t, a := l.ca.GetTask(), l.ca.GetAssignment()
+	l.event(commonv1.EventType_EVENT_TYPE_TASK_STARTED, fmt.Sprintf("Task %s: %s started by %s (attempt %d)", t.GetId(), t.GetTitle(), l.w.cfg.InstanceID, a.GetAttempt()), nil)
+}
+
 // runTask runs one TASK assignment through Prime, Iterate and Validate.
 func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	ca := l.ca
@@ -94,7 +108,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		return outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_FAILED, tries: tries,
 			err: &commonv1.ErrorContext{Code: code, Message: truncate(msg, 65536), TaskId: t.GetId(), Timestamp: now()}}
 	}
-	l.event(commonv1.EventType_EVENT_TYPE_TASK_STARTED, fmt.Sprintf("Task %s: %s started by %s (attempt %d)", t.GetId(), t.GetTitle(), w.cfg.InstanceID, a.GetAttempt()), nil)
+	l.taskStarted()
 	l.progress(5, "prime")
 
 	// Prime: ownership, locks and gotchas, concurrently (three services, three round trips).
