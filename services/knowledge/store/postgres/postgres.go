@@ -129,8 +129,8 @@ func (s *Store) List(ctx context.Context, f store.ListFilter) ([]store.Item, err
 }
 
 // Candidates implements [store.Store.Candidates]. For a path it reads each of the path's buckets
-// best first through knowledge_items_match_idx (one ordered scan per bucket, merged; without tag
-// or text filters index-only scans) and stops at Limit rows in all.
+// best first through knowledge_items_match_idx (a LATERAL subquery per bucket, each stopping at
+// Limit rows; without tag or text filters an index-only scan) and merges them.
 func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store.Candidate, error) {
 	var a args
 	where := []string{"project = " + a.add(q.Project)}
@@ -168,18 +168,18 @@ func (s *Store) Candidates(ctx context.Context, q store.CandidateQuery) ([]store
 			` ORDER BY ` + rankOrder + ` LIMIT ` + limit
 		return s.candidates(ctx, sql, a...)
 	}
-	// One ordered index scan per bucket, merged (Merge Append) and cut at the limit: Postgres
-	// reads about limit + one entry per bucket, where a LATERAL join per bucket read up to limit
-	// entries of every bucket and sorted them all.
 	buckets := store.PathBuckets(q.Path)
-	branches := make([]string, len(buckets))
-	filter := strings.Join(where, " AND ")
+	prefixes, exts := make([]string, len(buckets)), make([]string, len(buckets))
 	for i, b := range buckets {
-		branches[i] = `(SELECT ` + candidateColumns + ` FROM knowledge_items WHERE pattern_literal_prefix = ` +
-			a.add(b.Prefix) + ` AND pattern_extension = ` + a.add(b.Extension) + ` AND ` + filter +
-			` ORDER BY ` + rankOrder + `)`
+		prefixes[i], exts[i] = b.Prefix, b.Extension
 	}
-	sql := `SELECT * FROM (` + strings.Join(branches, "\n\tUNION ALL ") + `) k ORDER BY ` + rankOrder + ` LIMIT ` + limit
+	cond := append([]string{"pattern_literal_prefix = b.prefix", "pattern_extension = b.ext"}, where...)
+	sql := `SELECT k.* FROM unnest(` + a.add(prefixes) + `::text[], ` + a.add(exts) + `::text[]) AS b(prefix, ext)
+		CROSS JOIN LATERAL (
+			SELECT ` + candidateColumns + ` FROM knowledge_items WHERE ` + strings.Join(cond, " AND ") + `
+			ORDER BY ` + rankOrder + ` LIMIT ` + limit + `
+		) k
+		ORDER BY ` + rankOrder + ` LIMIT ` + limit
 	return s.candidates(ctx, sql, a...)
 }
 
