@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -127,7 +128,8 @@ func kahn(tasks []Task) []int32 {
 // dependencies) shows how the time grows with the size. Plan leaves the placements' messages to
 // whoever reads them: "resp-cpu-ns/op" is Response (every message rendered, the response built,
 // what StartExecution and PlanWaves pay on top of Plan), and "cpu-plan+resp/cpu-kahn" the two
-// together against Kahn.
+// together against Kahn. "cpu-paths/cpu-kahn" is the floor of any planner that checks file
+// conflicts, which Kahn does not: one pass that reads and hashes each task's paths, nothing kept.
 //
 //	go test -run '^$' -bench Plan100k -benchtime 5x ./plan
 func BenchmarkPlan100k(b *testing.B) {
@@ -169,7 +171,7 @@ func benchmarkPlan(b *testing.B, n, m int, plan func([]Task, int) (int, int, fun
 	}
 	var kahnTime, planTime time.Duration
 	kahnMin, planMin := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
-	var kahnCPU, planCPU, respCPU time.Duration
+	var kahnCPU, planCPU, respCPU, pathsCPU time.Duration
 	runtime.LockOSThread() // the thread's CPU time is the benchmark's
 	defer runtime.UnlockOSThread()
 	waves, levels := 0, 0
@@ -189,6 +191,11 @@ func benchmarkPlan(b *testing.B, n, m int, plan func([]Task, int) (int, int, fun
 			respond()
 			respCPU += threadCPU(b) - c2
 		}
+		c3 := threadCPU(b)
+		if pathPass(tasks) == 0 {
+			b.Fatal("no paths")
+		}
+		pathsCPU += threadCPU(b) - c3
 		kahnCPU += c1 - c0
 		planCPU += c2 - c1
 		kt, pt := mid.Sub(start), end.Sub(mid)
@@ -213,8 +220,22 @@ func benchmarkPlan(b *testing.B, n, m int, plan func([]Task, int) (int, int, fun
 		b.ReportMetric(float64(respCPU.Nanoseconds())/float64(b.N), "resp-cpu-ns/op")
 		b.ReportMetric(float64(planCPU+respCPU)/float64(kahnCPU), "cpu-plan+resp/cpu-kahn")
 	}
+	b.ReportMetric(float64(pathsCPU)/float64(kahnCPU), "cpu-paths/cpu-kahn")
 	b.ReportMetric(float64(waves), "waves")
 	b.ReportMetric(float64(levels), "levels")
+}
+
+// pathPass reads and hashes every impact's path once (a sum of the hashes, so that nothing is
+// left out): the least a planner that names each file must do.
+func pathPass(tasks []Task) uint64 {
+	seed := internSeed
+	sum := uint64(0)
+	for i := range tasks {
+		for _, im := range tasks[i].Impacts {
+			sum += maphash.String(seed, im.Path)
+		}
+	}
+	return sum
 }
 
 // threadCPU is the CPU time the calling thread has used.

@@ -138,6 +138,8 @@ func TestOverlapKinds(t *testing.T) {
 		{"identical globs, both read", r("a/*.go"), r("a/*.go"), false},
 		{"brace alternatives", w("src/{a,b}.go"), w("src/b.go"), true},
 		{"character classes", w("src/[ab].go"), w("src/c.go"), false},
+		{"glob under a name and a file of that name", w("src/**"), w("src"), true},
+		{"glob and a file outside its literal prefix", w("src/**/*.go"), w("lib/a.go"), false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
