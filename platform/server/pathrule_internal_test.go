@@ -134,3 +134,42 @@ func FuzzPathFastPath(f *testing.F) {
 		require.Equal(t, status.Convert(want).Proto().String(), status.Convert(got).Proto().String(), "%q", in)
 	})
 }
+
+// BenchmarkValidatePath validates the requests of a lock cycle and of a batch of 8 with the
+// CEL path rule (protovalidate alone) and with the fast path, side by side:
+//
+//	cd platform/server && go test -run '^$' -bench ValidatePath -benchmem .
+func BenchmarkValidatePath(b *testing.B) {
+	v, err := protovalidate.New()
+	require.NoError(b, err)
+	ttl := durationpb.New(30e9)
+	resources := make([]string, 8)
+	for i := range resources {
+		resources[i] = fmt.Sprintf("src/pkg/file-%d.go", i)
+	}
+	cycle := []proto.Message{
+		&registryv1.AcquireLockRequest{Resource: "src/pkg/file.go", Holder: "agent-1", Ttl: ttl},
+		&registryv1.ReleaseLockRequest{Resource: "src/pkg/file.go", Holder: "agent-1", Token: 42},
+	}
+	batch := []proto.Message{&registryv1.AcquireLocksRequest{Resources: resources, Holder: "agent-1", Ttl: ttl}}
+	for _, c := range []struct {
+		name string
+		msgs []proto.Message
+	}{{"cycle", cycle}, {"batch8", batch}} {
+		for _, mode := range []struct {
+			name string
+			opts []protovalidate.ValidationOption
+		}{{"cel", nil}, {"fast", pathOptions}} {
+			b.Run(c.name+"/"+mode.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					for _, m := range c.msgs {
+						if err := validateWith(v, m, mode.opts...); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	}
+}
