@@ -341,6 +341,15 @@ func (r *runner) integrated(a *store.Assignment, w *schedulerv1.Wave, req *sched
 				fmt.Sprintf("validation level %s failed: %s", lr.GetLevel(), orDefault(lr.GetMessage(), fmt.Sprintf("exit code %d", lr.GetExitCode()))))
 		}
 	}
+	// The merged commits are on the run branch: their dependents may start (eager.go) once the
+	// next wave opens, from this integration.
+	merged := make([]string, 0, len(a.Merges))
+	for _, m := range a.Merges {
+		merged = append(merged, m.GetTaskId())
+	}
+	if err := r.satisfied(merged...); err != nil {
+		return err
+	}
 	return r.afterWave(w)
 }
 

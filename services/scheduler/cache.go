@@ -19,6 +19,9 @@ type lists struct {
 	index map[string]map[string]int
 	// byExecution maps execution id → task list id.
 	byExecution map[string]string
+	// dependents maps list id → task id → the tasks that depend on it (eager.go), built on first
+	// use.
+	dependents map[string]map[string][]string
 }
 
 func (s *Server) taskList(ctx context.Context, id string) (*store.TaskList, map[string]int, error) {
@@ -40,6 +43,7 @@ func (s *Server) taskList(ctx context.Context, id string) (*store.TaskList, map[
 	s.lists.mu.Lock()
 	if len(s.lists.m) > 256 {
 		s.lists.m, s.lists.index = map[string]*store.TaskList{}, map[string]map[string]int{}
+		s.lists.dependents = nil
 	}
 	s.lists.m[id], s.lists.index[id] = tl, idx
 	s.lists.mu.Unlock()
@@ -51,6 +55,7 @@ func (s *Server) forgetList(id string) {
 	s.lists.mu.Lock()
 	delete(s.lists.m, id)
 	delete(s.lists.index, id)
+	delete(s.lists.dependents, id)
 	s.lists.mu.Unlock()
 }
 

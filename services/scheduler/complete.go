@@ -183,6 +183,12 @@ func (r *runner) complete(a *store.Assignment, req *schedulerv1.CompleteTaskRequ
 		"files_changed": float64(len(a.GetFilesChanged()))})); err != nil {
 		return err
 	}
+	if a.GetStatus() == schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_COMPLETED && a.GetCommitSha() == "" {
+		// Nothing of it to integrate: its dependents need not wait for its wave (eager.go).
+		if err := r.satisfied(a.GetTaskId()); err != nil {
+			return err
+		}
+	}
 	if req.GetConsecutiveFailures() >= escalateAfterFailures {
 		r.e.EscalatedTaskId, r.e.EscalatedInstanceId = a.GetTaskId(), a.GetInstanceId()
 		why := fmt.Sprintf("agent %s is STUCK: %d consecutive failures (last on task %s)", a.GetInstanceId(), req.GetConsecutiveFailures(), a.GetTaskId())

@@ -8,11 +8,21 @@ import (
 
 // Eager dispatch (ExecutionOptions.dispatch, DISPATCH_MODE_EAGER): waves stay the unit of
 // integration and of the reports, but stop being a barrier for independent work. When the open
-// wave has nothing left to lease, a claim may take a task of a later wave whose ready wave
-// (plan.Ready, stored with the assignment when the run is created) is open: every task it depends
-// on was integrated, and no task that may still run or be integrated before it touches its files.
-// Such a task starts from the open wave's base (the last integration), and its commit is merged
-// with its own wave.
+// wave has nothing left to lease, a claim may take a task of a later wave that is ready, like a
+// target of ninja: every task it depends on is satisfied, and its conflict-ready wave is open.
+//
+//   - A dependency is satisfied once it completed without a commit (no repository, a task that
+//     changed nothing: nothing of it to integrate), or once its wave was integrated. Each task
+//     assignment counts its unsatisfied dependencies (store.Assignment.UnmetDeps, set when the run
+//     is created); a completion without a commit lowers its dependents' counts at once, and a
+//     wave's integration those of the dependents of the tasks whose commits it merged:
+//     O(dependents) per completion, no scan of the run per claim.
+//   - The conflict-ready wave (store.Assignment.ReadyWave: plan.Ready on the tasks without their
+//     dependencies) is the first wave whose opening leaves no task that may still run, or be
+//     integrated, before the task's own wave touching its files.
+//
+// Such a task starts from the open wave's base (the last integration: its satisfied
+// dependencies are on it, or changed nothing), and its commit is merged with its own wave.
 //
 // Eager leases stop (the run goes on as strict waves) while the run has a failed or skipped task
 // (its dependents must be skipped when their wave opens, not started early), and for good once a
@@ -27,19 +37,76 @@ func eagerDispatch(o *schedulerv1.ExecutionOptions) bool {
 	return o.GetDispatch() == schedulerv1.DispatchMode_DISPATCH_MODE_EAGER
 }
 
-// readyWaves are the ready waves of a new execution's tasks by task id (none in strict mode).
-func readyWaves(opts *schedulerv1.ExecutionOptions, tasks []plan.Task, res *plan.Result, budget int64) map[string]int32 {
+// readyWaves are the conflict-ready waves of a new execution's tasks by task id, and how many
+// of the run's tasks each of those depends on (none in strict mode). A task with no
+// conflict-ready wave waits for its own wave and counts nothing.
+func readyWaves(opts *schedulerv1.ExecutionOptions, tasks []plan.Task, res *plan.Result, budget int64) (ready, unmet map[string]int32) {
 	if !eagerDispatch(opts) {
-		return nil
+		return nil, nil
 	}
-	ready := plan.Ready(tasks, res, budget)
-	out := make(map[string]int32, len(tasks))
+	// The file-conflict part of readiness only: dependencies are counted, not waited for by wave.
+	files := make([]plan.Task, len(tasks))
 	for i, t := range tasks {
-		if ready[i] > 0 {
-			out[t.ID] = ready[i]
+		files[i] = t
+		files[i].Deps = nil
+	}
+	at := plan.Ready(files, res, budget)
+	ready, unmet = make(map[string]int32, len(tasks)), make(map[string]int32, len(tasks))
+	for i, t := range tasks {
+		if at[i] == 0 {
+			continue
+		}
+		ready[t.ID] = at[i]
+		seen := make(map[int32]bool, len(t.Deps))
+		for _, d := range t.Deps {
+			if !seen[d] && tasks[d].ID != t.ID {
+				seen[d] = true
+				unmet[t.ID]++
+			}
 		}
 	}
-	return out
+	return ready, unmet
+}
+
+// dependentsOf maps each task of list tl to the tasks that depend on it (each once), cached.
+func (s *Server) dependentsOf(tl *store.TaskList) map[string][]string {
+	s.lists.mu.Lock()
+	defer s.lists.mu.Unlock()
+	if m, ok := s.lists.dependents[tl.ID]; ok {
+		return m
+	}
+	m := make(map[string][]string)
+	for _, t := range tl.Spec.GetTasks() {
+		seen := make(map[string]bool, len(t.GetDependsOn()))
+		for _, d := range t.GetDependsOn() {
+			if !seen[d] && d != t.GetId() {
+				seen[d] = true
+				m[d] = append(m[d], t.GetId())
+			}
+		}
+	}
+	if s.lists.dependents == nil || len(s.lists.dependents) > 256 {
+		s.lists.dependents = map[string]map[string][]string{}
+	}
+	s.lists.dependents[tl.ID] = m
+	return m
+}
+
+// satisfied lowers the unsatisfied-dependency counts of the dependents of tasks (eager runs
+// only): each completed without a commit, or its commit was just integrated.
+func (r *runner) satisfied(tasks ...string) error {
+	if !eagerDispatch(r.e.GetOptions()) || len(tasks) == 0 {
+		return nil
+	}
+	deps := r.s.dependentsOf(r.tl)
+	var ids []string
+	for _, t := range tasks {
+		ids = append(ids, deps[t]...)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return r.tx.SatisfyDependencies(ids)
 }
 
 // nextEager returns a pending task assignment of a later wave that may start now, or nil.

@@ -70,6 +70,7 @@ type AssignmentRow struct {
 	Detail                      string // JSON object
 	SessionID                   *string
 	ReadyWave                   *int32
+	UnmetDeps                   int32
 }
 
 // LogRow is the task_execution_log row of a log entry.
@@ -313,6 +314,7 @@ func EncodeAssignment(a *Assignment) (AssignmentRow, error) {
 	if a.ReadyWave > 0 {
 		r.ReadyWave = &a.ReadyWave
 	}
+	r.UnmetDeps = max(a.UnmetDeps, 0)
 	var err error
 	if r.Kind, err = AssignmentKindName(p.GetKind()); err != nil {
 		return r, fmt.Errorf("assignment %q: %w", p.GetId(), err)
@@ -361,6 +363,7 @@ func DecodeAssignment(r AssignmentRow) (*Assignment, error) {
 	if r.ReadyWave != nil {
 		a.ReadyWave = *r.ReadyWave
 	}
+	a.UnmetDeps = r.UnmetDeps
 	if a.PreviousErrors, err = listOf(r.PreviousErrors, func() *commonv1.ErrorContext { return &commonv1.ErrorContext{} }); err != nil {
 		return nil, fmt.Errorf("store: assignment %q: previous_errors: %w", r.ID, err)
 	}
@@ -587,4 +590,19 @@ func SetEntries(entries []*commonv1.LogEntry, rows []LogRow) {
 	for i, e := range entries {
 		e.Seq, e.ExecutionId, e.Time = rows[i].Seq, rows[i].ExecutionID, timestamppb.New(rows[i].Time)
 	}
+}
+
+// DependencyCounts folds SatisfyDependencies' task ids into distinct tasks (in first-seen order)
+// and how often each was named.
+func DependencyCounts(taskIDs []string) (tasks []string, counts []int32) {
+	at := make(map[string]int, len(taskIDs))
+	for _, id := range taskIDs {
+		if i, ok := at[id]; ok {
+			counts[i]++
+			continue
+		}
+		at[id] = len(tasks)
+		tasks, counts = append(tasks, id), append(counts, 1)
+	}
+	return tasks, counts
 }

@@ -100,7 +100,7 @@ type Executions interface {
 	// ClaimableExecutions returns the executions whose status is RUNNING (not pending, paused or
 	// ended) and which have at least one PENDING assignment in a RUNNING or INTEGRATING wave (or
 	// a PENDING task assignment of a later wave whose ReadyWave is set and at most the current
-	// wave: eager dispatch),
+	// wave and whose UnmetDeps is 0: eager dispatch),
 	// oldest first (create time, then id), at most limit. Claims then happen in UpdateExecution.
 	ClaimableExecutions(ctx context.Context, limit int) ([]*schedulerv1.Execution, error)
 	// ExpiredLeases returns assignments whose status is ASSIGNED or RUNNING and whose lease
@@ -168,9 +168,13 @@ type ExecTx interface {
 	// first, then the lowest position), or nil when there is none; kinds empty = any kind.
 	NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKind) (*Assignment, error)
 	// NextEager returns up to limit PENDING task assignments of waves after currentWave whose
-	// ReadyWave is set and at most currentWave, in claim order (wave, then position), for an
-	// eager claim to choose from; none when there are none.
+	// ReadyWave is set and at most currentWave and whose UnmetDeps is 0, in claim order (wave,
+	// then position), for an eager claim to choose from; none when there are none.
 	NextEager(currentWave int32, limit int) ([]*Assignment, error)
+	// SatisfyDependencies lowers the UnmetDeps of the execution's task assignments of the tasks
+	// taskIDs by one per occurrence (a task named twice: by two), never below 0; a task with no
+	// assignment (or none with unmet dependencies) is ignored. O(len(taskIDs)) indexed updates.
+	SatisfyDependencies(taskIDs []string) error
 	// InsertAssignment stores a new assignment of the execution (e.g. a wave's integration). Its
 	// wave is a.WaveId, or a.WaveNumber when WaveId is empty (ErrNotFound when the execution has
 	// no such wave); it sets a's ExecutionId, WaveId and WaveNumber. ErrAlreadyExists when the
@@ -221,7 +225,13 @@ type Assignment struct {
 	// ReadyWave (eager dispatch, task assignments only): once the execution's current wave is at
 	// least ReadyWave, the task may be leased before its own wave opens (NextEager); 0 = it waits
 	// for its wave. Fixed when the assignment is stored; it must be below the assignment's wave.
+	// With UnmetDeps (set when the assignment is stored) it is the file-conflict part only.
 	ReadyWave int32
+	// UnmetDeps (eager dispatch, task assignments only): how many of the tasks it depends on are
+	// not yet satisfied (completed without a commit, or integrated with their wave); an eager
+	// lease needs 0. Written by InsertAssignment/CreateExecution and SatisfyDependencies only
+	// (PutAssignment keeps it).
+	UnmetDeps int32
 }
 
 // ListExecutionsQuery selects a page of executions.

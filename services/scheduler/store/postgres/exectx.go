@@ -251,7 +251,7 @@ func (t *execTx) NextEager(currentWave int32, limit int) ([]*store.Assignment, e
 		return nil, err
 	}
 	rows, err := t.tx.Query(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
-		WHERE a.execution_id = $1 AND a.status = 'pending' AND a.ready_wave IS NOT NULL AND a.ready_wave <= $2 AND a.wave_number > $2
+		WHERE a.execution_id = $1 AND a.status = 'pending' AND a.ready_wave IS NOT NULL AND a.ready_wave <= $2 AND a.wave_number > $2 AND a.unmet_deps = 0
 		ORDER BY a.wave_number, a.position, a.assignment_id LIMIT $3`, t.ID(), currentWave, limit)
 	list, err := collect(rows, err, scanAssignment)
 	if err != nil {
@@ -375,6 +375,22 @@ func (t *execTx) SetTaskStatus(taskID string, status commonv1.TaskStatus) error 
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("task %q of task list %q: %w", taskID, t.Exec.GetTaskListId(), store.ErrNotFound)
+	}
+	return nil
+}
+
+func (t *execTx) SatisfyDependencies(taskIDs []string) error {
+	if err := t.Check(); err != nil {
+		return err
+	}
+	tasks, counts := store.DependencyCounts(taskIDs)
+	if len(tasks) == 0 {
+		return nil
+	}
+	if _, err := t.tx.Exec(t.ctx, `UPDATE wave_task_assignments a SET unmet_deps = GREATEST(a.unmet_deps - d.n, 0)
+		FROM unnest($2::text[], $3::int[]) AS d(task_key, n)
+		WHERE a.execution_id = $1 AND a.task_key = d.task_key AND a.unmet_deps > 0`, t.ID(), tasks, counts); err != nil {
+		return fmt.Errorf("scheduler store: satisfy dependencies in %q: %w", t.ID(), err)
 	}
 	return nil
 }

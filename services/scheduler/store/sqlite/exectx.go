@@ -195,7 +195,7 @@ func (t *execTx) NextEager(currentWave int32, limit int) ([]*store.Assignment, e
 		return nil, err
 	}
 	rows, err := t.tx.QueryContext(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a INDEXED BY wave_task_assignments_eager_idx
-		WHERE a.execution_id = ? AND a.status = 'pending' AND a.ready_wave IS NOT NULL AND a.ready_wave <= ? AND a.wave_number > ?
+		WHERE a.execution_id = ? AND a.status = 'pending' AND a.ready_wave IS NOT NULL AND a.ready_wave <= ? AND a.wave_number > ? AND a.unmet_deps = 0
 		ORDER BY a.wave_number, a.position, a.assignment_id LIMIT ?`, t.ID(), currentWave, currentWave, limit)
 	list, err := collect(rows, err, scanAssignment)
 	if err != nil {
@@ -324,6 +324,28 @@ func (t *execTx) SetTaskStatus(taskID string, status commonv1.TaskStatus) error 
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return errors.Join(fmt.Errorf("task %q of task list %q: %w", taskID, t.Exec.GetTaskListId(), store.ErrNotFound), err)
+	}
+	return nil
+}
+
+func (t *execTx) SatisfyDependencies(taskIDs []string) error {
+	if err := t.Check(); err != nil {
+		return err
+	}
+	tasks, counts := store.DependencyCounts(taskIDs)
+	if len(tasks) == 0 {
+		return nil
+	}
+	stmt, err := t.tx.PrepareContext(t.ctx, `UPDATE wave_task_assignments SET unmet_deps = max(unmet_deps - ?, 0)
+		WHERE execution_id = ? AND task_key = ? AND unmet_deps > 0`)
+	if err != nil {
+		return fmt.Errorf("scheduler store: satisfy dependencies in %q: %w", t.ID(), err)
+	}
+	defer func() { _ = stmt.Close() }()
+	for i, task := range tasks {
+		if _, err := stmt.ExecContext(t.ctx, counts[i], t.ID(), task); err != nil {
+			return fmt.Errorf("scheduler store: satisfy dependencies of %q in %q: %w", task, t.ID(), err)
+		}
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ const (
 	assignmentColumns = `a.assignment_id, a.execution_id, a.wave_id, a.wave_number, a.kind, a.task_key,
 	a.status, a.instance_id, a.attempt, a.fencing_token, a.lease_expires_at, a.assigned_at,
 	a.completed_at, a.last_report_seq, a.position, a.final_integration, a.previous_errors,
-	a.merges, a.detail, a.session_id, a.ready_wave`
+	a.merges, a.detail, a.session_id, a.ready_wave, a.unmet_deps`
 	logColumns = `l.execution_id, l.seq, l.task_key, l.instance_id, l.wave_number, l.event_type,
 	l.message, l.context, l.created_at, l.source_time`
 )
@@ -120,7 +120,7 @@ func scanAssignment(row scanner) (*store.Assignment, error) {
 	if err := row.Scan(&r.ID, &r.ExecutionID, &r.WaveID, &r.WaveNumber, &r.Kind, &r.TaskKey,
 		&r.Status, &r.InstanceID, &r.Attempt, &r.FencingToken, nullTimeCol{&r.LeaseExpireTime},
 		nullTimeCol{&r.AssignTime}, nullTimeCol{&r.CompleteTime}, &r.LastReportSeq, &r.Position,
-		&r.FinalIntegration, &r.PreviousErrors, &r.Merges, &r.Detail, &r.SessionID, &r.ReadyWave); err != nil {
+		&r.FinalIntegration, &r.PreviousErrors, &r.Merges, &r.Detail, &r.SessionID, &r.ReadyWave, &r.UnmetDeps); err != nil {
 		return nil, err
 	}
 	return store.DecodeAssignment(r)
@@ -173,13 +173,13 @@ func waveArgs(r store.WaveRow, now time.Time) []any {
 const insertAssignmentSQL = `INSERT INTO wave_task_assignments (assignment_id, execution_id, wave_id,
 	wave_number, kind, task_key, status, instance_id, attempt, fencing_token, lease_expires_at,
 	assigned_at, completed_at, last_report_seq, position, final_integration, previous_errors, merges,
-	detail, created_at, updated_at, session_id, ready_wave)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	detail, created_at, updated_at, session_id, ready_wave, unmet_deps)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func assignmentArgs(r store.AssignmentRow, now time.Time) []any {
 	return []any{r.ID, r.ExecutionID, r.WaveID, r.WaveNumber, r.Kind, r.TaskKey, r.Status, r.InstanceID,
 		r.Attempt, r.FencingToken, nts(r.LeaseExpireTime), nts(r.AssignTime), nts(r.CompleteTime), r.LastReportSeq,
-		r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail, ts(now), ts(now), r.SessionID, r.ReadyWave}
+		r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail, ts(now), ts(now), r.SessionID, r.ReadyWave, r.UnmetDeps}
 }
 
 const insertLogSQL = `INSERT INTO task_execution_log (execution_id, seq, task_key, instance_id,

@@ -19,7 +19,7 @@ func (s *Store) ClaimableExecutions(ctx context.Context, limit int) ([]*schedule
 			JOIN wave_task_assignments a ON a.execution_id = w.execution_id AND a.wave_number = w.wave_number AND a.status = 'pending'
 			WHERE w.execution_id = r.execution_id AND w.wave_number = r.current_wave AND w.status IN ('running', 'integrating'))
 			OR EXISTS (SELECT 1 FROM wave_task_assignments e WHERE e.execution_id = r.execution_id
-				AND e.status = 'pending' AND e.ready_wave IS NOT NULL AND e.ready_wave <= r.current_wave AND e.wave_number > r.current_wave))
+				AND e.status = 'pending' AND e.ready_wave IS NOT NULL AND e.ready_wave <= r.current_wave AND e.wave_number > r.current_wave AND e.unmet_deps = 0))
 		ORDER BY r.created_at, r.execution_id LIMIT ?`, limit)
 	list, err := collect(rows, err, scanExecution)
 	if err != nil {

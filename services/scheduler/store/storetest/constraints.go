@@ -406,6 +406,18 @@ func constraintCases() []harness.Case {
 			Want:  database.CheckViolation,
 		},
 		{
+			Name:  "assignment with a negative count of unmet dependencies",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE wave_task_assignments SET unmet_deps = -1 WHERE assignment_id = 'a11'`),
+			Want:  database.CheckViolation,
+		},
+		{
+			Name:  "assignment without a count of unmet dependencies",
+			Setup: fixtures,
+			Stmt:  harness.S(`UPDATE wave_task_assignments SET unmet_deps = NULL WHERE assignment_id = 'a11'`),
+			Want:  database.NotNullViolation,
+		},
+		{
 			Name:  "assignment at position -2",
 			Setup: fixtures,
 			Stmt:  harness.S(`UPDATE wave_task_assignments SET position = -2 WHERE assignment_id = 'a11'`),

@@ -75,3 +75,66 @@ func testNextEager(t *testing.T, newStore func(t *testing.T) store.Store) {
 		return nil
 	})
 }
+
+// testSatisfyDependencies: a task with unmet dependencies is no eager candidate (NextEager,
+// ClaimableExecutions) until SatisfyDependencies has lowered its count to 0, by one per
+// occurrence of its id, never below 0; other executions' rows and unknown tasks are untouched.
+func testSatisfyDependencies(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	newList(t, s, "tl", 4)
+	mk := func(id string) run {
+		r := newRun(id, "tl", []string{"t0"}, []string{"t1", "t2"}, []string{"t3"})
+		r.as[0].Status, r.as[0].InstanceId, r.as[0].LeaseExpireTime = asRunning, "agent", at(60)
+		r.as[1].ReadyWave, r.as[1].UnmetDeps = 1, 1 // t1: one dependency
+		r.as[2].ReadyWave, r.as[2].UnmetDeps = 1, 0 // t2: none left
+		r.as[3].ReadyWave, r.as[3].UnmetDeps = 1, 2 // t3: two
+		return r.create(t, s)
+	}
+	mk("ex")
+	other := mk("other")
+	other.as[2].Status, other.as[2].InstanceId, other.as[2].LeaseExpireTime = asAssigned, "agent", at(60)
+	update(t, s, "other", func(tx store.ExecTx) error { return tx.PutAssignment(other.as[2]) })
+
+	as, _, err := s.ListAssignments(ctx, store.ListAssignmentsQuery{ExecutionID: "ex", PageSize: 10})
+	require.NoError(t, err)
+	unmet := map[string]int32{}
+	for _, a := range as {
+		unmet[a.TaskId] = a.UnmetDeps
+	}
+	require.Equal(t, map[string]int32{"t0": 0, "t1": 1, "t2": 0, "t3": 2}, unmet, "stored with the assignment")
+
+	eager := func(id string) []string {
+		var got []string
+		update(t, s, id, func(tx store.ExecTx) error {
+			list, err := tx.NextEager(1, 10)
+			got = ids(assignmentProtos(list))
+			return err
+		})
+		return got
+	}
+	require.Equal(t, []string{"ex/t2"}, eager("ex"), "t1 and t3 wait for their dependencies")
+	list, err := s.ClaimableExecutions(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"ex"}, ids(list), "other's t2 is leased; t1 and t3 have unmet dependencies")
+
+	update(t, s, "ex", func(tx store.ExecTx) error {
+		return tx.SatisfyDependencies([]string{"t1", "t3", "t1", "t9"})
+	})
+	require.Equal(t, []string{"ex/t1", "ex/t2"}, eager("ex"), "t1 reached 0 (and not below: named twice); t3 has one left")
+	require.Empty(t, eager("other"), "another execution's counts are untouched")
+	update(t, s, "ex", func(tx store.ExecTx) error { return tx.SatisfyDependencies([]string{"t3"}) })
+	require.Equal(t, []string{"ex/t1", "ex/t2", "ex/t3"}, eager("ex"))
+	back, _, err := s.ListAssignments(ctx, store.ListAssignmentsQuery{ExecutionID: "ex", PageSize: 10})
+	require.NoError(t, err)
+	for _, a := range back {
+		require.Zero(t, a.UnmetDeps, a.TaskId)
+	}
+
+	update(t, s, "other", func(tx store.ExecTx) error { return tx.SatisfyDependencies([]string{"t1", "t3", "t3"}) })
+	require.Equal(t, []string{"other/t1", "other/t3"}, eager("other"))
+	list, err = s.ClaimableExecutions(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"ex", "other"}, ids(list))
+}

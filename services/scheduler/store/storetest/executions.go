@@ -30,6 +30,7 @@ var executionTests = []test{
 	{"AppendIsDense", testAppendIsDense},
 	{"NextPending", testNextPending},
 	{"NextEager", testNextEager},
+	{"SatisfyDependencies", testSatisfyDependencies},
 	{"InsertAssignment", testInsertAssignment},
 	{"ClaimableExecutions", testClaimableExecutions},
 	{"ExpiredLeases", testExpiredLeases},

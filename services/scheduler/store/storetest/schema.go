@@ -23,6 +23,7 @@ var indexes = map[string]harness.Index{
 	"wave_task_assignments_held_idx":          {Table: "wave_task_assignments", Partial: true},
 	"wave_task_assignments_lease_idx":         {Table: "wave_task_assignments", Partial: true},
 	"wave_task_assignments_eager_idx":         {Table: "wave_task_assignments", Partial: true},
+	"wave_task_assignments_unmet_idx":         {Table: "wave_task_assignments", Partial: true},
 	"idx_exec_log_task":                       {Table: "task_execution_log", Partial: true},
 	"idx_exec_log_created_at":                 {Table: "task_execution_log"},
 	"idx_exec_log_errors":                     {Table: "task_execution_log", Partial: true},
@@ -73,7 +74,7 @@ var schema = harness.Schema{
 		"assignment_id", "execution_id", "wave_id", "wave_number", "kind", "task_key", "status",
 		"instance_id", "attempt", "fencing_token", "lease_expires_at", "last_report_seq", "position",
 		"final_integration", "previous_errors", "merges", "detail", "created_at", "assigned_at",
-		"completed_at", "updated_at", "session_id", "ready_wave",
+		"completed_at", "updated_at", "session_id", "ready_wave", "unmet_deps",
 	},
 	"task_execution_log": {
 		"execution_id", "seq", "task_key", "wave_number", "instance_id", "event_type", "message",
