@@ -76,8 +76,8 @@ func main() {
 	flag.StringVar(&o.redisURL, "redis-url", envOr("CONVERGE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis")
 	flag.BoolVar(&o.jsonOut, "json", false, "print the result as one JSON object instead of tables")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up on one converge execution after this long")
-	dispatch := flag.String("dispatch", "strict,eager", "converge's dispatch modes, each run side by side: strict (every wave a barrier), eager (a task starts once its dependencies are integrated), or both comma-separated; the fan-out, one wave, runs the last only")
-	flag.IntVar(&o.maxParallel, "max-parallel", 0, "converge's max_parallel (tasks per wave, and at once); 0 = the task count, so waves are the dependency levels (where eager dispatch has nothing to start early: every task depends on the level just before its own)")
+	dispatch := flag.String("dispatch", "strict,eager", "converge's dispatch modes, each run side by side: strict (every wave a barrier), eager (a task starts once its dependencies completed without a commit or were integrated), or both comma-separated; the fan-out, one wave, runs the last only")
+	flag.IntVar(&o.maxParallel, "max-parallel", 0, "converge's max_parallel (tasks per wave, and at once); 0 = the task count, so waves are the dependency levels (eager dispatch still starts a task as soon as its dependencies completed: none commits here)")
 	flag.Parse()
 	o.dispatch = strings.Split(*dispatch, ",")
 	for _, d := range o.dispatch {

@@ -330,7 +330,8 @@ func dag(w io.Writer, dir string, set kvs) {
 	fmt.Fprintf(w, "scheduling overhead (planning, leases, agents' claim/start/complete, the event log, wave barriers).\n")
 	fmt.Fprintf(w, "converge runs each graph in both dispatch modes (`ExecutionOptions.dispatch`), side by side: *strict*\n")
 	fmt.Fprintf(w, "(every wave a barrier) and *eager*, the default (a task of a later wave is leased as soon as every\n")
-	fmt.Fprintf(w, "task it depends on is integrated and nothing running touches its files; waves stay the unit of\n")
+	fmt.Fprintf(w, "task it depends on completed without a commit or is integrated, and nothing running touches its\n")
+	fmt.Fprintf(w, "files; waves stay the unit of\n")
 	fmt.Fprintf(w, "integration). \"early\" counts the leases granted before the task's wave opened. The fan-out is one\n")
 	fmt.Fprintf(w, "wave, where the modes do the same: it runs eager only.\n")
 	var rep dagReport

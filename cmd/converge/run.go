@@ -52,7 +52,8 @@ type runOptions struct {
 	// MaxParallel caps the tasks per wave (0 = the Scheduler's default, 4).
 	MaxParallel int
 	// Dispatch is "strict" (every wave a barrier), "eager" (a later wave's task starts once
-	// what it depends on is integrated and nothing running overlaps its files) or "" (the
+	// what it depends on completed without a commit or is integrated, and nothing running
+	// overlaps its files) or "" (the
 	// Scheduler's default, eager).
 	Dispatch string
 	// DataDir keeps the in-process suite's data; empty = in memory.
@@ -158,7 +159,7 @@ func runCommand() *cobra.Command {
 	fs.StringVar(&o.Criteria, "criteria", "", "done-criteria.md that Verify Done checks (overrides the list's)")
 	fs.IntVar(&o.Agents, "agents", 3, "local agents of the in-process suite (not with --server)")
 	fs.IntVar(&o.MaxParallel, "max-parallel", 0, "most tasks per wave, and so at once (0 = the Scheduler's default, 4)")
-	fs.StringVar(&o.Dispatch, "dispatch", os.Getenv("CONVERGE_DISPATCH"), "when a later wave's task may start: eager (once the tasks it depends on are integrated and nothing running touches its files) or strict (once its whole wave opens); default: the Scheduler's, eager [CONVERGE_DISPATCH]")
+	fs.StringVar(&o.Dispatch, "dispatch", os.Getenv("CONVERGE_DISPATCH"), "when a later wave's task may start: eager (once the tasks it depends on completed without a commit or are integrated, and nothing running touches its files) or strict (once its whole wave opens); default: the Scheduler's, eager [CONVERGE_DISPATCH]")
 	fs.StringVar(&o.DataDir, "data-dir", "", "keep the in-process suite's databases here (default: in memory)")
 	fs.BoolVar(&o.InMemory, "in-memory", false, "keep nothing (the default without --data-dir)")
 	fs.BoolVar(&o.JSON, "json", false, "print the summary as JSON on stdout; progress goes to stderr")

@@ -402,9 +402,10 @@ const (
 	// earlier wave has been integrated.
 	DispatchMode_DISPATCH_MODE_STRICT_WAVES DispatchMode = 1
 	// A task of a later wave may be leased while an earlier wave still runs, once every task it
-	// depends on is completed and integrated (its wave merged onto the run branch: the task starts
-	// from the last integrated commit) and no task that is running, or not yet integrated in a wave
-	// before its own, declares files that overlap its own. At most max_parallel tasks are leased at
+	// depends on is satisfied (it completed without a commit, so there is nothing of it to
+	// integrate; or its wave was merged onto the run branch) and no task that may run, or be
+	// integrated, before it declares files that overlap its own. The task starts from the last
+	// integrated commit. At most max_parallel tasks are leased at
 	// once. Its commit is still integrated with its own wave, and counted in its wave's report.
 	DispatchMode_DISPATCH_MODE_EAGER DispatchMode = 2
 )
