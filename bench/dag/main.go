@@ -154,8 +154,7 @@ type side struct {
 	// EarlyLeases are the leases granted before the task's wave opened (eager dispatch).
 	EarlyLeases int `json:"early_leases,omitempty"`
 	// AgentPhaseMs is the agents' mean wall time per task of each phase of a task
-	// (converge_agent_task_phase_seconds, scraped from every agent's /metrics at the end;
-	// embedded only).
+	// (converge_agent_task_phase_seconds, scraped from every agent's /metrics at the end).
 	AgentPhaseMs map[string]float64 `json:"agent_phase_ms_per_task,omitempty"`
 }
 
@@ -442,16 +441,7 @@ func embedded(g graph, o options, dispatch string) (r side, err error) {
 		dev := clustertest.StartProcess(tb, clustertest.ProcessSpec{Name: "converge-dev", Bin: clustertest.Binary(tb, "converge"),
 			Args: []string{"dev", "--in-memory", "--insecure-no-auth", "--listen", addr, "--log-level", "warn"}})
 		clustertest.WaitHealth(tb, dev, addr, "", healthpb.HealthCheckResponse_SERVING, 0)
-		work := tb.TempDir()
-		var metrics []string
-		for i := range o.agents {
-			id := fmt.Sprintf("agent-%02d", i+1)
-			m := clustertest.FreeAddr(tb)
-			metrics = append(metrics, m)
-			clustertest.StartProcess(tb, clustertest.ProcessSpec{Name: id, Bin: clustertest.Binary(tb, "converge-agent"), LogDir: work,
-				Args: []string{"--listen", clustertest.FreeAddr(tb), "--scheduler", addr, "--registry", addr,
-					"--instance-id", id, "--data-dir", filepath.Join(work, id), "--log-level", "warn", "--metrics-listen", m}})
-		}
+		metrics := startAgents(tb, o.agents, addr, addr)
 		r, err = execute(fmt.Sprintf("converge, embedded (SQLite), %d agents, %s", o.agents, dispatch), schedulerv1.NewSchedulerServiceClient(clustertest.Dial(tb, addr)), g, o, dispatch)
 		if err == nil {
 			r.AgentPhaseMs = agentPhases(metrics)
@@ -461,13 +451,33 @@ func embedded(g graph, o options, dispatch string) (r side, err error) {
 	return r, err
 }
 
+// startAgents starts n converge-agent processes on the Scheduler and Registry addresses, each
+// with its own metrics address (answered, for agentPhases).
+func startAgents(tb clustertest.TB, n int, scheduler, registry string) []string {
+	work := tb.TempDir()
+	var metrics []string
+	for i := range n {
+		id := fmt.Sprintf("agent-%02d", i+1)
+		m := clustertest.FreeAddr(tb)
+		metrics = append(metrics, m)
+		clustertest.StartProcess(tb, clustertest.ProcessSpec{Name: id, Bin: clustertest.Binary(tb, "converge-agent"), LogDir: work,
+			Args: []string{"--listen", clustertest.FreeAddr(tb), "--scheduler", scheduler, "--registry", registry,
+				"--instance-id", id, "--data-dir", filepath.Join(work, id), "--log-level", "warn", "--metrics-listen", m}})
+	}
+	return metrics
+}
+
 // production runs it on separate Scheduler and Registry processes on a fresh database of the
 // Postgres server and on Redis (platform/clustertest), with the agents.
 func production(g graph, o options, dispatch string) (r side, err error) {
 	err = clustertest.Run(nil, func(tb clustertest.TB) error {
-		c := clustertest.Start(tb, clustertest.Options{Agents: o.agents, Without: []string{"knowledge", "verifier"}, LogLevel: "warn",
+		c := clustertest.Start(tb, clustertest.Options{Without: []string{"knowledge", "verifier"}, LogLevel: "warn",
 			Postgres: clustertest.UsePostgres(tb, o.pgURL), Redis: clustertest.UseRedis(tb, o.redisURL)})
+		metrics := startAgents(tb, o.agents, c.SchedulerAddr(0), c.RegistryAddr)
 		r, err = execute(fmt.Sprintf("converge, Postgres + Redis, %d agents, %s", o.agents, dispatch), c.SchedulerClient(0), g, o, dispatch)
+		if err == nil {
+			r.AgentPhaseMs = agentPhases(metrics)
+		}
 		return err
 	})
 	return r, err
