@@ -116,6 +116,7 @@ func requireSamePlan(t *testing.T, tasks []Task, maxParallel int, what string) {
 	}
 	require.NoError(t, err, what)
 	require.Equal(t, fromRef(want), show(got), what)
+	requireResponseShows(t, tasks, got, what)
 	levels, nLevels, err := Levels(tasks)
 	require.NoError(t, err)
 	wantLevels, wantN, _ := planref.Levels(toRef(tasks))
@@ -171,4 +172,30 @@ func FuzzPlanEqualsTheReferencePlanner(f *testing.F) {
 		rng := rand.New(rand.NewPCG(seed, 17))
 		requireSamePlan(t, equivalenceTasks(rng, int(n)), int(maxParallel%9), "fuzz")
 	})
+}
+
+// requireResponseShows checks that the response of plan r carries every placement as show
+// renders it.
+func requireResponseShows(t *testing.T, tasks []Task, r *Result, what string) {
+	t.Helper()
+	res := Response(tasks, r, nil)
+	shownPlan := show(r)
+	require.Len(t, res.GetWaves(), len(shownPlan.Waves), what)
+	for w, wave := range res.GetWaves() {
+		require.EqualValues(t, w+1, wave.GetWaveNumber(), what)
+		require.Len(t, wave.GetPlacements(), len(shownPlan.Waves[w]), what)
+		for i, wp := range wave.GetPlacements() {
+			pl := shownPlan.Waves[w][i]
+			var conflicts []string
+			for _, c := range pl.Conflicts {
+				conflicts = append(conflicts, tasks[c].ID)
+			}
+			require.Equal(t, tasks[pl.Task].ID, wp.GetTaskId(), what)
+			require.Equal(t, pl.Reason, wp.GetReason(), what)
+			require.EqualValues(t, pl.Level, wp.GetDependencyLevel(), what)
+			require.Equal(t, conflicts, wp.GetConflictingTaskIds(), what)
+			require.Equal(t, pl.Paths, wp.GetConflictingPaths(), what)
+			require.Equal(t, pl.Message, wp.GetMessage(), what)
+		}
+	}
 }
