@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	// The pure-Go SQLite driver, registered as "sqlite".
-	_ "modernc.org/sqlite"
+	// The pure-Go SQLite driver.
+	"modernc.org/sqlite"
 )
 
 // SQLiteMaxOpenConns bounds the connections a file database's pool opens; SQLiteMaxIdleConns
@@ -48,7 +48,8 @@ var sqliteParams = "_pragma=" + fmt.Sprintf("busy_timeout(%d)", SQLiteBusyTimeou
 // file and its parent directories if needed, and checks that it can be used.
 //
 // Every connection runs in WAL mode with a busy timeout of [SQLiteBusyTimeout], foreign keys on,
-// synchronous=NORMAL and transactions that take the write lock when they begin (BEGIN IMMEDIATE).
+// synchronous=NORMAL and transactions that take the write lock when they begin (BEGIN IMMEDIATE),
+// and keeps the statements it ran prepared for its life (see stmtCacheConn).
 //
 // path [SQLiteMemory] (":memory:") opens a private in-memory database. SQLite gives each
 // connection its own in-memory database, so the pool is limited to one connection that is never
@@ -71,10 +72,11 @@ func OpenSQLite(path string) (*sql.DB, error) {
 			return nil, fmt.Errorf("database: create directory for SQLite database %q: %w", path, err)
 		}
 	}
-	db, err := sql.Open("sqlite", path+"?"+sqliteParams)
+	base, err := sqlite.NewConnector(path + "?" + sqliteParams)
 	if err != nil {
 		return nil, fmt.Errorf("database: open SQLite database %q: %w", path, err)
 	}
+	db := sql.OpenDB(stmtCacheConnector{base: base})
 	if memory {
 		db.SetMaxOpenConns(1)
 		db.SetMaxIdleConns(1)
