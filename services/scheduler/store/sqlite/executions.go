@@ -183,8 +183,10 @@ func assignmentArgs(r store.AssignmentRow, now time.Time) []any {
 }
 
 const insertLogSQL = `INSERT INTO task_execution_log (execution_id, seq, task_key, instance_id,
-	wave_number, event_type, message, context, created_at, source_time)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	wave_number, event_type, message, context, created_at, source_time) VALUES `
+
+// logRowsPerInsert is how many log rows one INSERT stores (10 parameters each).
+const logRowsPerInsert = 32
 
 // insertLog numbers entries after lastSeq, for execution id at now, stores them and returns
 // their rows. The entries themselves are not changed (see store.SetEntries).
@@ -193,18 +195,31 @@ func insertLog(ctx context.Context, tx *sql.Tx, id string, lastSeq int64, now ti
 	if err != nil || len(rows) == 0 {
 		return rows, err
 	}
-	ins, err := tx.PrepareContext(ctx, insertLogSQL)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = ins.Close() }()
-	for _, r := range rows {
-		if _, err := ins.ExecContext(ctx, r.ExecutionID, r.Seq, r.TaskKey, r.InstanceID, r.WaveNumber, r.EventType,
-			r.Message, r.Context, ts(r.Time), nts(r.SourceTime)); err != nil {
-			return nil, fmt.Errorf("insert log entry %d: %w", r.Seq, err)
+	return rows, insertLogRows(ctx, tx, rows)
+}
+
+// insertLogRows stores log rows with one multi-row INSERT per logRowsPerInsert rows: one
+// statement per transaction's worth of entries instead of one per entry.
+func insertLogRows(ctx context.Context, tx *sql.Tx, rows []store.LogRow) error {
+	for len(rows) > 0 {
+		n := min(len(rows), logRowsPerInsert)
+		var q strings.Builder
+		q.WriteString(insertLogSQL)
+		args := make([]any, 0, 10*n)
+		for i, r := range rows[:n] {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			args = append(args, r.ExecutionID, r.Seq, r.TaskKey, r.InstanceID, r.WaveNumber, r.EventType,
+				r.Message, r.Context, ts(r.Time), nts(r.SourceTime))
 		}
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return fmt.Errorf("insert log entries %d to %d: %w", rows[0].Seq, rows[n-1].Seq, err)
+		}
+		rows = rows[n:]
 	}
-	return rows, nil
+	return nil
 }
 
 // CreateExecution stores an execution with its waves, assignments and first log entries. The

@@ -28,6 +28,7 @@ var executionTests = []test{
 	{"UpdateCommits", testUpdateCommits},
 	{"UpdateRollsBack", testUpdateRollsBack},
 	{"AppendIsDense", testAppendIsDense},
+	{"AppendAroundPutExecution", testAppendAroundPutExecution},
 	{"NextPending", testNextPending},
 	{"NextEager", testNextEager},
 	{"SatisfyDependencies", testSatisfyDependencies},

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -76,6 +77,56 @@ func testAppendIsDense(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.NoError(t, err)
 		require.EqualValues(t, n, e.LastSeq)
 	}
+}
+
+// A transaction that appends before and after PutExecution, more entries than one statement
+// may hold, stores them all in order and the execution's LastSeq as the last; one that fails
+// stores none of them.
+func testAppendAroundPutExecution(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	newList(t, s, "tl", 1)
+	newRun("ex", "tl", []string{"t0"}).create(t, s) // seq 1
+	var batch []*commonv1.LogEntry
+	for i := range 70 {
+		batch = append(batch, &commonv1.LogEntry{EventType: evInfo, Message: fmt.Sprintf("after %d", i), InstanceId: "agent-1"})
+	}
+	update(t, s, "ex", func(tx store.ExecTx) error {
+		require.NoError(t, tx.Append(&commonv1.LogEntry{EventType: evInfo, Message: "before"}))
+		e := tx.Execution()
+		e.StatusMessage = "put between appends"
+		require.NoError(t, tx.PutExecution(e))
+		require.NoError(t, tx.Append(batch...))
+		require.EqualValues(t, 72, tx.Execution().LastSeq)
+		return nil
+	})
+	update(t, s, "ex", func(tx store.ExecTx) error {
+		require.NoError(t, tx.Append(&commonv1.LogEntry{EventType: evInfo, Message: "last"}))
+		e := tx.Execution()
+		e.StatusMessage = "put after the append"
+		return tx.PutExecution(e)
+	})
+	err := s.UpdateExecution(ctx, "ex", func(tx store.ExecTx) error {
+		require.NoError(t, tx.Append(&commonv1.LogEntry{EventType: evInfo, Message: "lost"}))
+		return errors.New("refused")
+	})
+	require.ErrorContains(t, err, "refused")
+	entries, last := readAll(t, s, "ex")
+	require.EqualValues(t, 73, last)
+	require.Len(t, entries, 73)
+	for i, e := range entries {
+		require.EqualValues(t, i+1, e.Seq)
+	}
+	require.Equal(t, "before", entries[1].Message)
+	require.Equal(t, "after 0", entries[2].Message)
+	require.Equal(t, "after 69", entries[71].Message)
+	require.Equal(t, "agent-1", entries[71].InstanceId)
+	require.Equal(t, "last", entries[72].Message)
+	e, _, err := s.GetExecution(ctx, "ex")
+	require.NoError(t, err)
+	require.EqualValues(t, 73, e.LastSeq)
+	require.Equal(t, "put after the append", e.StatusMessage)
 }
 
 func testReadLog(t *testing.T, newStore func(t *testing.T) store.Store) {
