@@ -76,6 +76,9 @@ func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream g
 		lastSent = time.Now()
 		return nil
 	}
+	shared := sharedEncoding(ctx)
+	var keepAlive *time.Timer
+	taskID, types := req.GetTaskId(), req.GetEventTypes()
 	for {
 		st := t.after(cursor)
 		if cursor < st.base {
@@ -101,16 +104,34 @@ func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream g
 			}
 			continue
 		}
+		sent := false
 		for _, x := range st.window {
 			en := x.entry
-			if (req.GetTaskId() != "" && en.GetTaskId() != req.GetTaskId()) ||
-				(len(req.GetEventTypes()) > 0 && !slices.Contains(req.GetEventTypes(), en.GetEventType())) {
+			if (taskID != "" && en.GetTaskId() != taskID) || (len(types) > 0 && !slices.Contains(types, en.GetEventType())) {
 				cursor = en.GetSeq()
 				continue
 			}
-			if err := send(en, x.snap); err != nil {
+			if !shared {
+				if err := send(en, x.snap); err != nil {
+					return err
+				}
+				continue
+			}
+			// The entry as every stream of the tail sends it, marshalled once (issue 17, R8).
+			pm := x.prepared(stream, req.GetIncludeSnapshots() && snapshotEvents[en.GetEventType()], &s.tails.encodes)
+			if pm == nil {
+				if err := send(en, x.snap); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := stream.SendMsg(pm); err != nil {
 				return err
 			}
+			cursor, sent = en.GetSeq(), true
+		}
+		if sent {
+			lastSent = time.Now()
 		}
 		if len(st.window) > 0 {
 			continue // the tail may have read more meanwhile
@@ -127,15 +148,19 @@ func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream g
 			}
 			lastSent = time.Now()
 		}
-		timer := time.NewTimer(watchKeepAliveInterval - time.Since(lastSent))
+		// One timer per stream, reset at each wait (a stream waits once per batch of the tail).
+		if keepAlive == nil {
+			keepAlive = time.NewTimer(watchKeepAliveInterval - time.Since(lastSent))
+			defer keepAlive.Stop()
+		} else {
+			keepAlive.Reset(watchKeepAliveInterval - time.Since(lastSent))
+		}
 		select {
 		case <-ctx.Done():
-			timer.Stop()
 			return toStatus(ctx.Err())
 		case <-st.changed:
-		case <-timer.C:
+		case <-keepAlive.C:
 		}
-		timer.Stop()
 	}
 }
 

@@ -5,7 +5,10 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
@@ -24,10 +27,51 @@ import (
 const tailWindow = 2048
 
 // tailed is an entry of a tail's window and, for an entry that changes the execution, the
-// execution as the tail read it right after (shared by every stream that wants snapshots).
+// execution as the tail read it right after (shared by every stream that wants snapshots), and
+// the entry's WatchExecutionResponse encoded once for every stream that sends it.
 type tailed struct {
 	entry *commonv1.LogEntry
 	snap  *schedulerv1.Execution
+	enc   *encoded
+}
+
+// encoded holds an entry's response messages as the wire carries them (issue 17, R8): the first
+// stream that sends the entry marshals it, the others send the same bytes. [0] is the entry
+// alone, [1] the entry with its snapshot. A message that could not be prepared stays nil and each
+// stream marshals its own.
+type encoded struct {
+	once [2]sync.Once
+	msg  [2]*grpc.PreparedMsg
+}
+
+// prepared answers x's response (with the snapshot when snap), encoded by stream's codec once for
+// every stream of the tail, or nil when it could not be; encodes counts the messages prepared.
+// Only a stream that sends without compression may call it (sharedEncoding), so that the bytes
+// suit every stream that shares them.
+func (x tailed) prepared(stream grpc.ServerStream, snap bool, encodes *atomic.Int64) *grpc.PreparedMsg {
+	i := 0
+	if snap {
+		i = 1
+	}
+	x.enc.once[i].Do(func() {
+		msg := &schedulerv1.WatchExecutionResponse{Entry: x.entry}
+		if snap {
+			msg.Execution = x.snap
+		}
+		p := &grpc.PreparedMsg{}
+		if err := p.Encode(stream, msg); err == nil {
+			x.enc.msg[i] = p
+			encodes.Add(1)
+		}
+	})
+	return x.enc.msg[i]
+}
+
+// sharedEncoding says whether a stream sends its messages uncompressed (it may then send the
+// tail's shared encodings): a client that sent its request compressed gets compressed responses.
+func sharedEncoding(ctx context.Context) bool {
+	sc, ok := grpc.ServerTransportStreamFromContext(ctx).(interface{ SendCompress() string })
+	return ok && (sc.SendCompress() == "" || sc.SendCompress() == "identity")
 }
 
 // execTail is the shared tail of one execution.
@@ -49,6 +93,9 @@ type execTail struct {
 type tails struct {
 	mu sync.Mutex
 	m  map[string]*execTail
+	// encodes counts the responses marshalled once for every stream (one per entry and kind,
+	// whatever the number of streams).
+	encodes atomic.Int64
 }
 
 // tail answers the shared tail of execution e (starting one after e's last seq when no stream of
@@ -121,7 +168,7 @@ func (s *Server) runTail(ctx context.Context, t *execTail) {
 			}
 			t.mu.Lock()
 			for _, en := range entries {
-				x := tailed{entry: en}
+				x := tailed{entry: en, enc: &encoded{}}
 				if snapshotEvents[en.GetEventType()] {
 					x.snap = snap
 				}

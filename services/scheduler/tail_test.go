@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding/gzip"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
@@ -115,6 +117,96 @@ func TestWatchExecutionStreamsShareOneTail(t *testing.T) {
 		require.Equal(t, want(func(en *commonv1.LogEntry) bool {
 			return en.GetEventType() == commonv1.EventType_EVENT_TYPE_TASK_COMPLETED
 		}), seqs(got[5]))
+	})
+}
+
+// TestWatchExecutionStreamsShareEncodedEntries: streams of one tail send each entry as one
+// message marshalled once for all of them (not once per stream), a stream with snapshots gets its
+// own encoding of the snapshot entries, and a stream whose client compresses gets its entries
+// exactly too.
+func TestWatchExecutionStreamsShareEncodedEntries(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		s := New(st, WithDriverInterval(20*time.Millisecond), WithWorkDir(t.TempDir()))
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		s.Start(ctx)
+		conn := servertest.Serve(t, server.Config{
+			Name:     "scheduler-test",
+			Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}},
+		})
+		b := &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: st}
+		e := b.start(t, b.createList(t, diamond("encoded")), nil)
+
+		const plain = 6
+		type watch struct {
+			req  *schedulerv1.WatchExecutionRequest
+			opts []grpc.CallOption
+		}
+		var watches []watch
+		for range plain {
+			watches = append(watches, watch{req: &schedulerv1.WatchExecutionRequest{ExecutionId: e.GetId()}})
+		}
+		watches = append(watches,
+			watch{req: &schedulerv1.WatchExecutionRequest{ExecutionId: e.GetId(), IncludeSnapshots: true}},
+			watch{req: &schedulerv1.WatchExecutionRequest{ExecutionId: e.GetId()}, opts: []grpc.CallOption{grpc.UseCompressor(gzip.Name)}})
+		got := make([][]*schedulerv1.WatchExecutionResponse, len(watches))
+		var wg sync.WaitGroup
+		for i, w := range watches {
+			stream, err := b.client.WatchExecution(t.Context(), w.req, w.opts...)
+			require.NoError(t, err)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					msg, err := stream.Recv()
+					if errors.Is(err, io.EOF) {
+						return
+					}
+					if !assertNoError(t, err) {
+						return
+					}
+					got[i] = append(got[i], msg)
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.work(t, "agent-1", e.GetId(), succeed)
+		}()
+		wg.Wait()
+
+		all, err := b.client.GetExecutionLog(t.Context(), &schedulerv1.GetExecutionLogRequest{ExecutionId: e.GetId(), Limit: 500})
+		require.NoError(t, err)
+		var every []int64
+		snapshots := 0
+		for _, en := range all.GetEntries() {
+			every = append(every, en.GetSeq())
+			if snapshotEvents[en.GetEventType()] {
+				snapshots++
+			}
+		}
+		for i := range got {
+			var seqs []int64
+			for _, m := range got[i] {
+				if m.GetEntry() != nil {
+					seqs = append(seqs, m.GetEntry().GetSeq())
+					require.Equal(t, all.GetEntries()[len(seqs)-1].GetMessage(), m.GetEntry().GetMessage())
+				}
+				if i == plain {
+					require.Equal(t, m.GetEntry() == nil || snapshotEvents[m.GetEntry().GetEventType()], m.GetExecution() != nil)
+				} else {
+					require.Nil(t, m.GetExecution())
+				}
+			}
+			require.Equal(t, every, seqs, "stream %d", i)
+		}
+		// Marshalled per stream, the plain streams alone would have made plain × the window's
+		// entries; shared, at most one per entry and one per snapshot entry.
+		encodes := s.tails.encodes.Load()
+		require.Positive(t, encodes, "the streams sent shared encodings")
+		require.LessOrEqual(t, encodes, int64(len(every)+snapshots))
 	})
 }
 

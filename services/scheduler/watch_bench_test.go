@@ -43,13 +43,19 @@ func BenchmarkWatchers(b *testing.B) {
 	for _, w := range []int{0, 1, 8, 32} {
 		b.Run(fmt.Sprintf("sqlite/watchers=%d", w), func(b *testing.B) {
 			for range b.N {
-				watchRun(b, 200, w)
+				watchRun(b, 200, w, true)
 			}
 		})
 	}
+	// Many streams without snapshots, as bench/load opens them (R8): the cost per stream per event.
+	b.Run("sqlite/watchers=200/entries-only", func(b *testing.B) {
+		for range b.N {
+			watchRun(b, 200, 200, false)
+		}
+	})
 }
 
-func watchRun(b *testing.B, n, watchers int) {
+func watchRun(b *testing.B, n, watchers int, snapshots bool) {
 	b.StopTimer()
 	st := &countingStore{Store: benchStore(b, "sqlite")}
 	s := New(st, WithWorkDir(b.TempDir()))
@@ -83,7 +89,7 @@ func watchRun(b *testing.B, n, watchers int) {
 	)
 	errs := make(chan error, watchers+2)
 	for i := range watchers {
-		stream, err := c.WatchExecution(ctx, &schedulerv1.WatchExecutionRequest{ExecutionId: id, IncludeSnapshots: i%2 == 1})
+		stream, err := c.WatchExecution(ctx, &schedulerv1.WatchExecutionRequest{ExecutionId: id, IncludeSnapshots: snapshots && i%2 == 1})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -136,5 +142,8 @@ func watchRun(b *testing.B, n, watchers int) {
 	b.ReportMetric(float64(st.readLog.Load()-reads0)/entries, "log-reads/entry")
 	b.ReportMetric(float64(st.getExecution.Load()-gets0)/entries, "exec-reads/entry")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "cpu-µs/task")
+	if watchers > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(received.Load()), "cpu-ns/message")
+	}
 	b.StartTimer()
 }
