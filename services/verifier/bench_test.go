@@ -2,11 +2,15 @@ package verifier_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	verifierv1 "github.com/converge-dev/converge/gen/converge/verifier/v1"
+	"github.com/converge-dev/converge/platform/proc"
+	"github.com/converge-dev/converge/services/verifier"
 )
 
 // BenchmarkVerifyParallelCommands runs 100 command checks of 100 ms each (`sleep 0.1`) with
@@ -15,15 +19,51 @@ import (
 // (target: at most 1.5).
 //
 //	go test -run '^$' -bench BenchmarkVerifyParallelCommands -benchtime 5x .
-func BenchmarkVerifyParallelCommands(b *testing.B) {
+func BenchmarkVerifyParallelCommands(b *testing.B) { verifyParallel(b, nil) }
+
+// BenchmarkVerifyParallelCommandsSandboxed is the same run with the checks in the sandbox this
+// host allows (proc.DetectSandbox, as the verifier binary does by default): user, PID and mount
+// namespaces (the binary re-executed as the sandbox's init), another uid, a cgroup per check.
+//
+//	go test -run '^$' -bench BenchmarkVerifyParallelCommandsSandboxed -benchtime 3x .
+func BenchmarkVerifyParallelCommandsSandboxed(b *testing.B) {
+	sb, rep := proc.DetectSandbox(b.Context(), 65534, 65534, "converge-verifier-bench")
+	b.Logf("sandbox: %s", rep)
+	verifyParallel(b, sb)
+}
+
+func verifyParallel(b *testing.B, sb *proc.Sandbox) {
 	const (
 		checks      = 100
 		sleep       = 100 * time.Millisecond
 		parallelism = 8
 	)
 	ideal := time.Duration(checks) * sleep / parallelism
-	bu := setup(b, backends[1])
+	var opts []verifier.Option
+	if sb != nil {
+		opts = append(opts, verifier.WithSandbox(sb))
+	}
+	bu := setup(b, backends[1], opts...)
 	dir := bu.dir(b, nil)
+	if sb != nil {
+		// The sandbox's uid reaches the target and the scratch directory (the test's temporary
+		// directories are 0700).
+		base := filepath.Dir(bu.root)
+		entries, err := os.ReadDir(base)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range []string{base, bu.root, dir} {
+			if err := os.Chmod(p, 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, e := range entries {
+			if err := os.Chmod(filepath.Join(base, e.Name()), 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 	set := &verifierv1.CriteriaSet{}
 	for i := range checks {
 		set.Criteria = append(set.Criteria, &verifierv1.Criterion{
