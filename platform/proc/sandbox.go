@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/converge-dev/converge/platform/proc/internal/sandboxinit"
 )
 
 // Sandbox confines the processes Run starts with Spec.Sandbox, as far as the host allows:
@@ -31,8 +33,8 @@ import (
 //
 // DetectSandbox tries what the host allows and answers a Sandbox with what works and a
 // description of what does not. A Sandbox is safe for concurrent use. The binary that uses
-// namespaces must call SandboxInit first thing in main (package proc's init does it for every
-// binary that imports proc).
+// namespaces must call SandboxInit first thing in main (package proc/internal/sandboxinit's init
+// does it for every binary that imports proc).
 type Sandbox struct {
 	// UID and GID are the host user and group the process runs as; -1: the caller's.
 	UID, GID int
@@ -45,48 +47,13 @@ type Sandbox struct {
 }
 
 // initArg is argv[0] of the re-executed binary that sets up the namespaces before the command.
-const initArg = "converge-sandbox-init"
-
-func init() { SandboxInit() }
+const initArg = sandboxinit.Arg
 
 // SandboxInit, in a process started by a namespaced Run, finishes the sandbox (private mounts,
 // a fresh /proc, no capabilities, no_new_privs) and executes the command; it never returns then.
-// In any other process it does nothing.
-func SandboxInit() {
-	if len(os.Args) < 2 || os.Args[0] != initArg {
-		return
-	}
-	if err := sandboxSetup(); err != nil {
-		fmt.Fprintf(os.Stderr, "converge sandbox: %v\n", err)
-		os.Exit(126)
-	}
-	argv := os.Args[1:]
-	path := argv[0]
-	if !strings.Contains(path, "/") {
-		p, err := lookPathIn(path, os.Getenv("PATH"))
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "converge sandbox: %s: command not found\n", path)
-			os.Exit(127)
-		}
-		path = p
-	}
-	err := syscall.Exec(path, argv, os.Environ())
-	fmt.Fprintf(os.Stderr, "converge sandbox: exec %s: %v\n", argv[0], err)
-	os.Exit(126)
-}
-
-func lookPathIn(name, path string) (string, error) {
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", os.ErrNotExist
-}
+// In any other process it does nothing. Package internal/sandboxinit's init already does it, as
+// early in the process's initialisation as Go allows, for every binary that imports proc.
+func SandboxInit() { sandboxinit.Run() }
 
 // ErrSandboxUnavailable wraps why DetectSandbox could not use a mechanism.
 var ErrSandboxUnavailable = errors.New("proc: sandbox unavailable")
