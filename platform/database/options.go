@@ -2,6 +2,8 @@ package database
 
 import (
 	"log/slog"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Option configures [OpenPostgres], the service handles ([NewPostgres], [NewSQLite]) and the
@@ -13,6 +15,7 @@ type options struct {
 	maxConns int32
 	migrate  bool
 	logger   *slog.Logger
+	tracer   pgx.QueryTracer
 }
 
 func collectOptions(opts []Option) options {
@@ -50,4 +53,11 @@ func WithMigrate() Option {
 // it migrations log nothing. Honoured by the migration functions and the handles.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.logger = l }
+}
+
+// WithTracer installs t as the pgx query tracer of every connection of the pool (it may also
+// implement pgx.BatchTracer): benchmarks count the statements and round trips of a code path
+// with it. Honoured by [OpenPostgres] and [NewPostgres].
+func WithTracer(t pgx.QueryTracer) Option {
+	return func(o *options) { o.tracer = t }
 }

@@ -68,6 +68,9 @@ func ParsePostgresConfig(rawURL string, opts ...Option) (*pgxpool.Config, error)
 	if o.maxConns > 0 {
 		config.MaxConns = o.maxConns
 	}
+	if o.tracer != nil {
+		config.ConnConfig.Tracer = o.tracer
+	}
 	return config, nil
 }
 

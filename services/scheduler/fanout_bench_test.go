@@ -42,7 +42,10 @@ import (
 //
 //   - CONVERGE_FANOUT_MAX_PARALLEL is the execution's max_parallel (tasks per wave): 2 (the
 //     agents, so n/2 waves of two: a wave barrier every second completion) unless set; bench/run.sh
-//     sets 1024 (the contract's maximum, as bench/dag does: n/1024 waves, the fan-out).
+//     sets 1024 (the contract's maximum, as bench/dag does: n/1024 waves, the fan-out);
+//
+//   - CONVERGE_FANOUT_SQL (any value) prints, on Postgres, every statement's count per task and
+//     mean time ([b]: sent in a batch); roundtrips/task and statements/task are always reported.
 //
 //     go test -run '^$' -bench BenchmarkFanout -benchtime 1x ./
 //     go test -run '^$' -bench 'BenchmarkFanout/(sqlite|postgres)/fused=true/' -benchtime 1x ./  # the growth run of make bench
@@ -79,13 +82,17 @@ func BenchmarkFanout(b *testing.B) {
 	}
 }
 
-func benchStore(b *testing.B, name string) store.Store {
+func benchStore(b *testing.B, name string, tracer *sqlCounter) store.Store {
 	var (
 		st  store.Store
 		err error
 	)
 	if name == "postgres" {
-		st, err = postgres.New(b.Context(), dbtest.Postgres(b), database.WithMigrate())
+		opts := []database.Option{database.WithMigrate()}
+		if tracer != nil {
+			opts = append(opts, database.WithTracer(tracer))
+		}
+		st, err = postgres.New(b.Context(), dbtest.Postgres(b), opts...)
 	} else {
 		st, err = sqlite.New(b.Context(), dbtest.SQLite(b), database.WithMigrate())
 	}
@@ -98,7 +105,8 @@ func benchStore(b *testing.B, name string) store.Store {
 
 func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	b.StopTimer()
-	st := benchStore(b, backend)
+	sqls := newSQLCounter()
+	st := benchStore(b, backend, sqls)
 	s := New(st, WithWorkDir(b.TempDir()))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -125,6 +133,7 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	mem := watchMemory(n)
+	sqls.reset()
 	cpu0 := cpuTime()
 	b.StartTimer()
 	start := time.Now()
@@ -160,6 +169,14 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	elapsed := time.Since(start)
 	cpu := cpuTime() - cpu0
 	b.StopTimer()
+	if backend == "postgres" {
+		rt, stmts := sqls.totals()
+		b.ReportMetric(float64(rt)/float64(n), "roundtrips/task")
+		b.ReportMetric(float64(stmts)/float64(n), "statements/task")
+		if os.Getenv("CONVERGE_FANOUT_SQL") != "" {
+			sqls.print(os.Stderr, n)
+		}
+	}
 	mem.stop()
 	// The memory: absolute (bench/report derives the memory per task from the slope between
 	// sizes: what one more task in the run costs) and above the start, per task.

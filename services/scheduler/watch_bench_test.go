@@ -57,7 +57,7 @@ func BenchmarkWatchers(b *testing.B) {
 
 func watchRun(b *testing.B, n, watchers int, snapshots bool) {
 	b.StopTimer()
-	st := &countingStore{Store: benchStore(b, "sqlite")}
+	st := &countingStore{Store: benchStore(b, "sqlite", nil)}
 	s := New(st, WithWorkDir(b.TempDir()))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
