@@ -41,34 +41,54 @@ func retryable(err error) bool {
 }
 
 func (s *Store) updateOnce(ctx context.Context, id string, fn func(tx store.ExecTx) error) error {
-	tx, err := s.Pool().Begin(ctx)
+	conn, err := s.Pool().Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	var now time.Time
-	// FOR NO KEY UPDATE: writers of the execution wait for each other, while inserts that only
-	// reference the row (its children's foreign keys) do not.
-	e, err := scanExecution(tx.QueryRow(ctx, `SELECT `+executionColumns+`, now() FROM task_list_execution_runs r
-		WHERE r.execution_id = $1 FOR NO KEY UPDATE`, id), &now)
+	open := true // a transaction may be open on conn
+	defer func() {
+		if open {
+			// A connection that cannot roll back is closed (the pool then drops it): its
+			// transaction ends with it.
+			if _, err := conn.Exec(context.WithoutCancel(ctx), "rollback"); err != nil {
+				_ = conn.Conn().Close(context.WithoutCancel(ctx))
+			}
+		}
+		conn.Release()
+	}()
+	var (
+		now time.Time
+		e   *schedulerv1.Execution
+	)
+	// BEGIN and the lock in one round trip. FOR NO KEY UPDATE: writers of the execution wait for
+	// each other, while inserts that only reference the row (its children's foreign keys) do not.
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	b.Queue(`SELECT `+executionColumns+`, now() FROM task_list_execution_runs r
+		WHERE r.execution_id = $1 FOR NO KEY UPDATE`, id).QueryRow(func(row pgx.Row) error {
+		var err error
+		e, err = scanExecution(row, &now)
+		return err
+	})
+	pre := prefetch(b, id, store.AssignmentHint(ctx))
+	err = conn.SendBatch(ctx, b).Close()
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("execution %q: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
 	}
-	etx := &execTx{ctx: ctx, tx: tx, TxState: store.TxState{Exec: e, At: now.UTC()}}
+	etx := &execTx{ctx: ctx, p: &pipe{conn: conn}, TxState: store.TxState{Exec: e, At: now.UTC()}, pre: pre}
 	err = fn(etx)
 	etx.Done = true
 	if err != nil {
 		return err
 	}
-	if err := etx.flush(); err != nil {
+	// The deferred writes and COMMIT in one round trip.
+	if err := etx.flush(stmt{"commit", "commit", nil}); err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("scheduler store: update execution %q: commit: %w", id, err)
-	}
+	open = false
 	return nil
 }
 
@@ -78,19 +98,110 @@ func (s *Store) updateOnce(ctx context.Context, id string, fn func(tx store.Exec
 // waits on it: each round trip made while holding it costs every claim, report and completion of
 // the run. Writes that cannot fail for a reason the caller could act on are therefore deferred and
 // sent in one batch just before the commit: the log entries (their seqs come from the locked row)
-// and the execution row itself (with last_seq folded in). Writes whose "not found" the caller must
-// see at once (waves, assignments, task status) stay immediate.
+// and the execution row itself (with last_seq folded in). Updates of the rows the transaction has
+// read (its assignments, waves, and their tasks' status) cannot miss and go out with the next
+// statement (pipe); a write whose "not found" the caller must see at once (a row the transaction
+// has not read) stays immediate. BEGIN rides with the lock, COMMIT with the last batch.
 type execTx struct {
 	ctx           context.Context
-	tx            pgx.Tx
+	p             *pipe
 	store.TxState                     // the execution with the deferred writes applied
 	logRows       []stmt              // deferred log inserts
 	execRow       *store.ExecutionRow // deferred execution update, when PutExecution was called
 	seqDirty      bool                // last_seq moved
+	// The rows read in this transaction, by id (tasks by key): they exist and are the locked
+	// execution's until the commit.
+	knownAssignments, knownWaves, knownTasks map[string]bool
+	pre                                      *prefetched // read with the lock (store.AssignmentHint)
 }
 
-// flush sends the deferred writes in one round trip.
-func (t *execTx) flush() error {
+// prefetched is an assignment and its wave read in the lock's round trip, for the transaction's
+// first read of each before its first write (a write drops them).
+type prefetched struct {
+	a *store.Assignment
+	w *schedulerv1.Wave
+}
+
+// prefetch queues, after the lock in b, the reads of assignment id of execution and of its wave.
+func prefetch(b *pgx.Batch, execution, id string) *prefetched {
+	if id == "" {
+		return nil
+	}
+	pre := &prefetched{}
+	b.Queue(`SELECT `+assignmentColumns+` FROM wave_task_assignments a
+		WHERE a.assignment_id = $1 AND a.execution_id = $2`, id, execution).Query(func(rows pgx.Rows) error {
+		if rows.Next() {
+			a, err := scanAssignment(rows)
+			if err != nil {
+				return err
+			}
+			pre.a = a
+		}
+		return nil
+	})
+	b.Queue(`SELECT `+waveCountColumns+` FROM parallel_execution_waves w
+		WHERE w.execution_id = $2 AND w.wave_id = (SELECT a.wave_id FROM wave_task_assignments a
+		WHERE a.assignment_id = $1 AND a.execution_id = $2)`, id, execution).Query(func(rows pgx.Rows) error {
+		if rows.Next() {
+			w, err := scanWave(rows)
+			if err != nil {
+				return err
+			}
+			pre.w = w
+		}
+		return nil
+	})
+	return pre
+}
+
+// knowAssignments records assignments read (or inserted) in this transaction.
+func (t *execTx) knowAssignments(list ...*store.Assignment) {
+	if t.knownAssignments == nil {
+		t.knownAssignments, t.knownTasks = map[string]bool{}, map[string]bool{}
+	}
+	for _, a := range list {
+		t.knownAssignments[a.GetId()] = true
+		if a.GetTaskId() != "" {
+			t.knownTasks[a.GetTaskId()] = true
+		}
+	}
+}
+
+// knowWaves records waves read in this transaction.
+func (t *execTx) knowWaves(list ...*schedulerv1.Wave) {
+	if t.knownWaves == nil {
+		t.knownWaves = map[string]bool{}
+	}
+	for _, w := range list {
+		t.knownWaves[w.GetId()] = true
+	}
+}
+
+// write runs an update of one row that must find it: deferred (pipe) when the row is known,
+// at once otherwise; missing is the error when it finds none.
+func (t *execTx) write(known bool, what string, missing error, sql string, args ...any) error {
+	t.pre = nil // answers reads only until the first write
+	if known {
+		t.p.later(stmt{what, sql, args}, func(tag pgconn.CommandTag) error {
+			if tag.RowsAffected() == 0 {
+				return missing
+			}
+			return nil
+		})
+		return nil
+	}
+	tag, err := t.p.Exec(t.ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("scheduler store: %s: %w", what, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return missing
+	}
+	return nil
+}
+
+// flush sends the deferred writes, then end (COMMIT), in one round trip.
+func (t *execTx) flush(end stmt) error {
 	stmts := t.logRows
 	switch {
 	case t.execRow != nil:
@@ -112,8 +223,9 @@ func (t *execTx) flush() error {
 		// no round trip of its own.
 		stmts = append(stmts, stmt{"notify", `SELECT pg_notify('` + ChangesChannel + `', $1)`, []any{t.ID()}})
 	}
+	stmts = append(stmts, end)
 	t.logRows, t.execRow, t.seqDirty = nil, nil, false
-	if err := execBatch(t.ctx, t.tx, stmts); err != nil {
+	if err := t.p.flush(t.ctx, stmts); err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: %w", t.ID(), err)
 	}
 	return nil
@@ -136,12 +248,13 @@ func (t *execTx) Waves() ([]*schedulerv1.Wave, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	rows, err := t.tx.Query(t.ctx, `SELECT `+waveCountColumns+` FROM parallel_execution_waves w
+	rows, err := t.p.Query(t.ctx, `SELECT `+waveCountColumns+` FROM parallel_execution_waves w
 		WHERE w.execution_id = $1 ORDER BY w.wave_number`, t.ID())
 	waves, err := collect(rows, err, scanWave)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: waves of %q: %w", t.ID(), err)
 	}
+	t.knowWaves(waves...)
 	return waves, nil
 }
 
@@ -149,7 +262,13 @@ func (t *execTx) Wave(n int32) (*schedulerv1.Wave, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	w, err := scanWave(t.tx.QueryRow(t.ctx, `SELECT `+waveCountColumns+` FROM parallel_execution_waves w
+	if t.pre != nil && t.pre.w != nil && t.pre.w.GetWaveNumber() == n {
+		w := t.pre.w
+		t.pre.w = nil
+		t.knowWaves(w)
+		return w, nil
+	}
+	w, err := scanWave(t.p.QueryRow(t.ctx, `SELECT `+waveCountColumns+` FROM parallel_execution_waves w
 		WHERE w.execution_id = $1 AND w.wave_number = $2`, t.ID(), n))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("wave %d of execution %q: %w", n, t.ID(), store.ErrNotFound)
@@ -157,6 +276,7 @@ func (t *execTx) Wave(n int32) (*schedulerv1.Wave, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: wave %d of %q: %w", n, t.ID(), err)
 	}
+	t.knowWaves(w)
 	return w, nil
 }
 
@@ -168,26 +288,27 @@ func (t *execTx) PutWave(w *schedulerv1.Wave) error {
 	if err != nil {
 		return err
 	}
-	tag, err := t.tx.Exec(t.ctx, `UPDATE parallel_execution_waves SET status = $3, task_count = $4,
+	return t.write(t.knownWaves[r.ID], fmt.Sprintf("put wave %q", r.ID),
+		fmt.Errorf("wave %q of execution %q: %w", w.GetId(), t.ID(), store.ErrNotFound),
+		`UPDATE parallel_execution_waves SET status = $3, task_count = $4,
 		completed_count = $5, failed_count = $6, skipped_count = $7, active_agents = $8, base_commit = $9,
 		integration_commit = $10, started_at = $11, completed_at = $12
 		WHERE wave_id = $1 AND execution_id = $2`,
 		r.ID, t.ID(), r.Status, r.TaskCount, r.CompletedCount, r.FailedCount, r.SkippedCount, r.ActiveAgents,
 		r.BaseCommit, r.IntegrationCommit, r.StartTime, r.EndTime)
-	if err != nil {
-		return fmt.Errorf("scheduler store: put wave %q: %w", w.GetId(), err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("wave %q of execution %q: %w", w.GetId(), t.ID(), store.ErrNotFound)
-	}
-	return nil
 }
 
 func (t *execTx) Assignment(id string) (*store.Assignment, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	a, err := scanAssignment(t.tx.QueryRow(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
+	if t.pre != nil && t.pre.a != nil && t.pre.a.GetId() == id {
+		a := t.pre.a
+		t.pre.a = nil
+		t.knowAssignments(a)
+		return a, nil
+	}
+	a, err := scanAssignment(t.p.QueryRow(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
 		WHERE a.assignment_id = $1 AND a.execution_id = $2`, id, t.ID()))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("assignment %q of execution %q: %w", id, t.ID(), store.ErrNotFound)
@@ -195,6 +316,7 @@ func (t *execTx) Assignment(id string) (*store.Assignment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: assignment %q: %w", id, err)
 	}
+	t.knowAssignments(a)
 	return a, nil
 }
 
@@ -203,10 +325,11 @@ func (t *execTx) Assignments(q store.ListAssignmentsQuery) ([]*store.Assignment,
 		return nil, err
 	}
 	q.ExecutionID = t.ID()
-	list, err := readAssignments(t.ctx, t.tx, q, false)
+	list, err := readAssignments(t.ctx, t.p, q, false)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: assignments of %q: %w", t.ID(), err)
 	}
+	t.knowAssignments(list...)
 	return list, nil
 }
 
@@ -235,7 +358,7 @@ func (t *execTx) NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKin
 	if len(picks) == 2 {
 		pick = "COALESCE(" + picks[0] + ", " + picks[1] + ")"
 	}
-	a, err := scanAssignment(t.tx.QueryRow(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
+	a, err := scanAssignment(t.p.QueryRow(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
 		WHERE a.assignment_id = `+pick, t.ID(), waveNumber))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -243,6 +366,7 @@ func (t *execTx) NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKin
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: next pending assignment of %q: %w", t.ID(), err)
 	}
+	t.knowAssignments(a)
 	return a, nil
 }
 
@@ -250,13 +374,14 @@ func (t *execTx) NextEager(currentWave int32, limit int) ([]*store.Assignment, e
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	rows, err := t.tx.Query(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
+	rows, err := t.p.Query(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
 		WHERE a.execution_id = $1 AND a.status = 'pending' AND a.ready_wave IS NOT NULL AND a.ready_wave <= $2 AND a.wave_number > $2 AND a.unmet_deps = 0
 		ORDER BY a.wave_number, a.position, a.assignment_id LIMIT $3`, t.ID(), currentWave, limit)
 	list, err := collect(rows, err, scanAssignment)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: eager assignments of %q: %w", t.ID(), err)
 	}
+	t.knowAssignments(list...)
 	return list, nil
 }
 
@@ -264,7 +389,8 @@ func (t *execTx) InsertAssignment(a *store.Assignment) error {
 	if err := t.Check(); err != nil {
 		return err
 	}
-	waves, err := readWaves(t.ctx, t.tx, t.ID())
+	t.pre = nil
+	waves, err := readWaves(t.ctx, t.p, t.ID())
 	if err != nil {
 		return fmt.Errorf("scheduler store: insert assignment: %w", err)
 	}
@@ -273,7 +399,7 @@ func (t *execTx) InsertAssignment(a *store.Assignment) error {
 		return err
 	}
 	// ON CONFLICT DO NOTHING: a duplicate is ErrAlreadyExists and leaves the transaction usable.
-	tag, err := t.tx.Exec(t.ctx, insertAssignmentSQL+` ON CONFLICT DO NOTHING`, assignmentArgs(r, t.At)...)
+	tag, err := t.p.Exec(t.ctx, insertAssignmentSQL+` ON CONFLICT DO NOTHING`, assignmentArgs(r, t.At)...)
 	if err != nil {
 		return fmt.Errorf("scheduler store: insert assignment %q: %w", r.ID, err)
 	}
@@ -281,6 +407,7 @@ func (t *execTx) InsertAssignment(a *store.Assignment) error {
 		return store.DuplicateAssignment(r)
 	}
 	store.Inserted(a, r)
+	t.knowAssignments(a)
 	return nil
 }
 
@@ -292,20 +419,15 @@ func (t *execTx) PutAssignment(a *store.Assignment) error {
 	if err != nil {
 		return err
 	}
-	tag, err := t.tx.Exec(t.ctx, `UPDATE wave_task_assignments SET status = $3, instance_id = $4,
+	return t.write(t.knownAssignments[r.ID], fmt.Sprintf("put assignment %q", r.ID),
+		fmt.Errorf("assignment %q of execution %q: %w", r.ID, t.ID(), store.ErrNotFound),
+		`UPDATE wave_task_assignments SET status = $3, instance_id = $4,
 		attempt = $5, fencing_token = $6, lease_expires_at = $7, assigned_at = $8, completed_at = $9,
 		last_report_seq = $10, position = $11, final_integration = $12, previous_errors = $13::jsonb,
 		merges = $14::jsonb, detail = $15::jsonb, updated_at = $16, session_id = $17
 		WHERE assignment_id = $1 AND execution_id = $2`,
 		r.ID, t.ID(), r.Status, r.InstanceID, r.Attempt, r.FencingToken, r.LeaseExpireTime, r.AssignTime,
 		r.CompleteTime, r.LastReportSeq, r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail, t.At, r.SessionID)
-	if err != nil {
-		return fmt.Errorf("scheduler store: put assignment %q: %w", r.ID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("assignment %q of execution %q: %w", r.ID, t.ID(), store.ErrNotFound)
-	}
-	return nil
 }
 
 func (t *execTx) Append(entries ...*commonv1.LogEntry) error {
@@ -333,7 +455,7 @@ func (t *execTx) PutCheckpoint(c *commonv1.Checkpoint, assignmentID string, atte
 	}
 	if assignmentID != "" {
 		var found bool
-		err := t.tx.QueryRow(t.ctx, `SELECT true FROM wave_task_assignments WHERE assignment_id = $1 AND execution_id = $2`,
+		err := t.p.QueryRow(t.ctx, `SELECT true FROM wave_task_assignments WHERE assignment_id = $1 AND execution_id = $2`,
 			assignmentID, t.ID()).Scan(&found)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("assignment %q of execution %q: %w", assignmentID, t.ID(), store.ErrNotFound)
@@ -346,7 +468,7 @@ func (t *execTx) PutCheckpoint(c *commonv1.Checkpoint, assignmentID string, atte
 	if err != nil {
 		return err
 	}
-	tag, err := t.tx.Exec(t.ctx, `INSERT INTO checkpoints (checkpoint_id, execution_id, task_key, assignment_id,
+	tag, err := t.p.Exec(t.ctx, `INSERT INTO checkpoints (checkpoint_id, execution_id, task_key, assignment_id,
 		attempt, instance_id, git_ref, files, metadata, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10) ON CONFLICT DO NOTHING`,
 		r.ID, t.ID(), r.TaskKey, r.AssignmentID, r.Attempt, r.InstanceID, r.GitRef, r.Files, r.Metadata, t.At)
@@ -368,15 +490,10 @@ func (t *execTx) SetTaskStatus(taskID string, status commonv1.TaskStatus) error 
 	if err != nil {
 		return err
 	}
-	tag, err := t.tx.Exec(t.ctx, `UPDATE tasks SET status = $3, updated_at = $4 WHERE task_list_id = $1 AND task_key = $2`,
+	return t.write(t.knownTasks[taskID], fmt.Sprintf("set status of task %q", taskID),
+		fmt.Errorf("task %q of task list %q: %w", taskID, t.Exec.GetTaskListId(), store.ErrNotFound),
+		`UPDATE tasks SET status = $3, updated_at = $4 WHERE task_list_id = $1 AND task_key = $2`,
 		t.Exec.GetTaskListId(), taskID, name, t.At)
-	if err != nil {
-		return fmt.Errorf("scheduler store: set status of task %q: %w", taskID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("task %q of task list %q: %w", taskID, t.Exec.GetTaskListId(), store.ErrNotFound)
-	}
-	return nil
 }
 
 func (t *execTx) SatisfyDependencies(taskIDs []string) error {
@@ -387,10 +504,11 @@ func (t *execTx) SatisfyDependencies(taskIDs []string) error {
 	if len(tasks) == 0 {
 		return nil
 	}
-	if _, err := t.tx.Exec(t.ctx, `UPDATE wave_task_assignments a SET unmet_deps = GREATEST(a.unmet_deps - d.n, 0)
+	// It cannot miss (a task without such an assignment is ignored): deferred to the next
+	// statement's round trip (pipe), like the updates of rows read.
+	t.pre = nil
+	t.p.later(stmt{fmt.Sprintf("satisfy dependencies in %q", t.ID()), `UPDATE wave_task_assignments a SET unmet_deps = GREATEST(a.unmet_deps - d.n, 0)
 		FROM unnest($2::text[], $3::int[]) AS d(task_key, n)
-		WHERE a.execution_id = $1 AND a.task_key = d.task_key AND a.unmet_deps > 0`, t.ID(), tasks, counts); err != nil {
-		return fmt.Errorf("scheduler store: satisfy dependencies in %q: %w", t.ID(), err)
-	}
+		WHERE a.execution_id = $1 AND a.task_key = d.task_key AND a.unmet_deps > 0`, []any{t.ID(), tasks, counts}}, nil)
 	return nil
 }

@@ -126,7 +126,9 @@ type stmt struct {
 }
 
 // execBatch sends stmts in one round trip and returns the first error, naming its statement.
-func execBatch(ctx context.Context, tx pgx.Tx, stmts []stmt) error {
+func execBatch(ctx context.Context, tx interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}, stmts []stmt) error {
 	if len(stmts) == 0 {
 		return nil
 	}

@@ -21,6 +21,7 @@ import (
 var executionTests = []test{
 	{"CreateAndGet", testExecutionCreateAndGet},
 	{"NotFound", testExecutionNotFound},
+	{"ReadsSeeWrites", testExecutionReadsSeeWrites},
 	{"RunNumbers", testExecutionRunNumbers},
 	{"RequestID", testExecutionRequestID},
 	{"OneOpenRunPerList", testOneOpenRunPerList},

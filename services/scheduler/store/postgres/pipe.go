@@ -1,0 +1,176 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// pipe is the connection of one UpdateExecution transaction with its deferred writes: the
+// updates of rows the transaction has read (they exist and belong to the locked execution, so
+// they cannot miss) wait and go out in the same round trip as the next statement, a read
+// included (the read sees them: they are sent before it on the same connection). A transaction
+// of k reads and w such writes makes k + 1 round trips instead of k + w + 1.
+type pipe struct {
+	conn    batcher
+	pending []write
+}
+
+// write is a deferred statement; check, when set, judges its command tag.
+type write struct {
+	stmt
+	check func(pgconn.CommandTag) error
+}
+
+// batcher is what a pipe needs of its connection.
+type batcher interface {
+	querier
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// later queues s until the next statement or the commit.
+func (p *pipe) later(s stmt, check func(pgconn.CommandTag) error) {
+	p.pending = append(p.pending, write{s, check})
+}
+
+// batch sends the pending writes and then s (when s.sql is not empty) in one round trip, and
+// returns the results positioned at s.
+func (p *pipe) batch(ctx context.Context, s stmt) (pgx.BatchResults, error) {
+	b := &pgx.Batch{}
+	for _, w := range p.pending {
+		b.Queue(w.sql, w.args...)
+	}
+	if s.sql != "" {
+		b.Queue(s.sql, s.args...)
+	}
+	pending := p.pending
+	p.pending = nil
+	br := p.conn.SendBatch(ctx, b)
+	for _, w := range pending {
+		tag, err := br.Exec()
+		if err == nil && w.check != nil {
+			err = w.check(tag)
+		}
+		if err != nil {
+			_ = br.Close()
+			return nil, fmt.Errorf("%s: %w", w.what, err)
+		}
+	}
+	return br, nil
+}
+
+func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if len(p.pending) == 0 {
+		return p.conn.Exec(ctx, sql, args...)
+	}
+	br, err := p.batch(ctx, stmt{sql: sql, args: args})
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if len(p.pending) == 0 {
+		return p.conn.Query(ctx, sql, args...)
+	}
+	br, err := p.batch(ctx, stmt{sql: sql, args: args})
+	if err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+func (p *pipe) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if len(p.pending) == 0 {
+		return p.conn.QueryRow(ctx, sql, args...)
+	}
+	rows, err := p.Query(ctx, sql, args...)
+	return &firstRow{rows: rows, err: err}
+}
+
+// flush sends the pending writes and then stmts in one round trip.
+func (p *pipe) flush(ctx context.Context, stmts []stmt) error {
+	for _, s := range stmts {
+		p.pending = append(p.pending, write{stmt: s})
+	}
+	if len(p.pending) == 0 {
+		return nil
+	}
+	br, err := p.batch(ctx, stmt{})
+	if err != nil {
+		return err
+	}
+	return br.Close()
+}
+
+// batchRows are the rows of a batch's last statement; the batch ends with them.
+type batchRows struct {
+	pgx.Rows
+	br     pgx.BatchResults
+	closed bool
+	err    error
+}
+
+func (r *batchRows) end() {
+	if !r.closed {
+		r.closed = true
+		r.Rows.Close()
+		r.err = r.br.Close()
+	}
+}
+
+func (r *batchRows) Next() bool {
+	if r.closed {
+		return false
+	}
+	if r.Rows.Next() {
+		return true
+	}
+	r.end()
+	return false
+}
+
+func (r *batchRows) Close() { r.end() }
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+// firstRow is QueryRow over Query: the first row, or pgx.ErrNoRows.
+type firstRow struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r *firstRow) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
