@@ -180,6 +180,8 @@ func (r *runner) lease(instance, session, principal string, kinds []schedulerv1.
 	if err := r.tx.PutAssignment(a); err != nil {
 		return nil, err
 	}
+	// The holder's reports and completion name the assignment: no store read to find its run.
+	r.s.owners.put(a.GetId(), r.e.GetId())
 	w.ActiveAgents++
 	if err := r.tx.PutWave(w); err != nil {
 		return nil, err

@@ -32,7 +32,7 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 	}
 	fused := false   // the completion was accepted now (not a retry): a next claim may follow
 	applied := false // the completion was applied now (not a retry)
-	err = s.update(ctx, eid, func(r *runner) error {
+	err = s.update(store.WithAssignmentHint(ctx, req.GetAssignmentId()), eid, func(r *runner) error {
 		a, err := r.holder(ctx, req.GetAssignmentId(), req.GetInstanceId(), req.GetFencingToken())
 		if err != nil {
 			return err

@@ -37,7 +37,7 @@ func (s *Server) ReportProgress(ctx context.Context, req *schedulerv1.ReportProg
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	err = s.update(ctx, eid, func(r *runner) error {
+	err = s.update(store.WithAssignmentHint(ctx, req.GetAssignmentId()), eid, func(r *runner) error {
 		a, err := r.holder(ctx, req.GetAssignmentId(), req.GetInstanceId(), req.GetFencingToken())
 		if err != nil {
 			return err
@@ -93,7 +93,7 @@ func (s *Server) RecordCheckpoint(ctx context.Context, req *schedulerv1.RecordCh
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	err = s.update(ctx, eid, func(r *runner) error {
+	err = s.update(store.WithAssignmentHint(ctx, req.GetAssignmentId()), eid, func(r *runner) error {
 		a, err := r.holder(ctx, req.GetAssignmentId(), req.GetInstanceId(), req.GetFencingToken())
 		if err != nil {
 			return err
