@@ -82,13 +82,7 @@ func batchRound(ctx context.Context, clients []registryv1.RegistryServiceClient,
 	if firstErr != nil {
 		return result{}, firstErr
 	}
-	slices.Sort(latencies)
-	return result{
-		OpsPerSec:  float64(cycles) / elapsed.Seconds(),
-		P50Ms:      ms(quantile(latencies, 0.50)),
-		P99Ms:      ms(quantile(latencies, 0.99)),
-		CPUUsPerOp: cpuPerOp(cpu0, cycles),
-	}, nil
+	return summarize(latencies, cycles, elapsed, cpu0), nil
 }
 
 // cpuTime answers the process's CPU time so far (user + system).
@@ -98,6 +92,18 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// summarize is a round's result: ops in elapsed, the latencies' p50 and p99, the CPU per op
+// since cpu0.
+func summarize(latencies []time.Duration, ops int, elapsed, cpu0 time.Duration) result {
+	slices.Sort(latencies)
+	return result{
+		OpsPerSec:  float64(ops) / elapsed.Seconds(),
+		P50Ms:      ms(quantile(latencies, 0.50)),
+		P99Ms:      ms(quantile(latencies, 0.99)),
+		CPUUsPerOp: cpuPerOp(cpu0, ops),
+	}
 }
 
 // cpuPerOp answers the process CPU time since since per op, in microseconds: the load generator

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"slices"
 	"sync"
 	"time"
 
@@ -107,11 +106,5 @@ func floorRound(ctx context.Context, conns []*grpc.ClientConn, d time.Duration) 
 	if firstErr != nil {
 		return result{}, firstErr
 	}
-	slices.Sort(latencies)
-	return result{
-		OpsPerSec:  float64(pairs) / elapsed.Seconds(),
-		P50Ms:      ms(quantile(latencies, 0.50)),
-		P99Ms:      ms(quantile(latencies, 0.99)),
-		CPUUsPerOp: cpuPerOp(cpu0, pairs),
-	}, nil
+	return summarize(latencies, pairs, elapsed, cpu0), nil
 }

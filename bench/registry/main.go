@@ -322,13 +322,7 @@ func lockRound(ctx context.Context, clients []registryv1.RegistryServiceClient, 
 	if firstErr != nil {
 		return result{}, firstErr
 	}
-	slices.Sort(latencies)
-	return result{
-		OpsPerSec:  float64(cycles) / elapsed.Seconds(),
-		P50Ms:      ms(quantile(latencies, 0.50)),
-		P99Ms:      ms(quantile(latencies, 0.99)),
-		CPUUsPerOp: cpuPerOp(cpu0, cycles),
-	}, nil
+	return summarize(latencies, cycles, elapsed, cpu0), nil
 }
 
 // directRound runs the cycles of lockRound on the backend itself, without gRPC.
@@ -377,9 +371,7 @@ func directRound(ctx context.Context, hb *redishot.Backend, clients int, d time.
 	if firstErr != nil {
 		return result{}, firstErr
 	}
-	slices.Sort(latencies)
-	return result{OpsPerSec: float64(cycles) / elapsed.Seconds(), P50Ms: ms(quantile(latencies, 0.50)), P99Ms: ms(quantile(latencies, 0.99)),
-		CPUUsPerOp: cpuPerOp(cpu0, cycles)}, nil
+	return summarize(latencies, cycles, elapsed, cpu0), nil
 }
 
 // cmpErr answers err, or otherwise when err is nil.
