@@ -51,21 +51,8 @@ func TestWatchExecutionStreamsShareOneTail(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				first := true
-				for {
-					msg, err := stream.Recv()
-					if first {
-						started <- struct{}{} // the stream has joined the tail before it sends
-						first = false
-					}
-					if errors.Is(err, io.EOF) {
-						return
-					}
-					if !assertNoError(t, err) {
-						return
-					}
-					got[i] = append(got[i], msg)
-				}
+				// The stream has joined the tail before it sends its first message.
+				got[i] = receiveAll(t, stream, func() { started <- struct{}{} })
 			}()
 		}
 		// The filtered streams' first message comes once their tasks' entries exist: start the
@@ -158,16 +145,7 @@ func TestWatchExecutionStreamsShareEncodedEntries(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for {
-					msg, err := stream.Recv()
-					if errors.Is(err, io.EOF) {
-						return
-					}
-					if !assertNoError(t, err) {
-						return
-					}
-					got[i] = append(got[i], msg)
-				}
+				got[i] = receiveAll(t, stream, nil)
 			}()
 		}
 		wg.Add(1)
@@ -211,6 +189,23 @@ func TestWatchExecutionStreamsShareEncodedEntries(t *testing.T) {
 }
 
 // assertNoError reports err as a test failure from a goroutine.
+// receiveAll receives a stream's messages until it ends (an error other than EOF fails the test);
+// first, when not nil, is called once the first Recv returns.
+func receiveAll(t *testing.T, stream grpc.ServerStreamingClient[schedulerv1.WatchExecutionResponse], first func()) []*schedulerv1.WatchExecutionResponse {
+	var got []*schedulerv1.WatchExecutionResponse
+	for {
+		msg, err := stream.Recv()
+		if first != nil {
+			first()
+			first = nil
+		}
+		if errors.Is(err, io.EOF) || !assertNoError(t, err) {
+			return got
+		}
+		got = append(got, msg)
+	}
+}
+
 func assertNoError(t *testing.T, err error) bool {
 	if err != nil {
 		t.Errorf("unexpected error: %v", err)
