@@ -59,13 +59,8 @@ func (d *Dashboard) taskAction(w http.ResponseWriter, r *http.Request) {
 // HUMAN_VERIFY criterion of the run's report (RecordHumanVerdict; the loop key is the execution id).
 func (d *Dashboard) signOff(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var dec verifierv1.HumanDecision
-	switch r.PostFormValue("decision") {
-	case "pass":
-		dec = verifierv1.HumanDecision_HUMAN_DECISION_PASS
-	case "fail":
-		dec = verifierv1.HumanDecision_HUMAN_DECISION_FAIL
-	default:
+	dec, ok := formDecision(r, verifierv1.HumanDecision_HUMAN_DECISION_PASS, verifierv1.HumanDecision_HUMAN_DECISION_FAIL)
+	if !ok {
 		d.fail(w, r, status.Error(codes.InvalidArgument, "decision: want pass or fail"))
 		return
 	}
@@ -88,13 +83,8 @@ func (d *Dashboard) signOff(w http.ResponseWriter, r *http.Request) {
 // does not wait at its FailedPrecondition, a read-only principal its PermissionDenied.
 func (d *Dashboard) gateSignOff(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var dec schedulerv1.GateDecision
-	switch r.PostFormValue("decision") {
-	case "pass":
-		dec = schedulerv1.GateDecision_GATE_DECISION_PASS
-	case "fail":
-		dec = schedulerv1.GateDecision_GATE_DECISION_FAIL
-	default:
+	dec, ok := formDecision(r, schedulerv1.GateDecision_GATE_DECISION_PASS, schedulerv1.GateDecision_GATE_DECISION_FAIL)
+	if !ok {
 		d.fail(w, r, status.Error(codes.InvalidArgument, "decision: want pass or fail"))
 		return
 	}
@@ -117,4 +107,16 @@ func (d *Dashboard) done(w http.ResponseWriter, r *http.Request, err error, back
 		return
 	}
 	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// formDecision is the form's "decision" field as pass or fail; false for anything else.
+func formDecision[D any](r *http.Request, pass, fail D) (D, bool) {
+	switch r.PostFormValue("decision") {
+	case "pass":
+		return pass, true
+	case "fail":
+		return fail, true
+	}
+	var none D
+	return none, false
 }

@@ -25,16 +25,7 @@ import (
 func TestWatchExecutionStreamsShareOneTail(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, st store.Store) {
-		s := New(st, WithDriverInterval(20*time.Millisecond), WithWorkDir(t.TempDir()))
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(cancel)
-		s.Start(ctx)
-		conn := servertest.Serve(t, server.Config{
-			Name:     "scheduler-test",
-			Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}},
-		})
-		b := &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: st}
-		e := b.start(t, b.createList(t, diamond("shared")), nil)
+		s, b, e := startedDiamond(t, st, "shared")
 
 		reqs := []*schedulerv1.WatchExecutionRequest{
 			{ExecutionId: e.GetId()}, {ExecutionId: e.GetId()},
@@ -114,16 +105,7 @@ func TestWatchExecutionStreamsShareOneTail(t *testing.T) {
 func TestWatchExecutionStreamsShareEncodedEntries(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, st store.Store) {
-		s := New(st, WithDriverInterval(20*time.Millisecond), WithWorkDir(t.TempDir()))
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(cancel)
-		s.Start(ctx)
-		conn := servertest.Serve(t, server.Config{
-			Name:     "scheduler-test",
-			Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}},
-		})
-		b := &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: st}
-		e := b.start(t, b.createList(t, diamond("encoded")), nil)
+		s, b, e := startedDiamond(t, st, "encoded")
 
 		const plain = 6
 		type watch struct {
@@ -189,6 +171,21 @@ func TestWatchExecutionStreamsShareEncodedEntries(t *testing.T) {
 }
 
 // assertNoError reports err as a test failure from a goroutine.
+// startedDiamond serves a started Scheduler (driver and tail running) on st over bufconn and starts
+// a diamond list named name on it.
+func startedDiamond(t *testing.T, st store.Store, name string) (*Server, *testBundle, *schedulerv1.Execution) {
+	s := New(st, WithDriverInterval(20*time.Millisecond), WithWorkDir(t.TempDir()))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s.Start(ctx)
+	conn := servertest.Serve(t, server.Config{
+		Name:     "scheduler-test",
+		Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}},
+	})
+	b := &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: st}
+	return s, b, b.start(t, b.createList(t, diamond(name)), nil)
+}
+
 // receiveAll receives a stream's messages until it ends (an error other than EOF fails the test);
 // first, when not nil, is called once the first Recv returns.
 func receiveAll(t *testing.T, stream grpc.ServerStreamingClient[schedulerv1.WatchExecutionResponse], first func()) []*schedulerv1.WatchExecutionResponse {
