@@ -22,6 +22,13 @@ import (
 // runBundle is a Scheduler with its driver running (short intervals), for execution tests.
 func runBundle(t *testing.T, st store.Store) *testBundle {
 	t.Helper()
+	_, b := runServer(t, st)
+	return b
+}
+
+// runServer is runBundle with the Server itself, for tests that look inside it.
+func runServer(t *testing.T, st store.Store) (*Server, *testBundle) {
+	t.Helper()
 	s := New(st, WithDriverInterval(20*time.Millisecond), WithWorkDir(t.TempDir()))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -30,7 +37,7 @@ func runBundle(t *testing.T, st store.Store) *testBundle {
 		Name:     "scheduler-test",
 		Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}},
 	})
-	return &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: st}
+	return s, &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: st}
 }
 
 // diamond is A → (B, C) → D: three waves, no repository, no done-criteria.

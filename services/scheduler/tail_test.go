@@ -1,12 +1,10 @@
 package scheduler
 
 import (
-	"context"
 	"errors"
 	"io"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -14,8 +12,6 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
-	"github.com/converge-dev/converge/platform/server"
-	"github.com/converge-dev/converge/platform/server/servertest"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -170,19 +166,9 @@ func TestWatchExecutionStreamsShareEncodedEntries(t *testing.T) {
 	})
 }
 
-// assertNoError reports err as a test failure from a goroutine.
-// startedDiamond serves a started Scheduler (driver and tail running) on st over bufconn and starts
-// a diamond list named name on it.
+// startedDiamond serves a started Scheduler on st (runServer) and starts a diamond list named name.
 func startedDiamond(t *testing.T, st store.Store, name string) (*Server, *testBundle, *schedulerv1.Execution) {
-	s := New(st, WithDriverInterval(20*time.Millisecond), WithWorkDir(t.TempDir()))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	s.Start(ctx)
-	conn := servertest.Serve(t, server.Config{
-		Name:     "scheduler-test",
-		Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}},
-	})
-	b := &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: st}
+	s, b := runServer(t, st)
 	return s, b, b.start(t, b.createList(t, diamond(name)), nil)
 }
 
@@ -203,6 +189,7 @@ func receiveAll(t *testing.T, stream grpc.ServerStreamingClient[schedulerv1.Watc
 	}
 }
 
+// assertNoError reports err as a test failure from a goroutine.
 func assertNoError(t *testing.T, err error) bool {
 	if err != nil {
 		t.Errorf("unexpected error: %v", err)
