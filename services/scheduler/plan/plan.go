@@ -153,12 +153,22 @@ func Plan(tasks []Task, maxParallel int) (*Result, error) {
 // 2,000 tasks with 100 overlapping globs each costs billions of them), so the limit bounds the
 // time a request can cost whatever its list.
 func PlanContext(ctx context.Context, tasks []Task, maxParallel int, budget int64) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return Prepare(tasks).Plan(ctx, maxParallel, budget)
+}
+
+// Plan is PlanContext for the prepared tasks: the same plan, without interning their paths again.
+// A Prepared is never changed by a plan, so plans of it may run concurrently.
+func (pr *Prepared) Plan(ctx context.Context, maxParallel int, budget int64) (*Result, error) {
 	if maxParallel <= 0 {
 		maxParallel = DefaultMaxParallel
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	tasks := pr.tasks
 	levels, via, nLevels, err := levelsOf(tasks)
 	if err != nil {
 		return nil, err
@@ -166,7 +176,7 @@ func PlanContext(ctx context.Context, tasks []Task, maxParallel int, budget int6
 
 	order, start := levelOrder(tasks, levels, nLevels)
 
-	p := newPacker(tasks, maxParallel)
+	p := newPacker(pr, maxParallel)
 	p.ctx, p.budget, p.check = ctx, budget, checkEvery
 	p.via = via
 	for l := range nLevels {
@@ -216,7 +226,6 @@ type packer struct {
 	ims         []impact // every task's impacts: task t's are ims[off[t]:off[t+1]]
 	off         []int32
 	exclusive   []bool       // each task's Exclusive
-	parent      []int32      // parent directory of each interned path (-1 at the top)
 	dirUp       []int32      // the nearest ancestor of each path where some task has a directory impact, or -1
 	sets        *setTable    // (node, class, wave) → membership, this level's
 	open        []int32      // union-find over waves: open[w] == w when wave w is not full
@@ -264,67 +273,17 @@ func (p *packer) spend(n int64) bool {
 	return true
 }
 
-func newPacker(tasks []Task, maxParallel int) *packer {
-	p := &packer{
-		tasks:       tasks,
+func newPacker(pr *Prepared, maxParallel int) *packer {
+	return &packer{
+		tasks:       pr.tasks,
 		maxParallel: maxParallel,
-		off:         make([]int32, len(tasks)+1),
-		exclusive:   make([]bool, len(tasks)),
+		ims:         pr.ims,
+		off:         pr.off,
+		exclusive:   pr.exclusive,
+		dirUp:       pr.dirUp,
+		sets:        newSetTable(pr.nodes * classes),
+		arena:       make([]Placement, len(pr.tasks)),
 	}
-	total := 0
-	for i, t := range tasks {
-		total += len(t.Impacts)
-		p.off[i+1] = int32(total)
-		p.exclusive[i] = t.Exclusive
-	}
-	nodes := newInternTable(total)
-	p.ims = make([]impact, total) // one allocation for every task's impacts
-	hasDir := false
-	k := 0
-	for _, t := range tasks {
-		for _, im := range t.Impacts {
-			x := &p.ims[k]
-			k++
-			*x = impact{path: im.Path, kind: im.Kind, write: im.Writes()}
-			switch im.Kind {
-			case commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB:
-				// Patterns and paths share ids without clashing: their sets are of different classes.
-				x.node = nodes.intern(im.Path)
-			case commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY:
-				x.node = nodes.intern(im.Node())
-				hasDir = true
-			default:
-				x.node = nodes.intern(im.Node())
-			}
-		}
-	}
-	p.parent = nodes.parent
-	n := len(p.parent)
-	// Sets of directory impacts ("dir") and of what lies under a directory ("under") are only
-	// ever looked at for paths where some task has a directory impact: skip the others.
-	p.dirUp = make([]int32, n)
-	if !hasDir {
-		for i := range p.dirUp {
-			p.dirUp[i] = -1
-		}
-	} else {
-		dirNode := make([]bool, n)
-		for i := range p.ims {
-			if p.ims[i].kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY {
-				dirNode[p.ims[i].node] = true
-			}
-		}
-		// A parent is interned before its children, so its dirUp is known when theirs is computed.
-		for i, a := range p.parent {
-			if a >= 0 && !dirNode[a] {
-				a = p.dirUp[a]
-			}
-			p.dirUp[i] = a
-		}
-	}
-	p.sets = newSetTable(n * classes)
-	p.arena = make([]Placement, len(tasks))
-	return p
 }
 
 // impactsOf returns task t's impacts.
