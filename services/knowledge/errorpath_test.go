@@ -23,9 +23,11 @@ func TestUnexpectedErrorIsInternal(t *testing.T) {
 	t.Parallel()
 	dbtest.ForEachDialect(t, postgres.New, sqlite.New, func(t *testing.T, _ database.Dialect, st store.Store, db *sql.DB) {
 		b := setup(t, func(*testing.T) store.Store { return st })
-		_, err := db.ExecContext(t.Context(), "DROP TABLE knowledge_items")
-		require.NoError(t, err)
-		_, err = b.client.ListItems(b.ctx, &knowledgev1.ListItemsRequest{})
+		for _, table := range []string{"knowledge_item_hits", "knowledge_items"} {
+			_, err := db.ExecContext(t.Context(), "DROP TABLE "+table)
+			require.NoError(t, err)
+		}
+		_, err := b.client.ListItems(b.ctx, &knowledgev1.ListItemsRequest{})
 		grpcerrtest.RequireInternal(t, err)
 		_, err = b.client.QueryItems(b.ctx, &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: "src/a.go"}})
 		grpcerrtest.RequireInternal(t, err)

@@ -38,10 +38,16 @@ func New(ctx context.Context, url string, opts ...database.Option) (*Store, erro
 	return &Store{Postgres: db, hits: newHits()}, nil
 }
 
-// columns are the columns of an [store.Item], in the order scanItem reads them.
+// columns are the columns of an [store.Item], in the order scanItem reads them, in a statement on
+// knowledge_items unaliased (a SELECT or a RETURNING). The hit count is the item's own column
+// plus its row of knowledge_item_hits (migration 0005).
 const columns = `id, type, content, file_pattern, pattern_specificity, tags, confidence, decay_rank,
-	source_execution_id, source_task_id, source_agent_id, evidence, hit_count, confirm_count, refute_count,
+	source_execution_id, source_task_id, source_agent_id, evidence, ` + hitCount + `, confirm_count, refute_count,
 	created_at, updated_at, last_confirmed_at, project, recorded_by, provisional, confirmed_by`
+
+// hitCount is an item's hit count in a statement on knowledge_items unaliased.
+const hitCount = `hit_count + COALESCE((SELECT h.hit_count FROM knowledge_item_hits h
+		WHERE h.item_id = knowledge_items.id), 0)`
 
 // candidateColumns are the columns of a [store.Candidate], all in knowledge_items_match_idx, in the
 // order scanCandidate reads them.

@@ -35,10 +35,16 @@ func New(ctx context.Context, path string, opts ...database.Option) (*Store, err
 	return &Store{SQLite: db}, nil
 }
 
-// columns are the columns of an [store.Item], in the order scanItem reads them.
+// columns are the columns of an [store.Item], in the order scanItem reads them, in a statement on
+// knowledge_items unaliased (a SELECT or a RETURNING). The hit count is the item's own column
+// plus its row of knowledge_item_hits (migration 0005).
 const columns = `id, type, content, file_pattern, pattern_specificity, tags, confidence, decay_rank,
-	source_execution_id, source_task_id, source_agent_id, evidence, hit_count, confirm_count, refute_count,
+	source_execution_id, source_task_id, source_agent_id, evidence, ` + hitCount + `, confirm_count, refute_count,
 	created_at, updated_at, last_confirmed_at, project, recorded_by, provisional, confirmed_by`
+
+// hitCount is an item's hit count in a statement on knowledge_items unaliased.
+const hitCount = `hit_count + COALESCE((SELECT h.hit_count FROM knowledge_item_hits h
+		WHERE h.item_id = knowledge_items.id), 0)`
 
 // candidateColumns are the columns of a [store.Candidate], all in knowledge_items_match_idx, in the
 // order candidates reads them.
@@ -255,7 +261,8 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 	return nil
 }
 
-// Answer implements [store.Store.Answer].
+// Answer implements [store.Store.Answer]: the hits are upserted into the narrow rows of
+// knowledge_item_hits (never the items' own), then the items read, in one transaction.
 func (s *Store) Answer(ctx context.Context, ids []int64) ([]store.Item, error) {
 	if len(ids) == 0 {
 		return []store.Item{}, nil
@@ -264,8 +271,25 @@ func (s *Store) Answer(ctx context.Context, ids []int64) ([]store.Item, error) {
 	if err != nil {
 		return nil, fmt.Errorf("knowledge store: answer: %w", err)
 	}
-	return s.query(ctx, "answer", `UPDATE knowledge_items SET hit_count = hit_count + 1
-		WHERE id IN (SELECT value FROM json_each(?)) RETURNING `+columns, string(list))
+	var items []store.Item
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO knowledge_item_hits (item_id, hit_count)
+				SELECT value, 1 FROM json_each(?) WHERE value IN (SELECT id FROM knowledge_items)
+			ON CONFLICT (item_id) DO UPDATE SET hit_count = hit_count + 1`, string(list)); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+columns+` FROM knowledge_items
+			WHERE id IN (SELECT value FROM json_each(?))`, string(list))
+		if err != nil {
+			return err
+		}
+		items, err = scanItems(rows)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("knowledge store: answer: %w", err)
+	}
+	return items, nil
 }
 
 // FlushHits implements [store.Store.FlushHits]: Answer writes its hits as it counts them (one
@@ -292,19 +316,25 @@ func (s *Store) query(ctx context.Context, op, q string, args ...any) ([]store.I
 	if err != nil {
 		return nil, fmt.Errorf("knowledge store: %s: %w", op, err)
 	}
+	items, err := scanItems(rows)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge store: %s: %w", op, err)
+	}
+	return items, nil
+}
+
+// scanItems reads the [columns] of every row, and closes rows.
+func scanItems(rows *sql.Rows) ([]store.Item, error) {
 	defer rows.Close()
 	items := []store.Item{}
 	for rows.Next() {
 		it, err := scanItem(rows)
 		if err != nil {
-			return nil, fmt.Errorf("knowledge store: %s: %w", op, err)
+			return nil, err
 		}
 		items = append(items, it)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("knowledge store: %s: %w", op, err)
-	}
-	return items, nil
+	return items, rows.Err()
 }
 
 // scanner is a *sql.Row or *sql.Rows.

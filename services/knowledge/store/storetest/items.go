@@ -501,10 +501,14 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 		x := b.record(t, "*.sql", "x", t0)
 		y := b.record(t, "*.sql", "y", t0)
 		gone := b.record(t, "*.sql", "gone", t0)
+		// The hits are written to knowledge_item_hits, never to the items' own (wide) rows.
 		stored := func(id int64) int64 {
-			var n int64
-			require.NoError(t, db.DB().QueryRowContext(b.ctx,
-				harness.Rebind(db.Dialect(), `SELECT hit_count FROM knowledge_items WHERE id = ?`), id).Scan(&n))
+			var n, own int64
+			require.NoError(t, db.DB().QueryRowContext(b.ctx, harness.Rebind(db.Dialect(),
+				`SELECT COALESCE((SELECT hit_count FROM knowledge_item_hits WHERE item_id = ?), 0)`), id).Scan(&n))
+			require.NoError(t, db.DB().QueryRowContext(b.ctx, harness.Rebind(db.Dialect(),
+				`SELECT COALESCE((SELECT hit_count FROM knowledge_items WHERE id = ?), 0)`), id).Scan(&own))
+			require.Zero(t, own, "hits written to the item's row")
 			return n
 		}
 		for range 3 {
@@ -520,6 +524,7 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.NoError(t, b.store.FlushHits(b.ctx))
 		require.Equal(t, int64(3), stored(x.ID))
 		require.Equal(t, int64(4), stored(y.ID))
+		require.Zero(t, stored(gone.ID))
 		it, err := b.store.Get(b.ctx, y.ID)
 		require.NoError(t, err)
 		require.Equal(t, int64(4), it.HitCount)
@@ -537,6 +542,23 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 		confirmed, err := b.store.Confirm(b.ctx, y.ID, "", "", t0)
 		require.NoError(t, err)
 		require.Equal(t, int64(5), confirmed.HitCount)
+		refuted, err := b.store.Refute(b.ctx, y.ID, "", t0)
+		require.NoError(t, err)
+		require.Equal(t, int64(5), refuted.HitCount)
+		twin, created, err := b.store.Record(b.ctx, store.NewItem{Type: store.TypeGotcha, FilePattern: "*.sql", Content: "y", Confidence: 0.5}, t0)
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, int64(5), twin.HitCount)
+
+		// Hits counted in the items' own column (before migration 0005, or by a replica of the
+		// previous release) add to those of knowledge_item_hits.
+		harness.Exec(t, db, `UPDATE knowledge_items SET hit_count = 7 WHERE id = ?`, y.ID)
+		it, err = b.store.Get(b.ctx, y.ID)
+		require.NoError(t, err)
+		require.Equal(t, int64(12), it.HitCount)
+		items, err = b.store.Answer(b.ctx, []int64{y.ID})
+		require.NoError(t, err)
+		require.Equal(t, int64(13), items[0].HitCount)
 	})
 }
 

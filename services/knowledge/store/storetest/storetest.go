@@ -65,6 +65,7 @@ var schema = harness.Schema{
 		"confirm_count", "refute_count", "created_at", "updated_at", "last_confirmed_at", "decay_rank",
 		"project", "recorded_by", "provisional", "confirmed_by",
 	},
+	"knowledge_item_hits": {"item_id", "hit_count"},
 }
 
 // hash is what the store writes to content_hash.
@@ -178,6 +179,29 @@ var constraintCases = []harness.Case{
 		Name:  "deleting an item",
 		Setup: fixtures,
 		Stmt:  harness.S(`DELETE FROM knowledge_items WHERE file_pattern = '*.sql'`),
+	},
+	{
+		Name:  "hits of an item",
+		Setup: fixtures,
+		Stmt:  harness.S(`INSERT INTO knowledge_item_hits (item_id, hit_count) SELECT id, 3 FROM knowledge_items`),
+	},
+	{
+		Name: "hits of no item",
+		Stmt: harness.S(`INSERT INTO knowledge_item_hits (item_id, hit_count) VALUES (12345, 1)`),
+		Want: database.ForeignKeyViolation,
+	},
+	{
+		Name:  "a negative count of hits",
+		Setup: fixtures,
+		Stmt:  harness.S(`INSERT INTO knowledge_item_hits (item_id, hit_count) SELECT id, -1 FROM knowledge_items`),
+		Want:  database.CheckViolation,
+	},
+	{
+		// With "hits of no item": the foreign key cascades.
+		Name: "deleting an item with hits",
+		Setup: append(append([]harness.Stmt{}, fixtures...),
+			harness.S(`INSERT INTO knowledge_item_hits (item_id, hit_count) SELECT id, 3 FROM knowledge_items`)),
+		Stmt: harness.S(`DELETE FROM knowledge_items`),
 	},
 }
 
