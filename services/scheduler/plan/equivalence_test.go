@@ -134,6 +134,19 @@ func TestPlanEqualsTheReferencePlanner(t *testing.T) {
 	}
 }
 
+// More distinct priorities than levelOrder sorts by counting: the level's own sort.
+func TestPlanEqualsTheReferencePlannerWithManyPriorities(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(50) {
+		rng := rand.New(rand.NewPCG(seed, 18))
+		tasks := equivalenceTasks(rng, 1+rng.IntN(200))
+		for i := range tasks {
+			tasks[i].Priority = int32(rng.IntN(3*maxPriorities)) - maxPriorities
+		}
+		requireSamePlan(t, tasks, rng.IntN(8), fmt.Sprintf("seed %d", seed))
+	}
+}
+
 func TestPlanEqualsTheReferencePlannerOnTheBenchmarkGraph(t *testing.T) {
 	t.Parallel()
 	requireSamePlan(t, benchGraph(10_000, 100_000), 32, "benchmark graph")

@@ -85,8 +85,10 @@ func levelsOf(tasks []Task) (levels, via []int32, nLevels int, err error) {
 }
 
 // levelOrder returns the tasks of each level, by priority (higher first) then list order:
-// level l's tasks are order[start[l]:start[l+1]]. A counting sort by level keeps list order; the
-// tasks of a level with different priorities are sorted by a key of priority and index.
+// level l's tasks are order[start[l]:start[l+1]]. With a few distinct priorities (the usual
+// list: one, or a handful), two stable counting sorts, by priority then by level, give that
+// order in two passes; otherwise a counting sort by level keeps list order, and the tasks of a
+// level with different priorities are sorted by a key of priority and index.
 func levelOrder(tasks []Task, levels []int32, nLevels int) (order []int32, start []int) {
 	start = make([]int, nLevels+1)
 	for _, l := range levels {
@@ -98,9 +100,19 @@ func levelOrder(tasks []Task, levels []int32, nLevels int) (order []int32, start
 	order = make([]int32, len(tasks))
 	fill := make([]int, nLevels)
 	copy(fill, start[:nLevels])
+	byPriority, few := priorityOrder(tasks)
 	for i, l := range levels {
-		order[fill[l]] = int32(i)
+		if byPriority != nil {
+			t := byPriority[i]
+			l = levels[t]
+			order[fill[l]] = t
+		} else {
+			order[fill[l]] = int32(i)
+		}
 		fill[l]++
+	}
+	if few {
+		return order, start
 	}
 	var keys []uint64
 	for l := range nLevels {
@@ -130,4 +142,55 @@ func levelOrder(tasks []Task, levels []int32, nLevels int) (order []int32, start
 		}
 	}
 	return order, start
+}
+
+// maxPriorities is how many distinct priorities priorityOrder sorts by counting.
+const maxPriorities = 8
+
+// priorityOrder returns the tasks' indexes by priority (higher first) then list order, by a
+// counting sort, when the tasks have at most maxPriorities distinct priorities (ok false
+// otherwise); nil, true when they all have the same (list order is then the order).
+func priorityOrder(tasks []Task) (_ []int32, ok bool) {
+	var distinct [maxPriorities]int32
+	n := 0
+	rank := make([]uint8, len(tasks))
+	for i := range tasks {
+		p := tasks[i].Priority
+		k := 0
+		for k < n && distinct[k] != p {
+			k++
+		}
+		if k == n {
+			if n == maxPriorities {
+				return nil, false
+			}
+			distinct[n] = p
+			n++
+		}
+		rank[i] = uint8(k)
+	}
+	if n <= 1 {
+		return nil, true // list order is the order
+	}
+	// Rank by priority, highest first.
+	sorted := slices.Clone(distinct[:n])
+	slices.Sort(sorted)
+	var toRank [maxPriorities]uint8
+	for k, p := range distinct[:n] {
+		toRank[k] = uint8(n - 1 - slices.Index(sorted, p))
+	}
+	var fill [maxPriorities + 1]int
+	for i := range rank {
+		rank[i] = toRank[rank[i]]
+		fill[rank[i]+1]++
+	}
+	for k := range n {
+		fill[k+1] += fill[k]
+	}
+	out := make([]int32, len(tasks))
+	for i, k := range rank {
+		out[fill[k]] = int32(i)
+		fill[k]++
+	}
+	return out, true
 }

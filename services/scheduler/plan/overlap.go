@@ -30,6 +30,9 @@ func overlaps(a, b *impact) bool {
 	case commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY:
 		return globUnder(a.path, strings.TrimSuffix(b.path, "/"))
 	default:
+		if !strings.HasPrefix(b.path, a.path[:a.lit]) {
+			return false // the file is not under the glob's literal prefix: no match, no matcher
+		}
 		return doublestar.MatchUnvalidated(a.path, b.path)
 	}
 }

@@ -206,6 +206,10 @@ type impact struct {
 	kind  commonv1.FileImpactKind
 	write bool
 	node  int32 // interned node (the path without a trailing "/"), or interned glob pattern
+	// lit, for a glob that Prepare made, is the length of its literal prefix (staticPrefix)
+	// without a trailing "/": every file the glob matches starts with it ("a/**" matches "a").
+	// 0 for other impacts, and for globs made elsewhere: no prefix to check.
+	lit int32
 }
 
 // waveState is what packing needs of a wave of the current level.

@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"strings"
+
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 )
 
@@ -46,6 +48,7 @@ func Prepare(tasks []Task) *Prepared {
 			case commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB:
 				// Patterns and paths share ids without clashing: their sets are of different classes.
 				x.node = nodes.intern(im.Path)
+				x.lit = int32(len(strings.TrimSuffix(staticPrefix(im.Path), "/")))
 			case commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY:
 				x.node = nodes.intern(im.Node())
 				hasDir = true
