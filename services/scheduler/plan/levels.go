@@ -89,7 +89,8 @@ func levelsOf(tasks []Task) (levels, via []int32, nLevels int, err error) {
 // list: one, or a handful), two stable counting sorts, by priority then by level, give that
 // order in two passes; otherwise a counting sort by level keeps list order, and the tasks of a
 // level with different priorities are sorted by a key of priority and index.
-func levelOrder(tasks []Task, levels []int32, nLevels int) (order []int32, start []int) {
+// byPriority and few are priorityOrder's answer for tasks (Prepare computes it once per list).
+func levelOrder(tasks []Task, levels []int32, nLevels int, byPriority []int32, few bool) (order []int32, start []int) {
 	start = make([]int, nLevels+1)
 	for _, l := range levels {
 		start[l+1]++
@@ -100,7 +101,6 @@ func levelOrder(tasks []Task, levels []int32, nLevels int) (order []int32, start
 	order = make([]int32, len(tasks))
 	fill := make([]int, nLevels)
 	copy(fill, start[:nLevels])
-	byPriority, few := priorityOrder(tasks)
 	for i, l := range levels {
 		if byPriority != nil {
 			t := byPriority[i]

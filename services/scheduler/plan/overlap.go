@@ -30,6 +30,11 @@ func overlaps(a, b *impact) bool {
 	case commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY:
 		return globUnder(a.path, strings.TrimSuffix(b.path, "/"))
 	default:
+		// A glob and a file of Prepare's: the literal prefix's first bytes first (in the impacts,
+		// no memory to read), then the rest of it.
+		if n := min(a.lit, 8); n > 0 && (a.head^b.head)>>(64-8*n) != 0 {
+			return false
+		}
 		if !strings.HasPrefix(b.path, a.path[:a.lit]) {
 			return false // the file is not under the glob's literal prefix: no match, no matcher
 		}

@@ -22,9 +22,13 @@ func TestGlobLiteralPrefixAgreesWithTheMatcher(t *testing.T) {
 	for _, g := range globs {
 		tasks := []Task{{ID: "g", Impacts: []tasklist.Impact{w(g)}}}
 		tasks[0].Impacts[0].Kind = commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB
-		glob := &Prepare(tasks).ims[0]
 		for _, f := range files {
-			file := &impact{path: f, kind: commonv1.FileImpactKind_FILE_IMPACT_KIND_FILE}
+			tasks = append(tasks, Task{ID: f, Impacts: []tasklist.Impact{{Path: f, Kind: commonv1.FileImpactKind_FILE_IMPACT_KIND_FILE}}})
+		}
+		pr := Prepare(tasks)
+		glob := &pr.ims[0]
+		for i, f := range files {
+			file := &pr.ims[1+i]
 			require.Equal(t, doublestar.MatchUnvalidated(g, f), overlaps(glob, file), "%q against %q", g, f)
 			require.Equal(t, doublestar.MatchUnvalidated(g, f), overlaps(file, glob), "%q against %q", f, g)
 		}

@@ -174,7 +174,7 @@ func (pr *Prepared) Plan(ctx context.Context, maxParallel int, budget int64) (*R
 		return nil, err
 	}
 
-	order, start := levelOrder(tasks, levels, nLevels)
+	order, start := levelOrder(tasks, levels, nLevels, pr.byPriority, pr.fewPriorities)
 
 	p := newPacker(pr, maxParallel)
 	p.ctx, p.budget, p.check = ctx, budget, checkEvery
@@ -210,6 +210,22 @@ type impact struct {
 	// without a trailing "/": every file the glob matches starts with it ("a/**" matches "a").
 	// 0 for other impacts, and for globs made elsewhere: no prefix to check.
 	lit int32
+	// head is the path's first 8 bytes, big-endian, zero-padded, set by Prepare (with lit): a
+	// glob's literal prefix and a file's path are told apart in one comparison when their first
+	// bytes differ.
+	head uint64
+}
+
+// headOf is the first 8 bytes of s, big-endian, zero-padded.
+func headOf(s string) uint64 {
+	h := uint64(0)
+	for i := range 8 {
+		h <<= 8
+		if i < len(s) {
+			h |= uint64(s[i])
+		}
+	}
+	return h
 }
 
 // waveState is what packing needs of a wave of the current level.

@@ -19,6 +19,10 @@ type Prepared struct {
 	exclusive []bool  // each task's Exclusive
 	dirUp     []int32 // per node, the nearest ancestor where some task has a directory impact, or -1
 	nodes     int     // number of interned paths and patterns
+	// The tasks by priority (higher first) then list order, when they have few distinct
+	// priorities (fewPriorities; nil then when they all have the same): see priorityOrder.
+	byPriority    []int32
+	fewPriorities bool
 }
 
 // Prepare interns the paths of tasks for planning. tasks must not change while the Prepared is
@@ -29,6 +33,7 @@ func Prepare(tasks []Task) *Prepared {
 		off:       make([]int32, len(tasks)+1),
 		exclusive: make([]bool, len(tasks)),
 	}
+	pr.byPriority, pr.fewPriorities = priorityOrder(tasks)
 	total := 0
 	for i, t := range tasks {
 		total += len(t.Impacts)
@@ -43,7 +48,7 @@ func Prepare(tasks []Task) *Prepared {
 		for _, im := range t.Impacts {
 			x := &pr.ims[k]
 			k++
-			*x = impact{path: im.Path, kind: im.Kind, write: im.Writes()}
+			*x = impact{path: im.Path, kind: im.Kind, write: im.Writes(), head: headOf(im.Path)}
 			switch im.Kind {
 			case commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB:
 				// Patterns and paths share ids without clashing: their sets are of different classes.
