@@ -34,9 +34,10 @@ const pathRuleID = "path.relative"
 type fastKind uint8
 
 const (
-	fastNone fastKind = iota // evaluated by protovalidate
-	fastPath                 // a string field with exactly the path rules
-	fastList                 // a repeated string field whose items have exactly the path rules
+	fastNone   fastKind = iota // evaluated by protovalidate
+	fastPath                   // a string field with exactly the path rules
+	fastList                   // a repeated string field whose items have exactly the path rules (or item's)
+	fastString                 // a string field with exactly the rules of a strRule (fastrule.go)
 )
 
 // fastField is a field's fast path, with a list's bounds.
@@ -44,6 +45,8 @@ type fastField struct {
 	kind               fastKind
 	minItems, maxItems uint64
 	hasMax, unique     bool
+	// str is a fastString field's rules, or a fastList's items' rules (nil: the path rules).
+	str *strRule
 }
 
 // fastFields caches the fastField of every field descriptor seen (descriptors live as long as
@@ -69,6 +72,8 @@ func shouldValidate(msg protoreflect.Message, d protoreflect.Descriptor) bool {
 		return !fastValid(msg.Get(fd).String())
 	case fastList:
 		return !f.listValid(msg.Get(fd).List())
+	case fastString:
+		return !f.str.ok(msg.Get(fd).String())
 	}
 	return true
 }
@@ -97,11 +102,20 @@ func classify(fd protoreflect.FieldDescriptor) fastField {
 		if isPathRules(rules) {
 			return fastField{kind: fastPath}
 		}
+		if r := stringRule(rules); r != nil {
+			return fastField{kind: fastString, str: r}
+		}
 		return fastField{}
 	}
 	rep := rules.GetRepeated()
-	if rep == nil || !isPathRules(rep.GetItems()) {
+	if rep == nil {
 		return fastField{}
+	}
+	var item *strRule
+	if !isPathRules(rep.GetItems()) {
+		if item = stringRule(rep.GetItems()); item == nil {
+			return fastField{}
+		}
 	}
 	// Nothing but the repeated rules beside the items' path rules.
 	rest := proto.CloneOf(rules)
@@ -114,7 +128,7 @@ func classify(fd protoreflect.FieldDescriptor) fastField {
 	if !proto.Equal(rest, &validatepb.FieldRules{}) || !proto.Equal(bounds, &validatepb.RepeatedRules{}) {
 		return fastField{}
 	}
-	return fastField{kind: fastList, minItems: rep.GetMinItems(), maxItems: rep.GetMaxItems(), hasMax: rep.HasMaxItems(), unique: rep.GetUnique()}
+	return fastField{kind: fastList, minItems: rep.GetMinItems(), maxItems: rep.GetMaxItems(), hasMax: rep.HasMaxItems(), unique: rep.GetUnique(), str: item}
 }
 
 // isPathRules reports whether rules are exactly `string = {min_len: 1, max_bytes: 1024}` and
@@ -154,7 +168,7 @@ func (f fastField) listValid(l protoreflect.List) bool {
 	}
 	for i := range n {
 		s := l.Get(i).String()
-		if !fastValid(s) {
+		if (f.str == nil && !fastValid(s)) || (f.str != nil && !f.str.ok(s)) {
 			return false
 		}
 		if f.unique && n <= 32 {

@@ -32,7 +32,7 @@ func TestPathFastPathFields(t *testing.T) {
 		{&registryv1.RenewLockRequest{}, "resource", fastPath},
 		{&registryv1.ReleaseLockRequest{}, "resource", fastPath},
 		{&registryv1.AcquireLocksRequest{}, "resources", fastList},
-		{&registryv1.AcquireLockRequest{}, "holder", fastNone},
+		{&registryv1.AcquireLockRequest{}, "holder", fastString}, // fastrule.go
 		{&registryv1.SetOwnerRequest{}, "pattern", fastNone},
 	} {
 		fd := c.msg.ProtoReflect().Descriptor().Fields().ByName(c.field)
