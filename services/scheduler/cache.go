@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/converge-dev/converge/services/scheduler/store"
+	"github.com/converge-dev/converge/services/scheduler/tasklist"
 )
 
 // Caches of facts that never change once stored: task lists, the list an execution runs and the
@@ -22,6 +23,10 @@ type lists struct {
 	// dependents maps list id → task id → the tasks that depend on it (eager.go), built on first
 	// use.
 	dependents map[string]map[string][]string
+	// signoffs maps list id → the ids of its gates that require a sign-off (gatesignoff.go),
+	// built on first use: every wave's end asks, and a scan of the list there was O(tasks) per
+	// wave.
+	signoffs map[string][]string
 }
 
 func (s *Server) taskList(ctx context.Context, id string) (*store.TaskList, map[string]int, error) {
@@ -43,7 +48,7 @@ func (s *Server) taskList(ctx context.Context, id string) (*store.TaskList, map[
 	s.lists.mu.Lock()
 	if len(s.lists.m) > 256 {
 		s.lists.m, s.lists.index = map[string]*store.TaskList{}, map[string]map[string]int{}
-		s.lists.dependents = nil
+		s.lists.dependents, s.lists.signoffs = nil, nil
 	}
 	s.lists.m[id], s.lists.index[id] = tl, idx
 	s.lists.mu.Unlock()
@@ -56,7 +61,29 @@ func (s *Server) forgetList(id string) {
 	delete(s.lists.m, id)
 	delete(s.lists.index, id)
 	delete(s.lists.dependents, id)
+	delete(s.lists.signoffs, id)
 	s.lists.mu.Unlock()
+}
+
+// signoffGates answers the ids of list tl's gates that require a sign-off (cached: a stored
+// list never changes).
+func (s *Server) signoffGates(tl *store.TaskList) []string {
+	s.lists.mu.Lock()
+	defer s.lists.mu.Unlock()
+	if ids, ok := s.lists.signoffs[tl.ID]; ok {
+		return ids
+	}
+	ids := []string{}
+	for _, t := range tl.Spec.GetTasks() {
+		if t.GetRequiresSignoff() && tasklist.IsGate(t) {
+			ids = append(ids, t.GetId())
+		}
+	}
+	if s.lists.signoffs == nil || len(s.lists.signoffs) > 256 {
+		s.lists.signoffs = map[string][]string{}
+	}
+	s.lists.signoffs[tl.ID] = ids
+	return ids
 }
 
 // listOf returns the task list an execution runs (cached: it never changes).

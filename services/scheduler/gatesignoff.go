@@ -27,9 +27,7 @@ import (
 // such a gate costs no read (the transaction's waves carry no placements: the wave's completed
 // assignments say what ran in it).
 func (r *runner) signoffGate(w *schedulerv1.Wave) (*commonv1.Task, error) {
-	if !slices.ContainsFunc(r.tl.Spec.GetTasks(), func(t *commonv1.Task) bool {
-		return t.GetRequiresSignoff() && tasklist.IsGate(t) && !r.signedOff(t.GetId())
-	}) {
+	if !slices.ContainsFunc(r.s.signoffGates(r.tl), func(id string) bool { return !r.signedOff(id) }) {
 		return nil, nil
 	}
 	done, err := r.tx.Assignments(store.ListAssignmentsQuery{ExecutionID: r.e.GetId(), WaveNumber: w.GetWaveNumber(),
