@@ -92,9 +92,10 @@ unit: tools ## Tests that need neither Postgres nor Redis (go test -short; no -r
 	test -z "$$failed" || { echo "make unit failed in:$$failed"; exit 1; }
 
 .PHONY: build
-build: ## Build the converge CLI and the five service binaries into bin/.
+build: ## Build the converge CLI, the five service binaries and the sandbox's init (converge-sandbox-init, found beside them) into bin/.
 	@mkdir -p bin
 	cd cmd/converge && go build -o ../../bin/converge .
+	cd platform && go build -o ../bin/converge-sandbox-init ./proc/cmd/converge-sandbox-init
 	@for s in scheduler agent verifier knowledge registry; do (cd services/$$s && go build -o ../../bin/converge-$$s ./cmd/converge-$$s) || exit 1; done
 
 .PHONY: dev

@@ -56,6 +56,7 @@ for s in scheduler agent verifier knowledge registry; do
 	build "services/$s" "./cmd/converge-$s" "converge-$s"
 done
 build deploy ./cmd/converge-healthcheck converge-healthcheck
+build platform ./proc/cmd/converge-sandbox-init converge-sandbox-init
 for b in "$ctx"/bin/*; do # static: built with cgo off (FROM scratch has no libc)
 	go version -m "$b" | grep -q 'CGO_ENABLED=0' || { echo "images: $b was not built with CGO_ENABLED=0" >&2; exit 1; }
 done

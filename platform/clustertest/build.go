@@ -25,6 +25,8 @@ var packages = map[string]string{
 	"converge-verifier":  "./services/verifier/cmd/converge-verifier",
 	"converge-scheduler": "./services/scheduler/cmd/converge-scheduler",
 	"converge-agent":     "./services/agent/cmd/converge-agent",
+	// Not started by the tests: beside the services, it is the init of their sandboxed processes.
+	"converge-sandbox-init": "./platform/proc/cmd/converge-sandbox-init",
 }
 
 var builds struct {

@@ -32,9 +32,14 @@ import (
 //     survives either.
 //
 // DetectSandbox tries what the host allows and answers a Sandbox with what works and a
-// description of what does not. A Sandbox is safe for concurrent use. The binary that uses
-// namespaces must call SandboxInit first thing in main (package proc/internal/sandboxinit's init
-// does it for every binary that imports proc).
+// description of what does not. A Sandbox is safe for concurrent use.
+//
+// A namespaced run starts an init that finishes the sandbox inside the namespaces and executes
+// the command: the small converge-sandbox-init binary (InitName) when it is beside the running
+// binary (as `make build` and the container images ship it) or named by Sandbox.Init or
+// $CONVERGE_SANDBOX_INIT (missing, it is an error: Result.Err wraps ErrSandboxInit); otherwise the
+// running binary itself, re-executed (package proc/internal/sandboxinit's init is the same init in
+// every binary that imports proc), which costs the start of the whole server binary on every run.
 type Sandbox struct {
 	// UID and GID are the host user and group the process runs as; -1: the caller's.
 	UID, GID int
@@ -44,6 +49,9 @@ type Sandbox struct {
 	NoNetwork bool
 	// CgroupParent is a cgroup v2 directory runs get cgroups under; "": none.
 	CgroupParent string
+	// Init is the absolute path of the converge-sandbox-init binary namespaced runs start; "":
+	// $CONVERGE_SANDBOX_INIT, else the one beside the running binary, else the running binary.
+	Init string
 }
 
 // initArg is argv[0] of the re-executed binary that sets up the namespaces before the command.
@@ -66,6 +74,9 @@ type SandboxReport struct {
 	Cgroup string
 	// User is why the process runs as the caller ("" when it runs as the sandbox user).
 	User string
+	// Init is the init binary namespaced runs start (its path), or why it is the server's own
+	// binary or unusable; "" when namespaces are off.
+	Init string
 }
 
 // String describes what is not isolated, for the log.
@@ -98,7 +109,9 @@ func DetectSandbox(ctx context.Context, uid, gid int, cgroupName string) (*Sandb
 		rep.User = "the server is not root: it cannot switch to another uid"
 	}
 	s.Namespaces = true
+	rep.Init = s.initReport()
 	if err := s.probe(ctx); err != nil {
+		rep.Init = ""
 		s.Namespaces = false
 		rep.Namespaces = err.Error()
 		if s.UID >= 0 {
@@ -229,13 +242,17 @@ func (s *Sandbox) prepare(attr *syscall.SysProcAttr) (*runCgroup, error) {
 }
 
 // argv answers what to execute for argv: the re-executed init when namespaces are on.
-func (s *Sandbox) argv(argv []string) (path string, args []string, err error) { //nolint:unparam // kept for other hosts' init paths
+func (s *Sandbox) argv(argv []string) (path string, args []string, err error) {
 	if !s.Namespaces {
 		return "", argv, nil
 	}
-	// The link, not the path it names: the sandbox user may not be able to reach the binary's
+	// A link, not the path it names: the sandbox user may not be able to reach the binary's
 	// directory (a magic link is followed without searching it).
-	return "/proc/self/exe", append([]string{initArg}, argv...), nil
+	link, err := s.initLink()
+	if err != nil {
+		return "", nil, err
+	}
+	return link, append([]string{initArg}, argv...), nil
 }
 
 // runCgroup is one run's cgroup.

@@ -45,13 +45,22 @@ func markerAlive(marker string) bool {
 }
 
 // In the sandbox the command sees its own processes only, not the caller's /proc/<pid>/environ,
-// runs as the unprivileged user on the host, and gets no capability.
+// runs as the unprivileged user on the host, and gets no capability: started by the small init
+// (converge-sandbox-init) and by the running binary re-executed as the init.
 func TestSandboxHidesTheCallersProcessesAndRunsAsAnotherUser(t *testing.T) {
 	t.Parallel()
 	s := sandbox(t)
 	if os.Geteuid() != 0 || !s.Namespaces {
 		t.Fatalf("this test needs a root caller and namespaces (the fallback is tested apart): %+v", s)
 	}
+	small := *s
+	small.Init = builtInit(t)
+	for name, sb := range map[string]*proc.Sandbox{"small init": &small, "server binary": s} {
+		t.Run(name, func(t *testing.T) { hidesTheCaller(t, sb) })
+	}
+}
+
+func hidesTheCaller(t *testing.T, s *proc.Sandbox) {
 	dir := openDir(t)
 	self := strconv.Itoa(os.Getpid())
 	res := proc.Run(t.Context(), proc.Spec{

@@ -13,7 +13,8 @@ import (
 // BenchmarkSleepWide is the floor of the verifier's parallel checks (issue 17, P6): 100 ×
 // `sleep 0.1` at 8 wide, a slot taken by the next command the moment one frees, started by bare
 // os/exec, by Run, and by Run in the sandbox this host allows (namespaces, another uid, a cgroup
-// per run). The ideal is 100 × 0.1 s / 8 = 1.25 s (13 rounds of 8 make 1.3 s the least any
+// per run), its init the test binary re-executed (proc-sandbox) or converge-sandbox-init
+// (proc-sandbox-init). The ideal is 100 × 0.1 s / 8 = 1.25 s (13 rounds of 8 make 1.3 s the least any
 // scheduler reaches); it reports the time per 100 runs over the ideal, and the mean time one run
 // takes beyond its 100 ms.
 //
@@ -21,6 +22,7 @@ import (
 func BenchmarkSleepWide(b *testing.B) {
 	sb, rep := proc.DetectSandbox(context.Background(), nobody, nobody, "converge-proc-bench")
 	b.Logf("sandbox: %s", rep)
+	initBin := builtInit(b)
 	runs := map[string]func() error{
 		"exec": func() error { return exec.Command("sleep", "0.1").Run() },
 		"proc": func() error {
@@ -28,6 +30,11 @@ func BenchmarkSleepWide(b *testing.B) {
 		},
 		"proc-sandbox": func() error {
 			return proc.Run(context.Background(), proc.Spec{Argv: []string{"sleep", "0.1"}, Env: proc.Env(nil, nil), Dir: "/", Timeout: time.Minute, Sandbox: sb}).Err
+		},
+		"proc-sandbox-init": func() error {
+			s := *sb
+			s.Init = initBin
+			return proc.Run(context.Background(), proc.Spec{Argv: []string{"sleep", "0.1"}, Env: proc.Env(nil, nil), Dir: "/", Timeout: time.Minute, Sandbox: &s}).Err
 		},
 		"ns-only": func() error {
 			s := *sb
@@ -40,7 +47,7 @@ func BenchmarkSleepWide(b *testing.B) {
 			return proc.Run(context.Background(), proc.Spec{Argv: []string{"sleep", "0.1"}, Env: proc.Env(nil, nil), Dir: "/", Timeout: time.Minute, Sandbox: &s}).Err
 		},
 	}
-	for _, name := range []string{"exec", "proc", "proc-sandbox", "ns-only", "cgroup-only"} {
+	for _, name := range []string{"exec", "proc", "proc-sandbox", "proc-sandbox-init", "ns-only", "cgroup-only"} {
 		b.Run(name, func(b *testing.B) {
 			const n, wide = 100, 8
 			ideal := time.Duration(n) * 100 * time.Millisecond / wide

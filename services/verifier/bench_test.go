@@ -3,7 +3,9 @@ package verifier_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,13 +25,23 @@ func BenchmarkVerifyParallelCommands(b *testing.B) { verifyParallel(b, nil) }
 
 // BenchmarkVerifyParallelCommandsSandboxed is the same run with the checks in the sandbox this
 // host allows (proc.DetectSandbox, as the verifier binary does by default): user, PID and mount
-// namespaces (the binary re-executed as the sandbox's init), another uid, a cgroup per check.
+// namespaces, another uid, a cgroup per check. Each check starts an init inside the namespaces:
+// small-init is the converge-sandbox-init binary shipped beside the servers (built here),
+// server-binary the running binary re-executed as the init (what a server without it does). It
+// also reports the CPU (user + system, the server and its children) per check.
 //
 //	go test -run '^$' -bench BenchmarkVerifyParallelCommandsSandboxed -benchtime 3x .
 func BenchmarkVerifyParallelCommandsSandboxed(b *testing.B) {
 	sb, rep := proc.DetectSandbox(b.Context(), 65534, 65534, "converge-verifier-bench")
 	b.Logf("sandbox: %s", rep)
-	verifyParallel(b, sb)
+	initBin := filepath.Join(b.TempDir(), proc.InitName)
+	if out, err := exec.Command("go", "build", "-o", initBin, "github.com/converge-dev/converge/platform/proc/cmd/converge-sandbox-init").CombinedOutput(); err != nil {
+		b.Fatalf("go build %s: %v\n%s", proc.InitName, err, out)
+	}
+	small := *sb
+	small.Init = initBin
+	b.Run("small-init", func(b *testing.B) { verifyParallel(b, &small) })
+	b.Run("server-binary", func(b *testing.B) { verifyParallel(b, sb) })
 }
 
 func verifyParallel(b *testing.B, sb *proc.Sandbox) {
@@ -75,6 +87,7 @@ func verifyParallel(b *testing.B, sb *proc.Sandbox) {
 	req.Parallelism = parallelism
 
 	var total time.Duration
+	cpu0 := cpuTime()
 	for b.Loop() {
 		start := time.Now()
 		res, err := bu.client.Verify(b.Context(), req)
@@ -90,4 +103,17 @@ func verifyParallel(b *testing.B, sb *proc.Sandbox) {
 	b.ReportMetric(per.Seconds(), "s/verify")
 	b.ReportMetric(per.Seconds()/ideal.Seconds(), "x-ideal")
 	b.ReportMetric(float64(checks)/per.Seconds(), "checks/s")
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N*checks)/1000, "cpu-ms/check")
+}
+
+// cpuTime is the user and system time of this process and of its children waited for.
+func cpuTime() time.Duration {
+	var total time.Duration
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(who, &ru); err == nil {
+			total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	return total
 }

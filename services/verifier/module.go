@@ -119,7 +119,7 @@ func Module() servicecmd.Module {
 				if sandboxMode == "auto" {
 					sb, rep := proc.DetectSandbox(ctx, sandboxUID, sandboxUID, "converge-verifier")
 					rt.Logger.Info("command checks run sandboxed", "uid", sb.UID, "namespaces", sb.Namespaces,
-						"cgroup", sb.CgroupParent, "isolation", rep.String())
+						"cgroup", sb.CgroupParent, "init", rep.Init, "isolation", rep.String())
 					opts = append(opts, WithSandbox(sb))
 				} else {
 					rt.Logger.Warn("command checks run unsandboxed (--sandbox=off): as the verifier's user, with access to what it can read")

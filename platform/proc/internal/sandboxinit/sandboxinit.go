@@ -1,9 +1,10 @@
-// Package sandboxinit is the init of a process started by a namespaced proc.Run: the server's own
-// binary re-executed as "converge-sandbox-init", which finishes the sandbox and executes the
-// command. It imports nothing but errors, os and syscall so that Go initialises it as early as it
-// can (packages are initialised in import-path order once their imports are): before the server's
-// protobuf registries, gRPC, CEL and SQLite, whose initialisation a check would otherwise wait for
-// on every run (issue 17, P6: 135–280 ms per check on a loaded machine).
+// Package sandboxinit is the init of a process started by a namespaced proc.Run, as
+// "converge-sandbox-init": the small binary of that name (platform/proc/cmd/converge-sandbox-init),
+// or the server's own binary re-executed when that one is not beside it. It finishes the sandbox
+// and executes the command. It imports nothing but os and syscall so that the small binary stays
+// small and, in a server binary, Go initialises it as early as it can (packages are initialised in
+// import-path order once their imports are): before the server's protobuf registries, gRPC, CEL
+// and SQLite, whose initialisation a check would otherwise wait for on every run (issue 17, P6).
 package sandboxinit
 
 import (
