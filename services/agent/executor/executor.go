@@ -260,6 +260,12 @@ func (o *options) env(passthrough []string, req Request) []string {
 	return env
 }
 
+// UsesPrompt reports whether the executor spec chooses reads Request.Prompt (an agent CLI or an
+// OpenAI-compatible model); the command executor does not, and its caller need not build one.
+func UsesPrompt(spec *commonv1.ExecutorSpec) bool {
+	return spec.GetAgentCli() != nil || spec.GetOpenai() != nil
+}
+
 // New returns the executor spec chooses; a nil spec is the command executor without
 // passthrough. It answers an error for a spec that cannot work (no executor chosen, an agent
 // CLI without argv, an openai endpoint without a usable base URL or model).

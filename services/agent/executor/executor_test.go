@@ -718,3 +718,13 @@ func requireGone(t *testing.T, pid int) {
 		return err == nil && strings.Contains(string(stat), ") Z ") // killed, waiting to be reaped
 	}, 10*time.Second, 10*time.Millisecond, "process %d still runs", pid)
 }
+
+// Only the agent CLI and the OpenAI executors read the prompt: the worker builds none for a
+// command (issue 17).
+func TestUsesPrompt(t *testing.T) {
+	t.Parallel()
+	require.False(t, executor.UsesPrompt(nil))
+	require.False(t, executor.UsesPrompt(&commonv1.ExecutorSpec{Kind: &commonv1.ExecutorSpec_Command{Command: &commonv1.CommandExecutor{}}}))
+	require.True(t, executor.UsesPrompt(&commonv1.ExecutorSpec{Kind: &commonv1.ExecutorSpec_AgentCli{AgentCli: &commonv1.AgentCliExecutor{Argv: []string{"x"}}}}))
+	require.True(t, executor.UsesPrompt(&commonv1.ExecutorSpec{Kind: &commonv1.ExecutorSpec_Openai{Openai: &commonv1.OpenAIExecutor{Model: "m"}}}))
+}

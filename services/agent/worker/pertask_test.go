@@ -3,6 +3,8 @@ package worker
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,19 +147,35 @@ func TestTaskPhasesAreMeasured(t *testing.T) {
 	}
 }
 
-// A task's scratch directory is removed beside its completion, not before it; it is gone once
-// the work is done, and so is the session's record of it.
-func TestScratchDirectoryIsRemovedAfterTheTask(t *testing.T) {
+// A task's scratch directory is emptied beside its completion, not before it, and kept in the
+// session's directory for the next task (made once, not per task: issue 17); no record per task
+// says it is in use, nothing goes to the data dir's shared scratch/, and the next task starts in
+// an empty directory.
+func TestScratchDirectoryIsEmptiedAfterTheTaskAndReused(t *testing.T) {
 	t.Parallel()
 	h := startWorker(t, nil)
-	h.sched.push(claimed(t, &commonv1.Task{Id: "r", Title: "scratch", File: "a", Command: "echo x > a"}, ""))
+	h.sched.push(claimed(t, &commonv1.Task{Id: "r", Title: "scratch", File: "a", Command: "mkdir d && echo x > d/a && pwd > ../first"}, ""))
 	c := h.complete()
 	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
-	scratch := filepath.Join(h.w.cache.Root(), "scratch")
-	held := filepath.Join(h.w.sess.dir, "worktrees")
+	scratch := filepath.Join(h.w.sess.dir, "scratch")
+	first, err := os.ReadFile(filepath.Join(scratch, "first"))
+	require.NoError(t, err)
+	dir := strings.TrimSpace(string(first))
+	require.Equal(t, scratch, filepath.Dir(dir), "the scratch directory is the session's")
 	eventually(t, 20*time.Second, func() bool {
-		dirs, _ := os.ReadDir(scratch)
-		records, _ := os.ReadDir(held)
-		return len(dirs) == 0 && len(records) == 0
-	}, "the scratch directory and its record are removed")
+		h.w.sess.scratchMu.Lock()
+		defer h.w.sess.scratchMu.Unlock()
+		return slices.Contains(h.w.sess.scratchFree, dir)
+	}, "the scratch directory is given back")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "the scratch directory was emptied")
+	records, _ := os.ReadDir(filepath.Join(h.w.sess.dir, "worktrees"))
+	require.Empty(t, records, "no record per scratch directory")
+	shared, _ := os.ReadDir(filepath.Join(h.w.cache.Root(), "scratch"))
+	require.Empty(t, shared, "nothing in the data dir's shared scratch/")
+
+	h.sched.push(claimed(t, &commonv1.Task{Id: "s", Title: "scratch again", File: "b", Command: `[ -z "$(ls -A)" ] && [ "$(pwd)" = ` + shq(dir) + ` ]`}, ""))
+	c = h.complete()
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "the next task runs in the same, empty, directory: %v", c.GetError())
 }

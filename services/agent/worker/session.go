@@ -22,7 +22,8 @@ import (
 //
 //	lock         locked (flock) while the process lives: the kernel unlocks it when it dies
 //	groups/      one file per live executor process group (proc.GroupDir)
-//	worktrees/   one file per worktree or scratch directory in use, by directory name
+//	worktrees/   one file per worktree in use, by directory name
+//	scratch/     the scratch directories of tasks without a repository (session.takeScratch)
 //	watchdog     the pid of the session's watchdog
 //	cgroup       the session's cgroup (v2) directory, when the host lets it make one: each
 //	             executor process runs in a cgroup of its own under it (executor.WithCgroupParent),
@@ -37,9 +38,9 @@ import (
 // for the next agent on the data dir, which kills what is left (if the watchdog was killed too).
 //
 // An agent starting on the data dir (cleanUpDataDir) takes every other session's lock it can: those
-// sessions are dead, so it kills the process groups they recorded and deletes their records;
-// then it sweeps every worktree and scratch directory no live session holds, keeping those with
-// unpushed commits (workspace.Cache.Sweep). A stopping agent kills its live groups and removes
+// sessions are dead, so it kills the process groups they recorded and deletes their records
+// (their scratch directories with them); then it sweeps every worktree and scratch directory of
+// <data>/scratch no live session holds, keeping those with unpushed commits (workspace.Cache.Sweep). A stopping agent kills its live groups and removes
 // its record (close).
 
 // sessionDir is where the sessions of a data dir are recorded.
@@ -60,13 +61,20 @@ type session struct {
 
 	mu     sync.Mutex
 	closed bool
+
+	// scratchMu guards the scratch directories: free ones (empty) and how many were made.
+	scratchMu   sync.Mutex
+	scratchFree []string
+	scratchMade int
 }
 
 // openSession records session id in dataDir and locks it.
 func openSession(dataDir, id string) (*session, error) {
 	dir := filepath.Join(sessionDir(dataDir), id)
-	if err := os.MkdirAll(filepath.Join(dir, "worktrees"), 0o755); err != nil {
-		return nil, fmt.Errorf("worker: session record: %w", err)
+	for _, sub := range []string{"worktrees", "scratch"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return nil, fmt.Errorf("worker: session record: %w", err)
+		}
 	}
 	lock, locked, err := tryLock(filepath.Join(dir, "lock"))
 	if err != nil {
@@ -166,6 +174,59 @@ func (s *session) release(name string) {
 	_ = os.Remove(filepath.Join(s.dir, "worktrees", name))
 }
 
+// takeScratch answers an empty scratch directory for one task: one emptied by a task before
+// (giveScratch), or a new one. They live in the session's own directory, which goes with the
+// session (close, or the next process's cleanUpDataDir once this one died): no record per task
+// says it is in use, and it is made once, not per task (a directory's creation and removal cost
+// ~1 ms of wall time on an ext4 mounted with discard, issue 17). Each is a task's alone until
+// given back, by which time every process of the task was killed.
+func (s *session) takeScratch() (*workspace.Worktree, error) {
+	s.scratchMu.Lock()
+	if n := len(s.scratchFree); n > 0 {
+		dir := s.scratchFree[n-1]
+		s.scratchFree = s.scratchFree[:n-1]
+		s.scratchMu.Unlock()
+		return &workspace.Worktree{Dir: dir, Name: filepath.Base(dir)}, nil
+	}
+	s.scratchMade++
+	name := strconv.Itoa(s.scratchMade)
+	s.scratchMu.Unlock()
+	dir := filepath.Join(s.dir, "scratch", name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("workspace: scratch %s: %w", dir, err)
+	}
+	return &workspace.Worktree{Dir: dir, Name: name}, nil
+}
+
+// giveScratch empties a scratch directory whose task is over and keeps it for the next one; one
+// that cannot be emptied is removed instead (and, failing that, left for the session's end).
+func (s *session) giveScratch(wt *workspace.Worktree) error {
+	if err := emptyDir(wt.Dir); err != nil {
+		if rerr := os.RemoveAll(wt.Dir); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return nil
+	}
+	s.scratchMu.Lock()
+	s.scratchFree = append(s.scratchFree, wt.Dir)
+	s.scratchMu.Unlock()
+	return nil
+}
+
+// emptyDir removes everything in dir, keeping dir.
+func emptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // close kills the session's live process groups and removes its record.
 func (s *session) close() int {
 	s.mu.Lock()
@@ -253,8 +314,14 @@ func (w *Worker) cleanUpDataDir(ctx context.Context) (recovered, error) {
 func (w *Worker) holdWorktree(name string) { w.sess.hold(workspace.WorktreeName(name)) }
 
 // removeWorktree removes a worktree the work is done with (kept when it has unpushed commits)
-// and forgets it.
+// and forgets it; a scratch directory is emptied for the next task (giveScratch).
 func (w *Worker) removeWorktree(ctx context.Context, wt *workspace.Worktree) {
+	if !wt.HasRepository() {
+		if err := w.sess.giveScratch(wt); err != nil {
+			w.log.Warn("scratch directory not emptied", "dir", wt.Dir, "err", err)
+		}
+		return
+	}
 	if err := wt.Remove(context.WithoutCancel(ctx)); err != nil {
 		w.log.Warn("worktree kept", "dir", wt.Dir, "err", err)
 		return

@@ -153,8 +153,9 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		switch {
 		case keep:
 		case !wt.HasRepository() && l.local == nil:
-			// A scratch directory is this task's alone and holds nothing to keep: it is removed
-			// beside the completion, not before it (Run waits for it before it returns).
+			// A scratch directory is this task's alone and holds nothing to keep: it is emptied
+			// for the next task beside the completion, not before it (Run waits for it before it
+			// returns).
 			w.background(func() { w.removeWorktree(context.WithoutCancel(ctx), wt) })
 		default:
 			w.removeWorktree(ctx, wt)
@@ -197,7 +198,10 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		}
 		l.progress(int32(20+60*(try-1)/maxTries), fmt.Sprintf("execute (try %d/%d)", try, maxTries))
 		w.recordCheckpoint(ctx, l, cp, try, in.hints)
-		text := buildPrompt(ca, in)
+		text := "" // a command reads no prompt: not built for it (issue 17: 3 % of a no-op task's CPU)
+		if executor.UsesPrompt(ca.GetOptions().GetExecutor()) {
+			text = buildPrompt(ca, in)
+		}
 		l.clock.mark(phaseWorkspace)
 		l.waitTold(ctx)
 		res, err := ex.Run(ctx, executor.Request{Dir: wt.Dir, Task: t, Prompt: text, Timeout: timeout, OutputCap: outputCap, Attempt: try})
@@ -297,11 +301,11 @@ func sharesWrites(w *Worker, wt *workspace.Worktree, output string) bool {
 // worktree makes the assignment's workspace: a worktree of the repository at the wave's base, or
 // a scratch directory when the list has no repository.
 func (w *Worker) worktree(ctx context.Context, ca *schedulerv1.ClaimedAssignment, name string) (*workspace.Worktree, error) {
-	w.holdWorktree(name) // before it exists: another process's sweep never takes it
 	repo := ca.GetRepository()
 	if repo == nil {
-		return workspace.Scratch(w.cache.Root(), name)
+		return w.sess.takeScratch()
 	}
+	w.holdWorktree(name) // before it exists: another process's sweep never takes it
 	src := repo.GetPath()
 	if src == "" {
 		src = repo.GetUrl()
