@@ -21,24 +21,45 @@ type Recorder interface {
 	Ended(pgid int)
 }
 
-// GroupDir is a Recorder that keeps one file per live process group in a directory: a process
+// GroupDir is a Recorder that keeps the live process groups on disk, in a directory: a process
 // killed with SIGKILL cannot clean up after itself, but the next one reads the directory and
-// kills what it left (KillRecorded). Each file is named after the group id and holds the
-// leader's start time (Linux: the starttime of /proc/<pid>/stat), which tells a group that still
-// runs from an unrelated process that reused the id. It is safe for concurrent use.
+// kills what it left (KillRecorded). Each group is recorded with its id and the leader's start
+// time (Linux: the starttime of /proc/<pid>/stat), which tells a group that still runs from an
+// unrelated process that reused the id. The records are lines appended to one file, LogName:
+// "+<pgid> <start time>" when a group starts, "-<pgid>" once it ended (a write to an open file,
+// where a file per group cost a file's creation and removal per process: issue 17); the live
+// groups are those started and not ended. A file named after a group id holding its start time
+// (the records of earlier versions) is read too. It is safe for concurrent use.
 type GroupDir struct {
 	dir string
 
 	mu   sync.Mutex
-	live map[int]bool
+	live map[int]string // pgid → the leader's start time
+	log  *os.File       // nil: it could not be opened (records are best effort)
+	size int64          // bytes written to log
 }
+
+// LogName is the file of a GroupDir's records in its directory.
+const LogName = "log"
+
+// compactAt is the size of the log beyond which it is rewritten with the live groups alone.
+const compactAt = 256 << 10
 
 // NewGroupDir records groups in dir, created if missing.
 func NewGroupDir(dir string) (*GroupDir, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("proc: group records: %w", err)
 	}
-	return &GroupDir{dir: dir, live: map[int]bool{}}, nil
+	g := &GroupDir{dir: dir, live: map[int]string{}}
+	f, err := os.OpenFile(filepath.Join(dir, LogName), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("proc: group records: %w", err)
+	}
+	if st, err := f.Stat(); err == nil {
+		g.size = st.Size()
+	}
+	g.log = f
+	return g, nil
 }
 
 // Dir is the directory of the records.
@@ -47,19 +68,70 @@ func (g *GroupDir) Dir() string { return g.dir }
 // Started records the group (best effort: a record that cannot be written is a group the next
 // process will not find).
 func (g *GroupDir) Started(pgid int) {
-	// The record first: a group Live answers has its record.
-	_ = os.WriteFile(filepath.Join(g.dir, strconv.Itoa(pgid)), []byte(startTime(pgid)), 0o644)
+	start := startTime(pgid)
 	g.mu.Lock()
-	g.live[pgid] = true
-	g.mu.Unlock()
+	defer g.mu.Unlock()
+	// The record first: a group Live answers has its record.
+	g.append("+" + strconv.Itoa(pgid) + " " + start + "\n")
+	g.live[pgid] = start
 }
 
 // Ended forgets the group.
 func (g *GroupDir) Ended(pgid int) {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	delete(g.live, pgid)
-	g.mu.Unlock()
-	_ = os.Remove(filepath.Join(g.dir, strconv.Itoa(pgid)))
+	g.append("-" + strconv.Itoa(pgid) + "\n")
+	if g.size >= compactAt {
+		g.compact()
+	}
+}
+
+// append writes one record line (g.mu held).
+func (g *GroupDir) append(line string) {
+	if g.log == nil {
+		return
+	}
+	n, _ := g.log.WriteString(line)
+	g.size += int64(n)
+}
+
+// compact replaces the log with the live groups' records (g.mu held): written aside, then
+// renamed over it, so that a crash leaves one or the other whole.
+func (g *GroupDir) compact() {
+	path := filepath.Join(g.dir, LogName)
+	var b strings.Builder
+	for pgid, start := range g.live {
+		fmt.Fprintf(&b, "+%d %s\n", pgid, start)
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return
+	}
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		_ = os.Remove(tmp)
+		return
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = f.Close()
+		_ = os.Remove(tmp)
+		return
+	}
+	_ = g.log.Close()
+	g.log, g.size = f, int64(b.Len())
+}
+
+// Close closes the records' file (the records stay: KillRecorded reads them).
+func (g *GroupDir) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.log == nil {
+		return nil
+	}
+	err := g.log.Close()
+	g.log = nil
+	return err
 }
 
 // Live answers the groups recorded as running.
@@ -98,20 +170,10 @@ func KillRecorded(dir string) ([]int, error) {
 	}
 	var killed []int
 	var errs []error
-	for _, e := range entries {
-		pgid, err := strconv.Atoi(e.Name())
-		if err != nil || pgid <= 1 {
-			continue // not a record
-		}
-		path := filepath.Join(dir, e.Name())
-		recorded, err := os.ReadFile(path)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if now := startTime(pgid); now != "" && strings.TrimSpace(string(recorded)) != "" && now != strings.TrimSpace(string(recorded)) {
-			_ = os.Remove(path) // the id was reused: not ours
-			continue
+	// kill kills one recorded group; false when it failed (its record must stay).
+	kill := func(pgid int, recorded string) bool {
+		if now := startTime(pgid); now != "" && recorded != "" && now != recorded {
+			return true // the id was reused: not ours
 		}
 		switch err := syscall.Kill(-pgid, syscall.SIGKILL); {
 		case err == nil:
@@ -120,6 +182,39 @@ func KillRecorded(dir string) ([]int, error) {
 			// Nothing of the group is left.
 		default:
 			errs = append(errs, fmt.Errorf("proc: kill group %d: %w", pgid, err))
+			return false
+		}
+		return true
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		if e.Name() == LogName {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			ok := true
+			for pgid, recorded := range liveInLog(string(b)) {
+				ok = kill(pgid, recorded) && ok
+			}
+			if ok {
+				if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+					errs = append(errs, err)
+				}
+			}
+			continue
+		}
+		pgid, err := strconv.Atoi(e.Name())
+		if err != nil || pgid <= 1 {
+			continue // not a record
+		}
+		recorded, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !kill(pgid, strings.TrimSpace(string(recorded))) {
 			continue
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -127,6 +222,37 @@ func KillRecorded(dir string) ([]int, error) {
 		}
 	}
 	return killed, errors.Join(errs...)
+}
+
+// liveInLog answers the groups a GroupDir's log records as started and not ended, with their
+// leaders' start times. A line cut short (the log is appended to by whole lines; a torn one can
+// only be the last) or not a record is skipped.
+func liveInLog(log string) map[int]string {
+	live := map[int]string{}
+	for line := range strings.Lines(log) {
+		if !strings.HasSuffix(line, "\n") || len(line) < 3 {
+			continue
+		}
+		fields := strings.Fields(line[1:])
+		if len(fields) == 0 {
+			continue
+		}
+		pgid, err := strconv.Atoi(fields[0])
+		if err != nil || pgid <= 1 {
+			continue
+		}
+		switch line[0] {
+		case '+':
+			start := ""
+			if len(fields) > 1 {
+				start = fields[1]
+			}
+			live[pgid] = start
+		case '-':
+			delete(live, pgid)
+		}
+	}
+	return live
 }
 
 // startTime answers the start time of process pid as /proc says (clock ticks since boot), or ""

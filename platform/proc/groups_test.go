@@ -32,9 +32,9 @@ func TestGroupDirRecordsLiveGroupsAndKillsThem(t *testing.T) {
 		return len(groups.Live()) == 1 && err == nil && strings.HasSuffix(string(b), "\n")
 	}, 10*time.Second, 5*time.Millisecond)
 	pgid := groups.Live()[0]
-	record, err := os.ReadFile(filepath.Join(records, strconv.Itoa(pgid)))
+	record, err := os.ReadFile(filepath.Join(records, proc.LogName))
 	require.NoError(t, err)
-	require.NotEmpty(t, record, "the leader's start time")
+	require.Regexp(t, "^[+]"+strconv.Itoa(pgid)+" [0-9]+\n$", string(record), "the group and its leader's start time")
 	require.Equal(t, 1, groups.KillAll())
 	var res proc.Result
 	select {
@@ -45,9 +45,42 @@ func TestGroupDirRecordsLiveGroupsAndKillsThem(t *testing.T) {
 	require.Equal(t, -1, res.ExitCode)
 	requireGone(t, readPid(t, work))
 	require.Empty(t, groups.Live())
+	record, err = os.ReadFile(filepath.Join(records, proc.LogName))
+	require.NoError(t, err)
+	require.True(t, strings.HasSuffix(string(record), "\n-"+strconv.Itoa(pgid)+"\n"), "an ended group is recorded as ended: %q", record)
+	killed, err := proc.KillRecorded(records)
+	require.NoError(t, err)
+	require.Empty(t, killed, "nothing recorded is live")
+}
+
+// The records are lines appended to one file (no file created per group, issue 17); past a size
+// the file is rewritten with the live groups alone, which KillRecorded still finds.
+func TestGroupDirLogIsCompacted(t *testing.T) {
+	t.Parallel()
+	records := filepath.Join(t.TempDir(), "groups")
+	groups, err := proc.NewGroupDir(records)
+	require.NoError(t, err)
+	leader := exec.Command("sleep", "60")
+	leader.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, leader.Start())
+	t.Cleanup(func() { _ = leader.Process.Kill(); _ = leader.Wait() })
+	groups.Started(leader.Process.Pid)
+	for i := range 30000 { // ids no process has (above the kernel's pid_max)
+		groups.Started(1<<23 + i)
+		groups.Ended(1<<23 + i)
+	}
+	st, err := os.Stat(filepath.Join(records, proc.LogName))
+	require.NoError(t, err)
+	require.Less(t, st.Size(), int64(256<<10), "the log was compacted")
+	require.Equal(t, []int{leader.Process.Pid}, groups.Live())
+	require.NoError(t, groups.Close())
+	killed, err := proc.KillRecorded(records)
+	require.NoError(t, err)
+	require.Equal(t, []int{leader.Process.Pid}, killed, "the live group's record survived the compaction")
+	_, _ = leader.Process.Wait()
 	entries, err := os.ReadDir(records)
 	require.NoError(t, err)
-	require.Empty(t, entries, "an ended group's record is removed")
+	require.Empty(t, entries, "the records are gone")
 }
 
 // KillRecorded kills what a dead caller's groups left running (a leader that died and the

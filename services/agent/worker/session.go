@@ -21,7 +21,7 @@ import (
 // keeps a record of both under <data>/sessions/<session id>/:
 //
 //	lock         locked (flock) while the process lives: the kernel unlocks it when it dies
-//	groups/      one file per live executor process group (proc.GroupDir)
+//	groups/      the executor process groups started and ended (proc.GroupDir)
 //	worktrees/   one file per worktree in use, by directory name
 //	scratch/     the scratch directories of tasks without a repository (session.takeScratch)
 //	watchdog     the pid of the session's watchdog
@@ -103,22 +103,22 @@ func openSession(dataDir, id string) (*session, error) {
 }
 
 // watchdogScript waits for end of file on its standard input (the agent is gone), then kills
-// every process group recorded in the directory $1 whose leader, if still there, started when
-// its record says (else the id was reused by an unrelated process), and every process of the
-// run cgroups under $2 (when given).
+// every process group the records in the directory $1 (proc.GroupDir's log: "+<pgid> <start>"
+// when started, "-<pgid>" when ended) leave live whose leader, if still there, started when its
+// record says (else the id was reused by an unrelated process), and every process of the run
+// cgroups under $2 (when given).
 const watchdogScript = `cat >/dev/null
-for f in "$1"/*; do
-  [ -f "$f" ] || continue
-  pg=${f##*/}
-  case $pg in ''|*[!0-9]*) continue ;; esac
-  [ "$pg" -gt 1 ] || continue
-  want=$(cat "$f" 2>/dev/null)
-  if [ -n "$want" ] && [ -r "/proc/$pg/stat" ]; then
-    now=$(sed 's/.*) //' "/proc/$pg/stat" | cut -d' ' -f20)
-    [ -z "$now" ] || [ "$now" = "$want" ] || continue
-  fi
-  kill -9 "-$pg" 2>/dev/null
-done
+if [ -f "$1/log" ]; then
+  awk '$1 ~ /^[+][0-9]+$/ { s[substr($1, 2)] = $2 } $1 ~ /^-[0-9]+$/ { delete s[substr($1, 2)] } END { for (p in s) print p, s[p] }' "$1/log" |
+  while read -r pg want; do
+    [ "$pg" -gt 1 ] 2>/dev/null || continue
+    if [ -n "$want" ] && [ -r "/proc/$pg/stat" ]; then
+      now=$(sed 's/.*) //' "/proc/$pg/stat" | cut -d' ' -f20)
+      [ -z "$now" ] || [ "$now" = "$want" ] || continue
+    fi
+    kill -9 "-$pg" 2>/dev/null
+  done
+fi
 if [ -n "$2" ]; then
   for c in "$2"/run-*; do
     [ -d "$c" ] && echo 1 > "$c/cgroup.kill" 2>/dev/null
@@ -236,6 +236,7 @@ func (s *session) close() int {
 	}
 	s.closed = true
 	n := s.groups.KillAll()
+	_ = s.groups.Close()
 	_ = proc.KillCgroups(s.cgroup)
 	_ = os.RemoveAll(s.dir)
 	if s.feed != nil {
