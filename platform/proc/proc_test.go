@@ -263,3 +263,18 @@ func requireGone(t *testing.T, pid int) {
 		return err == nil && strings.Contains(string(stat), ") Z ") // killed, waiting to be reaped
 	}, 10*time.Second, 10*time.Millisecond, "process %d still runs", pid)
 }
+
+// The shell of a Spec.Shell is looked up once per value of PATH (issue 17), not once for all:
+// another PATH finds another sh.
+func TestShellIsLookedUpPerPath(t *testing.T) {
+	bin := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "sh"), []byte("#!/bin/sh\necho fake sh\n"), 0o755))
+	first := proc.Run(t.Context(), proc.Spec{Shell: "echo real sh", Env: proc.Env(nil, nil)})
+	require.NoError(t, first.Err)
+	require.Equal(t, "real sh\n", first.Output)
+
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	fake := proc.Run(t.Context(), proc.Spec{Shell: "echo real sh", Env: proc.Env(nil, nil)})
+	require.NoError(t, fake.Err)
+	require.Equal(t, "fake sh\n", fake.Output, "the sh of the new PATH")
+}
