@@ -150,6 +150,8 @@ func TestPlanEqualsTheReferencePlannerWithManyPriorities(t *testing.T) {
 func TestPlanEqualsTheReferencePlannerOnTheBenchmarkGraph(t *testing.T) {
 	t.Parallel()
 	requireSamePlan(t, benchGraph(10_000, 100_000), 32, "benchmark graph")
+	// Waves wider than maxLateReport: their conflicts are found when the task is placed.
+	requireSamePlan(t, benchGraph(10_000, 5_000), 3*maxLateReport, "wide waves")
 }
 
 func TestPlanEqualsTheReferencePlannerOnManyWritersOfOneFile(t *testing.T) {

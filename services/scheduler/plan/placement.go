@@ -25,7 +25,118 @@ const (
 	whyAfterExclusive        // the wave before holds an exclusive task; arg: that task
 	whyMaxParallel           // the wave before is full; arg: its number of tasks
 	whyConflict              // file conflicts with the wave before
+	// file conflicts with the wave before, found when read (Result.report); arg: the number of
+	// tasks the wave before held
+	whyConflictLater
 )
+
+// maxLateReport is the most tasks a wave may hold for the conflicts with it to be found when they
+// are read: finding them again costs the wave's impacts (no sets then), so a wider wave's are
+// found when the task is placed.
+const maxLateReport = 64
+
+// hasGlob reports whether task t has a glob impact.
+func (p *packer) hasGlob(t int32) bool {
+	for _, im := range p.impactsOf(t) {
+		if im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB {
+			return true
+		}
+	}
+	return false
+}
+
+// conflictsAny reports whether task t, which has no glob, conflicts with wave rel of the level,
+// which holds none: conflictsWith without the report, stopping at the first conflict.
+func (p *packer) conflictsAny(t int32, rel int) bool {
+	w := int32(p.first + rel)
+	ims := p.impactsOf(t)
+	for i := range ims {
+		im := &ims[i]
+		readers := !im.write
+		if im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY && p.who(im.node, classUnder, w, readers) >= 0 {
+			return true
+		}
+		if p.who(im.node, classExact, w, readers) >= 0 {
+			return true
+		}
+		for a := p.dirUp[im.node]; a >= 0; a = p.dirUp[a] {
+			if p.who(a, classDir, w, readers) >= 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// report returns pl's conflicting tasks and paths (Conflicts, Paths), appending them to conflicts
+// and paths when they are found again now.
+func (r *Result) report(pl *Placement, conflicts []int, paths []string) ([]int, []string) {
+	if pl.why != whyConflictLater {
+		return r.Conflicts(pl), r.Paths(pl)
+	}
+	return r.lateReport(pl, conflicts[:0], paths[:0])
+}
+
+// lateReport finds pl's conflicts (whyConflictLater) again, appending them to conflicts and paths.
+func (r *Result) lateReport(pl *Placement, conflicts []int, paths []string) ([]int, []string) {
+	pr := r.prepared
+	wave := r.Waves[pl.prev-1][:pl.arg] // the tasks the wave before held, in placement order
+	ims := pr.impactsOf(int32(pl.Task))
+	note := func(who int32, path string) {
+		if who < 0 {
+			return
+		}
+		if len(conflicts) < maxReported && !slices.Contains(conflicts, int(who)) {
+			conflicts = append(conflicts, int(who))
+		}
+		if len(paths) < maxReported && !slices.Contains(paths, path) {
+			paths = append(paths, path)
+		}
+	}
+	// As conflictsWith, the sets' first task (first writer) being the wave's first with such an
+	// impact.
+	for i := range ims {
+		im := &ims[i]
+		writers := !im.write
+		if im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY {
+			note(pr.firstIn(wave, im.node, classUnder, writers), im.path)
+		}
+		note(pr.firstIn(wave, im.node, classExact, writers), im.path)
+		for a := pr.dirUp[im.node]; a >= 0; a = pr.dirUp[a] {
+			note(pr.firstIn(wave, a, classDir, writers), im.path)
+		}
+	}
+	return conflicts, paths
+}
+
+// firstIn returns the first task of wave (a wave without globs) that the packer would have put
+// in the set (node, class) (a writer when writers is set), or -1.
+func (pr *Prepared) firstIn(wave []Placement, node int32, class int, writers bool) int32 {
+	for i := range wave {
+		for _, x := range pr.impactsOf(int32(wave[i].Task)) {
+			if writers && !x.write {
+				continue
+			}
+			switch class {
+			case classExact:
+				if x.node == node {
+					return int32(wave[i].Task)
+				}
+			case classDir:
+				if x.node == node && x.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY {
+					return int32(wave[i].Task)
+				}
+			case classUnder:
+				for a := pr.dirUp[x.node]; a >= 0; a = pr.dirUp[a] {
+					if a == node {
+						return int32(wave[i].Task)
+					}
+				}
+			}
+		}
+	}
+	return -1
+}
 
 // placement records why task t landed in wave rel of its level.
 func (p *packer) placement(t int32, lvl, rel int) Placement {
@@ -55,6 +166,19 @@ func (p *packer) placement(t int32, lvl, rel int) Placement {
 		pl.nConflicts = 1
 		return pl
 	}
+	if len(prev.globs) == 0 && len(prev.tasks) <= maxLateReport && !p.hasGlob(t) {
+		// No glob on either side: the conflicts are found again from the plan when they are read
+		// (Result.report), from the tasks the wave before held then (the first arg of its
+		// placements). Here only whether there is one, when the wave before is full.
+		if len(prev.tasks) >= p.maxParallel && !p.conflictsAny(t, rel-1) {
+			pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_MAX_PARALLEL
+			pl.why, pl.arg = whyMaxParallel, int32(len(prev.tasks))
+			return pl
+		}
+		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT
+		pl.why, pl.arg = whyConflictLater, int32(len(prev.tasks))
+		return pl
+	}
 	if len(prev.tasks) >= p.maxParallel && !p.conflictsWith(t, rel-1, nil) {
 		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_MAX_PARALLEL
 		pl.why, pl.arg = whyMaxParallel, int32(len(prev.tasks))
@@ -81,6 +205,10 @@ func (p *packer) placement(t int32, lvl, rel int) Placement {
 // Conflicts are, for FILE_CONFLICT, the tasks of the wave before pl's that it conflicts with (at
 // most 10), nil for other reasons. The slice is the plan's: do not change it.
 func (r *Result) Conflicts(pl *Placement) []int {
+	if pl.why == whyConflictLater {
+		c, _ := r.lateReport(pl, nil, nil)
+		return c
+	}
 	if pl.nConflicts == 0 {
 		return nil
 	}
@@ -90,6 +218,10 @@ func (r *Result) Conflicts(pl *Placement) []int {
 // Paths are, for FILE_CONFLICT, pl's own paths that conflict (at most 10), nil for other
 // reasons. The slice is the plan's: do not change it.
 func (r *Result) Paths(pl *Placement) []string {
+	if pl.why == whyConflictLater {
+		_, p := r.lateReport(pl, nil, nil)
+		return p
+	}
 	if pl.nPaths == 0 {
 		return nil
 	}
@@ -98,11 +230,12 @@ func (r *Result) Paths(pl *Placement) []string {
 
 // Message says in words why pl's task landed in its wave.
 func (r *Result) Message(pl *Placement) string {
-	return string(r.appendMessage(nil, pl))
+	conflicts, paths := r.report(pl, nil, nil)
+	return string(r.appendMessage(nil, pl, conflicts, paths))
 }
 
-// appendMessage appends pl's message to b.
-func (r *Result) appendMessage(b []byte, pl *Placement) []byte {
+// appendMessage appends pl's message to b; conflicts and paths are pl's (report).
+func (r *Result) appendMessage(b []byte, pl *Placement, conflicts []int, paths []string) []byte {
 	switch pl.why {
 	case whyLevel:
 		if pl.Level == 0 {
@@ -127,16 +260,16 @@ func (r *Result) appendMessage(b []byte, pl *Placement) []byte {
 		b = strconv.AppendInt(append(b, "wave "...), int64(pl.prev), 10)
 		b = strconv.AppendInt(append(b, " already holds "...), int64(pl.arg), 10)
 		b = append(strconv.AppendInt(append(b, " tasks (max_parallel "...), int64(r.maxParallel), 10), ')')
-	case whyConflict:
+	case whyConflict, whyConflictLater:
 		b = append(b, "file conflict with "...)
-		for i, c := range r.Conflicts(pl) {
+		for i, c := range conflicts {
 			if i > 0 {
 				b = append(b, ", "...)
 			}
 			b = append(b, r.tasks[c].ID...)
 		}
 		b = append(b, " on "...)
-		for i, path := range r.Paths(pl) {
+		for i, path := range paths {
 			if i > 0 {
 				b = append(b, ", "...)
 			}

@@ -89,12 +89,14 @@ type Placement struct {
 
 // Result is a plan.
 type Result struct {
-	// Waves are the waves in order; each lists its placements in priority order.
+	// Waves are the waves in order; each lists its placements in priority order. They are the
+	// plan's: the conflicts of some placements are found from them when read.
 	Waves [][]Placement
 	// Levels is the number of dependency levels.
 	Levels int
 
-	tasks       []Task // what the messages name
+	tasks       []Task    // what the messages name
+	prepared    *Prepared // what conflicts found when read are found from
 	maxParallel int
 	conflicts   []int    // the placements' conflicting tasks
 	paths       []string // the placements' conflicting paths
@@ -185,7 +187,7 @@ func (pr *Prepared) Plan(ctx context.Context, maxParallel int, budget int64) (*R
 			return nil, p.err
 		}
 	}
-	return &Result{Waves: p.result, Levels: nLevels, tasks: tasks, maxParallel: maxParallel,
+	return &Result{Waves: p.result, Levels: nLevels, tasks: tasks, prepared: pr, maxParallel: maxParallel,
 		conflicts: p.conflicts, paths: p.paths}, nil
 }
 

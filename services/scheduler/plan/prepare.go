@@ -92,3 +92,6 @@ func Prepare(tasks []Task) *Prepared {
 
 // Tasks are the prepared tasks.
 func (pr *Prepared) Tasks() []Task { return pr.tasks }
+
+// impactsOf returns task t's impacts.
+func (pr *Prepared) impactsOf(t int32) []impact { return pr.ims[pr.off[t]:pr.off[t+1]] }

@@ -56,11 +56,14 @@ func Response(tasks []Task, r *Result, completed []string) *schedulerv1.PlanWave
 		n += len(placements)
 	}
 	var (
-		text  textArena
-		buf   []byte
-		waves = make([]schedulerv1.PlannedWave, len(r.Waves))
-		wps   = make([]schedulerv1.WavePlacement, n)
-		ptrs  = make([]*schedulerv1.WavePlacement, n)
+		text      textArena
+		buf       []byte
+		conflicts []int
+		paths     []string
+		pathArena []string // the conflicting paths found again now, for the responses to share
+		waves     = make([]schedulerv1.PlannedWave, len(r.Waves))
+		wps       = make([]schedulerv1.WavePlacement, n)
+		ptrs      = make([]*schedulerv1.WavePlacement, n)
 	)
 	for w, placements := range r.Waves {
 		wave := &waves[w]
@@ -68,15 +71,24 @@ func Response(tasks []Task, r *Result, completed []string) *schedulerv1.PlanWave
 		wave.Placements, ptrs = ptrs[:len(placements):len(placements)], ptrs[len(placements):]
 		for i := range placements {
 			pl := &placements[i]
-			buf = r.appendMessage(buf[:0], pl)
+			cs, ps := r.report(pl, conflicts, paths)
+			if pl.why == whyConflictLater {
+				conflicts, paths = cs, ps // the scratch, grown
+				if len(pathArena) < len(ps) {
+					pathArena = make([]string, max(len(ps), 4096))
+				}
+				n := copy(pathArena, ps)
+				ps, pathArena = pathArena[:n:n], pathArena[n:]
+			}
+			buf = r.appendMessage(buf[:0], pl, cs, ps)
 			wp := &wps[0]
 			wps = wps[1:]
 			wp.TaskId = tasks[pl.Task].ID
 			wp.Reason = pl.Reason
 			wp.DependencyLevel = int32(pl.Level)
-			wp.ConflictingPaths = r.Paths(pl)
+			wp.ConflictingPaths = ps
 			wp.Message = text.copy(buf)
-			for _, c := range r.Conflicts(pl) {
+			for _, c := range cs {
 				wp.ConflictingTaskIds = append(wp.ConflictingTaskIds, tasks[c].ID)
 			}
 			wave.Placements[i] = wp
