@@ -2,6 +2,7 @@ package proc_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,4 +124,42 @@ func TestSandboxInitBinaryRefusesOutsideTheSandbox(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, 126, cmd.ProcessState.ExitCode(), "output: %s", out)
 	require.True(t, strings.Contains(string(out), "not the init of a new PID namespace"), "output: %s", out)
+}
+
+// envReportInit asks the test binary, copied beside an init, to print DetectSandbox's Init.
+const envReportInit = "CONVERGE_PROC_TEST_REPORT_INIT"
+
+// A binary with converge-sandbox-init beside it (as make build and the images lay them out)
+// starts its sandboxed runs with that one, and says so: here the test binary copied into a
+// directory with the built init, asked (TestHelperReportInit) what DetectSandbox found.
+func TestSandboxInitBesideTheBinaryIsFound(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	copyFile(t, self, filepath.Join(dir, "server"))
+	copyFile(t, builtInit(t), filepath.Join(dir, proc.InitName))
+	cmd := exec.Command(filepath.Join(dir, "server"), "-test.run", "^TestHelperReportInit$")
+	cmd.Env = append(os.Environ(), envReportInit+"=1", proc.EnvSandboxInit+"=")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "init="+filepath.Join(dir, proc.InitName)+"\n")
+	require.Contains(t, string(out), "namespaces=true")
+}
+
+// TestHelperReportInit prints DetectSandbox's Init and whether a sandboxed run worked, for
+// TestSandboxInitBesideTheBinaryIsFound; it does nothing in a plain test run.
+func TestHelperReportInit(t *testing.T) {
+	if os.Getenv(envReportInit) == "" {
+		t.Skip("started by TestSandboxInitBesideTheBinaryIsFound only")
+	}
+	sb, rep := proc.DetectSandbox(t.Context(), nobody, nobody, "converge-proc-test")
+	fmt.Printf("namespaces=%v\ninit=%s\n", sb.Namespaces, rep.Init)
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(to, b, 0o755))
 }
