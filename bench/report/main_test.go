@@ -92,3 +92,21 @@ func rowOf(out, id string) string {
 	}
 	return ""
 }
+
+// TestPlanRowSaysWhatItIncludes: with the two steps of planning timed apart, P5 gives import +
+// plan (what the Scheduler pays) and the plan of an interned list, and its verdict is on both.
+func TestPlanRowSaysWhatItIncludes(t *testing.T) {
+	dir := t.TempDir()
+	line := "BenchmarkPlan100k/100k-2 5 1 ns/op 10000000 kahn-ns/op 15000000 plan-ns/op 1.5 plan/kahn 30000000 prep-ns/op 4.5 prep+plan/kahn 3767 waves 1293 levels\n"
+	if err := os.WriteFile(filepath.Join(dir, "plan.txt"), []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	write(&b, dir)
+	row := rowOf(b.String(), "P5")
+	for _, want := range []string{"import + plan 45", "plan of the interned list 15", "4.50× (plan only 1.50×)", "**not met**"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("P5 row without %q: %s", want, row)
+		}
+	}
+}
