@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 )
 
@@ -81,15 +82,23 @@ func TestTaskWithoutRepositoryAsksForNoOwnerLocksOrFence(t *testing.T) {
 
 // An assignment handed over with the previous one's completion (fused) goes on from a RUNNING
 // agent: no IDLE heartbeat between the two tasks, and the Registry is told of the second task by
-// the heartbeat loop.
+// the heartbeat loop (within HeartbeatCoalesce: the second task runs until it was).
 func TestFusedAssignmentsHeartbeatNoIdleBetween(t *testing.T) {
 	t.Parallel()
+	told := tmpFile(t, "told")
 	h := startWorker(t, nil)
+	h.reg.mu.Lock()
+	h.reg.onHeartbeat = func(req *registryv1.HeartbeatRequest) {
+		if req.GetStatus() == commonv1.AgentStatus_AGENT_STATUS_RUNNING && req.GetCurrentTaskId() == "b" {
+			_ = os.WriteFile(told, nil, 0o644)
+		}
+	}
+	h.reg.mu.Unlock()
 	h.sched.mu.Lock()
 	h.sched.fuse = true
 	h.sched.mu.Unlock()
 	h.sched.push(claimed(t, &commonv1.Task{Id: "a", Title: "first", Command: "true"}, ""))
-	h.sched.push(claimed(t, &commonv1.Task{Id: "b", Title: "second", Command: "true"}, ""))
+	h.sched.push(claimed(t, &commonv1.Task{Id: "b", Title: "second", Command: "while [ ! -f " + shq(told) + " ]; do sleep 0.01; done"}, ""))
 	for range 2 {
 		c := h.complete()
 		require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
@@ -117,6 +126,35 @@ func TestFusedAssignmentsHeartbeatNoIdleBetween(t *testing.T) {
 			t.Fatalf("an IDLE heartbeat between the fused tasks: %v", h.reg.beats())
 		}
 	}
+}
+
+// Fused tasks that follow each other within HeartbeatCoalesce are not each named to the Registry
+// (a Registry write per task, issue 17); the change of status at the end (IDLE) is sent at once.
+func TestFusedTaskHeartbeatsAreCoalesced(t *testing.T) {
+	t.Parallel()
+	h := startWorker(t, func(c *Config) { c.HeartbeatCoalesce = time.Hour }) // HeartbeatInterval's 10 s
+	h.sched.mu.Lock()
+	h.sched.fuse = true
+	h.sched.mu.Unlock()
+	ids := []string{"a", "b", "c", "d", "e", "f"}
+	for _, id := range ids {
+		h.sched.push(claimed(t, &commonv1.Task{Id: id, Title: id, Command: "true"}, ""))
+	}
+	for range ids {
+		c := h.complete()
+		require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+	}
+	eventually(t, 20*time.Second, func() bool {
+		beats := h.reg.beats()
+		return beats[len(beats)-1].GetStatus() == commonv1.AgentStatus_AGENT_STATUS_IDLE
+	}, "the Registry is told the agent is idle")
+	named := 0
+	for _, b := range h.reg.beats() {
+		if id := b.GetCurrentTaskId(); id != "" && id != "a" {
+			named++
+		}
+	}
+	require.Less(t, named, 3, "fused tasks named one heartbeat each: %v", h.reg.beats())
 }
 
 // Every phase of a task is measured in converge_agent_task_phase_seconds.

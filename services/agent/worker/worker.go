@@ -53,6 +53,13 @@ type Config struct {
 	// HeartbeatInterval is how often the worker heartbeats to the Registry, idle or working
 	// (default and at most 10 s).
 	HeartbeatInterval time.Duration
+	// HeartbeatCoalesce is how long after the last heartbeat one kicked by a change of task
+	// alone waits (an assignment claimed with the previous one's completion: RUNNING before and
+	// after): tasks that follow each other faster are named to the Registry at most once per
+	// HeartbeatCoalesce, where each used to cost a Registry write (issue 17). A change of status
+	// (IDLE, STUCK, …) is sent at once, and heartbeats still come every HeartbeatInterval
+	// (default 1 s; at most HeartbeatInterval).
+	HeartbeatCoalesce time.Duration
 	// SessionID is this process's session (boot id), sent in RegisterAgent, every Heartbeat and
 	// every ClaimTask; empty = a new random one ("s-" and 16 hex digits). A newer process
 	// registering the same instance id replaces the session: see Run.
@@ -121,8 +128,11 @@ type Worker struct {
 	// bg is the background work (removing scratch directories) Run waits for before it returns.
 	bg sync.WaitGroup
 	// hbMu orders heartbeats: each reads the state and sends it before the next reads it, so a
-	// stale IDLE never lands after the RUNNING of a claim.
-	hbMu sync.Mutex
+	// stale IDLE never lands after the RUNNING of a claim. It guards lastBeat and lastStatus,
+	// when the last heartbeat was sent and with which status.
+	hbMu       sync.Mutex
+	lastBeat   time.Time
+	lastStatus commonv1.AgentStatus
 }
 
 // Status is what GetStatus tells about the worker.
@@ -171,6 +181,10 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.HeartbeatInterval <= 0 || cfg.HeartbeatInterval > registryHeartbeat {
 		cfg.HeartbeatInterval = registryHeartbeat
 	}
+	if cfg.HeartbeatCoalesce <= 0 {
+		cfg.HeartbeatCoalesce = time.Second
+	}
+	cfg.HeartbeatCoalesce = min(cfg.HeartbeatCoalesce, cfg.HeartbeatInterval)
 	if len(cfg.Capabilities) == 0 {
 		cfg.Capabilities = DefaultCapabilities
 	}
@@ -483,7 +497,7 @@ func (w *Worker) heartbeat(ctx context.Context, st commonv1.AgentStatus, task st
 	defer w.hbMu.Unlock()
 	s := w.Snapshot()
 	if st == commonv1.AgentStatus_AGENT_STATUS_UNSPECIFIED {
-		st = s.State
+		st = sendStatus(s)
 	}
 	if task == "" && s.Task != nil {
 		task = s.Task.GetId()
@@ -491,6 +505,7 @@ func (w *Worker) heartbeat(ctx context.Context, st commonv1.AgentStatus, task st
 	if st == commonv1.AgentStatus_AGENT_STATUS_INITIALIZING {
 		st = commonv1.AgentStatus_AGENT_STATUS_RUNNING
 	}
+	w.lastBeat, w.lastStatus = time.Now(), st
 	req := &registryv1.HeartbeatRequest{InstanceId: w.cfg.InstanceID, Status: st, CurrentTaskId: task,
 		ProgressPercent: s.ProgressPercent, ErrorContext: s.LastError, SessionId: w.cfg.SessionID}
 	cctx, cancel := context.WithTimeout(ctx, registryCallTimeout)
@@ -531,6 +546,42 @@ func (w *Worker) heartbeats(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-w.beat:
+			if !w.coalesce(ctx) {
+				return
+			}
+		}
+	}
+}
+
+// sendStatus is the status a heartbeat sends for the worker's state s.
+func sendStatus(s Status) commonv1.AgentStatus {
+	if s.State == commonv1.AgentStatus_AGENT_STATUS_INITIALIZING {
+		return commonv1.AgentStatus_AGENT_STATUS_RUNNING
+	}
+	return s.State
+}
+
+// coalesce holds a kicked heartbeat that would send the status of the last one (the task
+// changed, not the status) until HeartbeatCoalesce after that one; a kick meanwhile that changes
+// the status ends the wait. It answers false once ctx ended.
+func (w *Worker) coalesce(ctx context.Context) bool {
+	for {
+		w.hbMu.Lock()
+		last, st := w.lastBeat, w.lastStatus
+		w.hbMu.Unlock()
+		wait := w.cfg.HeartbeatCoalesce - time.Since(last)
+		if wait <= 0 || sendStatus(w.Snapshot()) != st {
+			return true
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		case <-timer.C:
+			return true
+		case <-w.beat: // the state changed again: look again
+			timer.Stop()
 		}
 	}
 }
