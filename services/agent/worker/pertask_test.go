@@ -217,3 +217,27 @@ func TestScratchDirectoryIsEmptiedAfterTheTaskAndReused(t *testing.T) {
 	c = h.complete()
 	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "the next task runs in the same, empty, directory: %v", c.GetError())
 }
+
+// The project's files are read for an executor that reads a prompt, not for a command (issue 17):
+// a named convention that is missing is a warning for an agent CLI and nothing for a command.
+func TestProjectFilesAreReadOnlyForAPrompt(t *testing.T) {
+	t.Parallel()
+	h := startWorker(t, nil)
+	warned := func(spec *commonv1.ExecutorSpec, id string) bool {
+		ca := claimed(t, &commonv1.Task{Id: id, Title: id, File: "a", Command: "true"}, "")
+		ca.Options.Executor = spec
+		ca.Context = &schedulerv1.ProjectContext{Conventions: []*schedulerv1.ConventionsSource{{Path: "MISSING.md"}}}
+		h.sched.push(ca)
+		c := h.complete()
+		require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+		for _, e := range eventsOf(h.sched.events(c), commonv1.EventType_EVENT_TYPE_WARNING) {
+			if strings.Contains(e.GetMessage(), "MISSING.md") {
+				return true
+			}
+		}
+		return false
+	}
+	require.False(t, warned(nil, "command"), "a command's project files are not read")
+	cli := &commonv1.ExecutorSpec{Kind: &commonv1.ExecutorSpec_AgentCli{AgentCli: &commonv1.AgentCliExecutor{Argv: []string{"sh", "-c", "cat >/dev/null"}}}}
+	require.True(t, warned(cli, "cli"), "an agent CLI's are")
+}

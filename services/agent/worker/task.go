@@ -180,7 +180,13 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	if v := t.GetValidation().GetTimeout(); v != nil {
 		vtimeout = v.AsDuration()
 	}
-	in := primeIn{project: loadProject(wt, ca.GetContext()), gotchas: gotchas, previous: w.previousTask(a.GetExecutionId())}
+	// The project's files and the prompt are for an executor that reads a prompt: a command
+	// reads neither, and they were a tenth of a no-op task's CPU in the agent (issue 17).
+	usesPrompt := executor.UsesPrompt(ca.GetOptions().GetExecutor())
+	in := primeIn{gotchas: gotchas, previous: w.previousTask(a.GetExecutionId())}
+	if usesPrompt {
+		in.project = loadProject(wt, ca.GetContext())
+	}
 	if len(in.project.skipped) > 0 {
 		l.event(commonv1.EventType_EVENT_TYPE_WARNING, "Prime: project files not read: "+strings.Join(in.project.skipped, "; "), nil)
 	}
@@ -198,8 +204,8 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		}
 		l.progress(int32(20+60*(try-1)/maxTries), fmt.Sprintf("execute (try %d/%d)", try, maxTries))
 		w.recordCheckpoint(ctx, l, cp, try, in.hints)
-		text := "" // a command reads no prompt: not built for it (issue 17: 3 % of a no-op task's CPU)
-		if executor.UsesPrompt(ca.GetOptions().GetExecutor()) {
+		text := ""
+		if usesPrompt {
 			text = buildPrompt(ca, in)
 		}
 		l.clock.mark(phaseWorkspace)
