@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -51,6 +52,7 @@ func (s *Server) ReportProgress(ctx context.Context, req *schedulerv1.ReportProg
 			return nil // a retried report: acknowledged, no effect
 		}
 		a.LastReportSeq = req.GetReportSeq()
+		async := !ended(r.e) && startedOnly(req, a, r.tx.Now(), leaseDuration(r.e.GetOptions()))
 		if !ended(r.e) {
 			a.LeaseExpireTime = timestamppb.New(r.tx.Now().Add(leaseDuration(r.e.GetOptions())))
 		}
@@ -67,12 +69,35 @@ func (s *Server) ReportProgress(ctx context.Context, req *schedulerv1.ReportProg
 			return err
 		}
 		res.LeaseExpireTime = a.GetLeaseExpireTime()
+		if async && !r.changed {
+			r.tx.CommitAsync()
+		}
 		return r.log(agentEntries(a, req.GetEvents())...)
 	})
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	return res, nil
+}
+
+// startedOnly reports whether req only says that the task started (TASK_STARTED events, no
+// checkpoint) while the lease it extends (a's, before this report) still has at least half its
+// length (lease) to run at now: it was granted, durably, moments before. Such a report is an
+// event, not a grant: its transaction commits without waiting for durability
+// (store.ExecTx.CommitAsync), so a crash of the store loses at most the "started" event, the
+// RUNNING status and the extension (the lease keeps its granted deadline), and the next durable
+// commit of the run (the completion's) makes it durable. A renewal near expiry, a checkpoint and
+// every grant, completion and fence commit durably.
+func startedOnly(req *schedulerv1.ReportProgressRequest, a *store.Assignment, now time.Time, lease time.Duration) bool {
+	if req.GetCheckpoint() != nil || len(req.GetEvents()) == 0 {
+		return false
+	}
+	for _, ev := range req.GetEvents() {
+		if ev.GetEventType() != commonv1.EventType_EVENT_TYPE_TASK_STARTED {
+			return false
+		}
+	}
+	return a.GetLeaseExpireTime().AsTime().Sub(now) >= lease/2
 }
 
 // checkpoint stores an agent's checkpoint of assignment a.

@@ -195,6 +195,14 @@ type ExecTx interface {
 	// record of what is done, read by GetTaskList and by later executions). ErrNotFound when the
 	// list has no such task.
 	SetTaskStatus(taskID string, status commonv1.TaskStatus) error
+	// CommitAsync lets the transaction's commit return before it is durable: a crash of the
+	// store's server may then lose the whole transaction (as if it never ran), and any later
+	// durable commit makes it durable too (it comes after it in the store's log). Only for an
+	// event the run may lose: never for a grant, a completion, a lock, a fence or a lease that
+	// would otherwise run out (the Scheduler calls it for ReportProgress's TASK_STARTED report
+	// only). Postgres: SET LOCAL synchronous_commit = off; SQLite: ignored (every commit is
+	// durable).
+	CommitAsync()
 	// EnqueueConfirmation stores c (of this execution: its ExecutionID is set) in the
 	// confirmation outbox, due at once (NextAttempt = CreateTime = Now, Attempts 0); committed
 	// with the transaction or not at all. A second confirmation of the same assignment is

@@ -19,7 +19,12 @@ type TxState struct {
 	At time.Time
 	// Done is set once UpdateExecution's function has returned: the transaction is over.
 	Done bool
+	// Async is set by CommitAsync: the commit need not wait for durability.
+	Async bool
 }
+
+// CommitAsync implements [ExecTx.CommitAsync]: it sets Async, which a backend may honour.
+func (s *TxState) CommitAsync() { s.Async = true }
 
 // ID is the execution's id.
 func (s *TxState) ID() string { return s.Exec.GetId() }

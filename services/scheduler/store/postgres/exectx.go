@@ -223,6 +223,12 @@ func (t *execTx) flush(end stmt) error {
 		// no round trip of its own.
 		stmts = append(stmts, stmt{"notify", `SELECT pg_notify('` + ChangesChannel + `', $1)`, []any{t.ID()}})
 	}
+	if t.Async {
+		// Set in the commit's own batch: it only changes how that commit waits (it returns
+		// once the commit is in the WAL buffers; the WAL writer flushes it within
+		// wal_writer_delay, or the next synchronous commit does).
+		stmts = append(stmts, stmt{"asynchronous commit", "SET LOCAL synchronous_commit = off", nil})
+	}
 	stmts = append(stmts, end)
 	t.logRows, t.execRow, t.seqDirty = nil, nil, false
 	if err := t.p.flush(t.ctx, stmts); err != nil {

@@ -77,6 +77,15 @@ func TestUpdateExecutionRoundTrips(t *testing.T) {
 	}
 	require.EqualValues(t, 2, measure(store.WithAssignmentHint(ctx, "ex/t0"), report))
 	require.EqualValues(t, 3, measure(ctx, report), "without the hint the assignment is one more round trip")
+	async := func(tx store.ExecTx) error {
+		tx.CommitAsync()
+		return report(tx)
+	}
+	require.EqualValues(t, 2, measure(store.WithAssignmentHint(ctx, "ex/t0"), async),
+		"an asynchronous commit sets synchronous_commit in the commit's round trip")
+	var sync string
+	require.NoError(t, s.Pool().QueryRow(ctx, "SHOW synchronous_commit").Scan(&sync))
+	require.Equal(t, "on", sync, "only for that transaction (SET LOCAL)")
 
 	complete := func(tx store.ExecTx) error {
 		a, err := tx.Assignment("ex/t0")
