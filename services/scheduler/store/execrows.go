@@ -118,6 +118,9 @@ func detailOf[M proto.Message](m M, clear func(M)) (string, error) {
 
 // protoList is the JSON array of ms, each in protojson.
 func protoList[M proto.Message](ms []M) (string, error) {
+	if len(ms) == 0 {
+		return "[]", nil
+	}
 	raw := make([]json.RawMessage, len(ms))
 	for i, m := range ms {
 		b, err := protojson.Marshal(m)
@@ -134,6 +137,9 @@ func protoList[M proto.Message](ms []M) (string, error) {
 
 // listOf reads a JSON array written by protoList.
 func listOf[M proto.Message](text string, newM func() M) ([]M, error) {
+	if text == "[]" {
+		return nil, nil
+	}
 	var raw []json.RawMessage
 	if err := json.Unmarshal([]byte(text), &raw); err != nil {
 		return nil, err
@@ -207,20 +213,20 @@ func EncodeExecution(e *schedulerv1.Execution) (ExecutionRow, error) {
 		}
 		r.Outcome = &name
 	}
-	r.Detail, err = detailOf(e, func(c *schedulerv1.Execution) {
-		c.Id, c.TaskListId, c.RunNumber, c.TriggeredBy, c.Status, c.Outcome = "", "", 0, 0, 0, 0
-		c.TotalTasks, c.CompletedTasks, c.FailedTasks, c.SkippedTasks, c.RunningTasks = 0, 0, 0, 0, 0
-		c.CurrentWave, c.WaveCount, c.TotalAttempts = 0, 0, 0
-		c.PreviousExecutionId, c.FeatureBuildId, c.RequestId, c.LastSeq = "", "", "", 0
-		c.CreateTime, c.StartTime, c.EndTime, c.UpdateTime = nil, nil, nil, nil
-	})
+	c := proto.CloneOf(e)
+	c.Id, c.TaskListId, c.RunNumber, c.TriggeredBy, c.Status, c.Outcome = "", "", 0, 0, 0, 0
+	c.TotalTasks, c.CompletedTasks, c.FailedTasks, c.SkippedTasks, c.RunningTasks = 0, 0, 0, 0, 0
+	c.CurrentWave, c.WaveCount, c.TotalAttempts = 0, 0, 0
+	c.PreviousExecutionId, c.FeatureBuildId, c.RequestId, c.LastSeq = "", "", "", 0
+	c.CreateTime, c.StartTime, c.EndTime, c.UpdateTime = nil, nil, nil, nil
+	r.Detail, err = execDetails.encode(r.ID, c)
 	return r, err
 }
 
 // DecodeExecution builds an execution from its row: detail first, then the columns over it.
 func DecodeExecution(r ExecutionRow) (*schedulerv1.Execution, error) {
-	e := &schedulerv1.Execution{}
-	if err := unmarshal.Unmarshal([]byte(r.Detail), e); err != nil {
+	e, err := execDetails.decode(r.ID, r.Detail)
+	if err != nil {
 		return nil, fmt.Errorf("store: execution %q: detail: %w", r.ID, err)
 	}
 	e.Id, e.TaskListId, e.RunNumber = r.ID, r.TaskListID, r.RunNumber
@@ -332,18 +338,18 @@ func EncodeAssignment(a *Assignment) (AssignmentRow, error) {
 	if r.Merges, err = protoList(a.Merges); err != nil {
 		return r, fmt.Errorf("assignment %q: %w", p.GetId(), err)
 	}
-	r.Detail, err = detailOf(p, func(c *schedulerv1.Assignment) {
-		c.Id, c.Kind, c.ExecutionId, c.WaveId, c.WaveNumber, c.TaskId, c.Status = "", 0, "", "", 0, "", 0
-		c.InstanceId, c.Attempt, c.FencingToken = "", 0, 0
-		c.LeaseExpireTime, c.AssignTime, c.CompleteTime = nil, nil, nil
-	})
+	c := proto.CloneOf(p)
+	c.Id, c.Kind, c.ExecutionId, c.WaveId, c.WaveNumber, c.TaskId, c.Status = "", 0, "", "", 0, "", 0
+	c.InstanceId, c.Attempt, c.FencingToken = "", 0, 0
+	c.LeaseExpireTime, c.AssignTime, c.CompleteTime = nil, nil, nil
+	r.Detail, err = assignmentDetails.encode(r.ID, c)
 	return r, err
 }
 
 // DecodeAssignment builds an assignment from its row.
 func DecodeAssignment(r AssignmentRow) (*Assignment, error) {
-	p := &schedulerv1.Assignment{}
-	if err := unmarshal.Unmarshal([]byte(r.Detail), p); err != nil {
+	p, err := assignmentDetails.decode(r.ID, r.Detail)
+	if err != nil {
 		return nil, fmt.Errorf("store: assignment %q: detail: %w", r.ID, err)
 	}
 	kind, err := enumNumber(schedulerv1.AssignmentKind(0).Descriptor(), assignmentKindPrefix, r.Kind)
@@ -392,13 +398,9 @@ func EncodeLogEntry(e *commonv1.LogEntry) (LogRow, error) {
 		return r, fmt.Errorf("log entry: %w", err)
 	}
 	if e.GetContext() != nil {
-		b, err := protojson.Marshal(e.GetContext())
+		text, err := structJSON(e.GetContext())
 		if err != nil {
 			return r, fmt.Errorf("store: log entry: context: %w", err)
-		}
-		text := string(b)
-		if text == "" {
-			text = "{}"
 		}
 		r.Context = &text
 	}

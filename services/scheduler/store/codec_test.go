@@ -1,0 +1,139 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+)
+
+// protojsonCompact is protojson's text of s without the spaces it adds at random.
+func protojsonCompact(t testing.TB, s *structpb.Struct) (string, error) {
+	b, err := protojson.Marshal(s)
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		t.Fatalf("compact %s: %v", b, err)
+	}
+	if out.Len() == 0 {
+		return "{}", nil
+	}
+	return out.String(), nil
+}
+
+func checkStructJSON(t testing.TB, s *structpb.Struct) {
+	want, werr := protojsonCompact(t, s)
+	got, gerr := structJSON(s)
+	if (werr == nil) != (gerr == nil) {
+		t.Fatalf("structJSON(%v) error %v, protojson's %v", s, gerr, werr)
+	}
+	if werr == nil && got != want {
+		t.Fatalf("structJSON(%v)\n got %s\nwant %s", s, got, want)
+	}
+}
+
+// TestStructJSONIsProtojson: a log context is written with the bytes protojson writes (but for
+// its random spaces), and refused where protojson refuses it.
+func TestStructJSONIsProtojson(t *testing.T) {
+	nested, _ := structpb.NewStruct(map[string]any{
+		"attempt": 3.0, "error": map[string]any{"code": "TIMEOUT", "empty": map[string]any{}},
+		"ok": false, "yes": true, "none": nil, "files": []any{"a", "b", 1.5, []any{}, map[string]any{"z": 1.0}},
+		"quote\"back\\slash": "tab\tnl\nret\rbs\bff\fnul\x00ctl\x1f<>&\u2028é😀\ufffd",
+		"numbers":            []any{0.0, math.Copysign(0, -1), 1e-6, 9.99e-7, 1e20, 1e21, 123456789.123, -2.5e-300, 1.7976931348623157e308, 5e-324},
+	})
+	cases := []*structpb.Struct{
+		{},
+		{Fields: map[string]*structpb.Value{}},
+		nested,
+		{Fields: map[string]*structpb.Value{"b": structpb.NewNumberValue(2), "a": structpb.NewStringValue(""), "": structpb.NewNullValue()}},
+		// Refused by protojson, so by structJSON.
+		{Fields: map[string]*structpb.Value{"nan": structpb.NewNumberValue(math.NaN())}},
+		{Fields: map[string]*structpb.Value{"inf": structpb.NewNumberValue(math.Inf(-1))}},
+		{Fields: map[string]*structpb.Value{"bad": structpb.NewStringValue("\xff")}},
+		{Fields: map[string]*structpb.Value{"\xfe": structpb.NewBoolValue(true)}},
+		{Fields: map[string]*structpb.Value{"nokind": {}}},
+	}
+	for _, s := range cases {
+		checkStructJSON(t, s)
+	}
+}
+
+func FuzzStructJSONIsProtojson(f *testing.F) {
+	f.Add(`{"a":1,"b":[true,null,"x\u0001"],"c":{"d":1e-7}}`)
+	f.Add(`{"":"\u2028é","z":-0.0000012,"y":1e300}`)
+	f.Fuzz(func(t *testing.T, text string) {
+		s := &structpb.Struct{}
+		if err := protojson.Unmarshal([]byte(text), s); err != nil {
+			return
+		}
+		checkStructJSON(t, s)
+	})
+}
+
+// TestExecutionDetailMemo: the second read of the same detail text is a clone of the memo's
+// message (not decoded again, not shared with the first reader), a different text is decoded,
+// and a write of an unchanged detail reuses the text protojson wrote for it.
+func TestExecutionDetailMemo(t *testing.T) {
+	m := newDetailMemo[*schedulerv1.Execution]()
+	e := &schedulerv1.Execution{BaseCommit: "abc", RunBranch: "run/1", StatusMessage: "x"}
+	text, err := m.encode("e1", proto.CloneOf(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := protojson.Marshal(e); text != string(want) {
+		t.Fatalf("encode = %s, want protojson's %s", text, want)
+	}
+	first, err := m.decode("e1", text)
+	if err != nil || !proto.Equal(first, e) {
+		t.Fatalf("decode = %v, %v; want %v", first, err, e)
+	}
+	first.BaseCommit = "changed by its reader"
+	second, err := m.decode("e1", text)
+	if err != nil || !proto.Equal(second, e) {
+		t.Fatalf("decode after a reader's change = %v, %v; want %v", second, err, e)
+	}
+	if m.m["e1"].detail == second || m.m["e1"].detail == first {
+		t.Fatal("decode handed out the memo's own message")
+	}
+	// Another writer's text (another process, another replica).
+	other := `{"baseCommit":"def"}`
+	third, err := m.decode("e1", other)
+	if err != nil || third.GetBaseCommit() != "def" || third.GetRunBranch() != "" {
+		t.Fatalf("decode of another text = %v, %v", third, err)
+	}
+	// Not this process's encoding: a write of the same detail is encoded again.
+	if m.m["e1"].ours {
+		t.Fatal("a text read is taken for this process's encoding")
+	}
+	again, err := m.encode("e1", &schedulerv1.Execution{BaseCommit: "def"})
+	if want, _ := protojson.Marshal(&schedulerv1.Execution{BaseCommit: "def"}); err != nil || again != string(want) {
+		t.Fatalf("encode = %s, %v; want %s", again, err, want)
+	}
+	if !m.m["e1"].ours {
+		t.Fatal("the memo does not keep its own encoding")
+	}
+	// A changed detail is encoded again.
+	changed := &schedulerv1.Execution{BaseCommit: "def", CreateTime: timestamppb.Now()}
+	changedText, err := m.encode("e1", proto.CloneOf(changed))
+	if want, _ := protojson.Marshal(changed); err != nil || changedText != string(want) {
+		t.Fatalf("encode of a changed detail = %s, %v; want %s", changedText, err, want)
+	}
+	// Bounded.
+	for i := range 3 * detailMemoSize {
+		if _, err := m.decode(string(rune('a'+i%26))+string(rune(i)), "{}"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(m.m) > detailMemoSize {
+		t.Fatalf("memo holds %d entries, more than %d", len(m.m), detailMemoSize)
+	}
+}

@@ -1,0 +1,119 @@
+package store
+
+import (
+	"fmt"
+	"sync"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+)
+
+// Every transaction of an execution reads its row and most write it back (PutExecution), so the
+// detail JSON of the same execution was protojson-decoded and re-encoded on every claim, report and
+// completion, although it rarely changes (options, repository, verification, sign-offs). The memo
+// keeps, per execution, the last detail text and the message it decodes to:
+//
+//   - a read whose detail text is the memo's is a clone of the memo's message, no decoding. The
+//     text itself is the key, so a write by another process or replica (a different text) is a
+//     miss, and the memo is never the truth: the row is read in the transaction as before, the
+//     memo only saves decoding the same bytes again. A crash loses nothing it does not rebuild.
+//   - a write whose detail (the fields not in columns) equals the memo's message reuses the memo's
+//     text, when that text is this process's own protojson encoding of the message: the bytes
+//     written are the bytes protojson would have produced.
+var execDetails = newDetailMemo[*schedulerv1.Execution]()
+
+// assignmentDetails is the same memo for assignments' detail JSON (by assignment id): a claim, a
+// report and a completion each read and write the assignment's row.
+var assignmentDetails = newDetailMemo[*schedulerv1.Assignment]()
+
+// detailMemoSize bounds a memo: the executions (assignments) in flight at once, with room to
+// spare.
+const detailMemoSize = 256
+
+type detailMemo[M proto.Message] struct {
+	mu sync.Mutex
+	m  map[string]detailEntry[M] // by the row's id
+}
+
+type detailEntry[M proto.Message] struct {
+	text   string
+	detail M    // text decoded; never handed out (callers get clones)
+	ours   bool // text is protojson.Marshal(detail) in this process
+}
+
+func newDetailMemo[M proto.Message]() *detailMemo[M] {
+	return &detailMemo[M]{m: map[string]detailEntry[M]{}}
+}
+
+func (d *detailMemo[M]) put(id string, e detailEntry[M]) {
+	if _, ok := d.m[id]; !ok && len(d.m) >= detailMemoSize {
+		for k := range d.m { // evict any one
+			delete(d.m, k)
+			break
+		}
+	}
+	d.m[id] = e
+}
+
+// decode is the message that detail text decodes to (a new message the caller owns).
+func (d *detailMemo[M]) decode(id, text string) (M, error) {
+	if id == "" {
+		return decodeDetail[M](text)
+	}
+	d.mu.Lock()
+	if e, ok := d.m[id]; ok && e.text == text {
+		c := proto.CloneOf(e.detail)
+		d.mu.Unlock()
+		return c, nil
+	}
+	d.mu.Unlock()
+	e, err := decodeDetail[M](text)
+	if err != nil {
+		return e, err
+	}
+	d.mu.Lock()
+	d.put(id, detailEntry[M]{text: text, detail: proto.CloneOf(e)})
+	d.mu.Unlock()
+	return e, nil
+}
+
+// encode is the detail text of c, a message holding only its detail fields, which the memo keeps
+// (the caller must not change it afterwards).
+func (d *detailMemo[M]) encode(id string, c M) (string, error) {
+	if id != "" {
+		d.mu.Lock()
+		e, ok := d.m[id]
+		d.mu.Unlock()
+		if ok && e.ours && proto.Equal(e.detail, c) {
+			return e.text, nil
+		}
+	}
+	b, err := protojson.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("store: encode %s: %w", c.ProtoReflect().Descriptor().Name(), err)
+	}
+	text := string(b)
+	if text == "" {
+		text = "{}"
+	}
+	if id != "" {
+		d.mu.Lock()
+		d.put(id, detailEntry[M]{text: text, detail: c, ours: true})
+		d.mu.Unlock()
+	}
+	return text, nil
+}
+
+func decodeDetail[M proto.Message](text string) (M, error) {
+	var zero M
+	e := zero.ProtoReflect().Type().New().Interface().(M)
+	if text == "{}" {
+		return e, nil
+	}
+	if err := unmarshal.Unmarshal([]byte(text), e); err != nil {
+		return zero, err
+	}
+	return e, nil
+}
