@@ -57,6 +57,8 @@ type execTx struct {
 	// statement; storedSeq is the execution row's last_seq as written in this transaction.
 	logRows   []store.LogRow
 	storedSeq int64
+	// stored are the assignment rows read or written in this transaction, as they are in it.
+	stored map[string]assignmentValues
 }
 
 // flushLog stores the entries Append numbered and the execution's last_seq, if PutExecution
@@ -155,7 +157,7 @@ func (t *execTx) Assignment(id string) (*store.Assignment, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	a, err := scanAssignment(t.tx.QueryRowContext(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
+	a, err := t.scanAssignment(t.tx.QueryRowContext(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
 		WHERE a.assignment_id = ? AND a.execution_id = ?`, id, t.ID()))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("assignment %q of execution %q: %w", id, t.ID(), store.ErrNotFound)
@@ -206,7 +208,7 @@ func (t *execTx) NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKin
 	if len(picks) == 2 {
 		pick = "COALESCE(" + picks[0] + ", " + picks[1] + ")"
 	}
-	a, err := scanAssignment(t.tx.QueryRowContext(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
+	a, err := t.scanAssignment(t.tx.QueryRowContext(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
 		WHERE a.assignment_id = `+pick, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -224,7 +226,7 @@ func (t *execTx) NextEager(currentWave int32, limit int) ([]*store.Assignment, e
 	rows, err := t.tx.QueryContext(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a INDEXED BY wave_task_assignments_eager_idx
 		WHERE a.execution_id = ? AND a.status = 'pending' AND a.ready_wave IS NOT NULL AND a.ready_wave <= ? AND a.wave_number > ? AND a.unmet_deps = 0
 		ORDER BY a.wave_number, a.position, a.assignment_id LIMIT ?`, t.ID(), currentWave, currentWave, limit)
-	list, err := collect(rows, err, scanAssignment)
+	list, err := collect(rows, err, t.scanAssignment)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: eager assignments of %q: %w", t.ID(), err)
 	}
@@ -264,21 +266,39 @@ func (t *execTx) PutAssignment(a *store.Assignment) error {
 	if err != nil {
 		return err
 	}
-	res, err := t.tx.ExecContext(t.ctx, `UPDATE wave_task_assignments SET status = ?, instance_id = ?,
-		attempt = ?, fencing_token = ?, lease_expires_at = ?, assigned_at = ?, completed_at = ?,
-		last_report_seq = ?, position = ?, final_integration = ?, previous_errors = ?,
-		merges = ?, detail = ?, updated_at = ?, session_id = ?
-		WHERE assignment_id = ? AND execution_id = ?`,
-		r.Status, r.InstanceID, r.Attempt, r.FencingToken, nts(r.LeaseExpireTime), nts(r.AssignTime),
-		nts(r.CompleteTime), r.LastReportSeq, r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail,
-		ts(t.At), r.SessionID, r.ID, t.ID())
+	values := assignmentValuesOf(r)
+	var stored *assignmentValues
+	if v, ok := t.stored[r.ID]; ok {
+		stored = &v
+	}
+	query, args := assignmentUpdate(stored, values, ts(t.At), r.ID, t.ID())
+	res, err := t.tx.ExecContext(t.ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("scheduler store: put assignment %q: %w", r.ID, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return errors.Join(fmt.Errorf("assignment %q of execution %q: %w", r.ID, t.ID(), store.ErrNotFound), err)
 	}
+	t.remember(r.ID, values)
 	return nil
+}
+
+// remember keeps the values of an assignment row as the transaction has it (see PutAssignment).
+func (t *execTx) remember(id string, values assignmentValues) {
+	if t.stored == nil {
+		t.stored = map[string]assignmentValues{}
+	}
+	t.stored[id] = values
+}
+
+// scanAssignment reads an assignment row and remembers it.
+func (t *execTx) scanAssignment(row scanner) (*store.Assignment, error) {
+	r, a, err := scanAssignmentRow(row)
+	if err != nil {
+		return nil, err
+	}
+	t.remember(r.ID, assignmentValuesOf(r))
+	return a, nil
 }
 
 func (t *execTx) Append(entries ...*commonv1.LogEntry) error {

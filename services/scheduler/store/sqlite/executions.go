@@ -116,14 +116,20 @@ func scanWave(row scanner) (*schedulerv1.Wave, error) {
 }
 
 func scanAssignment(row scanner) (*store.Assignment, error) {
+	_, a, err := scanAssignmentRow(row)
+	return a, err
+}
+
+func scanAssignmentRow(row scanner) (store.AssignmentRow, *store.Assignment, error) {
 	var r store.AssignmentRow
 	if err := row.Scan(&r.ID, &r.ExecutionID, &r.WaveID, &r.WaveNumber, &r.Kind, &r.TaskKey,
 		&r.Status, &r.InstanceID, &r.Attempt, &r.FencingToken, nullTimeCol{&r.LeaseExpireTime},
 		nullTimeCol{&r.AssignTime}, nullTimeCol{&r.CompleteTime}, &r.LastReportSeq, &r.Position,
 		&r.FinalIntegration, &r.PreviousErrors, &r.Merges, &r.Detail, &r.SessionID, &r.ReadyWave, &r.UnmetDeps); err != nil {
-		return nil, err
+		return r, nil, err
 	}
-	return store.DecodeAssignment(r)
+	a, err := store.DecodeAssignment(r)
+	return r, a, err
 }
 
 // collect reads every row of rows with scan.

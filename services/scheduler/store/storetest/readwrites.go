@@ -77,6 +77,7 @@ func testExecutionReadsSeeWrites(t *testing.T, newStore func(t *testing.T) store
 		require.NoError(t, err)
 		require.EqualValues(t, 4, a.GetFencingToken())
 		require.Equal(t, asPending, a.GetStatus())
+		require.Empty(t, a.GetInstanceId(), "a write back to a value read earlier in the transaction")
 		w, err := tx.Wave(1)
 		require.NoError(t, err)
 		require.EqualValues(t, 4, w.GetActiveAgents())

@@ -1,0 +1,52 @@
+package sqlite
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/converge-dev/converge/services/scheduler/store"
+)
+
+// TestAssignmentUpdateNamesChangedColumns: an assignment the transaction has read is updated in
+// the columns that changed (and updated_at) only; one it has not read, in all of them.
+func TestAssignmentUpdateNamesChangedColumns(t *testing.T) {
+	holder, detail := "agent-1", `{"progressMessage":"x"}`
+	before := store.AssignmentRow{ID: "a1", Status: "assigned", InstanceID: &holder, Attempt: 1, FencingToken: 7,
+		Position: 3, PreviousErrors: "[]", Merges: "[]", Detail: "{}"}
+	after := before
+	after.Status, after.Detail = "running", detail
+	stored := assignmentValuesOf(before)
+
+	query, args := assignmentUpdate(&stored, assignmentValuesOf(after), "now", "a1", "e1")
+	want := "UPDATE wave_task_assignments SET status = ?, detail = ?, updated_at = ? WHERE assignment_id = ? AND execution_id = ?"
+	if query != want || !slices.Equal(args, []any{"running", detail, "now", "a1", "e1"}) {
+		t.Fatalf("update after a read =\n%s %v\nwant\n%s", query, args, want)
+	}
+
+	query, args = assignmentUpdate(nil, assignmentValuesOf(after), "now", "a1", "e1")
+	for _, c := range assignmentSet {
+		if !contains(query, c+" = ?") {
+			t.Fatalf("update of a row not read leaves out %s: %s", c, query)
+		}
+	}
+	if len(args) != len(assignmentSet)+3 || args[1] != holder {
+		t.Fatalf("update of a row not read: args %v", args)
+	}
+
+	// A nil pointer column and its value differ; equal values given through different pointers
+	// do not.
+	other := holder
+	same := before
+	same.InstanceID = &other
+	if query, _ := assignmentUpdate(&stored, assignmentValuesOf(same), "now", "a1", "e1"); contains(query, "instance_id") {
+		t.Fatalf("an unchanged holder is written: %s", query)
+	}
+	released := before
+	released.InstanceID = nil
+	if query, _ := assignmentUpdate(&stored, assignmentValuesOf(released), "now", "a1", "e1"); !contains(query, "instance_id = ?") {
+		t.Fatalf("a released holder is not written: %s", query)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
