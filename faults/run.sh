@@ -21,6 +21,8 @@ if [ -z "$bin" ]; then
 	for s in scheduler registry knowledge verifier agent; do
 		go build -C "../services/$s" -o "$bin/converge-$s" "./cmd/converge-$s"
 	done
+	# The sandbox's init beside them, as make build and the images ship it.
+	go build -C ../platform -o "$bin/converge-sandbox-init" ./proc/cmd/converge-sandbox-init
 fi
 timeout=20m
 [ "$mode" = full ] && timeout=90m
