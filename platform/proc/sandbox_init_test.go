@@ -23,6 +23,15 @@ var smallInit struct {
 	err  error
 }
 
+// TestMain removes the init builtInit built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if smallInit.path != "" {
+		_ = os.RemoveAll(filepath.Dir(smallInit.path))
+	}
+	os.Exit(code)
+}
+
 // builtInit answers converge-sandbox-init built once for the tests, in a directory the sandbox
 // user cannot search (mode 0700, root's): the run reaches it through its descriptor only.
 func builtInit(t testing.TB) string {
