@@ -258,9 +258,24 @@ func liveInLog(log string) map[int]string {
 // startTime answers the start time of process pid as /proc says (clock ticks since boot), or ""
 // when it cannot tell (no such process, or no /proc).
 func startTime(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	// One open, read and close (os.ReadFile also stats the file and reads to EOF: this runs for
+	// every process a task starts, issue 17); a line longer than the buffer is read whole.
+	var buf [1024]byte
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return ""
+	}
+	n, err := syscall.Read(fd, buf[:])
+	_ = syscall.Close(fd)
+	if err != nil || n <= 0 {
+		return ""
+	}
+	b := buf[:n]
+	if n == len(buf) {
+		if b, err = os.ReadFile(path); err != nil {
+			return ""
+		}
 	}
 	// The command name (field 2) is in parentheses and may hold spaces: fields count from the
 	// last ')'. starttime is field 22, the 20th after it.
