@@ -6,7 +6,8 @@ import (
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
-// PutAssignment writes only the columns that changed since the transaction read the row. SQLite
+// PutAssignment (and PutExecution) write only the columns that changed since the transaction
+// read the row. SQLite
 // maintains an index, and checks a CHECK constraint, when the UPDATE names one of its columns,
 // whether or not the value changes: an UPDATE of all fourteen columns kept every index of the
 // assignment table (ten) and parsed its three JSON columns for their checks on each claim, report
@@ -36,17 +37,46 @@ func nstr(s *string) any {
 // assignmentUpdate is the UPDATE of assignment id of execution to values at updatedAt, with
 // only the columns that differ from stored (all when stored is nil), and its arguments.
 func assignmentUpdate(stored *assignmentValues, values assignmentValues, updatedAt, id, execution string) (string, []any) {
+	var old []any
+	if stored != nil {
+		old = stored[:]
+	}
+	return changedUpdate("wave_task_assignments", assignmentSet[:], old, values[:],
+		"updated_at = ? WHERE assignment_id = ? AND execution_id = ?", updatedAt, id, execution)
+}
+
+// changedUpdate is an UPDATE of table setting the columns whose values differ from stored (all
+// when stored is nil), then tail (the rest of the SET list and the WHERE clause), and its
+// arguments.
+func changedUpdate(table string, columns []string, stored, values []any, tail string, tailArgs ...any) (string, []any) {
 	var b strings.Builder
-	args := make([]any, 0, len(values)+3)
-	b.WriteString("UPDATE wave_task_assignments SET ")
+	args := make([]any, 0, len(values)+len(tailArgs))
+	b.WriteString("UPDATE ")
+	b.WriteString(table)
+	b.WriteString(" SET ")
 	for i, v := range values {
 		if stored != nil && stored[i] == v {
 			continue
 		}
-		b.WriteString(assignmentSet[i])
+		b.WriteString(columns[i])
 		b.WriteString(" = ?, ")
 		args = append(args, v)
 	}
-	b.WriteString("updated_at = ? WHERE assignment_id = ? AND execution_id = ?")
-	return b.String(), append(args, updatedAt, id, execution)
+	b.WriteString(tail)
+	return b.String(), append(args, tailArgs...)
+}
+
+// executionSet are the columns PutExecution writes, besides updated_at.
+var executionSet = [...]string{"status", "outcome", "triggered_by", "previous_execution_id", "feature_build_id",
+	"total_tasks", "completed_tasks", "failed_tasks", "skipped_tasks", "running_tasks", "current_wave",
+	"wave_count", "total_attempts", "detail", "started_at", "completed_at", "last_seq"}
+
+// executionValues are r's values of executionSet, comparable with ==.
+type executionValues [len(executionSet)]any
+
+func executionValuesOf(r store.ExecutionRow) executionValues {
+	return executionValues{r.Status, nstr(r.Outcome), r.TriggeredBy, nstr(r.PreviousExecutionID),
+		nstr(r.FeatureBuildID), r.TotalTasks, r.CompletedTasks, r.FailedTasks, r.SkippedTasks,
+		r.RunningTasks, r.CurrentWave, r.WaveCount, r.TotalAttempts, r.Detail, nts(r.StartTime),
+		nts(r.EndTime), r.LastSeq}
 }

@@ -50,3 +50,19 @@ func TestAssignmentUpdateNamesChangedColumns(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestExecutionUpdateNamesChangedColumns: a completion's update of the execution row names its
+// counters, not its detail (whose JSON check SQLite would run again) nor its unchanged columns.
+func TestExecutionUpdateNamesChangedColumns(t *testing.T) {
+	before := store.ExecutionRow{ID: "e1", Status: "running", TriggeredBy: "user", TotalTasks: 3,
+		CompletedTasks: 1, RunningTasks: 2, WaveCount: 1, CurrentWave: 1, LastSeq: 4, Detail: `{"baseCommit":"abc"}`}
+	after := before
+	after.CompletedTasks, after.RunningTasks, after.LastSeq = 2, 1, 6
+	stored, values := executionValuesOf(before), executionValuesOf(after)
+	query, args := changedUpdate("task_list_execution_runs", executionSet[:], stored[:], values[:],
+		"updated_at = ? WHERE execution_id = ?", "now", "e1")
+	want := "UPDATE task_list_execution_runs SET completed_tasks = ?, running_tasks = ?, last_seq = ?, updated_at = ? WHERE execution_id = ?"
+	if query != want || !slices.Equal(args, []any{int32(2), int32(1), int64(6), "now", "e1"}) {
+		t.Fatalf("update =\n%s %v\nwant\n%s", query, args, want)
+	}
+}

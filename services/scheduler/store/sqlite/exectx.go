@@ -25,7 +25,7 @@ func (s *Store) UpdateExecution(ctx context.Context, id string, fn func(tx store
 		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	e, err := scanExecution(tx.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM task_list_execution_runs r
+	row, e, err := scanExecutionRow(tx.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM task_list_execution_runs r
 		WHERE r.execution_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("execution %q: %w", id, store.ErrNotFound)
@@ -33,7 +33,8 @@ func (s *Store) UpdateExecution(ctx context.Context, id string, fn func(tx store
 	if err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
 	}
-	etx := &execTx{ctx: ctx, tx: tx, TxState: store.TxState{Exec: e, At: now()}, storedSeq: e.GetLastSeq()}
+	etx := &execTx{ctx: ctx, tx: tx, TxState: store.TxState{Exec: e, At: now()}, storedSeq: e.GetLastSeq(),
+		storedExec: executionValuesOf(row)}
 	err = fn(etx)
 	etx.Done = true
 	if err != nil {
@@ -57,8 +58,10 @@ type execTx struct {
 	// statement; storedSeq is the execution row's last_seq as written in this transaction.
 	logRows   []store.LogRow
 	storedSeq int64
-	// stored are the assignment rows read or written in this transaction, as they are in it.
-	stored map[string]assignmentValues
+	// stored are the assignment rows read or written in this transaction, as they are in it;
+	// storedExec is the execution's row (but for last_seq, see storedSeq).
+	stored     map[string]assignmentValues
+	storedExec executionValues
 }
 
 // flushLog stores the entries Append numbered and the execution's last_seq, if PutExecution
@@ -85,17 +88,15 @@ func (t *execTx) PutExecution(e *schedulerv1.Execution) error {
 	if err != nil {
 		return err
 	}
-	if _, err := t.tx.ExecContext(t.ctx, `UPDATE task_list_execution_runs SET status = ?, outcome = ?,
-		triggered_by = ?, previous_execution_id = ?, feature_build_id = ?, total_tasks = ?,
-		completed_tasks = ?, failed_tasks = ?, skipped_tasks = ?, running_tasks = ?,
-		current_wave = ?, wave_count = ?, total_attempts = ?, detail = ?,
-		started_at = ?, completed_at = ?, updated_at = ?, last_seq = ? WHERE execution_id = ?`,
-		r.Status, r.Outcome, r.TriggeredBy, r.PreviousExecutionID, r.FeatureBuildID, r.TotalTasks,
-		r.CompletedTasks, r.FailedTasks, r.SkippedTasks, r.RunningTasks, r.CurrentWave, r.WaveCount,
-		r.TotalAttempts, r.Detail, nts(r.StartTime), nts(r.EndTime), ts(t.At), r.LastSeq, r.ID); err != nil {
+	values := executionValuesOf(r)
+	stored := t.storedExec
+	stored[len(stored)-1] = t.storedSeq // last_seq as flushLog may have written it
+	query, args := changedUpdate("task_list_execution_runs", executionSet[:], stored[:], values[:],
+		"updated_at = ? WHERE execution_id = ?", ts(t.At), r.ID)
+	if _, err := t.tx.ExecContext(t.ctx, query, args...); err != nil {
 		return fmt.Errorf("scheduler store: put execution %q: %w", t.ID(), err)
 	}
-	t.storedSeq = r.LastSeq
+	t.storedSeq, t.storedExec = r.LastSeq, values
 	if t.Exec, err = store.DecodeExecution(r); err != nil {
 		return err
 	}

@@ -94,15 +94,21 @@ func nts(t *time.Time) any {
 }
 
 func scanExecution(row scanner) (*schedulerv1.Execution, error) {
+	_, e, err := scanExecutionRow(row)
+	return e, err
+}
+
+func scanExecutionRow(row scanner) (store.ExecutionRow, *schedulerv1.Execution, error) {
 	var r store.ExecutionRow
 	if err := row.Scan(&r.ID, &r.TaskListID, &r.RunNumber, &r.Status, &r.Outcome, &r.TriggeredBy,
 		&r.RequestID, &r.PreviousExecutionID, &r.FeatureBuildID, &r.TotalTasks, &r.CompletedTasks,
 		&r.FailedTasks, &r.SkippedTasks, &r.RunningTasks, &r.CurrentWave, &r.WaveCount, &r.TotalAttempts,
 		&r.LastSeq, &r.Detail, timeCol{&r.CreateTime}, timeCol{&r.UpdateTime}, nullTimeCol{&r.StartTime},
 		nullTimeCol{&r.EndTime}); err != nil {
-		return nil, err
+		return r, nil, err
 	}
-	return store.DecodeExecution(r)
+	e, err := store.DecodeExecution(r)
+	return r, e, err
 }
 
 func scanWave(row scanner) (*schedulerv1.Wave, error) {
