@@ -46,7 +46,7 @@ func (r *runner) startWave(n int32) error {
 	if err := r.skipDependentsOfFailed(n, w); err != nil {
 		return err
 	}
-	if err := r.tx.PutWave(w); err != nil {
+	if err := r.putWave(w); err != nil {
 		return err
 	}
 	return r.barrier(w)
@@ -153,7 +153,7 @@ func (r *runner) barrier(w *schedulerv1.Wave) error {
 		w.Status = schedulerv1.WaveStatus_WAVE_STATUS_COMPLETED
 		w.IntegrationCommit = w.GetBaseCommit()
 		w.EndTime = r.now()
-		if err := r.tx.PutWave(w); err != nil {
+		if err := r.putWave(w); err != nil {
 			return err
 		}
 		if err := r.log(waveEntry(commonv1.EventType_EVENT_TYPE_WAVE_COMPLETED, w.GetWaveNumber(),
@@ -164,7 +164,7 @@ func (r *runner) barrier(w *schedulerv1.Wave) error {
 		return r.afterWave(w)
 	}
 	w.Status = schedulerv1.WaveStatus_WAVE_STATUS_INTEGRATING
-	if err := r.tx.PutWave(w); err != nil {
+	if err := r.putWave(w); err != nil {
 		return err
 	}
 	a := &store.Assignment{
@@ -258,7 +258,7 @@ func (r *runner) taskEnded(a *store.Assignment, w *schedulerv1.Wave) error {
 		r.e.SkippedTasks++
 	}
 	r.changed = true
-	if err := r.tx.PutWave(w); err != nil {
+	if err := r.putWave(w); err != nil {
 		return err
 	}
 	if a.GetStatus() == schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_FAILED {
@@ -292,7 +292,7 @@ func (r *runner) integrated(a *store.Assignment, w *schedulerv1.Wave, req *sched
 		if err := r.tx.PutAssignment(a); err != nil {
 			return err
 		}
-		if err := r.tx.PutWave(w); err != nil {
+		if err := r.putWave(w); err != nil {
 			return err
 		}
 		why := fmt.Sprintf("integration of wave %d failed: %s", w.GetWaveNumber(), a.GetError().GetMessage())
@@ -324,7 +324,7 @@ func (r *runner) integrated(a *store.Assignment, w *schedulerv1.Wave, req *sched
 	if err := r.tx.PutAssignment(a); err != nil {
 		return err
 	}
-	if err := r.tx.PutWave(w); err != nil {
+	if err := r.putWave(w); err != nil {
 		return err
 	}
 	if err := r.log(

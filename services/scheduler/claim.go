@@ -183,7 +183,7 @@ func (r *runner) lease(instance, session, principal string, kinds []schedulerv1.
 	// The holder's reports and completion name the assignment: no store read to find its run.
 	r.s.owners.put(a.GetId(), r.e.GetId())
 	w.ActiveAgents++
-	if err := r.tx.PutWave(w); err != nil {
+	if err := r.putWave(w); err != nil {
 		return nil, err
 	}
 	what := "integration of wave " + fmt.Sprint(a.GetWaveNumber())

@@ -123,7 +123,7 @@ func (r *runner) complete(a *store.Assignment, req *schedulerv1.CompleteTaskRequ
 	if ended(r.e) {
 		// Recorded, nothing moves: the run is over.
 		a.Status = schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_CANCELLED
-		if err := r.tx.PutWave(w); err != nil {
+		if err := r.putWave(w); err != nil {
 			return err
 		}
 		return r.tx.PutAssignment(a)
@@ -161,7 +161,7 @@ func (r *runner) complete(a *store.Assignment, req *schedulerv1.CompleteTaskRequ
 		if err := r.tx.PutAssignment(a); err != nil {
 			return err
 		}
-		if err := r.tx.PutWave(w); err != nil {
+		if err := r.putWave(w); err != nil {
 			return err
 		}
 		if err := r.tx.SetTaskStatus(a.GetTaskId(), commonv1.TaskStatus_TASK_STATUS_BLOCKED_DCR); err != nil {
@@ -198,7 +198,7 @@ func (r *runner) complete(a *store.Assignment, req *schedulerv1.CompleteTaskRequ
 		if err := r.finish(schedulerv1.ExecutionStatus_EXECUTION_STATUS_FAILED, commonv1.Outcome_OUTCOME_ESCALATED, why); err != nil {
 			return err
 		}
-		return r.tx.PutWave(w)
+		return r.putWave(w)
 	}
 	return r.taskEnded(a, w)
 }
@@ -230,7 +230,7 @@ func (r *runner) requeue(a *store.Assignment, w *schedulerv1.Wave, code, why str
 	if err := r.tx.PutAssignment(a); err != nil {
 		return err
 	}
-	if err := r.tx.PutWave(w); err != nil {
+	if err := r.putWave(w); err != nil {
 		return err
 	}
 	if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK {

@@ -85,7 +85,7 @@ func (r *runner) mergeConflict(a *store.Assignment, w *schedulerv1.Wave) (bool, 
 	if err := r.tx.PutAssignment(a); err != nil {
 		return false, err
 	}
-	if err := r.tx.PutWave(w); err != nil {
+	if err := r.putWave(w); err != nil {
 		return false, err
 	}
 	if err := r.log(entry(commonv1.EventType_EVENT_TYPE_TASK_REQUEUED, a,

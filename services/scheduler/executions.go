@@ -359,7 +359,7 @@ func (s *Server) RetryTask(ctx context.Context, req *schedulerv1.RetryTaskReques
 		if err := r.tx.PutAssignment(a); err != nil {
 			return err
 		}
-		if err := r.tx.PutWave(w); err != nil {
+		if err := r.putWave(w); err != nil {
 			return err
 		}
 		if err := r.tx.SetTaskStatus(a.GetTaskId(), commonv1.TaskStatus_TASK_STATUS_PENDING); err != nil {
@@ -418,7 +418,7 @@ func (s *Server) SkipTask(ctx context.Context, req *schedulerv1.SkipTaskRequest)
 			if err := r.skip(ta, tw, codeSkipped, why); err != nil {
 				return err
 			}
-			if err := r.tx.PutWave(tw); err != nil {
+			if err := r.putWave(tw); err != nil {
 				return err
 			}
 			skipped = append(skipped, id)

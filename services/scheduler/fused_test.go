@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,4 +58,61 @@ func TestCompleteTaskClaimNextIsTheCompletingInstance(t *testing.T) {
 	_, err := b.client.CompleteTask(t.Context(), &schedulerv1.CompleteTaskRequest{AssignmentId: "x", InstanceId: "agent-1", FencingToken: 1,
 		Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, ClaimNext: &schedulerv1.ClaimTaskRequest{InstanceId: "agent-2"}})
 	requireViolations(t, err, map[string]string{"": "claim_next.instance_id must be the completing instance_id"})
+}
+
+// waveWrites is a store that counts, per transaction, how often each wave is written.
+type waveWrites struct {
+	store.Store
+	mu    sync.Mutex
+	twice []string // waves written more than once by one transaction
+	total int
+}
+
+func (s *waveWrites) UpdateExecution(ctx context.Context, id string, fn func(tx store.ExecTx) error) error {
+	return s.Store.UpdateExecution(ctx, id, func(tx store.ExecTx) error {
+		return fn(&waveWritesTx{ExecTx: tx, s: s, seen: map[string]bool{}})
+	})
+}
+
+type waveWritesTx struct {
+	store.ExecTx
+	s    *waveWrites
+	seen map[string]bool
+}
+
+func (t *waveWritesTx) PutWave(w *schedulerv1.Wave) error {
+	t.s.mu.Lock()
+	if t.seen[w.GetId()] {
+		t.s.twice = append(t.s.twice, w.GetId())
+	}
+	t.seen[w.GetId()] = true
+	t.s.total++
+	t.s.mu.Unlock()
+	return t.ExecTx.PutWave(w)
+}
+
+// A completion and the claim fused with it change the same wave (its counts, its active agents):
+// the transaction writes it once, at its end, with both changes.
+func TestFusedCompletionWritesItsWaveOnce(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		ws := &waveWrites{Store: st}
+		b := runBundle(t, ws)
+		e := b.start(t, b.createList(t, diamond("fused waves")), nil)
+		claim := &schedulerv1.ClaimTaskRequest{InstanceId: "agent-1", Capabilities: agentCaps, SessionId: "boot-1"}
+		c := b.claim(t, "agent-1", time.Second)
+		for c != nil {
+			a := c.GetAssignment()
+			res, err := b.client.CompleteTask(t.Context(), &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(), InstanceId: "agent-1",
+				FencingToken: a.GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, Tries: 1, ClaimNext: claim})
+			require.NoError(t, err)
+			c = res.GetNext()
+		}
+		got := b.waitEnded(t, e.GetId())
+		require.Equal(t, int32(4), got.GetCompletedTasks())
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		require.Empty(t, ws.twice, "a transaction wrote a wave more than once")
+		require.Positive(t, ws.total)
+	})
 }

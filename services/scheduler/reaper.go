@@ -257,7 +257,7 @@ func (s *Server) takeBack(ctx context.Context, x *store.Assignment, code string,
 		if ended(r.e) {
 			a.Status = schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_CANCELLED
 			a.CompleteTime = r.now()
-			if err := r.tx.PutWave(w); err != nil {
+			if err := r.putWave(w); err != nil {
 				return err
 			}
 			return r.tx.PutAssignment(a)

@@ -83,7 +83,7 @@ func (r *runner) retryInLaterWave(a *store.Assignment, w *schedulerv1.Wave, reas
 	// Its dependents' ready waves counted on its old wave: no more early starts in this run.
 	r.stopEager()
 	target.TaskCount++
-	if err := r.tx.PutWave(target); err != nil {
+	if err := r.putWave(target); err != nil {
 		return nil, err
 	}
 	if err := r.tx.SetTaskStatus(a.GetTaskId(), commonv1.TaskStatus_TASK_STATUS_PENDING); err != nil {

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -97,6 +98,9 @@ type runner struct {
 	one   map[int32]*schedulerv1.Wave
 	// changed: e must be stored; notify: waiters should wake.
 	changed bool
+	// dirty are the waves of waves/one changed by this transaction, written once each at its
+	// end (putWave): a completion and the fused claim after it change the same wave.
+	dirty []*schedulerv1.Wave
 }
 
 // update runs fn on the execution id in one transaction and wakes this replica's waiters. The
@@ -115,6 +119,11 @@ func (s *Server) update(ctx context.Context, id string, fn func(r *runner) error
 		r := &runner{s: s, tx: tx, e: tx.Execution(), tl: tl, idx: idx}
 		if err := fn(r); err != nil {
 			return err
+		}
+		for _, w := range r.dirty {
+			if err := tx.PutWave(w); err != nil {
+				return err
+			}
 		}
 		if r.changed {
 			return tx.PutExecution(r.e)
@@ -177,6 +186,20 @@ func (r *runner) wave(n int32) (*schedulerv1.Wave, error) {
 	return w, nil
 }
 
+// putWave stores wave w's changes. A wave this transaction read (wave, allWaves: every later
+// read of it in the transaction is that copy) is written once, at the transaction's end,
+// however often it changed; any other is written now.
+func (r *runner) putWave(w *schedulerv1.Wave) error {
+	if slices.Contains(r.dirty, w) {
+		return nil
+	}
+	if r.one[w.GetWaveNumber()] != w && !slices.Contains(r.waves, w) {
+		return r.putWave(w)
+	}
+	r.dirty = append(r.dirty, w)
+	return nil
+}
+
 // finish ends the execution.
 func (r *runner) finish(status schedulerv1.ExecutionStatus, outcome commonv1.Outcome, msg string) error {
 	if ended(r.e) {
@@ -210,7 +233,7 @@ func (r *runner) finish(status schedulerv1.ExecutionStatus, outcome commonv1.Out
 			w.Status = schedulerv1.WaveStatus_WAVE_STATUS_CANCELLED
 			w.EndTime = r.now()
 			w.ActiveAgents = 0
-			if err := r.tx.PutWave(w); err != nil {
+			if err := r.putWave(w); err != nil {
 				return err
 			}
 		}
