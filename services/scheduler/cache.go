@@ -27,6 +27,8 @@ type lists struct {
 	// built on first use: every wave's end asks, and a scan of the list there was O(tasks) per
 	// wave.
 	signoffs map[string][]string
+	// prepared maps list id → its tasks prepared for planning (planlists.go), built on first use.
+	prepared map[string]preparedList
 }
 
 func (s *Server) taskList(ctx context.Context, id string) (*store.TaskList, map[string]int, error) {
@@ -62,6 +64,7 @@ func (s *Server) forgetList(id string) {
 	delete(s.lists.index, id)
 	delete(s.lists.dependents, id)
 	delete(s.lists.signoffs, id)
+	delete(s.lists.prepared, id)
 	s.lists.mu.Unlock()
 }
 

@@ -70,14 +70,15 @@ func (s *Server) startExecution(ctx context.Context, req *schedulerv1.StartExecu
 		trigger, baseCommit = schedulerv1.ExecutionTrigger_EXECUTION_TRIGGER_FEATURE_BUILD, fb.baseCommit
 	}
 	spec, held := runnable(tl.Spec)
-	tasks, _ := plan.FromSpec(spec, false)
+	prepared := s.plannedTasks(tl, spec)
+	tasks := prepared.Tasks()
 	if len(tasks) == 0 {
 		if len(held) > 0 {
 			return nil, toStatus(failedPrecondition("nothing to run in task list %s: every task is completed or skipped, and %v wait for a design change (BLOCKED_DCR)", tl.ID, held))
 		}
 		return nil, toStatus(failedPrecondition("every task of task list %s is already completed or skipped: nothing to run", tl.ID))
 	}
-	res, err := plan.PlanContext(ctx, tasks, int(opts.GetMaxParallel()), s.planBudget)
+	res, err := prepared.Plan(ctx, int(opts.GetMaxParallel()), s.planBudget)
 	if err != nil {
 		return nil, toStatus(err)
 	}

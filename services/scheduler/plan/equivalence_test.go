@@ -214,3 +214,48 @@ func requireResponseShows(t *testing.T, tasks []Task, r *Result, what string) {
 		}
 	}
 }
+
+// A subset of a prepared list plans as the list of its tasks prepared anew: its plan, reasons,
+// conflicts, messages and response.
+func TestSubsetPlansAsItsTasksPreparedAnew(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 19))
+		tasks := equivalenceTasks(rng, 1+rng.IntN(150))
+		keep := make([]bool, len(tasks))
+		newIndex := make([]int32, len(tasks))
+		var kept []Task
+		for i := range tasks {
+			keep[i] = rng.IntN(4) > 0
+			newIndex[i] = int32(len(kept))
+			if keep[i] {
+				kept = append(kept, tasks[i])
+			}
+		}
+		for i := range kept { // their dependencies on the tasks left out dropped
+			var deps []int32
+			for _, d := range kept[i].Deps {
+				if keep[d] {
+					deps = append(deps, newIndex[d])
+				}
+			}
+			kept[i].Deps = deps
+		}
+		maxParallel := rng.IntN(8)
+		what := fmt.Sprintf("seed %d", seed)
+		want, wantErr := Plan(kept, maxParallel)
+		sub := Prepare(tasks).Subset(keep)
+		require.Len(t, sub.Tasks(), len(kept), what)
+		if len(kept) > 0 {
+			require.Equal(t, kept, sub.Tasks(), what)
+		}
+		got, err := sub.Plan(t.Context(), maxParallel, DefaultBudget)
+		if wantErr != nil {
+			require.Error(t, err, what)
+			continue
+		}
+		require.NoError(t, err, what)
+		require.Equal(t, show(want), show(got), what)
+		require.Equal(t, Response(kept, want, nil), Response(sub.Tasks(), got, nil), what)
+	}
+}

@@ -95,3 +95,55 @@ func (pr *Prepared) Tasks() []Task { return pr.tasks }
 
 // impactsOf returns task t's impacts.
 func (pr *Prepared) impactsOf(t int32) []impact { return pr.ims[pr.off[t]:pr.off[t+1]] }
+
+// Subset is the prepared list of the tasks keep marks (keep[i] for task i), in list order, their
+// dependencies on tasks left out dropped (as FromSpec drops those on completed tasks): its plan is
+// the plan of Prepare of those tasks, without interning their paths again. The path tree is
+// shared with pr (paths only the left-out tasks name stay in it, and their sets stay empty). pr
+// itself when keep marks every task.
+func (pr *Prepared) Subset(keep []bool) *Prepared {
+	n := 0
+	for i := range pr.tasks {
+		if keep[i] {
+			n++
+		}
+	}
+	if n == len(pr.tasks) {
+		return pr
+	}
+	newIndex := make([]int32, len(pr.tasks))
+	sub := &Prepared{
+		tasks:     make([]Task, 0, n),
+		off:       make([]int32, 1, n+1),
+		exclusive: make([]bool, 0, n),
+		dirUp:     pr.dirUp,
+		nodes:     pr.nodes,
+	}
+	ims := 0
+	for i := range pr.tasks {
+		newIndex[i] = int32(len(sub.tasks))
+		if keep[i] {
+			sub.tasks = append(sub.tasks, pr.tasks[i])
+			ims += int(pr.off[i+1] - pr.off[i])
+		}
+	}
+	sub.ims = make([]impact, 0, ims)
+	for i := range pr.tasks {
+		if !keep[i] {
+			continue
+		}
+		t := &sub.tasks[newIndex[i]]
+		deps := t.Deps
+		t.Deps = nil
+		for _, d := range deps {
+			if keep[d] {
+				t.Deps = append(t.Deps, newIndex[d])
+			}
+		}
+		sub.ims = append(sub.ims, pr.impactsOf(int32(i))...)
+		sub.off = append(sub.off, int32(len(sub.ims)))
+		sub.exclusive = append(sub.exclusive, pr.exclusive[i])
+	}
+	sub.byPriority, sub.fewPriorities = priorityOrder(sub.tasks)
+	return sub
+}
