@@ -547,8 +547,9 @@ func plan(w io.Writer, dir string) {
 	fmt.Fprintf(w, "`services/scheduler/plan`: `Plan` (topological levels, then each level split so that no two tasks\n")
 	fmt.Fprintf(w, "of a wave touch overlapping files, capped at 32 per wave) against Kahn's topological sort of the\n")
 	fmt.Fprintf(w, "same random graph, timed in the same iterations. Planning is two steps: `Prepare` interns the\n")
-	fmt.Fprintf(w, "list's paths (import), `Prepared.Plan` plans from the ids (plan only); the Scheduler does both\n")
-	fmt.Fprintf(w, "for every plan. \"before\" rows are the planner before issue 17 (`internal/planref`), in one step.\n\n")
+	fmt.Fprintf(w, "list's paths (the Scheduler does it when the list is created or imported), `Prepared.Plan` plans\n")
+	fmt.Fprintf(w, "from the ids (plan only: what StartExecution pays). \"before\" rows are the planner before issue 17\n")
+	fmt.Fprintf(w, "(`internal/planref`), in one step.\n\n")
 	fmt.Fprintf(w, "| graph | iterations | topological sort (peer) | import + plan | × topo sort | plan only | × topo sort | waves | levels |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, l := range lines {
 		name := l.name

@@ -10,7 +10,8 @@ import (
 )
 
 // A stored list is planned from its tasks prepared once (plan.Prepare: every path interned, the
-// one step of planning that costs as much as a topological sort of the list), not at every
+// one step of planning that costs as much as a topological sort of the list), when it is created
+// or imported (or first planned, in a process that has not seen it), not at every
 // StartExecution: a stored list's tasks and files never change, only their statuses, which pick
 // the tasks planned (plan.Prepared.Subset).
 

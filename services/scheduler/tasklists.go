@@ -46,6 +46,7 @@ func (s *Server) CreateTaskList(ctx context.Context, req *schedulerv1.CreateTask
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	s.preparedList(tl) // its paths interned now, not when it is planned (planlists.go)
 	return &schedulerv1.CreateTaskListResponse{TaskList: taskListProto(tl)}, nil
 }
 
@@ -121,6 +122,7 @@ func (s *Server) ImportTaskList(ctx context.Context, req *schedulerv1.ImportTask
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	s.preparedList(tl) // its paths interned now, not when it is planned (planlists.go)
 	res.TaskList = taskListProto(tl)
 	return res, nil
 }
