@@ -66,3 +66,18 @@ func (s *Server) plannedTasks(tl *store.TaskList, spec *schedulerv1.TaskListSpec
 	}
 	return s.preparedList(tl).Subset(keep)
 }
+
+// listTasks returns the tasks of stored list tl that plan.FromSpec(tl.Spec, includeCompleted)
+// plans, prepared, and the ids of the COMPLETED ones it leaves out, in list order.
+func (s *Server) listTasks(tl *store.TaskList, includeCompleted bool) (*plan.Prepared, []string) {
+	all := tl.Spec.GetTasks()
+	keep := make([]bool, len(all))
+	var completed []string
+	for i, t := range all {
+		keep[i] = includeCompleted || t.GetStatus() != commonv1.TaskStatus_TASK_STATUS_COMPLETED
+		if !keep[i] {
+			completed = append(completed, t.GetId())
+		}
+	}
+	return s.preparedList(tl).Subset(keep), completed
+}

@@ -17,7 +17,8 @@ import (
 
 // A stored list is planned from its tasks prepared once: whatever its tasks' statuses (completed,
 // skipped, blocked by a design change, and their dependents), the runnable tasks, their plan and
-// the response are those of plan.FromSpec of the runnable list, and the list is prepared once.
+// the response are those of plan.FromSpec of the runnable list, PlanWaves' tasks those of
+// plan.FromSpec of the list, and the list is prepared once.
 func TestPlannedTasksAreThoseOfTheRunnableList(t *testing.T) {
 	t.Parallel()
 	s := &Server{}
@@ -58,6 +59,16 @@ func TestPlannedTasksAreThoseOfTheRunnableList(t *testing.T) {
 			got, err := pr.Plan(t.Context(), 3, plan.DefaultBudget)
 			require.NoError(t, err, what)
 			require.True(t, proto.Equal(plan.Response(want, wantPlan, nil), plan.Response(pr.Tasks(), got, nil)), what)
+		}
+		for _, includeCompleted := range []bool{false, true} {
+			what := fmt.Sprintf("seed %d, completed included %v", seed, includeCompleted)
+			want, wantCompleted := plan.FromSpec(tl.Spec, includeCompleted)
+			pr, completed := s.listTasks(tl, includeCompleted)
+			require.Equal(t, wantCompleted, completed, what)
+			require.Len(t, pr.Tasks(), len(want), what)
+			if len(want) > 0 {
+				require.Equal(t, want, pr.Tasks(), what)
+			}
 		}
 		first := s.preparedList(tl)
 		require.Same(t, first, s.preparedList(tl), "prepared once")

@@ -12,16 +12,19 @@ import (
 // PlanWaves plans the waves of a stored or inline task list without starting anything (see the
 // plan package for the algorithm).
 func (s *Server) PlanWaves(ctx context.Context, req *schedulerv1.PlanWavesRequest) (*schedulerv1.PlanWavesResponse, error) {
-	var spec *schedulerv1.TaskListSpec
+	var (
+		prepared  *plan.Prepared
+		completed []string
+	)
 	switch src := req.GetSource().(type) {
 	case *schedulerv1.PlanWavesRequest_TaskListId:
 		tl, err := s.store.GetTaskList(ctx, src.TaskListId, store.ViewFull)
 		if err != nil {
 			return nil, toStatus(err)
 		}
-		spec = tl.Spec
+		prepared, completed = s.listTasks(tl, req.GetIncludeCompleted())
 	case *schedulerv1.PlanWavesRequest_TaskList:
-		spec = src.TaskList
+		spec := src.TaskList
 		bad := &badRequest{request: "PlanWavesRequest"}
 		for _, v := range tasklist.Validate(spec) {
 			bad.add("task_list."+v.Field, v.Description)
@@ -29,11 +32,13 @@ func (s *Server) PlanWaves(ctx context.Context, req *schedulerv1.PlanWavesReques
 		if err := bad.orNil(); err != nil {
 			return nil, toStatus(err)
 		}
+		var tasks []plan.Task
+		tasks, completed = plan.FromSpec(spec, req.GetIncludeCompleted())
+		prepared = plan.Prepare(tasks)
 	}
-	tasks, completed := plan.FromSpec(spec, req.GetIncludeCompleted())
-	res, err := plan.PlanContext(ctx, tasks, int(req.GetMaxParallel()), s.planBudget)
+	res, err := prepared.Plan(ctx, int(req.GetMaxParallel()), s.planBudget)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return plan.Response(tasks, res, completed), nil
+	return plan.Response(prepared.Tasks(), res, completed), nil
 }
