@@ -119,26 +119,31 @@ func (pr *Prepared) Subset(keep []bool) *Prepared {
 		dirUp:     pr.dirUp,
 		nodes:     pr.nodes,
 	}
-	ims := 0
+	ims, deps := 0, 0
 	for i := range pr.tasks {
 		newIndex[i] = int32(len(sub.tasks))
 		if keep[i] {
 			sub.tasks = append(sub.tasks, pr.tasks[i])
 			ims += int(pr.off[i+1] - pr.off[i])
+			deps += len(pr.tasks[i].Deps)
 		}
 	}
 	sub.ims = make([]impact, 0, ims)
+	flat := make([]int32, 0, deps) // every kept task's dependencies, in one allocation
 	for i := range pr.tasks {
 		if !keep[i] {
 			continue
 		}
 		t := &sub.tasks[newIndex[i]]
-		deps := t.Deps
-		t.Deps = nil
-		for _, d := range deps {
+		start := len(flat)
+		for _, d := range t.Deps {
 			if keep[d] {
-				t.Deps = append(t.Deps, newIndex[d])
+				flat = append(flat, newIndex[d])
 			}
+		}
+		t.Deps = nil
+		if len(flat) > start {
+			t.Deps = flat[start:len(flat):len(flat)]
 		}
 		sub.ims = append(sub.ims, pr.impactsOf(int32(i))...)
 		sub.off = append(sub.off, int32(len(sub.ims)))
