@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/converge-dev/converge/gen"
@@ -100,26 +99,7 @@ func TestStringFastPathAgreesWithProtovalidate(t *testing.T) {
 			values = append(values, nil, []string{"a", "b", "a"}, []string{"a", "b\x00"}, []string{"a", "é"},
 				many[:33], append(many[:40:40], many[3]), many[:64], many[:65], many[:1000], many[:1001], many)
 		}
-		for _, in := range values {
-			if !fd.IsList() && len(in) != 1 {
-				continue
-			}
-			msg := dynamicpb.NewMessage(fd.ContainingMessage())
-			if fd.IsList() {
-				l := msg.Mutable(fd).List()
-				for _, s := range in {
-					l.Append(protoreflect.ValueOfString(s))
-				}
-			} else {
-				msg.Set(fd, protoreflect.ValueOfString(in[0]))
-			}
-			want := validateWith(v, msg)
-			got := validateWith(v, msg, pathOptions...)
-			require.Equal(t, status.Convert(want).Proto().String(), status.Convert(got).Proto().String(), "%s = %.80q", fd.FullName(), in)
-			if !shouldValidate(msg, fd) {
-				taken++
-			}
-		}
+		taken += agreesWithProtovalidate(t, v, fd, values)
 	}
 	require.Greater(t, taken, len(fields), "too few values took the fast path")
 }

@@ -77,28 +77,38 @@ func TestPathFastPathAgreesWithCEL(t *testing.T) {
 			values = append(values, nil, []string{"a.go", "b.go", "a.go"}, []string{"a.go", "b/../c"},
 				many[:1000], many, append(many[:40:40], "src/f3.go"))
 		}
-		for _, in := range values {
-			if !fd.IsList() && len(in) != 1 {
-				continue
-			}
-			msg := dynamicpb.NewMessage(fd.ContainingMessage())
-			if fd.IsList() {
-				l := msg.Mutable(fd).List()
-				for _, s := range in {
-					l.Append(protoreflect.ValueOfString(s))
-				}
-			} else {
-				msg.Set(fd, protoreflect.ValueOfString(in[0]))
-			}
-			want := validateWith(v, msg)
-			got := validateWith(v, msg, pathOptions...)
-			require.Equal(t, status.Convert(want).Proto().String(), status.Convert(got).Proto().String(), "%s = %q", fd.FullName(), in)
-			if !shouldValidate(msg, fd) {
-				taken++
-			}
-		}
+		taken += agreesWithProtovalidate(t, v, fd, values)
 	}
 	require.Positive(t, taken, "no value took the fast path")
+}
+
+// agreesWithProtovalidate sets fd (of a fresh message of its own type) to each of values (a
+// single field takes only one-value rows) and requires validation with the fast paths to answer
+// exactly what protovalidate answers without them: the same status, message and violations. It
+// answers how many of the messages the fast path decided alone.
+func agreesWithProtovalidate(t *testing.T, v protovalidate.Validator, fd protoreflect.FieldDescriptor, values [][]string) (taken int) {
+	t.Helper()
+	for _, in := range values {
+		if !fd.IsList() && len(in) != 1 {
+			continue
+		}
+		msg := dynamicpb.NewMessage(fd.ContainingMessage())
+		if fd.IsList() {
+			l := msg.Mutable(fd).List()
+			for _, s := range in {
+				l.Append(protoreflect.ValueOfString(s))
+			}
+		} else {
+			msg.Set(fd, protoreflect.ValueOfString(in[0]))
+		}
+		want := validateWith(v, msg)
+		got := validateWith(v, msg, pathOptions...)
+		require.Equal(t, status.Convert(want).Proto().String(), status.Convert(got).Proto().String(), "%s = %.80q", fd.FullName(), in)
+		if !shouldValidate(msg, fd) {
+			taken++
+		}
+	}
+	return taken
 }
 
 // fastFieldsOf answers the fields of msgs (and their nested messages) that take the fast path.
