@@ -369,7 +369,7 @@ func verifierGoal(dir string) goal {
 	}
 	g.ours = fmt.Sprintf("%.3f s", s)
 	for _, l := range lines[1:] {
-		if strings.Contains(l.name, "Sandboxed") {
+		if sandboxOf(l.name) == sandboxDefault {
 			g.ours += fmt.Sprintf(" (sandboxed, as the binary runs by default: %.3f s = %s)", l.metrics["s/verify"], x(l.metrics["s/verify"]/1.25))
 		}
 	}

@@ -110,3 +110,27 @@ func TestPlanRowSaysWhatItIncludes(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxedVerifierRows: the P6 row names the sandboxed default (converge-sandbox-init)
+// once, and the verifier's table tells the two sandboxed inits apart.
+func TestSandboxedVerifierRows(t *testing.T) {
+	dir := t.TempDir()
+	out := "BenchmarkVerifyParallelCommands-2   \t       5\t1350057728 ns/op\t        74.07 checks/s\t         1.350 s/verify\n" +
+		"BenchmarkVerifyParallelCommandsSandboxed/small-init-2   \t       5\t1457619923 ns/op\t        68.61 checks/s\t         1.458 s/verify\n" +
+		"BenchmarkVerifyParallelCommandsSandboxed/server-binary-2\t       5\t1514962755 ns/op\t        66.01 checks/s\t         1.515 s/verify\n"
+	if err := os.WriteFile(filepath.Join(dir, "verifier.txt"), []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	write(&b, dir)
+	got := b.String()
+	row := rowOf(got, "P6")
+	if strings.Count(row, "sandboxed") != 1 || !strings.Contains(row, "1.458 s = 1.17×") {
+		t.Errorf("P6 should name the default sandboxed run once (1.458 s): %s", row)
+	}
+	for _, want := range []string{"converge-sandbox-init as the sandbox's init) | 5 | 1.458 s", "re-run as the sandbox's init (as before converge-sandbox-init) | 5 | 1.515 s"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in the verifier's table:\n%s", want, got)
+		}
+	}
+}
