@@ -64,7 +64,11 @@ cp -R "$root/examples/greeter/repo/." "$repo/"
 git -C "$repo" init -q
 git -C "$repo" add -A
 git -C "$repo" -c user.name="converge smoke" -c user.email=smoke@converge.invalid commit -q -m "greeter: the starting point"
-chown -R 65532:65532 "$repo" "$work/verify" "$work/home"
+# The task list and the criteria, where the run's user can read them (a checkout's own directory
+# may be private to its owner, as a mktemp -d clone is).
+mkdir -p "$work/spec"
+cp "$root/examples/greeter/tasks.md" "$root/examples/greeter/done-criteria.md" "$work/spec/"
+chown -R 65532:65532 "$repo" "$work/verify" "$work/home" "$work/spec"
 
 goroot=$(go env GOROOT)
 # As the Kubernetes manifests run them: read-only root filesystem with writable /tmp and $HOME
@@ -118,8 +122,8 @@ log "converge run examples/greeter --server 127.0.0.1:$port"
 # converge run reads the repository with git too: as the user that owns it.
 out=$work/run.out
 setpriv --reuid 65532 --regid 65532 --clear-groups env HOME="$work/home" CONVERGE_TOKEN="$token" \
-	"$work/converge" run "$root/examples/greeter/tasks.md" --no-write-back --server 127.0.0.1:$port \
-	--repo "$repo" --criteria "$root/examples/greeter/done-criteria.md" >"$out" 2>&1 &
+	"$work/converge" run "$work/spec/tasks.md" --no-write-back --server 127.0.0.1:$port \
+	--repo "$repo" --criteria "$work/spec/done-criteria.md" >"$out" 2>&1 &
 runpid=$!
 # A drain in the middle of the run: once agent1 has completed an assignment, SIGTERM it. It stops
 # claiming, finishes what it holds and exits 0; agent2 takes the rest, and the run still converges.
