@@ -22,11 +22,7 @@ import (
 // silently: this says so).
 func TestStringFastPathFields(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		msg   proto.Message
-		field protoreflect.Name
-		want  fastKind
-	}{
+	requireFastKinds(t, []fastKindCase{
 		{&schedulerv1.ClaimTaskRequest{}, "instance_id", fastString},
 		{&schedulerv1.ClaimTaskRequest{}, "execution_id", fastString},
 		{&schedulerv1.ClaimTaskRequest{}, "session_id", fastString},
@@ -39,11 +35,7 @@ func TestStringFastPathFields(t *testing.T) {
 		{&schedulerv1.CompleteTaskRequest{}, "commit_sha", fastNone}, // an alternation: protovalidate
 		{&schedulerv1.CompleteTaskRequest{}, "validation_output_tail", fastString},
 		{&commonv1.ErrorContext{}, "message", fastString},
-	} {
-		fd := c.msg.ProtoReflect().Descriptor().Fields().ByName(c.field)
-		require.NotNil(t, fd, c.field)
-		require.Equal(t, c.want, fastOf(fd).kind, "%s", fd.FullName())
-	}
+	})
 	caps := fastOf((&schedulerv1.ClaimTaskRequest{}).ProtoReflect().Descriptor().Fields().ByName("capabilities"))
 	require.NotNil(t, caps.str)
 	require.True(t, caps.unique)

@@ -23,22 +23,14 @@ import (
 // rules, or pathRuleCEL, turns it off silently: this says so), and a glob field does not.
 func TestPathFastPathFields(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		msg   proto.Message
-		field protoreflect.Name
-		want  fastKind
-	}{
+	requireFastKinds(t, []fastKindCase{
 		{&registryv1.AcquireLockRequest{}, "resource", fastPath},
 		{&registryv1.RenewLockRequest{}, "resource", fastPath},
 		{&registryv1.ReleaseLockRequest{}, "resource", fastPath},
 		{&registryv1.AcquireLocksRequest{}, "resources", fastList},
 		{&registryv1.AcquireLockRequest{}, "holder", fastString}, // fastrule.go
 		{&registryv1.SetOwnerRequest{}, "pattern", fastNone},
-	} {
-		fd := c.msg.ProtoReflect().Descriptor().Fields().ByName(c.field)
-		require.NotNil(t, fd, c.field)
-		require.Equal(t, c.want, fastOf(fd).kind, "%s", fd.FullName())
-	}
+	})
 	list := fastOf((&registryv1.AcquireLocksRequest{}).ProtoReflect().Descriptor().Fields().ByName("resources"))
 	require.Equal(t, fastField{kind: fastList, minItems: 1, maxItems: 1000, hasMax: true, unique: true}, list)
 }
@@ -109,6 +101,23 @@ func agreesWithProtovalidate(t *testing.T, v protovalidate.Validator, fd protore
 		}
 	}
 	return taken
+}
+
+// fastKindCase names a field of msg and the fast path it must take.
+type fastKindCase struct {
+	msg   proto.Message
+	field protoreflect.Name
+	want  fastKind
+}
+
+// requireFastKinds requires each case's field to exist and take the fast path it names.
+func requireFastKinds(t *testing.T, cases []fastKindCase) {
+	t.Helper()
+	for _, c := range cases {
+		fd := c.msg.ProtoReflect().Descriptor().Fields().ByName(c.field)
+		require.NotNil(t, fd, c.field)
+		require.Equal(t, c.want, fastOf(fd).kind, "%s", fd.FullName())
+	}
 }
 
 // fastFieldsOf answers the fields of msgs (and their nested messages) that take the fast path.
