@@ -151,13 +151,42 @@ func (l *lease) report(ctx context.Context) bool {
 	return true
 }
 
+// startedGrace is how long the lease keeper holds its first report (and with it the task's
+// TASK_STARTED event): a task that ends within it sends no report at all, its events (the started
+// one first, stamped when the task really started) go with its completion, in the completion's
+// one Scheduler transaction. For a no-op task that report was half of the Scheduler's write
+// transactions (issue 17). A longer task reports as before, startedGrace late: well within the
+// lease, which the claim granted for many heartbeat intervals.
+const startedGrace = 250 * time.Millisecond
+
+// firstReportDelay is how long the keeper waits before its first report: startedGrace, at most
+// half the heartbeat interval (the first renewal never slips by more than that), none when the
+// worker is configured so (tests).
+func firstReportDelay(cfg *Config, interval time.Duration) time.Duration {
+	d := startedGrace
+	if cfg.startedGrace != 0 {
+		d = cfg.startedGrace
+	}
+	return max(min(d, interval/2), 0)
+}
+
 // keep reports every interval until ctx ends; it calls stop when the lease must end. Each
 // round also renews the file locks, which last one lease: without it a task running longer than
-// its lease would hold no lock at all.
+// its lease would hold no lock at all. The first report waits firstReportDelay: work that ends
+// before (ctx ends) reports nothing here, its queued events go with the completion.
 func (l *lease) keep(ctx context.Context, stop context.CancelFunc) {
 	interval := l.ca.GetHeartbeatInterval().AsDuration()
 	if interval <= 0 {
 		interval = 30 * time.Second
+	}
+	if d := firstReportDelay(&l.w.cfg, interval); d > 0 {
+		grace := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			grace.Stop()
+			return
+		case <-grace.C:
+		}
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -272,7 +301,7 @@ func (w *Worker) runLeased(ctx context.Context, l *lease, log *slog.Logger) (nex
 		w.mu.Unlock()
 	}()
 	if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK {
-		l.taskStarted() // in the keeper's first report
+		l.taskStarted() // in the keeper's first report, or the completion (startedGrace)
 	}
 	keeperDone := make(chan struct{})
 	go func() {

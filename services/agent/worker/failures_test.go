@@ -92,7 +92,7 @@ func TestCancelDirectiveReportsCancelled(t *testing.T) {
 // not drain: it goes on claiming and runs the next assignment it is given.
 func TestDrainDirectiveFinishesAndKeepsServing(t *testing.T) {
 	t.Parallel()
-	h := startWorker(t, nil)
+	h := startWorker(t, func(c *Config) { c.startedGrace = -1 }) // the keeper reports at once, and hears DRAIN
 	h.sched.mu.Lock()
 	h.sched.directive = schedulerv1.Directive_DIRECTIVE_DRAIN
 	h.sched.mu.Unlock()

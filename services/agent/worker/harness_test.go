@@ -56,6 +56,8 @@ type fakeScheduler struct {
 	// fuse answers a CompleteTask with claim_next the next queued assignment (fused
 	// complete-and-claim).
 	fuse bool
+	// onReport, when set, sees every accepted ReportProgress (under f.mu).
+	onReport func(*schedulerv1.ReportProgressRequest)
 }
 
 func (f *fakeScheduler) RecordCheckpoint(_ context.Context, req *schedulerv1.RecordCheckpointRequest, _ ...grpc.CallOption) (*schedulerv1.RecordCheckpointResponse, error) {
@@ -131,6 +133,9 @@ func (f *fakeScheduler) ReportProgress(_ context.Context, req *schedulerv1.Repor
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reports = append(f.reports, proto.Clone(req).(*schedulerv1.ReportProgressRequest))
+	if f.onReport != nil {
+		f.onReport(req)
+	}
 	d := f.directive
 	if d == 0 {
 		d = schedulerv1.Directive_DIRECTIVE_CONTINUE

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,12 +41,13 @@ func TestPrimeAsksOwnerAndLocksAtOnce(t *testing.T) {
 
 // A task without a repository works in a scratch directory of its own and writes nothing shared:
 // it asks for no owner and no lock, and fences nothing before finishing (no progress report or
-// lock renewal beyond the keeper's first report). The same task on a repository does all three.
+// lock renewal; the keeper's first report waits startedGrace, here longer than the task). The
+// same task on a repository does all three.
 func TestTaskWithoutRepositoryAsksForNoOwnerLocksOrFence(t *testing.T) {
 	t.Parallel()
 	task := &commonv1.Task{Id: "s", Title: "scratch", File: "out/a", Files: []*commonv1.FileImpact{{Path: "out/b"}}, Command: "mkdir -p out && echo x > out/a"}
 	for _, repo := range []bool{false, true} {
-		h := startWorker(t, nil)
+		h := startWorker(t, func(c *Config) { c.startedGrace = time.Hour })
 		src := ""
 		if repo {
 			src = origin(t)
@@ -60,24 +62,79 @@ func TestTaskWithoutRepositoryAsksForNoOwnerLocksOrFence(t *testing.T) {
 		owners, batches, renews, reports := h.reg.owners, len(h.reg.batches), h.reg.renews, len(h.sched.reports)
 		h.sched.mu.Unlock()
 		h.reg.mu.Unlock()
+		first := c.GetEvents() // TASK_STARTED goes with the first message to the Scheduler
 		if repo {
 			require.Equal(t, 2, owners, "a repository's task asks who owns each file")
 			require.Equal(t, 1, batches, "and locks them")
-			require.GreaterOrEqual(t, renews, 2, "and renews both locks in the fence (and in the keeper's first round, when it comes after the locks)")
-			require.Equal(t, 2, reports, "the keeper's first report and the fence's")
+			require.Equal(t, 2, renews, "and renews both locks in the fence")
+			require.Equal(t, 1, reports, "the fence's report")
+			h.sched.mu.Lock()
+			first = h.sched.reports[0].GetEvents()
+			h.sched.mu.Unlock()
 		} else {
 			require.Zero(t, owners, "no GetOwner without a repository")
 			require.Zero(t, batches, "no AcquireLocks without a repository")
 			require.Zero(t, renews)
-			require.Equal(t, 1, reports, "the keeper's first report only: no fence")
+			require.Zero(t, reports, "no report: no fence, and the task ended within startedGrace")
 		}
-		// The keeper's first report, sent as the work starts, carries TASK_STARTED.
-		h.sched.mu.Lock()
-		first := h.sched.reports[0].GetEvents()
-		h.sched.mu.Unlock()
 		require.NotEmpty(t, first)
 		require.Equal(t, commonv1.EventType_EVENT_TYPE_TASK_STARTED, first[0].GetEventType())
 	}
+}
+
+// A task that ends within startedGrace sends no progress report: its TASK_STARTED event, stamped
+// when the task started (before its command ran), goes first in its completion's events, in the
+// completion's one Scheduler transaction (issue 17).
+func TestShortTaskStartedRidesOnTheCompletion(t *testing.T) {
+	t.Parallel()
+	ran := tmpFile(t, "ran")
+	h := startWorker(t, func(c *Config) { c.startedGrace = time.Hour }) // "short": whatever the machine's load
+	ca := claimed(t, &commonv1.Task{Id: "q", Title: "quick", Command: "date +%s.%N > " + shq(ran)}, "")
+	ca.HeartbeatInterval = durationpb.New(4 * time.Hour) // the grace is at most half of it
+	h.sched.push(ca)
+	c := h.complete()
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+	h.sched.mu.Lock()
+	reports := len(h.sched.reports)
+	h.sched.mu.Unlock()
+	require.Zero(t, reports, "no ReportProgress for a task that ended within the grace")
+	events := c.GetEvents()
+	require.NotEmpty(t, events)
+	require.Equal(t, commonv1.EventType_EVENT_TYPE_TASK_STARTED, events[0].GetEventType(), "%v", events)
+	require.Len(t, eventsOf(events, commonv1.EventType_EVENT_TYPE_TASK_STARTED), 1)
+	got := lines(t, ran)
+	require.Len(t, got, 1)
+	sec, err := strconv.ParseFloat(got[0], 64)
+	require.NoError(t, err)
+	cmdTime := time.Unix(0, int64(sec*1e9))
+	require.False(t, events[0].GetTime().AsTime().After(cmdTime.Add(time.Millisecond)),
+		"TASK_STARTED at %s, after the command ran at %s: stamped when the task started, not when sent", events[0].GetTime().AsTime(), cmdTime)
+}
+
+// A task that outlives startedGrace reports TASK_STARTED on its own, before its completion: its
+// command waits until the Scheduler has received that report (a hook, no sleep), and the
+// completion does not repeat it.
+func TestLongTaskReportsStartedBeforeItsCompletion(t *testing.T) {
+	t.Parallel()
+	reported := tmpFile(t, "reported")
+	h := startWorker(t, nil) // the default startedGrace
+	h.sched.mu.Lock()
+	h.sched.onReport = func(req *schedulerv1.ReportProgressRequest) {
+		if len(eventsOf(req.GetEvents(), commonv1.EventType_EVENT_TYPE_TASK_STARTED)) > 0 {
+			_ = os.WriteFile(reported, nil, 0o644)
+		}
+	}
+	h.sched.mu.Unlock()
+	h.sched.push(claimed(t, &commonv1.Task{Id: "l", Title: "long", Command: "while [ ! -f " + shq(reported) + " ]; do sleep 0.01; done"}, ""))
+	c := h.complete()
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+	h.sched.mu.Lock()
+	require.NotEmpty(t, h.sched.reports)
+	first := h.sched.reports[0].GetEvents()
+	h.sched.mu.Unlock()
+	require.NotEmpty(t, first)
+	require.Equal(t, commonv1.EventType_EVENT_TYPE_TASK_STARTED, first[0].GetEventType(), "the keeper's first report carries it")
+	require.Empty(t, eventsOf(c.GetEvents(), commonv1.EventType_EVENT_TYPE_TASK_STARTED), "the completion does not repeat it")
 }
 
 // An assignment handed over with the previous one's completion (fused) goes on from a RUNNING

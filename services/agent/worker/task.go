@@ -85,8 +85,9 @@ func owns(t *commonv1.Task, changed string) bool {
 	return false
 }
 
-// taskStarted queues the task's TASK_STARTED event, once: before the lease keeper's first
-// report, which carries it (queued later, it would wait for the next report, or the completion).
+// taskStarted queues the task's TASK_STARTED event, once, stamped now: before the lease keeper's
+// first report, which carries it (queued later, it would wait for the next report), or, for a
+// task that ends within startedGrace, the completion.
 func (l *lease) taskStarted() {
 	l.mu.Lock()
 	done := l.started

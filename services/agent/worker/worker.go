@@ -60,6 +60,9 @@ type Config struct {
 	// (IDLE, STUCK, …) is sent at once, and heartbeats still come every HeartbeatInterval
 	// (default 1 s; at most HeartbeatInterval).
 	HeartbeatCoalesce time.Duration
+	// startedGrace, for tests: how long the lease keeper holds its first report (0: startedGrace,
+	// the constant; negative: none, the first report goes out as the work starts).
+	startedGrace time.Duration
 	// SessionID is this process's session (boot id), sent in RegisterAgent, every Heartbeat and
 	// every ClaimTask; empty = a new random one ("s-" and 16 hex digits). A newer process
 	// registering the same instance id replaces the session: see Run.
