@@ -9,8 +9,10 @@
 // --agents.
 //
 // Figures: wall time, per-task overhead against ninja ((wall − ninja wall) / tasks), the ratio to
-// ninja, and from the execution log (store times) the dependency-done → dependent-start latency
-// (the last dependency's TASK_COMPLETED → the dependent's TASK_STARTED) p50/p99. For the fan-out,
+// ninja, and from the execution log (store times; a task's start is its TASK_STARTED's source
+// time, when the agent started it: a short task's started event reaches the Scheduler with its
+// completion) the dependency-done → dependent-start latency (the last dependency's
+// TASK_COMPLETED → the dependent's TASK_STARTED) p50/p99. For the fan-out,
 // which has no dependencies, the latency is claim→start (LEASE_GRANTED → TASK_STARTED), with
 // tasks per second and the completion→next-claim gap per agent.
 //
@@ -567,6 +569,12 @@ func figures(r *side, g graph, entries []*commonv1.LogEntry) {
 		case commonv1.EventType_EVENT_TYPE_TASK_STARTED:
 			if !isTask {
 				continue
+			}
+			// When the task really started (the agent's clock, the same machine's here): a short
+			// task's started event reaches the Scheduler with its completion, its entry's time is
+			// the completion's.
+			if st := en.GetSourceTime(); st.IsValid() {
+				at = st.AsTime()
 			}
 			if gt, ok := granted[en.GetTaskId()]; ok {
 				claimLat = append(claimLat, at.Sub(gt))
