@@ -138,11 +138,7 @@ func (s *Server) QueryItems(ctx context.Context, req *knowledgev1.QueryItemsRequ
 	}
 
 	// Read the items answered, counting a hit on each, and answer them in rank order.
-	ids := make([]int64, len(matches))
-	for i, c := range matches {
-		ids[i] = c.ID
-	}
-	items, err := s.store.Answer(ctx, ids)
+	items, err := s.store.Answer(ctx, matches)
 	if err != nil {
 		return nil, toStatus(err)
 	}

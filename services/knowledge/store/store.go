@@ -83,11 +83,13 @@ type Store interface {
 	Refute(ctx context.Context, id int64, reason string, now time.Time) (Item, error)
 	// Delete removes an item, or returns [ErrNotFound].
 	Delete(ctx context.Context, id int64) error
-	// Answer counts one hit on each item of ids and returns those items, hit counts included, in
-	// no particular order. Ids of items that no longer exist are left out. A backend may count
-	// the hits in memory and write them later ([Store.FlushHits]); the items it returns, here
-	// and from every other method, include the hits it has not written yet.
-	Answer(ctx context.Context, ids []int64) ([]Item, error)
+	// Answer counts one hit on the item of each candidate and returns those items, hit counts
+	// included, in no particular order. Items that no longer exist are left out. A backend may
+	// count the hits in memory and write them later ([Store.FlushHits]); the items it returns,
+	// here and from every other method, include the hits it has not written yet. A backend may
+	// answer an item from memory when it holds it at the candidate's [Candidate.Revision] (the
+	// item as it was when the candidate was read, or later).
+	Answer(ctx context.Context, cands []Candidate) ([]Item, error)
 	// FlushHits writes the hits counted and not yet written; once it returns, every hit counted
 	// before it is in the table, and another store on the same database reads it. The service
 	// flushes every second (its Start) and Close flushes, so hit counts are
@@ -176,6 +178,8 @@ type Candidate struct {
 	Specificity int32
 	// LastConfirmedAt is when it was last confirmed (or recorded).
 	LastConfirmedAt time.Time
+	// Revision is the item's [Item.Revision] when the candidate was read.
+	Revision int64
 }
 
 // Cursor returns the candidate's position in rank order.
@@ -191,6 +195,11 @@ type Cursor struct {
 	LastConfirmedAt time.Time
 	ID              int64
 }
+
+// Revision is the item's confirmations plus refutations. Every change of an item but its hits
+// counts one of them in the same write (Record of a twin, Confirm, Refute), so two reads of an
+// item at the same revision read the same item, hit counts aside.
+func (it Item) Revision() int64 { return it.ConfirmCount + it.RefuteCount }
 
 // Cursor returns the item's position in rank order.
 func (it Item) Cursor() Cursor {

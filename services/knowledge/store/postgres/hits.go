@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/converge-dev/converge/services/knowledge/store"
 )
 
@@ -25,23 +27,16 @@ type hits struct {
 	mu       sync.Mutex
 	pending  map[int64]int64
 	inflight map[int64]int64
+	// gen counts the flushes that ended (answers.go).
+	gen uint64
+	// held are the items Answer read, to answer them again without reading them (answers.go).
+	held map[int64]*held
 	// flushing serialises flushes, so that a flush returns only once the hits counted before it
 	// are in the table.
 	flushing sync.Mutex
 }
 
-func newHits() *hits { return &hits{pending: map[int64]int64{}} }
-
-// count counts one hit on each item and adds the unwritten hits to each item's count.
-func (h *hits) count(items []store.Item) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i := range items {
-		id := items[i].ID
-		h.pending[id]++
-		items[i].HitCount += h.pending[id] + h.inflight[id]
-	}
-}
+func newHits() *hits { return &hits{pending: map[int64]int64{}, held: map[int64]*held{}} }
 
 // overlay adds the unwritten hits to each item's count.
 func (h *hits) overlay(items ...*store.Item) {
@@ -52,11 +47,12 @@ func (h *hits) overlay(items ...*store.Item) {
 	}
 }
 
-// forget drops the unwritten hits of a deleted item.
+// forget drops the unwritten hits of a deleted item, and the item if held.
 func (h *hits) forget(id int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.pending, id)
+	delete(h.held, id)
 }
 
 // FlushHits implements [store.Store.FlushHits]: one upsert adds every pending count to the rows of
@@ -86,40 +82,56 @@ func (s *Store) FlushHits(ctx context.Context) error {
 	for i, id := range ids {
 		ns[i] = batch[id]
 	}
-	err := s.writeHits(ctx, ids, ns)
+	rows, err := s.writeHits(ctx, ids, ns)
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.inflight = nil
+	h.gen++
 	if err != nil {
 		for id, n := range batch {
 			h.pending[id] += n
 		}
 		return fmt.Errorf("knowledge store: flush hits: %w", err)
 	}
+	// The rows as this flush left them: every hit of this store on them, and the hits of the
+	// others written before.
+	for id, n := range rows {
+		if e := h.held[id]; e != nil {
+			e.hitsRow, e.hitsKnown = n, true
+		}
+	}
 	return nil
 }
 
-// writeHits adds ns[i] to the hit count of item ids[i] (ids ascending), in one transaction.
-func (s *Store) writeHits(ctx context.Context, ids, ns []int64) error {
+// writeHits adds ns[i] to the hit count of item ids[i] (ids ascending), in one transaction, and
+// returns the rows' counts after it.
+func (s *Store) writeHits(ctx context.Context, ids, ns []int64) (map[int64]int64, error) {
 	tx, err := s.Pool().Begin(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-		return err
+		return nil, err
 	}
 	// The hits of an item deleted since are dropped (EXISTS); one deleted while this runs fails
 	// the foreign key check, and the next flush drops them.
-	if _, err := tx.Exec(ctx, `INSERT INTO knowledge_item_hits AS h (item_id, hit_count)
+	rows, err := tx.Query(ctx, `INSERT INTO knowledge_item_hits AS h (item_id, hit_count)
 			SELECT v.id, v.n FROM unnest($1::bigint[], $2::bigint[]) AS v(id, n)
 			WHERE EXISTS (SELECT FROM knowledge_items k WHERE k.id = v.id)
 			ORDER BY v.id
-		ON CONFLICT (item_id) DO UPDATE SET hit_count = h.hit_count + EXCLUDED.hit_count`, ids, ns); err != nil {
-		return err
+		ON CONFLICT (item_id) DO UPDATE SET hit_count = h.hit_count + EXCLUDED.hit_count
+		RETURNING item_id, hit_count`, ids, ns)
+	if err != nil {
+		return nil, err
 	}
-	return tx.Commit(ctx)
+	counts := make(map[int64]int64, len(ids))
+	var id, n int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error { counts[id] = n; return nil }); err != nil {
+		return nil, err
+	}
+	return counts, tx.Commit(ctx)
 }
 
 // closeFlushTimeout bounds the flush of Close.

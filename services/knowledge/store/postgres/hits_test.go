@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func TestHitsWrittenByFlushAndClose(t *testing.T) {
 	x := record(t, replica, "x")
 
 	for range 2 {
-		_, err := replica.Answer(t.Context(), []int64{x.ID})
+		_, err := replica.Answer(t.Context(), []store.Candidate{{ID: x.ID}})
 		require.NoError(t, err)
 	}
 	require.Equal(t, int64(2), hitCount(t, replica, x.ID), "the replica reads its own hits at once")
@@ -58,7 +59,7 @@ func TestHitsWrittenByFlushAndClose(t *testing.T) {
 	require.NoError(t, replica.FlushHits(t.Context()))
 	require.Equal(t, int64(2), hitCount(t, other, x.ID))
 
-	_, err := replica.Answer(t.Context(), []int64{x.ID})
+	_, err := replica.Answer(t.Context(), []store.Candidate{{ID: x.ID}})
 	require.NoError(t, err)
 	require.NoError(t, replica.Close())
 	require.Equal(t, int64(3), hitCount(t, other, x.ID), "Close flushes")
@@ -79,9 +80,9 @@ func TestHitsExactUnderConcurrentFlushes(t *testing.T) {
 			st = other
 		}
 		wg.Go(func() {
-			ids := []int64{x.ID, y.ID}
+			ids := []store.Candidate{{ID: x.ID}, {ID: y.ID}}
 			if i >= 2 {
-				ids = []int64{y.ID, x.ID}
+				ids = []store.Candidate{{ID: y.ID}, {ID: x.ID}}
 			}
 			for range answers {
 				_, err := st.Answer(t.Context(), ids)
@@ -101,4 +102,66 @@ func TestHitsExactUnderConcurrentFlushes(t *testing.T) {
 		require.Equal(t, int64(4*answers), hitCount(t, st, x.ID))
 		require.Equal(t, int64(4*answers), hitCount(t, st, y.ID))
 	}
+}
+
+// An item answered is held at its revision: answered again without a read while the candidates
+// carry that revision, read again once it changes (on any replica); another replica's hits reach
+// a held item with this replica's next flush.
+func TestAnsweredItemsHeldAtTheirRevision(t *testing.T) {
+	t.Parallel()
+	replica, other := open(t)
+	x := record(t, replica, "x")
+	candidate := func() store.Candidate {
+		t.Helper()
+		cands, err := replica.Candidates(t.Context(), store.CandidateQuery{Path: "a.sql", MinRank: math.MinInt64, Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, cands, 1)
+		return cands[0]
+	}
+	answer := func(c store.Candidate) store.Item {
+		t.Helper()
+		items, err := replica.Answer(t.Context(), []store.Candidate{c})
+		require.NoError(t, err)
+		require.Len(t, items, 1)
+		return items[0]
+	}
+
+	c := candidate()
+	require.Equal(t, int64(0), c.Revision)
+	require.Equal(t, int64(1), answer(c).HitCount)
+	require.NoError(t, replica.FlushHits(t.Context()))
+
+	// A change that bypasses the store (and so the revision) shows which answers read the row.
+	_, err := replica.Pool().Exec(t.Context(), `UPDATE knowledge_items SET content = 'changed' WHERE id = $1`, x.ID)
+	require.NoError(t, err)
+	got := answer(c)
+	require.Equal(t, "x", got.Content, "held: answered without a read")
+	require.Equal(t, int64(2), got.HitCount)
+
+	confirmed, err := other.Confirm(t.Context(), x.ID, "seen again", "", time.Date(2026, 1, 17, 10, 0, 0, 0, time.UTC))
+	require.NoError(t, err)
+	c = candidate()
+	require.Equal(t, int64(1), c.Revision, "a confirmation on another replica")
+	got = answer(c)
+	require.Equal(t, "changed", got.Content, "read at the new revision")
+	require.Equal(t, confirmed.Confidence, got.Confidence)
+	require.Equal(t, "seen again", got.Evidence)
+	require.Equal(t, int64(1), got.ConfirmCount)
+	require.Equal(t, int64(3), got.HitCount)
+
+	for range 2 {
+		_, err := other.Answer(t.Context(), []store.Candidate{c})
+		require.NoError(t, err)
+	}
+	require.NoError(t, other.FlushHits(t.Context()))
+	require.Equal(t, int64(4), answer(c).HitCount, "the other's hits are not seen yet")
+	require.NoError(t, replica.FlushHits(t.Context()))
+	require.Equal(t, int64(7), answer(c).HitCount, "seen after this replica's flush")
+	require.Equal(t, int64(6), hitCount(t, other, x.ID), "one hit not flushed")
+
+	// A deleted item is no longer held.
+	require.NoError(t, replica.Delete(t.Context(), x.ID))
+	items, err := replica.Answer(t.Context(), []store.Candidate{c})
+	require.NoError(t, err)
+	require.Empty(t, items)
 }

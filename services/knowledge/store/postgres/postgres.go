@@ -42,16 +42,16 @@ func New(ctx context.Context, url string, opts ...database.Option) (*Store, erro
 // knowledge_items unaliased (a SELECT or a RETURNING). The hit count is the item's own column
 // plus its row of knowledge_item_hits (migration 0005).
 const columns = `id, type, content, file_pattern, pattern_specificity, tags, confidence, decay_rank,
-	source_execution_id, source_task_id, source_agent_id, evidence, ` + hitCount + `, confirm_count, refute_count,
-	created_at, updated_at, last_confirmed_at, project, recorded_by, provisional, confirmed_by`
+	source_execution_id, source_task_id, source_agent_id, evidence, hit_count + ` + hitsRow + `, confirm_count,
+	refute_count, created_at, updated_at, last_confirmed_at, project, recorded_by, provisional, confirmed_by`
 
-// hitCount is an item's hit count in a statement on knowledge_items unaliased.
-const hitCount = `hit_count + COALESCE((SELECT h.hit_count FROM knowledge_item_hits h
-		WHERE h.item_id = knowledge_items.id), 0)`
+// hitsRow is an item's count in knowledge_item_hits in a statement on knowledge_items unaliased.
+const hitsRow = `COALESCE((SELECT h.hit_count FROM knowledge_item_hits h WHERE h.item_id = knowledge_items.id), 0)`
 
-// candidateColumns are the columns of a [store.Candidate], all in knowledge_items_match_idx, in the
-// order scanCandidate reads them.
-const candidateColumns = `id, file_pattern, confidence, decay_rank, pattern_specificity, last_confirmed_at`
+// candidateColumns are the columns of a [store.Candidate], all in knowledge_items_match_idx
+// (the counts of the revision since migration 0006), in the order candidates reads them.
+const candidateColumns = `id, file_pattern, confidence, decay_rank, pattern_specificity, last_confirmed_at,
+	confirm_count + refute_count`
 
 // rankOrder is the rank order of [store.Cursor].
 const rankOrder = `decay_rank DESC, pattern_specificity DESC, last_confirmed_at DESC, id DESC`
@@ -200,7 +200,7 @@ func (s *Store) candidates(ctx context.Context, sql string, args ...any) ([]stor
 			c             store.Candidate
 			lastConfirmed *time.Time
 		)
-		err := row.Scan(&c.ID, &c.FilePattern, &c.Confidence, &c.Rank, &c.Specificity, &lastConfirmed)
+		err := row.Scan(&c.ID, &c.FilePattern, &c.Confidence, &c.Rank, &c.Specificity, &lastConfirmed, &c.Revision)
 		if lastConfirmed != nil {
 			c.LastConfirmedAt = lastConfirmed.UTC()
 		}
@@ -268,20 +268,6 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 	return nil
 }
 
-// Answer implements [store.Store.Answer]: one read by primary key, no write; the hits are
-// counted in memory and written by [Store.FlushHits] (hits.go).
-func (s *Store) Answer(ctx context.Context, ids []int64) ([]store.Item, error) {
-	if len(ids) == 0 {
-		return []store.Item{}, nil
-	}
-	items, err := s.query(ctx, "answer", `SELECT `+columns+` FROM knowledge_items WHERE id = ANY($1)`, ids)
-	if err != nil {
-		return nil, err
-	}
-	s.hits.count(items)
-	return items, nil
-}
-
 // query runs a query returning items.
 func (s *Store) query(ctx context.Context, op, sql string, args ...any) ([]store.Item, error) {
 	rows, err := s.Pool().Query(ctx, sql, args...)
@@ -295,8 +281,8 @@ func (s *Store) query(ctx context.Context, op, sql string, args ...any) ([]store
 	return items, nil
 }
 
-// scanItem reads the [columns] of one row.
-func scanItem(row pgx.Row) (store.Item, error) {
+// scanItem reads the [columns] of one row, then into more, the columns after them.
+func scanItem(row pgx.Row, more ...any) (store.Item, error) {
 	var (
 		it                      store.Item
 		typ                     string
@@ -305,9 +291,9 @@ func scanItem(row pgx.Row) (store.Item, error) {
 		createdAt, updatedAt    time.Time
 		confirmCount, refuteCnt int32
 	)
-	err := row.Scan(&it.ID, &typ, &it.Content, &it.FilePattern, &it.Specificity, &it.Tags, &it.Confidence, &it.Rank,
-		&execution, &task, &agent, &it.Evidence, &it.HitCount, &confirmCount, &refuteCnt,
-		&createdAt, &updatedAt, &lastConfirmed, &it.Project, &it.RecordedBy, &it.Provisional, &it.ConfirmedBy)
+	err := row.Scan(append([]any{&it.ID, &typ, &it.Content, &it.FilePattern, &it.Specificity, &it.Tags, &it.Confidence,
+		&it.Rank, &execution, &task, &agent, &it.Evidence, &it.HitCount, &confirmCount, &refuteCnt,
+		&createdAt, &updatedAt, &lastConfirmed, &it.Project, &it.RecordedBy, &it.Provisional, &it.ConfirmedBy}, more...)...)
 	if err != nil {
 		return store.Item{}, err
 	}

@@ -48,7 +48,8 @@ const hitCount = `hit_count + COALESCE((SELECT h.hit_count FROM knowledge_item_h
 
 // candidateColumns are the columns of a [store.Candidate], all in knowledge_items_match_idx, in the
 // order candidates reads them.
-const candidateColumns = `id, file_pattern, confidence, decay_rank, pattern_specificity, last_confirmed_at`
+const candidateColumns = `id, file_pattern, confidence, decay_rank, pattern_specificity, last_confirmed_at,
+	confirm_count + refute_count`
 
 // rankOrder is the rank order of [store.Cursor].
 const rankOrder = `decay_rank DESC, pattern_specificity DESC, last_confirmed_at DESC, id DESC`
@@ -188,7 +189,7 @@ func (s *Store) candidates(ctx context.Context, q string, args ...any) ([]store.
 			c         store.Candidate
 			confirmed sql.NullString
 		)
-		if err := rows.Scan(&c.ID, &c.FilePattern, &c.Confidence, &c.Rank, &c.Specificity, &confirmed); err != nil {
+		if err := rows.Scan(&c.ID, &c.FilePattern, &c.Confidence, &c.Rank, &c.Specificity, &confirmed, &c.Revision); err != nil {
 			return nil, fmt.Errorf("knowledge store: candidates: %w", err)
 		}
 		if confirmed.Valid {
@@ -262,10 +263,15 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 }
 
 // Answer implements [store.Store.Answer]: the hits are upserted into the narrow rows of
-// knowledge_item_hits (never the items' own), then the items read, in one transaction.
-func (s *Store) Answer(ctx context.Context, ids []int64) ([]store.Item, error) {
-	if len(ids) == 0 {
+// knowledge_item_hits (never the items' own), then the items read, in one transaction. It reads
+// every item; it holds none in memory.
+func (s *Store) Answer(ctx context.Context, cands []store.Candidate) ([]store.Item, error) {
+	if len(cands) == 0 {
 		return []store.Item{}, nil
+	}
+	ids := make([]int64, len(cands))
+	for i, c := range cands {
+		ids[i] = c.ID
 	}
 	list, err := json.Marshal(ids)
 	if err != nil {

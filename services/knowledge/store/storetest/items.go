@@ -445,7 +445,7 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 		x := b.record(t, "*.sql", "x", t0)
 		y := b.record(t, "*.sql", "y", t0)
 		answer := func(ids ...int64) map[int64]store.Item {
-			items, err := b.store.Answer(b.ctx, ids)
+			items, err := b.store.Answer(b.ctx, byIDs(ids...))
 			require.NoError(t, err)
 			byID := map[int64]store.Item{}
 			for _, it := range items {
@@ -482,7 +482,7 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 					ids = []int64{y.ID, x.ID}
 				}
 				for range 10 {
-					_, err := b.store.Answer(b.ctx, ids)
+					_, err := b.store.Answer(b.ctx, byIDs(ids...))
 					require.NoError(t, err)
 				}
 			})
@@ -512,10 +512,10 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 			return n
 		}
 		for range 3 {
-			_, err := b.store.Answer(b.ctx, []int64{x.ID, y.ID, gone.ID})
+			_, err := b.store.Answer(b.ctx, byIDs(x.ID, y.ID, gone.ID))
 			require.NoError(t, err)
 		}
-		_, err := b.store.Answer(b.ctx, []int64{y.ID})
+		_, err := b.store.Answer(b.ctx, byIDs(y.ID))
 		require.NoError(t, err)
 		// The hits of an item deleted before the flush go with it.
 		require.NoError(t, b.store.Delete(b.ctx, gone.ID))
@@ -532,7 +532,7 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Equal(t, int64(4), stored(y.ID))
 
 		// Hits counted after a flush add to it; every method's items include them.
-		items, err := b.store.Answer(b.ctx, []int64{y.ID})
+		items, err := b.store.Answer(b.ctx, byIDs(y.ID))
 		require.NoError(t, err)
 		require.Equal(t, int64(5), items[0].HitCount)
 		listed, err := b.store.List(b.ctx, store.ListFilter{Limit: 10})
@@ -551,15 +551,27 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Equal(t, int64(5), twin.HitCount)
 
 		// Hits counted in the items' own column (before migration 0005, or by a replica of the
-		// previous release) add to those of knowledge_item_hits.
+		// previous release) add to those of knowledge_item_hits (in an answer, from the item's
+		// first answer at this revision).
 		harness.Exec(t, db, `UPDATE knowledge_items SET hit_count = 7 WHERE id = ?`, y.ID)
 		it, err = b.store.Get(b.ctx, y.ID)
 		require.NoError(t, err)
 		require.Equal(t, int64(12), it.HitCount)
-		items, err = b.store.Answer(b.ctx, []int64{y.ID})
+		require.Equal(t, int64(3), it.Revision(), "two confirmations, one refutation")
+		items, err = b.store.Answer(b.ctx, []store.Candidate{{ID: y.ID, Revision: it.Revision()}})
 		require.NoError(t, err)
 		require.Equal(t, int64(13), items[0].HitCount)
 	})
+}
+
+// byIDs returns candidates of the items with these ids, as Answer takes them, for items never
+// confirmed or refuted (revision 0).
+func byIDs(ids ...int64) []store.Candidate {
+	cands := make([]store.Candidate, len(ids))
+	for i, id := range ids {
+		cands[i] = store.Candidate{ID: id}
+	}
+	return cands
 }
 
 // candidatesContent is candidates with the items' content instead of their patterns.
@@ -583,7 +595,7 @@ func (b *bundle) contents(t *testing.T, cands []store.Candidate) []string {
 		require.NoError(t, err)
 		require.Equal(t, store.Candidate{
 			ID: it.ID, FilePattern: it.FilePattern, Confidence: it.Confidence, Rank: it.Rank,
-			Specificity: it.Specificity, LastConfirmedAt: it.LastConfirmedAt,
+			Specificity: it.Specificity, LastConfirmedAt: it.LastConfirmedAt, Revision: it.Revision(),
 		}, c)
 		contents = append(contents, it.Content)
 	}

@@ -1,0 +1,121 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/converge-dev/converge/services/knowledge/store"
+)
+
+// maxHeld bounds the items a store holds in memory to answer queries (about 1 KB each).
+const maxHeld = 10_000
+
+// held is an item the store read to answer a query, held to answer it again without reading it.
+type held struct {
+	// item is the item as read, its HitCount the item's own column only (hits counted before
+	// migration 0005): the rest of its hits are hitsRow and the unwritten ones.
+	item store.Item
+	// hitsRow is its row of knowledge_item_hits, and hitsKnown whether it is known: as the last
+	// flush that wrote this store's hits of it left it, or as read while no flush of this store
+	// ran.
+	hitsRow   int64
+	hitsKnown bool
+}
+
+// answerColumns are the [columns] with the item's own hit count only, then its hits row.
+const answerColumns = `id, type, content, file_pattern, pattern_specificity, tags, confidence, decay_rank,
+	source_execution_id, source_task_id, source_agent_id, evidence, hit_count, confirm_count,
+	refute_count, created_at, updated_at, last_confirmed_at, project, recorded_by, provisional, confirmed_by, ` + hitsRow
+
+// Answer implements [store.Store.Answer]: no write (the hits are counted in memory and written by
+// [Store.FlushHits], hits.go), and no read of an item held at the candidate's revision with its
+// hits row known; the others are read by primary key in one statement, and held.
+//
+// A held item is exact but for the hits of others: its revision (confirmations plus
+// refutations, in the candidates' index since migration 0006) changes with every change of the
+// item, and this store's own hits are all counted. Another replica's hits reach it when this
+// store's next flush of a hit on it returns the row (so within a flush interval of an answer), and
+// hits that a replica of a release before migration 0005 counts in the item's own column when the
+// item is next read.
+func (s *Store) Answer(ctx context.Context, cands []store.Candidate) ([]store.Item, error) {
+	if len(cands) == 0 {
+		return []store.Item{}, nil
+	}
+	h := s.hits
+	items := make([]store.Item, 0, len(cands))
+	var read []int64
+	h.mu.Lock()
+	for _, c := range cands {
+		e := h.held[c.ID]
+		if e == nil || !e.hitsKnown || e.item.Revision() != c.Revision {
+			read = append(read, c.ID)
+			continue
+		}
+		it := e.item
+		h.pending[it.ID]++
+		it.HitCount += e.hitsRow + h.pending[it.ID] + h.inflight[it.ID]
+		items = append(items, it)
+	}
+	gen, flushing := h.gen, h.inflight != nil
+	h.mu.Unlock()
+	if len(read) == 0 {
+		return items, nil
+	}
+
+	rows, err := s.Pool().Query(ctx, `SELECT `+answerColumns+` FROM knowledge_items WHERE id = ANY($1)`, read)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge store: answer: %w", err)
+	}
+	type answered struct {
+		item    store.Item
+		hitsRow int64
+	}
+	got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (answered, error) {
+		var a answered
+		var err error
+		a.item, err = scanItem(row, &a.hitsRow)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("knowledge store: answer: %w", err)
+	}
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// The hits row read is this store's flushed hits exactly if no flush of this store was
+	// writing or ended while the statement ran.
+	exact := !flushing && h.inflight == nil && h.gen == gen
+	for _, a := range got {
+		it := a.item
+		h.hold(it, a.hitsRow, exact)
+		h.pending[it.ID]++
+		it.HitCount += a.hitsRow + h.pending[it.ID] + h.inflight[it.ID]
+		items = append(items, it)
+	}
+	return items, nil
+}
+
+// hold holds it (its own hit count only), unless a later revision is held; hitsRow is its hits
+// row as read, which replaces the known one if exact. Called with h.mu held.
+func (h *hits) hold(it store.Item, hitsRow int64, exact bool) {
+	e := h.held[it.ID]
+	if e != nil && e.item.Revision() > it.Revision() {
+		return
+	}
+	if e == nil {
+		if len(h.held) >= maxHeld {
+			for id := range h.held { // any one: the map's order is random
+				delete(h.held, id)
+				break
+			}
+		}
+		e = &held{}
+		h.held[it.ID] = e
+	}
+	e.item = it
+	if exact {
+		e.hitsRow, e.hitsKnown = hitsRow, true
+	}
+}
