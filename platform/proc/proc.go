@@ -179,8 +179,9 @@ func Run(ctx context.Context, spec Spec) Result {
 			return Result{ExitCode: -1, Err: err}
 		}
 	}
-	// Whatever is left in the run's cgroup (setsid children included) goes when Run returns.
-	defer func() { cg.kill() }()
+	// Whatever is left in the run's cgroup (setsid children included) goes when Run returns; an
+	// emptied cgroup goes back to the pool (cgroup.go).
+	defer func() { cg.release() }()
 	var killed atomic.Bool
 	cmd.Cancel = func() error {
 		killed.Store(true)
@@ -210,7 +211,7 @@ func Run(ctx context.Context, spec Spec) Result {
 	// Whatever the process left running in its group goes with it; this also closes the
 	// output pipes those processes held.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	cg.kill()
+	cg.release()
 	cg = nil
 	if spec.Groups != nil {
 		spec.Groups.Ended(cmd.Process.Pid)

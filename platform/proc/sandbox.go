@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,7 +26,8 @@ import (
 //     caller: what it can read, the caller's environment included, it reads.
 //   - CgroupParent (cgroup v2, writable): each run gets a cgroup of its own under it, killed as a
 //     whole (cgroup.kill) when the run ends or times out, so nothing that left the process group
-//     survives either.
+//     survives either. An emptied one is kept for a later run (cgroup.go): a process that stops
+//     calls ReleaseCgroups (or KillCgroups) for each CgroupParent it used.
 //
 // DetectSandbox tries what the host allows and answers a Sandbox with what works and a
 // description of what does not. A Sandbox is safe for concurrent use.
@@ -126,6 +124,7 @@ func DetectSandbox(ctx context.Context, uid, gid int, cgroupName string) (*Sandb
 	} else {
 		s.CgroupParent = dir
 		if err := s.probe(ctx); err != nil {
+			ReleaseCgroups(dir)
 			s.CgroupParent = ""
 			rep.Cgroup = err.Error()
 		}
@@ -144,64 +143,6 @@ func (s *Sandbox) probe(ctx context.Context) error {
 	}
 	return nil
 }
-
-// CgroupDir makes name in the caller's cgroup (v2) and answers its directory, for
-// Sandbox.CgroupParent; an error says why the host allows none (no cgroup v2, not writable).
-func CgroupDir(name string) (string, error) { return cgroupDir(name) }
-
-// KillCgroups kills every process of the run cgroups under parent (a CgroupParent whose runs
-// were not ended by their Run: its process died) and removes them and parent.
-func KillCgroups(parent string) error {
-	if parent == "" {
-		return nil
-	}
-	entries, err := os.ReadDir(parent)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("proc: cgroups: %w", err)
-	}
-	for _, e := range entries {
-		if e.IsDir() && strings.HasPrefix(e.Name(), "run-") {
-			(&runCgroup{dir: filepath.Join(parent, e.Name())}).kill()
-		}
-	}
-	if err := os.Remove(parent); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("proc: cgroups: %w", err)
-	}
-	return nil
-}
-
-// cgroupDir finds the cgroup v2 hierarchy and the caller's cgroup in it, and makes name there.
-func cgroupDir(name string) (string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", err
-	}
-	rel := ""
-	for _, line := range strings.Split(string(b), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			rel = p
-		}
-	}
-	if rel == "" {
-		return "", errors.New("no cgroup v2 hierarchy")
-	}
-	for _, mnt := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		if _, err := os.Stat(filepath.Join(mnt, "cgroup.controllers")); err != nil {
-			continue
-		}
-		dir := filepath.Join(mnt, rel, name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", fmt.Errorf("cgroup v2 at %s is not writable: %w", mnt, err)
-		}
-		return dir, nil
-	}
-	return "", errors.New("no cgroup v2 mount")
-}
-
-var cgroupSeq atomic.Int64
 
 // prepare adjusts cmd's attributes for the sandbox and answers a cgroup to kill and remove at
 // the end (nil: none).
@@ -227,18 +168,14 @@ func (s *Sandbox) prepare(attr *syscall.SysProcAttr) (*runCgroup, error) {
 	if s.CgroupParent == "" {
 		return nil, nil
 	}
-	dir := filepath.Join(s.CgroupParent, fmt.Sprintf("run-%d-%d", os.Getpid(), cgroupSeq.Add(1)))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("proc: cgroup: %w", err)
-	}
-	f, err := os.Open(dir)
+	cg, err := poolOf(s.CgroupParent).get()
 	if err != nil {
-		_ = os.Remove(dir)
-		return nil, fmt.Errorf("proc: cgroup: %w", err)
+		return nil, err
 	}
+	// The child is cloned into the cgroup (clone3's CLONE_INTO_CGROUP): no move after the start.
 	attr.UseCgroupFD = true
-	attr.CgroupFD = int(f.Fd())
-	return &runCgroup{dir: dir, f: f}, nil
+	attr.CgroupFD = cg.fd
+	return cg, nil
 }
 
 // argv answers what to execute for argv: the re-executed init when namespaces are on.
@@ -253,37 +190,4 @@ func (s *Sandbox) argv(argv []string) (path string, args []string, err error) {
 		return "", nil, err
 	}
 	return link, append([]string{initArg}, argv...), nil
-}
-
-// runCgroup is one run's cgroup.
-type runCgroup struct {
-	dir string
-	f   *os.File
-}
-
-// kill kills every process of the cgroup and removes it (waiting, bounded, for them to go).
-func (c *runCgroup) kill() {
-	if c == nil {
-		return
-	}
-	if c.f != nil {
-		_ = c.f.Close()
-	}
-	if err := os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0); err != nil {
-		// Kernels before 5.14: kill what is listed.
-		if b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs")); err == nil {
-			for _, f := range strings.Fields(string(b)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-		}
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if err := os.Remove(c.dir); err == nil || errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

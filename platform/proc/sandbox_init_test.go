@@ -23,9 +23,15 @@ var smallInit struct {
 	err  error
 }
 
-// TestMain removes the init builtInit built.
+// TestMain removes the init builtInit built, and the emptied run cgroups kept under the parents
+// DetectSandbox made.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	for _, name := range []string{"converge-proc-test", "converge-proc-bench"} {
+		if dir, err := proc.CgroupDir(name); err == nil {
+			proc.ReleaseCgroups(dir)
+		}
+	}
 	if smallInit.path != "" {
 		_ = os.RemoveAll(filepath.Dir(smallInit.path))
 	}

@@ -88,8 +88,9 @@ func Module() servicecmd.Module {
 					store.Store
 					servicecmd.Store
 				}
-				err  error
-				opts = []Option{WithLogger(rt.Logger)}
+				err          error
+				opts         = []Option{WithLogger(rt.Logger)}
+				cgroupParent string // the sandbox's, when it has one
 			)
 			if e := rt.Embedded; e != nil {
 				allowEnv = splitEnvList(EnvAllowEnv)
@@ -118,6 +119,7 @@ func Module() servicecmd.Module {
 				opts = append(opts, WithDestinations(dest))
 				if sandboxMode == "auto" {
 					sb, rep := proc.DetectSandbox(ctx, sandboxUID, sandboxUID, "converge-verifier")
+					cgroupParent = sb.CgroupParent
 					rt.Logger.Info("command checks run sandboxed", "uid", sb.UID, "namespaces", sb.Namespaces,
 						"cgroup", sb.CgroupParent, "init", rep.Init, "isolation", rep.String())
 					opts = append(opts, WithSandbox(sb))
@@ -131,7 +133,11 @@ func Module() servicecmd.Module {
 			return servicecmd.Built{
 				Desc:  &server.Service{Desc: &verifierv1.VerifierService_ServiceDesc, Impl: New(st, opts...)},
 				Store: st,
-				Close: func() { _ = st.Close() },
+				Close: func() {
+					_ = st.Close()
+					// The emptied run cgroups kept for the next checks (platform/proc).
+					proc.ReleaseCgroups(cgroupParent)
+				},
 			}, nil
 		},
 	}
