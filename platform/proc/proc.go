@@ -278,7 +278,8 @@ type pipes struct {
 	readers []*os.File
 	writers []*os.File
 	dests   []io.Writer
-	wg      sync.WaitGroup
+	left    atomic.Int32  // readers still reading
+	done    chan struct{} // closed by the last reader to reach end of file
 }
 
 // connect gives cmd its stdout and stderr: one pipe per stream that has a writer of its own,
@@ -329,32 +330,37 @@ func (p *pipes) started() {
 	for _, w := range p.writers {
 		_ = w.Close()
 	}
+	p.done = make(chan struct{})
+	p.left.Store(int32(len(p.readers)))
+	if len(p.readers) == 0 {
+		close(p.done)
+	}
 	for i, r := range p.readers {
-		p.wg.Add(1)
 		go func(r *os.File, dest io.Writer) {
-			defer p.wg.Done()
 			_, _ = io.Copy(dest, r)
+			if p.left.Add(-1) == 0 {
+				close(p.done)
+			}
 		}(r, p.dests[i])
 	}
 }
 
 // drain waits for the readers to reach end of file, at most delay; then it closes the read ends,
-// which ends the readers.
+// which ends the readers. (Usually they are done already: no timer is made then.)
 func (p *pipes) drain(delay time.Duration) {
-	done := make(chan struct{})
-	go func() {
-		p.wg.Wait()
-		close(done)
-	}()
-	timer := time.NewTimer(delay)
-	defer timer.Stop()
 	select {
-	case <-done:
-	case <-timer.C:
-		for _, r := range p.readers {
-			_ = r.Close()
+	case <-p.done:
+	default:
+		timer := time.NewTimer(delay)
+		select {
+		case <-p.done:
+		case <-timer.C:
+			for _, r := range p.readers {
+				_ = r.Close()
+			}
+			<-p.done
 		}
-		<-done
+		timer.Stop()
 	}
 	for _, r := range p.readers {
 		_ = r.Close()
