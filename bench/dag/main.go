@@ -37,6 +37,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -155,6 +156,14 @@ type side struct {
 	PeerRounds int     `json:"peer_rounds,omitempty"`
 	// EarlyLeases are the leases granted before the task's wave opened (eager dispatch).
 	EarlyLeases int `json:"early_leases,omitempty"`
+	// CPUMsPerTask is the converge processes' CPU time (user + system, getrusage of the exited
+	// children: converge dev or the Scheduler and Registry, and the agents; not Postgres nor
+	// Redis) per task.
+	CPUMsPerTask float64 `json:"cpu_ms_per_task,omitempty"`
+	// StartedWithCompletion counts the tasks whose TASK_STARTED entry was written by their
+	// completion's transaction (the same store time as their TASK_COMPLETED): a short task's
+	// agent sends no separate report (issue 17).
+	StartedWithCompletion int `json:"started_with_completion,omitempty"`
 	// AgentPhaseMs is the agents' mean wall time per task of each phase of a task
 	// (converge_agent_task_phase_seconds, scraped from every agent's /metrics at the end).
 	AgentPhaseMs map[string]float64 `json:"agent_phase_ms_per_task,omitempty"`
@@ -270,7 +279,7 @@ func run(o options) (report, error) {
 		if o.mode == "embedded" || o.mode == "both" {
 			for _, d := range modesFor(g, o) {
 				fmt.Fprintf(os.Stderr, "dag-bench: %s on converge dev, %s dispatch\n", g.shape, d)
-				r, err := embedded(g, o, d)
+				r, err := withCPU(len(g.deps), func() (side, error) { return embedded(g, o, d) })
 				if err != nil {
 					return rep, fmt.Errorf("%s embedded %s: %w", g.shape, d, err)
 				}
@@ -280,7 +289,7 @@ func run(o options) (report, error) {
 		if o.mode == "postgres" || o.mode == "both" {
 			for _, d := range modesFor(g, o) {
 				fmt.Fprintf(os.Stderr, "dag-bench: %s on Postgres + Redis, %s dispatch\n", g.shape, d)
-				r, err := production(g, o, d)
+				r, err := withCPU(len(g.deps), func() (side, error) { return production(g, o, d) })
 				if err != nil {
 					return rep, fmt.Errorf("%s postgres %s: %w", g.shape, d, err)
 				}
@@ -453,6 +462,26 @@ func embedded(g graph, o options, dispatch string) (r side, err error) {
 	return r, err
 }
 
+// withCPU runs a converge deployment (run) and sets its CPUMsPerTask from the CPU time of the
+// child processes it started and waited for.
+func withCPU(tasks int, run func() (side, error)) (side, error) {
+	before := childrenCPU()
+	r, err := run()
+	if tasks > 0 {
+		r.CPUMsPerTask = float64((childrenCPU() - before).Microseconds()) / 1000 / float64(tasks)
+	}
+	return r, err
+}
+
+// childrenCPU is the user + system time of this process's exited, waited-for children.
+func childrenCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // startAgents starts n converge-agent processes on the Scheduler and Registry addresses, each
 // with its own metrics address (answered, for agentPhases).
 func startAgents(tb clustertest.TB, n int, scheduler, registry string) []string {
@@ -544,7 +573,8 @@ func figures(r *side, g graph, entries []*commonv1.LogEntry) {
 	}
 	granted := map[string]time.Time{}
 	completed := map[int]time.Time{}
-	started := map[int]time.Time{} // first TASK_STARTED of each task
+	started := map[int]time.Time{}      // first TASK_STARTED of each task
+	startedAt := map[string]time.Time{} // the store time of each task's TASK_STARTED entry
 	lastDone := map[string]time.Time{}
 	var claimLat, gaps []time.Duration
 	var first, last time.Time
@@ -570,6 +600,7 @@ func figures(r *side, g graph, entries []*commonv1.LogEntry) {
 			if !isTask {
 				continue
 			}
+			startedAt[en.GetTaskId()] = at
 			// When the task really started (the agent's clock, the same machine's here): a short
 			// task's started event reaches the Scheduler with its completion, its entry's time is
 			// the completion's.
@@ -588,6 +619,9 @@ func figures(r *side, g graph, entries []*commonv1.LogEntry) {
 			}
 			last = at
 			r.Completed++
+			if st, ok := startedAt[en.GetTaskId()]; ok && st.Equal(at) {
+				r.StartedWithCompletion++
+			}
 			completed[i] = at
 			lastDone[en.GetInstanceId()] = at
 		case commonv1.EventType_EVENT_TYPE_TASK_REQUEUED:
