@@ -118,3 +118,30 @@ func TestWatchdogKillsTheGroupsOfADeadAgent(t *testing.T) {
 	sess.feed = nil // already closed
 	sess.close()
 }
+
+// The emptied run cgroups kept for the next tasks (platform/proc's pool) go with the session:
+// after close, nothing of its cgroup is left.
+func TestSessionCloseLeavesNoCgroup(t *testing.T) {
+	t.Parallel()
+	sess, err := openSession(t.TempDir(), NewSessionID())
+	require.NoError(t, err)
+	require.NoError(t, sess.cgroupErr, "this test needs a writable cgroup v2")
+	sb := &proc.Sandbox{UID: -1, GID: -1, CgroupParent: sess.cgroup}
+	for range 2 {
+		res := proc.Run(t.Context(), proc.Spec{Shell: "true", Env: proc.Env(nil, nil), Groups: sess.groups, Sandbox: sb})
+		require.NoError(t, res.Err)
+		require.Zero(t, res.ExitCode, res.Output)
+	}
+	entries, err := os.ReadDir(sess.cgroup)
+	require.NoError(t, err)
+	kept := 0
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "run-") {
+			kept++
+		}
+	}
+	require.Equal(t, 1, kept, "the emptied cgroup is kept for the next task")
+	sess.close()
+	_, err = os.Stat(sess.cgroup)
+	require.ErrorIs(t, err, os.ErrNotExist, "the session's cgroup and its kept run cgroups are gone")
+}
