@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -382,16 +383,29 @@ func (t *execTx) SatisfyDependencies(taskIDs []string) error {
 	if len(tasks) == 0 {
 		return nil
 	}
-	stmt, err := t.tx.PrepareContext(t.ctx, `UPDATE wave_task_assignments SET unmet_deps = max(unmet_deps - ?, 0)
-		WHERE execution_id = ? AND task_key = ? AND unmet_deps > 0`)
-	if err != nil {
-		return fmt.Errorf("scheduler store: satisfy dependencies in %q: %w", t.ID(), err)
-	}
-	defer func() { _ = stmt.Close() }()
-	for i, task := range tasks {
-		if _, err := stmt.ExecContext(t.ctx, counts[i], t.ID(), task); err != nil {
-			return fmt.Errorf("scheduler store: satisfy dependencies of %q in %q: %w", task, t.ID(), err)
+	// One statement per distinct count (a completion names each dependent once: one statement),
+	// the tasks as a JSON array: one statement text, prepared once per connection, instead of a
+	// statement per dependent.
+	for len(tasks) > 0 {
+		n := counts[0]
+		var these, rest []string
+		var restCounts []int32
+		for i, task := range tasks {
+			if counts[i] == n {
+				these = append(these, task)
+			} else {
+				rest, restCounts = append(rest, task), append(restCounts, counts[i])
+			}
 		}
+		list, err := json.Marshal(these)
+		if err != nil {
+			return fmt.Errorf("scheduler store: satisfy dependencies in %q: %w", t.ID(), err)
+		}
+		if _, err := t.tx.ExecContext(t.ctx, `UPDATE wave_task_assignments SET unmet_deps = max(unmet_deps - ?, 0)
+			WHERE execution_id = ? AND task_key IN (SELECT value FROM json_each(?)) AND unmet_deps > 0`, n, t.ID(), string(list)); err != nil {
+			return fmt.Errorf("scheduler store: satisfy dependencies in %q: %w", t.ID(), err)
+		}
+		tasks, counts = rest, restCounts
 	}
 	return nil
 }
