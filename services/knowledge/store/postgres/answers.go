@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -54,6 +55,7 @@ func (s *Store) Answer(ctx context.Context, cands []store.Candidate) ([]store.It
 			continue
 		}
 		it := e.item
+		it.Tags = slices.Clone(it.Tags) // the caller's own, as a read's would be
 		h.pending[it.ID]++
 		it.HitCount += e.hitsRow + h.pending[it.ID] + h.inflight[it.ID]
 		items = append(items, it)
