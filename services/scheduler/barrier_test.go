@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -164,4 +165,48 @@ func TestACommitlessWaveWithValidationIsIntegrated(t *testing.T) {
 		require.Equal(t, []commonv1.EventType{commonv1.EventType_EVENT_TYPE_TASK_COMPLETED, commonv1.EventType_EVENT_TYPE_INTEGRATION_STARTED,
 			commonv1.EventType_EVENT_TYPE_LEASE_GRANTED}, types)
 	})
+}
+
+// The commits a wave integrates are those of its completed tasks, whichever of its tasks ends
+// last: here B (with a commit) and C (skipped by its agent) of the diamond's second wave, in
+// both orders.
+func TestAWaveIntegratesTheCommitsOfItsCompletedTasks(t *testing.T) {
+	t.Parallel()
+	const commit = "3333333333333333333333333333333333333333"
+	for _, skippedLast := range []bool{false, true} {
+		t.Run(fmt.Sprintf("skipped last %v", skippedLast), func(t *testing.T) {
+			t.Parallel()
+			forEachBackend(t, func(t *testing.T, st store.Store) {
+				b := runBundle(t, st)
+				b.start(t, b.createList(t, diamond(fmt.Sprintf("merges %v", skippedLast))), strictWaves)
+				a := b.claim(t, "agent-1", time.Second)
+				require.Equal(t, "A", a.GetAssignment().GetTaskId())
+				first := b.completeAndClaim(t, a, "")
+				second := b.claim(t, "agent-1", time.Second)
+				held := map[string]*schedulerv1.ClaimedAssignment{first.GetAssignment().GetTaskId(): first, second.GetAssignment().GetTaskId(): second}
+				require.Len(t, held, 2)
+				skip := func() {
+					c := held["C"].GetAssignment()
+					_, err := b.client.CompleteTask(t.Context(), &schedulerv1.CompleteTaskRequest{AssignmentId: c.GetId(), InstanceId: c.GetInstanceId(),
+						FencingToken: c.GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SKIPPED, Tries: 1,
+						Error: &commonv1.ErrorContext{Code: "NOTHING_TO_DO", Message: "already done"}})
+					require.NoError(t, err)
+				}
+				if !skippedLast {
+					skip()
+				}
+				integ := b.completeAndClaim(t, held["B"], commit)
+				if skippedLast {
+					require.Nil(t, integ, "C still runs")
+					skip()
+					integ = b.claim(t, "agent-1", time.Second)
+				}
+				require.Equal(t, schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION, integ.GetAssignment().GetKind())
+				require.EqualValues(t, 2, integ.GetAssignment().GetWaveNumber())
+				require.Len(t, integ.GetMerges(), 1)
+				require.Equal(t, "B", integ.GetMerges()[0].GetTaskId())
+				require.Equal(t, commit, integ.GetMerges()[0].GetCommitSha())
+			})
+		})
+	}
 }
