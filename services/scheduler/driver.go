@@ -46,30 +46,23 @@ type changeListener interface {
 	Listen(ctx context.Context, changed func())
 }
 
-// leadHolder is a store that can name the session holding a leadership from any session
-// (Postgres: the advisory lock's backend). The leadership lasts as long as the session that took
-// it; when that one session ends (Postgres restarted, the connection cut or terminated) the rest
-// of the pool may go on working and another replica may take the lead. So the leader checks,
-// every round, that its session still holds the leadership, and steps down otherwise.
-type leadHolder interface {
-	LeadHolder(ctx context.Context, name string) (int64, error)
+// leadChecker is a store whose leadership lasts as long as the session that took it (Postgres:
+// a session-level advisory lock). When that one session ends (Postgres restarted, the connection
+// cut or terminated) the rest of the pool may go on working and another replica may take the
+// lead. So the leader asks, every round, whether its session is still alive (one trivial round
+// trip on that session's own connection), and steps down otherwise.
+type leadChecker interface {
+	LeadAlive(ctx context.Context, name string) error
 }
 
 func (s *Server) drive(ctx context.Context) {
-	var (
-		release func()
-		session int64 // the session holding our leadership, when the store can say
-	)
+	var release func()
 	defer func() {
 		if release != nil {
 			release()
 		}
 	}()
-	stepDown := func() {
-		release()
-		release, session = nil, 0
-	}
-	holder, canCheck := s.store.(leadHolder)
+	checker, canCheck := s.store.(leadChecker)
 	t := time.NewTicker(s.driverEvery)
 	defer t.Stop()
 	for {
@@ -80,29 +73,15 @@ func (s *Server) drive(ctx context.Context) {
 				s.log.Warn("scheduler driver: leadership", "err", err)
 			case ok:
 				release = rel
-				if canCheck {
-					if session, err = holder.LeadHolder(ctx, leaderName); err != nil || session == 0 {
-						if ctx.Err() == nil {
-							s.log.Warn("scheduler driver: leadership taken but not confirmed; trying again", "err", err)
-						}
-						stepDown()
-						break
-					}
-				}
 				s.log.Info("scheduler driver: this replica leads (reaper, verification)")
 			}
-		}
-		if release != nil && canCheck {
-			now, err := holder.LeadHolder(ctx, leaderName)
-			switch {
-			case err != nil:
+		} else if canCheck {
+			if err := checker.LeadAlive(ctx, leaderName); err != nil {
 				if ctx.Err() == nil {
-					s.log.Warn("scheduler driver: leadership check", "err", err)
+					s.log.Warn("scheduler driver: leadership lost (the session holding it ended or did not answer); stepping down", "err", err)
 				}
-				stepDown()
-			case now != session:
-				s.log.Warn("scheduler driver: leadership lost (the session holding it ended); stepping down", "session", session, "holder", now)
-				stepDown()
+				release()
+				release = nil
 			}
 		}
 		if release != nil {

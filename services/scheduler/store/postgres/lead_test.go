@@ -51,3 +51,41 @@ func TestLeadHolderSeesTheLeadersSessionEnd(t *testing.T) {
 	require.NotZero(t, pid2)
 	require.NotEqual(t, pid, pid2)
 }
+
+// LeadAlive answers nil while the session that took the leadership holds it, and an error once
+// that session was terminated (the pool going on working) or the leadership was released.
+func TestLeadAliveSeesTheLeadersSessionEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := postgres.New(ctx, dbtest.Postgres(t), database.WithMigrate())
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+
+	require.Error(t, s.LeadAlive(ctx, "driver"), "not taken yet")
+	held, release, err := s.TryLead(ctx, "driver")
+	require.NoError(t, err)
+	require.True(t, held)
+	require.NoError(t, s.LeadAlive(ctx, "driver"))
+	require.Error(t, s.LeadAlive(ctx, "another"), "another name is not held")
+	release()
+	require.Error(t, s.LeadAlive(ctx, "driver"), "released")
+	release() // at most once
+
+	held, release, err = s.TryLead(ctx, "driver")
+	require.NoError(t, err)
+	require.True(t, held)
+	defer release()
+	require.NoError(t, s.LeadAlive(ctx, "driver"))
+	pid, err := s.LeadHolder(ctx, "driver")
+	require.NoError(t, err)
+	require.NotZero(t, pid)
+	_, err = s.Pool().Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.LeadAlive(ctx, "driver") != nil }, 10e9, 50e6)
+	require.NoError(t, s.Ping(ctx), "the pool goes on working")
+	again, release2, err := s.TryLead(ctx, "driver")
+	require.NoError(t, err)
+	require.True(t, again, "the ended session's leadership can be taken again")
+	defer release2()
+	require.NoError(t, s.LeadAlive(ctx, "driver"))
+}

@@ -13,6 +13,7 @@ import (
 // Migrate, MigrationStatus, Pool and DB.
 type Store struct {
 	*database.Postgres
+	leads *leads // the leaderships this store holds (lead.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -26,5 +27,5 @@ func New(ctx context.Context, url string, opts ...database.Option) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: %w", err)
 	}
-	return &Store{Postgres: db}, nil
+	return &Store{Postgres: db, leads: &leads{}}, nil
 }
