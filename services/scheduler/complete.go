@@ -32,7 +32,11 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 	}
 	fused := false   // the completion was accepted now (not a retry): a next claim may follow
 	applied := false // the completion was applied now (not a retry)
-	err = s.update(store.WithAssignmentHint(ctx, req.GetAssignmentId()), eid, func(r *runner) error {
+	uctx := store.WithAssignmentHint(ctx, req.GetAssignmentId())
+	if next != nil {
+		uctx = store.WithNextPendingHint(uctx) // the claim's NextPending read with the lock
+	}
+	err = s.update(uctx, eid, func(r *runner) error {
 		a, err := r.holder(ctx, req.GetAssignmentId(), req.GetInstanceId(), req.GetFencingToken())
 		if err != nil {
 			return err

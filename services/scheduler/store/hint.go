@@ -18,3 +18,19 @@ func AssignmentHint(ctx context.Context) string {
 	id, _ := ctx.Value(assignmentHintKey{}).(string)
 	return id
 }
+
+type nextPendingHintKey struct{}
+
+// WithNextPendingHint tells UpdateExecution, through its context, that its function will also
+// ask NextPending of the hinted assignment's wave ([WithAssignmentHint]; a completion that leases
+// the agent's next assignment in the same transaction): a backend may read it with the lock too.
+// Only a hint: NextPending answers the same either way, the transaction's own writes included.
+func WithNextPendingHint(ctx context.Context) context.Context {
+	return context.WithValue(ctx, nextPendingHintKey{}, true)
+}
+
+// NextPendingHint reports whether [WithNextPendingHint] is set.
+func NextPendingHint(ctx context.Context) bool {
+	on, _ := ctx.Value(nextPendingHintKey{}).(bool)
+	return on
+}

@@ -71,6 +71,7 @@ func (s *Store) updateOnce(ctx context.Context, id string, fn func(tx store.Exec
 		return err
 	})
 	pre := prefetch(b, id, store.AssignmentHint(ctx))
+	next := prefetchNext(b, id, store.AssignmentHint(ctx), store.NextPendingHint(ctx), pre)
 	err = conn.SendBatch(ctx, b).Close()
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("execution %q: %w", id, store.ErrNotFound)
@@ -78,7 +79,7 @@ func (s *Store) updateOnce(ctx context.Context, id string, fn func(tx store.Exec
 	if err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
 	}
-	etx := &execTx{ctx: ctx, p: &pipe{conn: conn}, TxState: store.TxState{Exec: e, At: now.UTC()}, pre: pre}
+	etx := &execTx{ctx: ctx, p: &pipe{conn: conn}, TxState: store.TxState{Exec: e, At: now.UTC()}, pre: pre, next: next.known()}
 	err = fn(etx)
 	etx.Done = true
 	if err != nil {
@@ -112,7 +113,8 @@ type execTx struct {
 	// The rows read in this transaction, by id (tasks by key): they exist and are the locked
 	// execution's until the commit.
 	knownAssignments, knownWaves, knownTasks map[string]bool
-	pre                                      *prefetched // read with the lock (store.AssignmentHint)
+	pre                                      *prefetched  // read with the lock (store.AssignmentHint)
+	next                                     *nextPending // read with the lock (store.NextPendingHint)
 }
 
 // prefetched is an assignment and its wave read in the lock's round trip, for the transaction's
@@ -343,6 +345,13 @@ func (t *execTx) NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKin
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
+	if a, ok := t.next.answer(waveNumber, kinds); ok {
+		t.next = nil
+		if a != nil {
+			t.knowAssignments(a)
+		}
+		return a, nil
+	}
 	// Two indexed look-ups, never a sort of the wave's pending rows (a fan-out of n tasks made
 	// every claim sort the n − k still pending): the wave's pending integration through its unique
 	// index, else the first pending task in position order through the claimable index.
@@ -395,7 +404,7 @@ func (t *execTx) InsertAssignment(a *store.Assignment) error {
 	if err := t.Check(); err != nil {
 		return err
 	}
-	t.pre = nil
+	t.pre, t.next = nil, nil
 	waves, err := readWaves(t.ctx, t.p, t.ID())
 	if err != nil {
 		return fmt.Errorf("scheduler store: insert assignment: %w", err)
@@ -425,6 +434,7 @@ func (t *execTx) PutAssignment(a *store.Assignment) error {
 	if err != nil {
 		return err
 	}
+	t.next = t.next.after(a)
 	return t.write(t.knownAssignments[r.ID], fmt.Sprintf("put assignment %q", r.ID),
 		fmt.Errorf("assignment %q of execution %q: %w", r.ID, t.ID(), store.ErrNotFound),
 		`UPDATE wave_task_assignments SET status = $3, instance_id = $4,
