@@ -44,8 +44,9 @@ import (
 //     agents, so n/2 waves of two: a wave barrier every second completion) unless set; bench/run.sh
 //     sets 1024 (the contract's maximum, as bench/dag does: n/1024 waves, the fan-out);
 //
-//   - CONVERGE_FANOUT_SQL (any value) prints, on Postgres, every statement's count per task and
-//     mean time ([b]: sent in a batch); roundtrips/task and statements/task are always reported.
+//   - CONVERGE_FANOUT_SQL (any value) prints every statement's count per task, on Postgres with its
+//     mean time ([b]: sent in a batch); roundtrips/task and statements/task are always reported
+//     on Postgres; on SQLite statements/task only with it (SQLite's statement trace, which costs CPU).
 //
 //     go test -run '^$' -bench BenchmarkFanout -benchtime 1x ./
 //     go test -run '^$' -bench 'BenchmarkFanout/(sqlite|postgres)/fused=true/' -benchtime 1x ./  # the growth run of make bench
@@ -106,6 +107,10 @@ func benchStore(b *testing.B, name string, tracer *sqlCounter) store.Store {
 func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	b.StopTimer()
 	sqls := newSQLCounter()
+	countSQLite := backend == "sqlite" && os.Getenv("CONVERGE_FANOUT_SQL") != ""
+	if countSQLite {
+		traceSQLite()
+	}
 	st := benchStore(b, backend, sqls)
 	s := New(st, WithWorkDir(b.TempDir()))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -134,6 +139,9 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	runtime.ReadMemStats(&before)
 	mem := watchMemory(n)
 	sqls.reset()
+	if countSQLite {
+		sqliteCounting.Store(sqls)
+	}
 	cpu0 := cpuTime()
 	b.StartTimer()
 	start := time.Now()
@@ -169,9 +177,12 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	elapsed := time.Since(start)
 	cpu := cpuTime() - cpu0
 	b.StopTimer()
-	if backend == "postgres" {
+	sqliteCounting.Store(nil)
+	if backend == "postgres" || countSQLite {
 		rt, stmts := sqls.totals()
-		b.ReportMetric(float64(rt)/float64(n), "roundtrips/task")
+		if backend == "postgres" {
+			b.ReportMetric(float64(rt)/float64(n), "roundtrips/task")
+		}
 		b.ReportMetric(float64(stmts)/float64(n), "statements/task")
 		if os.Getenv("CONVERGE_FANOUT_SQL") != "" {
 			sqls.print(os.Stderr, n)
