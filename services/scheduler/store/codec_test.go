@@ -137,3 +137,36 @@ func TestExecutionDetailMemo(t *testing.T) {
 		t.Fatalf("memo holds %d entries, more than %d", len(m.m), detailMemoSize)
 	}
 }
+
+// TestEncodeWaveDetail: a wave without placements (every other field is a column) is stored with
+// the detail protojson gives it, "{}", without encoding; one with placements keeps them.
+func TestEncodeWaveDetail(t *testing.T) {
+	start := timestamppb.New(timestamppb.Now().AsTime())
+	w := &schedulerv1.Wave{Id: "wv_1", ExecutionId: "ex_1", WaveNumber: 2, Status: schedulerv1.WaveStatus_WAVE_STATUS_RUNNING,
+		TaskCount: 3, CompletedCount: 1, FailedCount: 1, SkippedCount: 1, ActiveAgents: 2, BaseCommit: "abc",
+		IntegrationCommit: "def", StartTime: start, EndTime: start}
+	r, err := EncodeWave(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Detail != "{}" {
+		t.Fatalf("detail of a wave without placements = %s, want {}", r.Detail)
+	}
+	back, err := DecodeWave(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(back, w) {
+		t.Fatalf("decoded %v, want %v", back, w)
+	}
+	w.Placements = []*schedulerv1.WavePlacement{{TaskId: "t1"}}
+	if r, err = EncodeWave(w); err != nil {
+		t.Fatal(err)
+	}
+	if back, err = DecodeWave(r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Detail == "{}" || !proto.Equal(back, w) {
+		t.Fatalf("wave with placements: detail %s, decoded %v", r.Detail, back)
+	}
+}

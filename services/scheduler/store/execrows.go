@@ -274,6 +274,12 @@ func EncodeWave(w *schedulerv1.Wave) (WaveRow, error) {
 	if r.Status, err = enumName(status, waveStatusPrefix); err != nil {
 		return r, fmt.Errorf("wave %q: %w", w.GetId(), err)
 	}
+	if len(w.GetPlacements()) == 0 && len(w.ProtoReflect().GetUnknown()) == 0 {
+		// Every other field is a column: the detail is protojson's "{}" (ExecTx's waves, read
+		// without their placements, on every claim and completion).
+		r.Detail = "{}"
+		return r, nil
+	}
 	r.Detail, err = detailOf(w, func(c *schedulerv1.Wave) {
 		c.Id, c.ExecutionId, c.WaveNumber, c.Status = "", "", 0, 0
 		c.TaskCount, c.CompletedCount, c.FailedCount, c.SkippedCount, c.ActiveAgents = 0, 0, 0, 0, 0

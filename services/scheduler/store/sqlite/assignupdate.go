@@ -6,7 +6,7 @@ import (
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
-// PutAssignment (and PutExecution) write only the columns that changed since the transaction
+// PutAssignment (and PutExecution, PutWave) write only the columns that changed since the transaction
 // read the row. SQLite
 // maintains an index, and checks a CHECK constraint, when the UPDATE names one of its columns,
 // whether or not the value changes: an UPDATE of all fourteen columns kept every index of the
@@ -46,24 +46,28 @@ func assignmentUpdate(stored *assignmentValues, values assignmentValues, updated
 }
 
 // changedUpdate is an UPDATE of table setting the columns whose values differ from stored (all
-// when stored is nil), then tail (the rest of the SET list and the WHERE clause), and its
-// arguments.
+// when stored is nil), then tail (the rest of the SET list and the WHERE clause, or only the
+// WHERE clause when it starts with "WHERE"), and its arguments. With a bare WHERE tail at least
+// one column must differ.
 func changedUpdate(table string, columns []string, stored, values []any, tail string, tailArgs ...any) (string, []any) {
-	var b strings.Builder
+	b := make([]byte, 0, 64+len(tail)+16*len(values))
 	args := make([]any, 0, len(values)+len(tailArgs))
-	b.WriteString("UPDATE ")
-	b.WriteString(table)
-	b.WriteString(" SET ")
+	b = append(b, "UPDATE "...)
+	b = append(b, table...)
+	b = append(b, " SET "...)
 	for i, v := range values {
 		if stored != nil && stored[i] == v {
 			continue
 		}
-		b.WriteString(columns[i])
-		b.WriteString(" = ?, ")
+		b = append(b, columns[i]...)
+		b = append(b, " = ?, "...)
 		args = append(args, v)
 	}
-	b.WriteString(tail)
-	return b.String(), append(args, tailArgs...)
+	if strings.HasPrefix(tail, "WHERE") {
+		b = append(b[:len(b)-2], ' ')
+	}
+	b = append(b, tail...)
+	return string(b), append(args, tailArgs...)
 }
 
 // executionSet are the columns PutExecution writes, besides updated_at.
@@ -79,4 +83,16 @@ func executionValuesOf(r store.ExecutionRow) executionValues {
 		nstr(r.FeatureBuildID), r.TotalTasks, r.CompletedTasks, r.FailedTasks, r.SkippedTasks,
 		r.RunningTasks, r.CurrentWave, r.WaveCount, r.TotalAttempts, r.Detail, nts(r.StartTime),
 		nts(r.EndTime), r.LastSeq}
+}
+
+// waveSet are the columns PutWave writes (a wave row has no updated_at).
+var waveSet = [...]string{"status", "task_count", "completed_count", "failed_count", "skipped_count",
+	"active_agents", "base_commit", "integration_commit", "started_at", "completed_at"}
+
+// waveValues are r's values of waveSet, comparable with ==.
+type waveValues [len(waveSet)]any
+
+func waveValuesOf(r store.WaveRow) waveValues {
+	return waveValues{r.Status, r.TaskCount, r.CompletedCount, r.FailedCount, r.SkippedCount, r.ActiveAgents,
+		nstr(r.BaseCommit), nstr(r.IntegrationCommit), nts(r.StartTime), nts(r.EndTime)}
 }

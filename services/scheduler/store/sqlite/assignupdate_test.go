@@ -66,3 +66,28 @@ func TestExecutionUpdateNamesChangedColumns(t *testing.T) {
 		t.Fatalf("update =\n%s %v\nwant\n%s", query, args, want)
 	}
 }
+
+// TestWaveUpdateNamesChangedColumns: a wave the transaction read is updated in the columns that
+// changed only (a wave row has no updated_at), one it has not read in all of them.
+func TestWaveUpdateNamesChangedColumns(t *testing.T) {
+	before := store.WaveRow{ID: "w1", Status: "running", TaskCount: 4, CompletedCount: 1, ActiveAgents: 2}
+	after := before
+	after.CompletedCount, after.ActiveAgents = 2, 1
+	stored, values := waveValuesOf(before), waveValuesOf(after)
+	query, args := changedUpdate("parallel_execution_waves", waveSet[:], stored[:], values[:],
+		"WHERE wave_id = ? AND execution_id = ?", "w1", "e1")
+	want := "UPDATE parallel_execution_waves SET completed_count = ?, active_agents = ? WHERE wave_id = ? AND execution_id = ?"
+	if query != want || !slices.Equal(args, []any{int32(2), int32(1), "w1", "e1"}) {
+		t.Fatalf("update =\n%s %v\nwant\n%s", query, args, want)
+	}
+	query, args = changedUpdate("parallel_execution_waves", waveSet[:], nil, values[:],
+		"WHERE wave_id = ? AND execution_id = ?", "w1", "e1")
+	for _, c := range waveSet {
+		if !contains(query, c+" = ?") {
+			t.Fatalf("update of a wave not read leaves out %s: %s", c, query)
+		}
+	}
+	if len(args) != len(waveSet)+2 || contains(query, ",  WHERE") || contains(query, ", WHERE") {
+		t.Fatalf("update of a wave not read: %s %v", query, args)
+	}
+}

@@ -63,6 +63,9 @@ type execTx struct {
 	// storedExec is the execution's row (but for last_seq, see storedSeq).
 	stored     map[string]assignmentValues
 	storedExec executionValues
+	// storedWaves are the wave rows read or written in this transaction, by wave id, as they are
+	// in it (see PutWave).
+	storedWaves map[string]waveValues
 }
 
 // flushLog stores the entries Append numbered and the execution's last_seq, if PutExecution
@@ -110,7 +113,7 @@ func (t *execTx) Waves() ([]*schedulerv1.Wave, error) {
 	}
 	rows, err := t.tx.QueryContext(t.ctx, `SELECT `+waveCountColumns+` FROM parallel_execution_waves w
 		WHERE w.execution_id = ? ORDER BY w.wave_number`, t.ID())
-	waves, err := collect(rows, err, scanWave)
+	waves, err := collect(rows, err, t.scanWave)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: waves of %q: %w", t.ID(), err)
 	}
@@ -121,7 +124,7 @@ func (t *execTx) Wave(n int32) (*schedulerv1.Wave, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	w, err := scanWave(t.tx.QueryRowContext(t.ctx, `SELECT `+waveCountColumns+` FROM parallel_execution_waves w
+	w, err := t.scanWave(t.tx.QueryRowContext(t.ctx, `SELECT `+waveCountColumns+` FROM parallel_execution_waves w
 		WHERE w.execution_id = ? AND w.wave_number = ?`, t.ID(), n))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("wave %d of execution %q: %w", n, t.ID(), store.ErrNotFound)
@@ -132,6 +135,10 @@ func (t *execTx) Wave(n int32) (*schedulerv1.Wave, error) {
 	return w, nil
 }
 
+// PutWave writes the columns of w that differ from the row as this transaction has it (all of
+// them for a wave it has not read), and nothing when none does: a claim and a completion change a
+// counter or two of their wave, and SQLite checks the CHECKs and maintains the status index of
+// every column an UPDATE names.
 func (t *execTx) PutWave(w *schedulerv1.Wave) error {
 	if err := t.Check(); err != nil {
 		return err
@@ -140,19 +147,44 @@ func (t *execTx) PutWave(w *schedulerv1.Wave) error {
 	if err != nil {
 		return err
 	}
-	res, err := t.tx.ExecContext(t.ctx, `UPDATE parallel_execution_waves SET status = ?, task_count = ?,
-		completed_count = ?, failed_count = ?, skipped_count = ?, active_agents = ?, base_commit = ?,
-		integration_commit = ?, started_at = ?, completed_at = ?
-		WHERE wave_id = ? AND execution_id = ?`,
-		r.Status, r.TaskCount, r.CompletedCount, r.FailedCount, r.SkippedCount, r.ActiveAgents,
-		r.BaseCommit, r.IntegrationCommit, nts(r.StartTime), nts(r.EndTime), r.ID, t.ID())
+	values := waveValuesOf(r)
+	stored, ok := t.storedWaves[r.ID]
+	if ok && stored == values {
+		return nil // read in this transaction, so the row is there; nothing to write
+	}
+	var old []any
+	if ok {
+		old = stored[:]
+	}
+	query, args := changedUpdate("parallel_execution_waves", waveSet[:], old, values[:],
+		"WHERE wave_id = ? AND execution_id = ?", r.ID, t.ID())
+	res, err := t.tx.ExecContext(t.ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("scheduler store: put wave %q: %w", w.GetId(), err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return errors.Join(fmt.Errorf("wave %q of execution %q: %w", w.GetId(), t.ID(), store.ErrNotFound), err)
 	}
+	t.rememberWave(r.ID, values)
 	return nil
+}
+
+// rememberWave keeps the values of a wave row as the transaction has it (see PutWave).
+func (t *execTx) rememberWave(id string, values waveValues) {
+	if t.storedWaves == nil {
+		t.storedWaves = map[string]waveValues{}
+	}
+	t.storedWaves[id] = values
+}
+
+// scanWave reads a wave row and remembers it.
+func (t *execTx) scanWave(row scanner) (*schedulerv1.Wave, error) {
+	r, w, err := scanWaveRow(row)
+	if err != nil {
+		return nil, err
+	}
+	t.rememberWave(r.ID, waveValuesOf(r))
+	return w, nil
 }
 
 func (t *execTx) Assignment(id string) (*store.Assignment, error) {

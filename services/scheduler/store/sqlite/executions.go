@@ -112,13 +112,19 @@ func scanExecutionRow(row scanner) (store.ExecutionRow, *schedulerv1.Execution, 
 }
 
 func scanWave(row scanner) (*schedulerv1.Wave, error) {
+	_, w, err := scanWaveRow(row)
+	return w, err
+}
+
+func scanWaveRow(row scanner) (store.WaveRow, *schedulerv1.Wave, error) {
 	var r store.WaveRow
 	if err := row.Scan(&r.ID, &r.ExecutionID, &r.WaveNumber, &r.Status, &r.TaskCount, &r.CompletedCount,
 		&r.FailedCount, &r.SkippedCount, &r.ActiveAgents, &r.BaseCommit, &r.IntegrationCommit,
 		&r.Detail, nullTimeCol{&r.StartTime}, nullTimeCol{&r.EndTime}); err != nil {
-		return nil, err
+		return r, nil, err
 	}
-	return store.DecodeWave(r)
+	w, err := store.DecodeWave(r)
+	return r, w, err
 }
 
 func scanAssignment(row scanner) (*store.Assignment, error) {
