@@ -22,6 +22,7 @@ var executionTests = []test{
 	{"CreateAndGet", testExecutionCreateAndGet},
 	{"NotFound", testExecutionNotFound},
 	{"ReadsSeeWrites", testExecutionReadsSeeWrites},
+	{"TaskStatusesInOneTransaction", testTaskStatusesInOneTransaction},
 	{"RunNumbers", testExecutionRunNumbers},
 	{"RequestID", testExecutionRequestID},
 	{"OneOpenRunPerList", testOneOpenRunPerList},

@@ -91,3 +91,48 @@ func testExecutionReadsSeeWrites(t *testing.T, newStore func(t *testing.T) store
 		return nil
 	}))
 }
+
+// testTaskStatusesInOneTransaction: the statuses a transaction sets (a completion and the claim
+// fused with it set two; a task set twice keeps the last) are all there after it commits, and
+// none after it fails (a backend may write them together at the end).
+func testTaskStatusesInOneTransaction(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	newList(t, s, "tl", 3)
+	r := newRun("ex", "tl", []string{"t0", "t1", "t2"}).create(t, s)
+	statuses := func() []commonv1.TaskStatus {
+		tl, err := s.GetTaskList(t.Context(), "tl", store.ViewFull)
+		require.NoError(t, err)
+		var out []commonv1.TaskStatus
+		for _, task := range tl.Spec.GetTasks() {
+			out = append(out, task.GetStatus())
+		}
+		return out
+	}
+	err := s.UpdateExecution(t.Context(), "ex", func(tx store.ExecTx) error {
+		for _, a := range r.as {
+			_, err := tx.Assignment(a.Id)
+			require.NoError(t, err)
+		}
+		require.NoError(t, tx.SetTaskStatus("t0", commonv1.TaskStatus_TASK_STATUS_COMPLETED))
+		require.NoError(t, tx.SetTaskStatus("t1", commonv1.TaskStatus_TASK_STATUS_IN_PROGRESS))
+		return store.ErrConflict
+	})
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.Equal(t, []commonv1.TaskStatus{commonv1.TaskStatus_TASK_STATUS_PENDING, commonv1.TaskStatus_TASK_STATUS_PENDING,
+		commonv1.TaskStatus_TASK_STATUS_PENDING}, statuses())
+
+	update(t, s, "ex", func(tx store.ExecTx) error {
+		for _, a := range r.as[:2] {
+			_, err := tx.Assignment(a.Id)
+			require.NoError(t, err)
+		}
+		require.NoError(t, tx.SetTaskStatus("t0", commonv1.TaskStatus_TASK_STATUS_IN_PROGRESS))
+		require.NoError(t, tx.SetTaskStatus("t1", commonv1.TaskStatus_TASK_STATUS_IN_PROGRESS))
+		require.NoError(t, tx.SetTaskStatus("t0", commonv1.TaskStatus_TASK_STATUS_COMPLETED))
+		require.NoError(t, tx.SetTaskStatus("t2", commonv1.TaskStatus_TASK_STATUS_FAILED)) // not read
+		return nil
+	})
+	require.Equal(t, []commonv1.TaskStatus{commonv1.TaskStatus_TASK_STATUS_COMPLETED, commonv1.TaskStatus_TASK_STATUS_IN_PROGRESS,
+		commonv1.TaskStatus_TASK_STATUS_FAILED}, statuses())
+}
