@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -25,21 +26,64 @@ const (
 )
 
 // enumName is the column value of v: its name without prefix, in lower case. An UNSPECIFIED or
-// undefined value is an error.
+// undefined value is an error. Names are computed once per value (every transaction writes a
+// handful: statuses, kinds, event types).
 func enumName(v protoreflect.Enum, prefix string) (string, error) {
-	d := v.Descriptor().Values().ByNumber(v.Number())
-	if d == nil || v.Number() == 0 {
-		return "", fmt.Errorf("store: %s %d cannot be stored", v.Descriptor().Name(), v.Number())
+	ed := v.Descriptor()
+	key := enumKey{ed.FullName(), v.Number()}
+	enumCache.RLock()
+	name, ok := enumCache.names[key]
+	enumCache.RUnlock()
+	if ok {
+		return name, nil
 	}
-	return strings.ToLower(strings.TrimPrefix(string(d.Name()), prefix)), nil
+	d := ed.Values().ByNumber(v.Number())
+	if d == nil || v.Number() == 0 {
+		return "", fmt.Errorf("store: %s %d cannot be stored", ed.Name(), v.Number())
+	}
+	name = strings.ToLower(strings.TrimPrefix(string(d.Name()), prefix))
+	enumCache.Lock()
+	enumCache.names[key] = name
+	enumCache.Unlock()
+	return name, nil
+}
+
+// enumKey is a value of an enum type, for enumCache.
+type enumKey struct {
+	enum   protoreflect.FullName
+	number protoreflect.EnumNumber
+}
+
+// enumCache holds enumName's and enumNumber's answers: a few dozen values (the prefix is fixed
+// per enum type, and the names read are those the columns' CHECKs allow).
+var enumCache = struct {
+	sync.RWMutex
+	names   map[enumKey]string
+	numbers map[enumNumberKey]protoreflect.EnumNumber
+}{names: map[enumKey]string{}, numbers: map[enumNumberKey]protoreflect.EnumNumber{}}
+
+// enumNumberKey is a column value of an enum type, for enumCache.
+type enumNumberKey struct {
+	enum protoreflect.FullName
+	name string
 }
 
 // enumNumber reads a column value written by enumName.
 func enumNumber(ed protoreflect.EnumDescriptor, prefix, name string) (protoreflect.EnumNumber, error) {
+	key := enumNumberKey{ed.FullName(), name}
+	enumCache.RLock()
+	n, ok := enumCache.numbers[key]
+	enumCache.RUnlock()
+	if ok {
+		return n, nil
+	}
 	d := ed.Values().ByName(protoreflect.Name(prefix + strings.ToUpper(name)))
 	if d == nil {
 		return 0, fmt.Errorf("store: %q is not a %s", name, ed.Name())
 	}
+	enumCache.Lock()
+	enumCache.numbers[key] = d.Number()
+	enumCache.Unlock()
 	return d.Number(), nil
 }
 
