@@ -27,6 +27,11 @@ func (s *Store) UpdateExecution(ctx context.Context, id string, fn func(tx store
 		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	// The transaction's statements run without ctx's cancellation: the driver would start a
+	// goroutine per statement to interrupt it (twenty a task), for statements that each read or
+	// write a few rows by key. ctx still ends the transaction: database/sql rolls it back when
+	// ctx is done, and its next statement or commit fails.
+	ctx = context.WithoutCancel(ctx)
 	row, e, err := scanExecutionRow(tx.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM task_list_execution_runs r
 		WHERE r.execution_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
