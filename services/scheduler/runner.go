@@ -194,7 +194,7 @@ func (r *runner) putWave(w *schedulerv1.Wave) error {
 		return nil
 	}
 	if r.one[w.GetWaveNumber()] != w && !slices.Contains(r.waves, w) {
-		return r.putWave(w)
+		return r.tx.PutWave(w)
 	}
 	r.dirty = append(r.dirty, w)
 	return nil
