@@ -14,7 +14,9 @@
 # REGISTRY_CLIENTS (50), REGISTRY_DURATION (5s), REGISTRY_ROUNDS (3), REGISTRY_SET_REQUESTS
 # (100000), KNOWLEDGE_ITEMS (1000000), KNOWLEDGE_QUERIES (20000), PLAN_BENCHTIME (3x),
 # VERIFY_BENCHTIME (5x), FANOUT_SIZES (100,1000,10000; growth: 100,1000,10000,100000),
-# FANOUT_MAX_PARALLEL (1024), LOAD_STREAMS (1000), LOAD_AGENTS (50), LOAD_TASKS (300).
+# FANOUT_MAX_PARALLEL (1024), FANOUT_STARTED_REPORT (empty: the fan-out's agents send TASK_STARTED
+# with the completion, as converge-agent does for a short task; non-empty: in a report of its own),
+# LOAD_STREAMS (1000), LOAD_AGENTS (50), LOAD_TASKS (300).
 # BENCH_ONLY (space-separated, default all): plan fanout verifier registry knowledge dag load.
 # FANOUT_FROM: the output directory of an earlier `make bench-growth` (or several, space-separated),
 # whose growth figures RESULTS.md then shows (with each run's date, commit and command) instead of
@@ -54,6 +56,7 @@ VERIFY_BENCHTIME=${VERIFY_BENCHTIME:-5x}
 CHAIN_NOTE=${CHAIN_NOTE:-}
 FANOUT_MAX_PARALLEL=${FANOUT_MAX_PARALLEL:-1024}
 FANOUT_FROM=${FANOUT_FROM:-}
+FANOUT_STARTED_REPORT=${FANOUT_STARTED_REPORT:-}
 LOAD_STREAMS=${LOAD_STREAMS:-1000}
 LOAD_AGENTS=${LOAD_AGENTS:-50}
 LOAD_TASKS=${LOAD_TASKS:-300}
@@ -146,10 +149,11 @@ if [ -n "$FANOUT_FROM" ] || want fanout; then
 		{
 			echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 			echo "commit: $(git rev-parse --short HEAD)"
-			echo "command: FANOUT_SIZES=$FANOUT_SIZES FANOUT_MAX_PARALLEL=$FANOUT_MAX_PARALLEL sh bench/run.sh $mode"
+			echo "command: ${FANOUT_STARTED_REPORT:+FANOUT_STARTED_REPORT=$FANOUT_STARTED_REPORT }FANOUT_SIZES=$FANOUT_SIZES FANOUT_MAX_PARALLEL=$FANOUT_MAX_PARALLEL sh bench/run.sh $mode"
 			echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 		} >"$out/fanout-meta.txt"
-		CONVERGE_FANOUT_SIZES=$FANOUT_SIZES CONVERGE_FANOUT_MAX_PARALLEL=$FANOUT_MAX_PARALLEL run fanout.txt services/scheduler \
+		CONVERGE_FANOUT_SIZES=$FANOUT_SIZES CONVERGE_FANOUT_MAX_PARALLEL=$FANOUT_MAX_PARALLEL \
+			CONVERGE_FANOUT_STARTED_REPORT=$FANOUT_STARTED_REPORT run fanout.txt services/scheduler \
 			go test -run '^$' -bench 'BenchmarkFanout/(sqlite|postgres)/fused=true/' -benchtime 1x -timeout 180m .
 		echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/fanout-meta.txt"
 	fi

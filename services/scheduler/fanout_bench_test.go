@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
@@ -28,8 +29,9 @@ import (
 
 // BenchmarkFanout runs a fan-out of n no-op tasks through the Scheduler's gRPC server (bufconn,
 // interceptors) with two in-process agents doing what converge-agent does per task: ClaimTask,
-// one ReportProgress with TASK_STARTED, CompleteTask (fused with the next claim when the
-// sub-benchmark says so). It reports per task the wall and CPU time, the bytes allocated and the
+// then CompleteTask (fused with the next claim when the sub-benchmark says so) carrying the
+// TASK_STARTED event with the time the task started, as converge-agent sends it for a task that
+// ends within its started grace (no ReportProgress; CONVERGE_FANOUT_STARTED_REPORT below). It reports per task the wall and CPU time, the bytes allocated and the
 // memory the run held: the claim/complete path without process spawns, git or the Registry.
 // The sizes grow by 10× so an O(tasks) step shows as a growing µs/task (P1b in
 // bench/RESULTS.md), and a per-task memory that grows with n as a Scheduler holding the run.
@@ -43,6 +45,10 @@ import (
 //   - CONVERGE_FANOUT_MAX_PARALLEL is the execution's max_parallel (tasks per wave): 2 (the
 //     agents, so n/2 waves of two: a wave barrier every second completion) unless set; bench/run.sh
 //     sets 1024 (the contract's maximum, as bench/dag does: n/1024 waves, the fan-out);
+//
+//   - CONVERGE_FANOUT_STARTED_REPORT (any value) sends TASK_STARTED in its own ReportProgress
+//     before the completion, as converge-agent does for a task longer than its started grace (and
+//     as agents before it did for every task): one more Scheduler transaction per task;
 //
 //   - CONVERGE_FANOUT_SQL (any value) prints every statement's count per task, on Postgres with its
 //     mean time ([b]: sent in a batch); roundtrips/task and statements/task are always reported
@@ -215,6 +221,7 @@ const maxListTasks = 10000
 // claims from the one execution, or from any when there are several); fused: each completion
 // claims the next assignment (claim_next), as converge-agent does.
 func benchAgent(ctx context.Context, c schedulerv1.SchedulerServiceClient, instance string, executions []string, fused bool, mem *memWatch) error {
+	startedReport := os.Getenv("CONVERGE_FANOUT_STARTED_REPORT") != ""
 	execution := ""
 	if len(executions) == 1 {
 		execution = executions[0]
@@ -240,13 +247,19 @@ func benchAgent(ctx context.Context, c schedulerv1.SchedulerServiceClient, insta
 			continue
 		}
 		a := ca.GetAssignment()
-		if _, err := c.ReportProgress(ctx, &schedulerv1.ReportProgressRequest{AssignmentId: a.GetId(), InstanceId: instance,
-			FencingToken: a.GetFencingToken(), ReportSeq: 1, Message: "started",
-			Events: []*schedulerv1.AgentEvent{{EventType: commonv1.EventType_EVENT_TYPE_TASK_STARTED, Message: "started"}}}); err != nil {
-			return err
-		}
+		started := &schedulerv1.AgentEvent{EventType: commonv1.EventType_EVENT_TYPE_TASK_STARTED, Message: "started",
+			Time: timestamppb.Now()}
 		req := &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(), InstanceId: instance,
 			FencingToken: a.GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, Tries: 1}
+		if startedReport {
+			if _, err := c.ReportProgress(ctx, &schedulerv1.ReportProgressRequest{AssignmentId: a.GetId(), InstanceId: instance,
+				FencingToken: a.GetFencingToken(), ReportSeq: 1, Message: "started",
+				Events: []*schedulerv1.AgentEvent{started}}); err != nil {
+				return err
+			}
+		} else {
+			req.Events = []*schedulerv1.AgentEvent{started}
+		}
 		if fused {
 			req.ClaimNext = claim
 		}
