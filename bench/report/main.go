@@ -99,8 +99,11 @@ func fanout(w io.Writer, dir string) {
 	}
 	fmt.Fprintf(w, "A fan-out of n no-op tasks through the Scheduler's gRPC server (bufconn, every interceptor) on a\n")
 	fmt.Fprintf(w, "fresh SQLite or Postgres database, with 2 in-process agents doing what converge-agent does per\n")
-	fmt.Fprintf(w, "task: ClaimTask, one ReportProgress (TASK_STARTED), CompleteTask with claim_next (fused\n")
-	fmt.Fprintf(w, "complete-and-claim). No process spawn, git or Registry: the Scheduler's own cost, which\n")
+	fmt.Fprintf(w, "task: ClaimTask, then CompleteTask with claim_next (fused complete-and-claim) carrying the\n")
+	fmt.Fprintf(w, "TASK_STARTED event, as converge-agent sends a short task's; a run whose command sets\n")
+	fmt.Fprintf(w, "FANOUT_STARTED_REPORT first sends TASK_STARTED in a ReportProgress of its own, as for a task\n")
+	fmt.Fprintf(w, "longer than the agent's started grace (one more Scheduler transaction per task).\n")
+	fmt.Fprintf(w, "No process spawn, git or Registry: the Scheduler's own cost, which\n")
 	fmt.Fprintf(w, "`bench/dag`'s fan-out (P1) adds the agents' processes to. Wall and CPU (user + system of the\n")
 	fmt.Fprintf(w, "whole test process: Scheduler and agents) per task; flat = no O(tasks) step per claim or\n")
 	fmt.Fprintf(w, "completion. Memory: the Go heap live at mid-run (after a GC forced when half the tasks are done)\n")
