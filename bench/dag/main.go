@@ -265,6 +265,12 @@ func run(o options) (report, error) {
 		graphs = append(graphs, g)
 	}
 	defer clustertest.RemoveBinaries()
+	// Built before the first run: withCPU counts every waited-for child, and the go build is one.
+	if o.mode != "none" {
+		if _, err := clustertest.BinDir(); err != nil {
+			return rep, err
+		}
+	}
 	for _, g := range graphs {
 		sr := shapeResult{Shape: g.shape, Tasks: len(g.deps), Edges: g.edges(), Levels: g.levels}
 		fmt.Fprintf(os.Stderr, "dag-bench: %s, %d tasks, %d edges, depth %d\n", g.shape, sr.Tasks, sr.Edges, sr.Levels)
