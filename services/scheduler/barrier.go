@@ -194,7 +194,9 @@ func (r *runner) afterWave(w *schedulerv1.Wave) error {
 }
 
 // toVerification ends the waves: the run waits for the driver's Verify Done (an unset verdict in
-// Verification marks it; GetExecution shows it while the Verifier works).
+// Verification marks it; GetExecution shows it while the Verifier works), which this replica's
+// driver starts as soon as the transaction commits (update kicks it) when it leads, and the
+// leader's next round otherwise.
 func (r *runner) toVerification(commit string) error {
 	r.e.CurrentWave = r.e.GetWaveCount()
 	r.changed = true
@@ -203,6 +205,7 @@ func (r *runner) toVerification(commit string) error {
 			fmt.Sprintf("%d tasks failed", r.e.GetFailedTasks()))
 	}
 	r.e.Verification = &schedulerv1.VerifySummary{}
+	r.verifyDue = true
 	return r.log(entry(commonv1.EventType_EVENT_TYPE_VERIFICATION_STARTED, nil,
 		"every wave integrated: Verify Done against the done-criteria", map[string]any{"commit": commit}))
 }

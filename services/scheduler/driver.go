@@ -97,7 +97,18 @@ func (s *Server) drive(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.driverKick:
 		}
+	}
+}
+
+// kickDriver makes the driver run its next round now (an execution's waves are all integrated:
+// Verify Done should not wait for the tick). Kicks coalesce; a round run by a replica that does
+// not lead does nothing but try to take the leadership.
+func (s *Server) kickDriver() {
+	select {
+	case s.driverKick <- struct{}{}:
+	default:
 	}
 }
 

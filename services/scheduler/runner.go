@@ -101,6 +101,9 @@ type runner struct {
 	// dirty are the waves of waves/one changed by this transaction, written once each at its
 	// end (putWave): a completion and the fused claim after it change the same wave.
 	dirty []*schedulerv1.Wave
+	// verifyDue: this transaction integrated the last wave; once it commits, the driver is kicked
+	// to start Verify Done at once instead of at its next round.
+	verifyDue bool
 }
 
 // update runs fn on the execution id in one transaction and wakes this replica's waiters. The
@@ -115,8 +118,10 @@ func (s *Server) update(ctx context.Context, id string, fn func(r *runner) error
 	if err != nil {
 		return err
 	}
+	verifyDue := false
 	err = s.store.UpdateExecution(ctx, id, func(tx store.ExecTx) error {
 		r := &runner{s: s, tx: tx, e: tx.Execution(), tl: tl, idx: idx}
+		defer func() { verifyDue = r.verifyDue }()
 		if err := fn(r); err != nil {
 			return err
 		}
@@ -131,6 +136,9 @@ func (s *Server) update(ctx context.Context, id string, fn func(r *runner) error
 		return nil
 	})
 	s.wake.broadcast()
+	if err == nil && verifyDue {
+		s.kickDriver()
+	}
 	return err
 }
 

@@ -38,7 +38,8 @@ type Server struct {
 	workDir     string
 	log         *slog.Logger
 	driverEvery time.Duration
-	planBudget  int64 // operations budget of one plan (plan.PlanContext)
+	driverKick  chan struct{} // kickDriver: run the driver's next round now
+	planBudget  int64         // operations budget of one plan (plan.PlanContext)
 	lists       lists
 	wake        *signal
 	owners      owners   // assignment → execution
@@ -79,7 +80,7 @@ func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = n
 // New returns the Scheduler service on st. Start runs its background driver.
 func New(st store.Store, opts ...Option) *Server {
 	s := &Server{
-		store: st, log: slog.New(slog.DiscardHandler), driverEvery: driverInterval, planBudget: plan.DefaultBudget, wake: newSignal(), now: time.Now,
+		store: st, log: slog.New(slog.DiscardHandler), driverEvery: driverInterval, driverKick: make(chan struct{}, 1), planBudget: plan.DefaultBudget, wake: newSignal(), now: time.Now,
 		watchers: watchers{max: DefaultMaxWatchers}, confirmKick: make(chan struct{}, 1),
 		lists: lists{m: map[string]*store.TaskList{}, index: map[string]map[string]int{}, byExecution: map[string]string{}},
 	}

@@ -1,0 +1,56 @@
+package scheduler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/server"
+	"github.com/converge-dev/converge/platform/server/servertest"
+	"github.com/converge-dev/converge/services/scheduler/store"
+)
+
+// TestLastWaveStartsVerifyDoneWithoutWaitingForTheTick: the completion that integrates an
+// execution's last wave kicks the leader's driver, so Verify Done (here: no criteria, so the run
+// ends CONVERGED_PENDING_HUMAN at once) does not wait for the driver's next round — an hour
+// here, which the test would never see.
+func TestLastWaveStartsVerifyDoneWithoutWaitingForTheTick(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		s := New(st, WithDriverInterval(time.Hour), WithWorkDir(t.TempDir()))
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		s.Start(ctx)
+		conn := servertest.Serve(t, server.Config{
+			Name:     "scheduler-test",
+			Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}},
+		})
+		b := &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: st}
+		// The driver's first round (at Start) takes the leadership; wait for it, so the kick
+		// below is the only thing that can end the run within the test.
+		require.Eventually(t, func() bool {
+			ok, rel, err := st.TryLead(ctx, leaderName)
+			if ok {
+				rel()
+			}
+			return err == nil && !ok
+		},
+			10*time.Second, 5*time.Millisecond, "the driver leads")
+
+		e := b.start(t, b.createList(t, diamond("kick")), nil)
+		for range 4 {
+			c := b.claim(t, "agent-1", 5*time.Second)
+			require.NotNil(t, c)
+			_, err := b.complete(t.Context(), c, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
+			require.NoError(t, err)
+		}
+		require.Eventually(t, func() bool { got, _ := b.execution(t, e.GetId()); return ended(got) },
+			30*time.Second, 5*time.Millisecond, "Verify Done ran without the driver's tick")
+		got, _ := b.execution(t, e.GetId())
+		require.Equal(t, commonv1.Outcome_OUTCOME_CONVERGED_PENDING_HUMAN, got.GetOutcome(), got.GetStatusMessage())
+	})
+}
