@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	mrand "math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -195,7 +194,7 @@ func makeGraph(shape string, o options) (graph, error) {
 	case "fanout":
 		g.deps = make([][]int, o.tasks)
 	case "random":
-		g.deps = randomDAG(o.tasks, o.edges, o.seed)
+		g.deps = clustertest.RandomDAG(o.tasks, o.edges, o.seed)
 	default:
 		return g, fmt.Errorf("unknown shape %q (chain, fanout, random)", shape)
 	}
@@ -208,33 +207,6 @@ func makeGraph(shape string, o options) (graph, error) {
 		g.levels = max(g.levels, depth[i])
 	}
 	return g, nil
-}
-
-// randomDAG draws m distinct edges between uniformly random pairs of the n tasks, each pointing
-// from the lower index to the higher (a uniform random DAG, G(n, m) oriented by a random
-// topological order), with a fixed seed.
-func randomDAG(n, m int, seed uint64) [][]int {
-	rng := mrand.New(mrand.NewPCG(seed, 0xda9))
-	m = min(m, n*(n-1)/2)
-	deps := make([][]int, n)
-	seen := map[[2]int]bool{}
-	for edges := 0; edges < m; {
-		a, b := rng.IntN(n), rng.IntN(n)
-		if a == b {
-			continue
-		}
-		from, to := min(a, b), max(a, b)
-		if seen[[2]int{from, to}] {
-			continue
-		}
-		seen[[2]int{from, to}] = true
-		deps[to] = append(deps[to], from)
-		edges++
-	}
-	for _, d := range deps {
-		slices.Sort(d)
-	}
-	return deps
 }
 
 func taskID(i int) string { return fmt.Sprintf("t%04d", i) }

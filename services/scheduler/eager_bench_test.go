@@ -3,9 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	mrand "math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -70,32 +68,6 @@ func dagEnvInt(b *testing.B, name string, def int) int {
 	return v
 }
 
-// benchRandomDAG is bench/dag's randomDAG: m distinct edges between uniformly random pairs of the
-// n tasks, each from the lower index to the higher, fixed seed.
-func benchRandomDAG(n, m int, seed uint64) [][]int {
-	rng := mrand.New(mrand.NewPCG(seed, 0xda9))
-	m = min(m, n*(n-1)/2)
-	deps := make([][]int, n)
-	seen := map[[2]int]bool{}
-	for edges := 0; edges < m; {
-		a, c := rng.IntN(n), rng.IntN(n)
-		if a == c {
-			continue
-		}
-		from, to := min(a, c), max(a, c)
-		if seen[[2]int{from, to}] {
-			continue
-		}
-		seen[[2]int{from, to}] = true
-		deps[to] = append(deps[to], from)
-		edges++
-	}
-	for _, d := range deps {
-		slices.Sort(d)
-	}
-	return deps
-}
-
 func randomDAGRun(b *testing.B, backend string, mode schedulerv1.DispatchMode, n, m int, work time.Duration) {
 	b.StopTimer()
 	sqls := newSQLCounter()
@@ -110,7 +82,7 @@ func randomDAGRun(b *testing.B, backend string, mode schedulerv1.DispatchMode, n
 	})
 	c := schedulerv1.NewSchedulerServiceClient(conn)
 	spec := &schedulerv1.TaskListSpec{Name: "random dag"}
-	for i, ds := range benchRandomDAG(n, m, 1) {
+	for i, ds := range clustertest.RandomDAG(n, m, 1) {
 		id := fmt.Sprintf("t%04d", i)
 		t := &commonv1.Task{Id: id, Title: "task " + id, Action: commonv1.TaskAction_TASK_ACTION_RUN, Command: "true", File: "out/" + id + ".txt"}
 		for _, d := range ds {
