@@ -14,8 +14,6 @@ import (
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/platform/clustertest"
-	"github.com/converge-dev/converge/platform/server"
-	"github.com/converge-dev/converge/platform/server/servertest"
 )
 
 // BenchmarkRandomDAG runs bench/dag's random DAG (P2b: 1,000 tasks, 5,000 uniform random edges,
@@ -72,15 +70,8 @@ func randomDAGRun(b *testing.B, backend string, mode schedulerv1.DispatchMode, n
 	b.StopTimer()
 	sqls := newSQLCounter()
 	st := benchStore(b, backend, sqls)
-	s := New(st, WithWorkDir(b.TempDir()))
-	ctx, cancel := context.WithCancel(context.Background())
+	c, ctx, cancel := serveBench(b, st)
 	defer cancel()
-	s.Start(ctx)
-	conn := servertest.Serve(b, server.Config{
-		Name:     "scheduler-bench",
-		Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}},
-	})
-	c := schedulerv1.NewSchedulerServiceClient(conn)
 	spec := &schedulerv1.TaskListSpec{Name: "random dag"}
 	for i, ds := range clustertest.RandomDAG(n, m, 1) {
 		id := fmt.Sprintf("t%04d", i)

@@ -89,6 +89,19 @@ func BenchmarkFanout(b *testing.B) {
 	}
 }
 
+// serveBench serves a Scheduler with its driver on st over bufconn (every interceptor), for the
+// benchmarks: its client, and the context of its background work, which cancel ends.
+func serveBench(b *testing.B, st store.Store) (schedulerv1.SchedulerServiceClient, context.Context, context.CancelFunc) {
+	s := New(st, WithWorkDir(b.TempDir()))
+	ctx, cancel := context.WithCancel(context.Background())
+	s.Start(ctx)
+	conn := servertest.Serve(b, server.Config{
+		Name:     "scheduler-bench",
+		Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}},
+	})
+	return schedulerv1.NewSchedulerServiceClient(conn), ctx, cancel
+}
+
 func benchStore(b *testing.B, name string, tracer *sqlCounter) store.Store {
 	var (
 		st  store.Store
@@ -118,15 +131,8 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 		traceSQLite()
 	}
 	st := benchStore(b, backend, sqls)
-	s := New(st, WithWorkDir(b.TempDir()))
-	ctx, cancel := context.WithCancel(context.Background())
+	c, ctx, cancel := serveBench(b, st)
 	defer cancel()
-	s.Start(ctx)
-	conn := servertest.Serve(b, server.Config{
-		Name:     "scheduler-bench",
-		Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}},
-	})
-	c := schedulerv1.NewSchedulerServiceClient(conn)
 	// A task list holds at most maxListTasks tasks (the contract's limit): a larger fan-out is
 	// that many lists' executions at once, which the agents claim from without an execution
 	// filter — n tasks in the Scheduler's store and its claim path at the same time.

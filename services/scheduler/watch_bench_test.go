@@ -13,8 +13,6 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
-	"github.com/converge-dev/converge/platform/server"
-	"github.com/converge-dev/converge/platform/server/servertest"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -58,15 +56,8 @@ func BenchmarkWatchers(b *testing.B) {
 func watchRun(b *testing.B, n, watchers int, snapshots bool) {
 	b.StopTimer()
 	st := &countingStore{Store: benchStore(b, "sqlite", nil)}
-	s := New(st, WithWorkDir(b.TempDir()))
-	ctx, cancel := context.WithCancel(context.Background())
+	c, ctx, cancel := serveBench(b, st)
 	defer cancel()
-	s.Start(ctx)
-	conn := servertest.Serve(b, server.Config{
-		Name:     "scheduler-bench",
-		Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}},
-	})
-	c := schedulerv1.NewSchedulerServiceClient(conn)
 	spec := &schedulerv1.TaskListSpec{Name: "watched"}
 	for i := range n {
 		id := fmt.Sprintf("t%06d", i)
