@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -9,8 +8,6 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
-	"github.com/converge-dev/converge/platform/server"
-	"github.com/converge-dev/converge/platform/server/servertest"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -21,15 +18,8 @@ import (
 func TestLastWaveStartsVerifyDoneWithoutWaitingForTheTick(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, st store.Store) {
-		s := New(st, WithDriverInterval(time.Hour), WithWorkDir(t.TempDir()))
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(cancel)
-		s.Start(ctx)
-		conn := servertest.Serve(t, server.Config{
-			Name:     "scheduler-test",
-			Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}},
-		})
-		b := &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: st}
+		_, b := runServer(t, st, WithDriverInterval(time.Hour))
+		ctx := t.Context()
 		// The driver's first round (at Start) takes the leadership; wait for it, so the kick
 		// below is the only thing that can end the run within the test.
 		require.Eventually(t, func() bool {

@@ -26,10 +26,11 @@ func runBundle(t *testing.T, st store.Store) *testBundle {
 	return b
 }
 
-// runServer is runBundle with the Server itself, for tests that look inside it.
-func runServer(t *testing.T, st store.Store) (*Server, *testBundle) {
+// runServer is runBundle with the Server itself, for tests that look inside it; opts come after
+// the test defaults, so they override them.
+func runServer(t *testing.T, st store.Store, opts ...Option) (*Server, *testBundle) {
 	t.Helper()
-	s := New(st, WithDriverInterval(20*time.Millisecond), WithWorkDir(t.TempDir()))
+	s := New(st, append([]Option{WithDriverInterval(20 * time.Millisecond), WithWorkDir(t.TempDir())}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	s.Start(ctx)
