@@ -115,7 +115,12 @@ func (l *lease) report(ctx context.Context) bool {
 		return true
 	}
 	a := l.ca.GetAssignment()
-	res, err := l.w.cfg.Scheduler.ReportProgress(ctx, &schedulerv1.ReportProgressRequest{AssignmentId: a.GetId(),
+	// Not cancelled when the work ends: a report cut off in flight may still have been committed,
+	// and its events, requeued for the completion, would then be logged twice. The completion
+	// waits for the keeper, so for the report's answer (within reportTimeout).
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	defer cancel()
+	res, err := l.w.cfg.Scheduler.ReportProgress(rctx, &schedulerv1.ReportProgressRequest{AssignmentId: a.GetId(),
 		InstanceId: l.w.cfg.InstanceID, FencingToken: a.GetFencingToken(), ReportSeq: seq, ProgressPercent: pct,
 		Message: truncate(msg, 4096), Events: events})
 	if err != nil {
@@ -150,6 +155,9 @@ func (l *lease) report(ctx context.Context) bool {
 	}
 	return true
 }
+
+// reportTimeout bounds a progress report, which the end of the work does not cancel (report).
+const reportTimeout = 5 * time.Second
 
 // startedGrace is how long the lease keeper holds its first report (and with it the task's
 // TASK_STARTED event): a task that ends within it sends no report at all, its events (the started
@@ -194,6 +202,9 @@ func (l *lease) keep(ctx context.Context, stop context.CancelFunc) {
 		if !l.report(ctx) {
 			stop()
 			return
+		}
+		if ctx.Err() != nil {
+			return // the work ended while the report was answered: nothing left to renew
 		}
 		if err := l.renewLocks(ctx); err != nil {
 			l.mu.Lock()

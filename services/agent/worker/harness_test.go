@@ -58,6 +58,10 @@ type fakeScheduler struct {
 	fuse bool
 	// onReport, when set, sees every accepted ReportProgress (under f.mu).
 	onReport func(*schedulerv1.ReportProgressRequest)
+	// answerReport, when set, runs after a report was recorded and before it is answered (not
+	// under f.mu): as on a real server, a caller that gave up meanwhile gets its context's error
+	// although the report was recorded.
+	answerReport func(ctx context.Context)
 }
 
 func (f *fakeScheduler) RecordCheckpoint(_ context.Context, req *schedulerv1.RecordCheckpointRequest, _ ...grpc.CallOption) (*schedulerv1.RecordCheckpointResponse, error) {
@@ -126,16 +130,25 @@ func (f *fakeScheduler) ClaimTask(ctx context.Context, req *schedulerv1.ClaimTas
 	}
 }
 
-func (f *fakeScheduler) ReportProgress(_ context.Context, req *schedulerv1.ReportProgressRequest, _ ...grpc.CallOption) (*schedulerv1.ReportProgressResponse, error) {
+func (f *fakeScheduler) ReportProgress(ctx context.Context, req *schedulerv1.ReportProgressRequest, _ ...grpc.CallOption) (*schedulerv1.ReportProgressResponse, error) {
 	if err := validate(req); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.reports = append(f.reports, proto.Clone(req).(*schedulerv1.ReportProgressRequest))
 	if f.onReport != nil {
 		f.onReport(req)
 	}
+	answer := f.answerReport
+	f.mu.Unlock()
+	if answer != nil {
+		answer(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, status.FromContextError(err).Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	d := f.directive
 	if d == 0 {
 		d = schedulerv1.Directive_DIRECTIVE_CONTINUE

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -134,6 +135,48 @@ func TestLongTaskReportsStartedBeforeItsCompletion(t *testing.T) {
 	h.sched.mu.Unlock()
 	require.NotEmpty(t, first)
 	require.Equal(t, commonv1.EventType_EVENT_TYPE_TASK_STARTED, first[0].GetEventType(), "the keeper's first report carries it")
+	require.Empty(t, eventsOf(c.GetEvents(), commonv1.EventType_EVENT_TYPE_TASK_STARTED), "the completion does not repeat it")
+}
+
+// A report still in flight when the work ends is answered, not cut off: the Scheduler may already
+// have recorded it, and its events, requeued for the completion, would be logged twice. Here the
+// Scheduler records the report carrying TASK_STARTED, the task's command then ends, and the
+// answer comes only after that (or when the agent gives up on it, as an agent that cancelled
+// the report when its work ended did): the completion must not carry TASK_STARTED again.
+func TestReportInFlightWhenTheWorkEndsIsNotResent(t *testing.T) {
+	t.Parallel()
+	reported, exited := tmpFile(t, "reported"), tmpFile(t, "exited")
+	h := startWorker(t, func(c *Config) { c.startedGrace = time.Millisecond })
+	h.sched.mu.Lock()
+	h.sched.answerReport = func(ctx context.Context) {
+		_ = os.WriteFile(reported, nil, 0o644)
+		for {
+			if _, err := os.Stat(exited); err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		// The command has ended; its work ends right after. An agent that cancels its report
+		// then sees Canceled here; one that waits for the answer gets it after this bound.
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+	h.sched.mu.Unlock()
+	h.sched.push(claimed(t, &commonv1.Task{Id: "r", Title: "raced",
+		Command: "while [ ! -f " + shq(reported) + " ]; do sleep 0.01; done; : > " + shq(exited)}, ""))
+	c := h.complete()
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+	h.sched.mu.Lock()
+	require.NotEmpty(t, h.sched.reports)
+	first := h.sched.reports[0].GetEvents()
+	h.sched.mu.Unlock()
+	require.NotEmpty(t, eventsOf(first, commonv1.EventType_EVENT_TYPE_TASK_STARTED), "the report carried TASK_STARTED")
 	require.Empty(t, eventsOf(c.GetEvents(), commonv1.EventType_EVENT_TYPE_TASK_STARTED), "the completion does not repeat it")
 }
 
