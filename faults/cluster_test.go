@@ -277,6 +277,22 @@ func (c *cluster) holders(id string) map[string]*schedulerv1.Assignment {
 	return out
 }
 
+// finished reports whether assignment a ended (completed, failed, skipped or cancelled) under the
+// fencing token it was picked with: its holder finished it.
+func (c *cluster) finished(id string, a *schedulerv1.Assignment) bool {
+	for _, x := range c.assignments(id) {
+		if x.GetId() == a.GetId() {
+			switch x.GetStatus() {
+			case schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_COMPLETED, schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_FAILED,
+				schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_SKIPPED, schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_CANCELLED:
+				return x.GetFencingToken() == a.GetFencingToken()
+			}
+			return false
+		}
+	}
+	return false
+}
+
 // pickHolder waits (bounded) for an agent holding a task and answers one at random.
 func (c *cluster) pickHolder(id string, timeout time.Duration) (string, *schedulerv1.Assignment) {
 	var ids []string

@@ -730,17 +730,39 @@ func stopAgent(r *run) {
 		if !r.at(float64(i+1) / float64(r.c.cfg.repeats+1)) {
 			break
 		}
-		victim, a := c.pickHolder(r.e.GetId(), 20*time.Second)
+		var (
+			victim string
+			a      *schedulerv1.Assignment
+			p      *clustertest.Process
+			at     time.Time
+		)
+		for range 5 {
+			victim, a = c.pickHolder(r.e.GetId(), 20*time.Second)
+			if victim == "" {
+				break
+			}
+			p = c.agentProc(victim)
+			at = time.Now()
+			require.NoError(r.t, p.Pause())
+			if !c.finished(r.e.GetId(), a) {
+				break
+			}
+			// Its completion was committed between the pick and the stop (the answer not read
+			// yet): nothing of this assignment can move on. Let it go and pick again.
+			require.NoError(r.t, p.Continue())
+			victim = ""
+		}
 		if victim == "" {
 			continue
 		}
-		p := c.agentProc(victim)
-		at := time.Now()
-		require.NoError(r.t, p.Pause())
-		r.deaths = append(r.deaths, death{instance: victim, assignment: a.GetId(), task: a.GetTaskId(), at: at, token: a.GetFencingToken()})
-		r.res.faultsInjected++
-		// Wait (bounded) until another agent holds or finished the assignment with a newer token.
+		// Wait (bounded) until another agent holds or finished the assignment with a newer token,
+		// or the victim's own completion, sent before it stopped, was committed after all.
+		finishedFirst := false
 		moved := clustertest.Eventually(60*time.Second, func() bool {
+			if c.finished(r.e.GetId(), a) {
+				finishedFirst = true
+				return true
+			}
 			for _, x := range c.assignments(r.e.GetId()) {
 				if x.GetId() == a.GetId() {
 					return x.GetFencingToken() > a.GetFencingToken() && x.GetInstanceId() != victim
@@ -748,6 +770,12 @@ func stopAgent(r *run) {
 			}
 			return false
 		})
+		if finishedFirst {
+			require.NoError(r.t, p.Continue())
+			continue
+		}
+		r.deaths = append(r.deaths, death{instance: victim, assignment: a.GetId(), task: a.GetTaskId(), at: at, token: a.GetFencingToken()})
+		r.res.faultsInjected++
 		assert.True(r.t, moved, "the stopped agent's assignment did not move to another agent")
 		require.NoError(r.t, p.Continue())
 		// The resumed agent finds out: its report or completion is refused (Aborted).
