@@ -121,10 +121,10 @@ func (s *Server) update(ctx context.Context, id string, fn func(r *runner) error
 	verifyDue := false
 	err = s.store.UpdateExecution(ctx, id, func(tx store.ExecTx) error {
 		r := &runner{s: s, tx: tx, e: tx.Execution(), tl: tl, idx: idx}
-		defer func() { verifyDue = r.verifyDue }()
 		if err := fn(r); err != nil {
 			return err
 		}
+		verifyDue = r.verifyDue
 		for _, w := range r.dirty {
 			if err := tx.PutWave(w); err != nil {
 				return err
