@@ -170,6 +170,15 @@ func (f *fakeScheduler) CompleteTask(_ context.Context, req *schedulerv1.Complet
 	return res, nil
 }
 
+// firstReportEvents answers the events of the first ReportProgress, which must have come.
+func (f *fakeScheduler) firstReportEvents(t *testing.T) []*schedulerv1.AgentEvent {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.NotEmpty(t, f.reports)
+	return f.reports[0].GetEvents()
+}
+
 // events answers every event the worker sent, in order (reports, then completions given).
 func (f *fakeScheduler) events(completions ...*schedulerv1.CompleteTaskRequest) []*schedulerv1.AgentEvent {
 	f.mu.Lock()
