@@ -65,6 +65,7 @@ func (s *Store) Answer(ctx context.Context, cands []store.Candidate) ([]store.It
 	if len(read) == 0 {
 		return items, nil
 	}
+	s.reads.Add(1)
 
 	rows, err := s.Pool().Query(ctx, `SELECT `+answerColumns+` FROM knowledge_items WHERE id = ANY($1)`, read)
 	if err != nil {
@@ -98,6 +99,10 @@ func (s *Store) Answer(ctx context.Context, cands []store.Candidate) ([]store.It
 	}
 	return items, nil
 }
+
+// AnswerReads returns how many calls of [Store.Answer] read items from the table (the others
+// answered every item from memory): what bench/knowledge splits the queries' times by.
+func (s *Store) AnswerReads() int64 { return s.reads.Load() }
 
 // hold holds it (its own hit count only), unless a later revision is held; hitsRow is its hits
 // row as read, which replaces the known one if exact. Called with h.mu held.

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,6 +23,8 @@ import (
 type Store struct {
 	*database.Postgres
 	hits *hits
+	// reads counts the calls of Answer that read the table (answers.go).
+	reads atomic.Int64
 }
 
 var _ store.Store = (*Store)(nil)
