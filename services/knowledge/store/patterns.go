@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/converge-dev/converge/platform/repopath"
@@ -54,6 +55,33 @@ type Bucket struct {
 // PatternBucket returns the bucket of a valid pattern.
 func PatternBucket(pattern string) Bucket {
 	return Bucket{Prefix: bucketPrefix(pattern), Extension: extension(pattern)}
+}
+
+// PatternRest is what the Postgres match index holds of a valid pattern instead of the whole of
+// it (the column pattern_rest of migration 0007 computes the same in SQL): the text after its
+// bucket's Prefix when that Prefix is a directory or the literal path the pattern begins with,
+// which is most of the pattern; the whole pattern in a bucket "**/<name>/" (whose patterns do not
+// all begin with it: "Makefile", "**/Makefile") or "". [JoinPattern] undoes it.
+func PatternRest(pattern string) string {
+	prefix := bucketPrefix(pattern)
+	if strings.HasPrefix(prefix, "**/") {
+		return pattern
+	}
+	return strings.TrimPrefix(pattern, prefix)
+}
+
+// JoinPattern returns the pattern of bucket prefix prefix whose [PatternRest] is rest; rest is
+// nil where the column found the prefix not to begin the pattern, which a pattern stored by this
+// package never has.
+func JoinPattern(prefix string, rest *string) (string, error) {
+	switch {
+	case rest == nil:
+		return "", fmt.Errorf("knowledge store: a pattern of bucket %q does not begin with it", prefix)
+	case strings.HasPrefix(prefix, "**/"):
+		return *rest, nil
+	default:
+		return prefix + *rest, nil
+	}
 }
 
 // bucketPrefix is the Prefix of a pattern's bucket.

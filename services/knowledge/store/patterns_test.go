@@ -71,7 +71,44 @@ func TestPatternBucket(t *testing.T) {
 	}
 	for pattern, want := range tests {
 		require.Equal(t, want, store.PatternBucket(pattern), pattern)
+		requireJoins(t, pattern)
 	}
+}
+
+// TestPatternRest: what the match index holds of a pattern (migration 0007) gives the pattern
+// back, in the buckets whose patterns do not all begin with their prefix too.
+func TestPatternRest(t *testing.T) {
+	t.Parallel()
+
+	tests := map[string]string{
+		"server/routes/habits.ts": "",
+		"server/routes/*":         "*",
+		"database/**/*.sql":       "**/*.sql",
+		"server/rou*/x.go":        "rou*/x.go",
+		"*/x.go":                  "*/x.go",
+		"*.sql":                   "*.sql",
+		"Makefile":                "Makefile",
+		"**/Makefile":             "**/Makefile",
+		"**/Makefile/Makefile":    "**/Makefile/Makefile",
+		"**/Makefile/**/Makefile": "**/Makefile/**/Makefile",
+		"**/migrations/*.sql":     "**/migrations/*.sql",
+		"{a/b.go,c.ts}":           "{a/b.go,c.ts}",
+	}
+	for pattern, rest := range tests {
+		require.Equal(t, rest, store.PatternRest(pattern), pattern)
+		requireJoins(t, pattern)
+	}
+	_, err := store.JoinPattern("src/", nil)
+	require.Error(t, err, "a prefix that does not begin its pattern is refused, not joined")
+}
+
+// requireJoins checks that a pattern's bucket prefix and rest join back into the pattern.
+func requireJoins(t *testing.T, pattern string) {
+	t.Helper()
+	rest := store.PatternRest(pattern)
+	got, err := store.JoinPattern(store.PatternBucket(pattern).Prefix, &rest)
+	require.NoError(t, err)
+	require.Equal(t, pattern, got, "rest %q", rest)
 }
 
 func TestPathBuckets(t *testing.T) {
@@ -167,6 +204,7 @@ func FuzzMatchPattern(f *testing.F) {
 		if store.MatchPattern(pattern, path) {
 			requireInBuckets(t, pattern, path)
 		}
+		requireJoins(t, pattern)
 		// Random pairs rarely match; a path made from the pattern by filling its wildcards does.
 		filled := strings.NewReplacer("**", "d/e", "*", "s", "?", "q").Replace(pattern)
 		if p, err := repopath.Clean(filled); err == nil && store.MatchPattern(pattern, p) {

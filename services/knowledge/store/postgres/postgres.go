@@ -52,9 +52,10 @@ const columns = `id, type, content, file_pattern, pattern_specificity, tags, con
 const hitsRow = `COALESCE((SELECT h.hit_count FROM knowledge_item_hits h WHERE h.item_id = knowledge_items.id), 0)`
 
 // candidateColumns are the columns of a [store.Candidate], all in knowledge_items_match_idx
-// (the counts of the revision since migration 0006), in the order candidates reads them.
-const candidateColumns = `id, file_pattern, confidence, decay_rank, pattern_specificity, last_confirmed_at,
-	confirm_count + refute_count`
+// (the counts of the revision since migration 0006; the pattern as its bucket prefix and the rest
+// after it since migration 0007), in the order candidates reads them.
+const candidateColumns = `id, pattern_literal_prefix, pattern_rest, confidence, decay_rank, pattern_specificity,
+	last_confirmed_at, confirm_count + refute_count`
 
 // rankOrder is the rank order of [store.Cursor].
 const rankOrder = `decay_rank DESC, pattern_specificity DESC, last_confirmed_at DESC, id DESC`
@@ -201,12 +202,18 @@ func (s *Store) candidates(ctx context.Context, sql string, args ...any) ([]stor
 	cands, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Candidate, error) {
 		var (
 			c             store.Candidate
+			prefix        string
+			rest          *string
 			lastConfirmed *time.Time
 		)
-		err := row.Scan(&c.ID, &c.FilePattern, &c.Confidence, &c.Rank, &c.Specificity, &lastConfirmed, &c.Revision)
+		if err := row.Scan(&c.ID, &prefix, &rest, &c.Confidence, &c.Rank, &c.Specificity, &lastConfirmed, &c.Revision); err != nil {
+			return c, err
+		}
 		if lastConfirmed != nil {
 			c.LastConfirmedAt = lastConfirmed.UTC()
 		}
+		var err error
+		c.FilePattern, err = store.JoinPattern(prefix, rest)
 		return c, err
 	})
 	if err != nil {

@@ -340,6 +340,34 @@ func runItems(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Len(t, b.candidates(t, store.CandidateQuery{}), 17)
 	})
 
+	// Each candidate carries its item's whole pattern, whatever part of it the store's index holds
+	// (Postgres: the text after the bucket prefix, migration 0007), in the buckets whose patterns
+	// do not all begin with their prefix ("**/Makefile/") too, and in text that is not ASCII.
+	t.Run("CandidatesCarryWholePatterns", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+
+		patterns := []string{
+			"Makefile", "**/Makefile", "**/Makefile/Makefile", "**/Makefile/**", "Makefile/*", "Makefile/Makefile",
+			"**", "*", "Make*", "**/Make*/**",
+		}
+		for _, p := range patterns {
+			b.record(t, p, "about "+p, t0)
+		}
+		got := b.candidatesContent(t, store.CandidateQuery{Path: "Makefile/Makefile"})
+		want := make([]string, len(patterns))
+		for i, p := range patterns {
+			want[i] = "about " + p
+		}
+		require.ElementsMatch(t, want, got)
+
+		for _, p := range []string{"src/émoji/*.go", "src/émoji/ü.go", "src/**/ü.go"} {
+			b.record(t, p, "about "+p, t0)
+		}
+		require.Subset(t, b.candidatesContent(t, store.CandidateQuery{Path: "src/émoji/ü.go"}),
+			[]string{"about src/émoji/*.go", "about src/émoji/ü.go", "about src/**/ü.go", "about **"})
+	})
+
 	t.Run("CandidatesRankOrder", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newStore)
