@@ -173,8 +173,12 @@ func (r *runner) complete(a *store.Assignment, req *schedulerv1.CompleteTaskRequ
 		}
 		return r.log(entry(commonv1.EventType_EVENT_TYPE_EXECUTION_PAUSED, a, r.e.StatusMessage, nil))
 	case schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED:
-		// The agent stopped on its own (drain deadline): the task was not done; it goes back to
-		// the queue.
+		// The agent stopped on its own (drain deadline), or gave the task back for a reason of its
+		// own (its error's code, e.g. LOCK_UNAVAILABLE: the Registry could not answer): the task
+		// was not done; it goes back to the queue.
+		if code := a.GetError().GetCode(); code != "" && code != "CANCELLED" {
+			return r.requeue(a, w, code, "the agent gave the task back: "+a.GetError().GetMessage())
+		}
 		return r.requeue(a, w, "CANCELLED", "the agent stopped before finishing: "+a.GetError().GetMessage())
 	}
 	if err := r.tx.PutAssignment(a); err != nil {

@@ -369,3 +369,28 @@ func TestWaveAndIntegrationEntriesCarryTheirWave(t *testing.T) {
 		require.Equal(t, 3, integrations, "one integration lease per wave")
 	})
 }
+
+// A task the agent gives back (CANCELLED with its own code: the Registry could not answer for its
+// locks) goes back to the queue with the agent's reason, as the next attempt, instead of failing.
+func TestTaskGivenBackIsRequeuedWithTheAgentsReason(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := runBundle(t, st)
+		e := b.start(t, b.createList(t, diamond("given-back")), nil)
+		c := b.claim(t, "agent-1", time.Second)
+		require.NotNil(t, c)
+		_, err := b.client.CompleteTask(t.Context(), &schedulerv1.CompleteTaskRequest{AssignmentId: c.GetAssignment().GetId(),
+			InstanceId: "agent-1", FencingToken: c.GetAssignment().GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED,
+			Error: &commonv1.ErrorContext{Code: "LOCK_UNAVAILABLE", Message: "the Registry could not answer for 30s"}})
+		require.NoError(t, err)
+
+		again := b.claim(t, "agent-2", time.Second)
+		require.NotNil(t, again)
+		require.Equal(t, c.GetTask().GetId(), again.GetTask().GetId(), "the same task, back in the queue")
+		require.Equal(t, int32(2), again.GetAssignment().GetAttempt())
+		require.Equal(t, "LOCK_UNAVAILABLE", again.GetPreviousErrors()[0].GetCode())
+		require.Equal(t, "the agent gave the task back: the Registry could not answer for 30s", again.GetPreviousErrors()[0].GetMessage())
+		got, _ := b.execution(t, e.GetId())
+		require.Zero(t, got.GetFailedTasks())
+	})
+}

@@ -355,7 +355,9 @@ func (w *Worker) runLeased(ctx context.Context, l *lease, log *slog.Logger) (nex
 	}
 	if out.result == schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED {
 		// Done, even if cancelled right after: still report it.
-	} else if interrupted || out.result == schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED {
+	} else if interrupted || (out.result == schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED && out.err == nil) {
+		// A task the agent gave back for a reason of its own (out.err: e.g. the Registry could not
+		// answer for its locks) keeps that reason.
 		why := cancelled
 		if why == "" {
 			why = "the worker stopped (drain deadline or shutdown)"

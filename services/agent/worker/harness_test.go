@@ -206,6 +206,9 @@ type fakeRegistry struct {
 	batches, releases [][]string
 	// noBatch answers AcquireLocks and ReleaseLocks Unimplemented (a Registry before them).
 	noBatch bool
+	// unavailable answers that many AcquireLocks calls Unavailable (a Registry whose Redis is
+	// restarting) before it grants; acquireCalls counts every AcquireLocks call.
+	unavailable, acquireCalls int
 	// replaced, when set, is a session whose heartbeats are answered Aborted.
 	replaced string
 	// onHeartbeat, when set, sees every heartbeat.
@@ -308,6 +311,11 @@ func (f *fakeRegistry) AcquireLocks(_ context.Context, req *registryv1.AcquireLo
 	defer f.mu.Unlock()
 	if f.noBatch {
 		return nil, status.Error(codes.Unimplemented, "unknown method AcquireLocks")
+	}
+	f.acquireCalls++
+	if f.unavailable > 0 {
+		f.unavailable--
+		return nil, status.Error(codes.Unavailable, "the store cannot answer now: retry later")
 	}
 	f.batches = append(f.batches, req.GetResources())
 	if f.ownerWaitsForLocks != nil {

@@ -2,11 +2,13 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
 	"time"
 
+	"github.com/converge-dev/converge/platform/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -19,6 +21,42 @@ import (
 // bound).
 const maxLockBatch = 1000
 
+// errRegistryUnavailable marks a lock request the Registry could not answer (Unavailable,
+// ResourceExhausted: restarting, unreachable, overloaded) for as long as the agent retried it
+// (Config.RegistryRetry). Nothing is wrong with the task: it goes back to the queue instead of failing.
+var errRegistryUnavailable = errors.New("the Registry could not answer")
+
+// lockRetryable says whether a lock call's error is the Registry's state rather than an answer:
+// such a call is retried (a grant lost with its answer is harmless: a holder that already
+// holds a lock gets it extended with the same token).
+func lockRetryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// retryLock calls call until it answers, the error is not retryable, ctx ends or retryFor has
+// passed since the first try; an error still retryable then wraps errRegistryUnavailable.
+func retryLock[T any](ctx context.Context, retryFor time.Duration, call func() (T, error)) (T, error) {
+	deadline := time.Now().Add(retryFor)
+	retry := backoff.New()
+	for {
+		r, err := call()
+		if err == nil || !lockRetryable(err) {
+			return r, err
+		}
+		d := retry.Next()
+		if time.Now().Add(d).After(deadline) {
+			return r, fmt.Errorf("%w for %s: %w", errRegistryUnavailable, retryFor, err)
+		}
+		if backoff.Wait(ctx, d) != nil {
+			return r, err
+		}
+	}
+}
+
 // heldLock is one fenced file lock.
 type heldLock struct {
 	resource string
@@ -28,7 +66,8 @@ type heldLock struct {
 // lockTargets takes a fenced lock on every concrete target file, scoped to the execution: all
 // of them in one AcquireLocks call (all or nothing, waiting up to lockWait for all to be free
 // together), or one call per 1,000 files. A Registry that does not serve AcquireLocks yet gets
-// one AcquireLock per file.
+// one AcquireLock per file. A call the Registry cannot answer (restarting, unreachable) is
+// retried with backoff for up to Config.RegistryRetry before the task gives up (errRegistryUnavailable).
 func (w *Worker) lockTargets(ctx context.Context, ca *schedulerv1.ClaimedAssignment) ([]heldLock, error) {
 	if w.cfg.Registry == nil {
 		return nil, nil
@@ -47,8 +86,10 @@ func (w *Worker) lockTargets(ctx context.Context, ca *schedulerv1.ClaimedAssignm
 	for len(resources) > 0 {
 		batch := resources[:min(len(resources), maxLockBatch)]
 		resources = resources[len(batch):]
-		r, err := w.cfg.Registry.AcquireLocks(ctx, &registryv1.AcquireLocksRequest{Resources: batch, Holder: w.cfg.InstanceID,
-			Ttl: durationpb.New(ttl), Wait: durationpb.New(lockWait)})
+		r, err := retryLock(ctx, w.cfg.RegistryRetry, func() (*registryv1.AcquireLocksResponse, error) {
+			return w.cfg.Registry.AcquireLocks(ctx, &registryv1.AcquireLocksRequest{Resources: batch, Holder: w.cfg.InstanceID,
+				Ttl: durationpb.New(ttl), Wait: durationpb.New(lockWait)})
+		})
 		if status.Code(err) == codes.Unimplemented {
 			return w.lockOneByOne(ctx, exec, append(batch, resources...), ttl, locks)
 		}
@@ -70,8 +111,10 @@ func (w *Worker) lockTargets(ctx context.Context, ca *schedulerv1.ClaimedAssignm
 func (w *Worker) lockOneByOne(ctx context.Context, exec string, resources []string, ttl time.Duration, held []heldLock) ([]heldLock, error) {
 	for _, res := range resources {
 		p := strings.TrimPrefix(res, exec+"/")
-		r, err := w.cfg.Registry.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: res, Holder: w.cfg.InstanceID,
-			Ttl: durationpb.New(ttl), Wait: durationpb.New(lockWait)})
+		r, err := retryLock(ctx, w.cfg.RegistryRetry, func() (*registryv1.AcquireLockResponse, error) {
+			return w.cfg.Registry.AcquireLock(ctx, &registryv1.AcquireLockRequest{Resource: res, Holder: w.cfg.InstanceID,
+				Ttl: durationpb.New(ttl), Wait: durationpb.New(lockWait)})
+		})
 		if err != nil {
 			return held, fmt.Errorf("lock %s: %w", p, err)
 		}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -43,5 +44,44 @@ func TestTaskLocksItsFilesInOneCall(t *testing.T) {
 		require.Empty(t, h.reg.batches)
 		require.Equal(t, want, h.reg.released, "released one by one")
 		require.EqualValues(t, 3, h.reg.token, "locked one by one")
+	})
+}
+
+// A lock request the Registry cannot answer (its Redis restarting) is retried, and the task runs
+// once it answers; a Registry that stays down gives the task back to the queue (CANCELLED, which
+// the Scheduler requeues) instead of failing it and with it the run.
+func TestLocksWaitOutARegistryThatCannotAnswer(t *testing.T) {
+	t.Parallel()
+	task := func(id string) *commonv1.Task {
+		return &commonv1.Task{Id: id, Title: "one file", File: "a.txt", Command: "true"}
+	}
+	t.Run("back after two tries", func(t *testing.T) {
+		t.Parallel()
+		h := startWorker(t, nil)
+		h.reg.mu.Lock()
+		h.reg.unavailable = 2
+		h.reg.mu.Unlock()
+		h.sched.push(claimed(t, task("t1"), origin(t)))
+		c := h.complete()
+		require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c)
+		h.reg.mu.Lock()
+		defer h.reg.mu.Unlock()
+		require.Equal(t, 3, h.reg.acquireCalls, "two answered Unavailable, the third granted")
+		require.Equal(t, [][]string{{"ex_1/a.txt"}}, h.reg.releases, "the granted lock released")
+	})
+	t.Run("down for good", func(t *testing.T) {
+		t.Parallel()
+		h := startWorker(t, func(c *Config) { c.RegistryRetry = 300 * time.Millisecond })
+		h.reg.mu.Lock()
+		h.reg.unavailable = 1 << 30
+		h.reg.mu.Unlock()
+		h.sched.push(claimed(t, task("t2"), origin(t)))
+		c := h.complete()
+		require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED, c.GetResult(), "%v", c)
+		require.Equal(t, "LOCK_UNAVAILABLE", c.GetError().GetCode())
+		require.Contains(t, c.GetError().GetMessage(), "the Registry could not answer")
+		h.reg.mu.Lock()
+		defer h.reg.mu.Unlock()
+		require.Greater(t, h.reg.acquireCalls, 1, "retried before giving up")
 	})
 }

@@ -131,6 +131,12 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 		if ctx.Err() != nil {
 			return outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED}
 		}
+		if errors.Is(err, errRegistryUnavailable) {
+			// Nothing is wrong with the task: it goes back to the queue (the Scheduler requeues a
+			// CANCELLED completion, bounded by max_retries) rather than failing the run.
+			return outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED,
+				err: &commonv1.ErrorContext{Code: "LOCK_UNAVAILABLE", Message: truncate(err.Error(), 65536), TaskId: t.GetId(), Timestamp: now()}}
+		}
 		return fail("LOCK_UNAVAILABLE", err.Error(), 0)
 	}
 	gotchas, gotchaIDs := pr.gotchas, pr.gotchaIDs

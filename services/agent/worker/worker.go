@@ -50,6 +50,10 @@ type Config struct {
 	ExecutionID string
 	// ClaimWait is how long one ClaimTask long-polls (default 10 s).
 	ClaimWait time.Duration
+	// RegistryRetry is how long a task's lock request is retried while the Registry cannot
+	// answer (Unavailable: restarting, unreachable) before the task goes back to the queue
+	// (default 30 s).
+	RegistryRetry time.Duration
 	// HeartbeatInterval is how often the worker heartbeats to the Registry, idle or working
 	// (default and at most 10 s).
 	HeartbeatInterval time.Duration
@@ -190,6 +194,9 @@ func New(cfg Config) (*Worker, error) {
 	cfg.HeartbeatCoalesce = min(cfg.HeartbeatCoalesce, cfg.HeartbeatInterval)
 	if len(cfg.Capabilities) == 0 {
 		cfg.Capabilities = DefaultCapabilities
+	}
+	if cfg.RegistryRetry <= 0 {
+		cfg.RegistryRetry = lockWait
 	}
 	if cfg.ClaimWait <= 0 {
 		cfg.ClaimWait = 10 * time.Second

@@ -716,7 +716,9 @@ const (
 	// The design is infeasible: a design change request (pb-build DCR) in error.message. The task
 	// becomes BLOCKED_DCR and the execution pauses until a person retries or skips it.
 	CompletionResult_COMPLETION_RESULT_BLOCKED_DCR CompletionResult = 4
-	// Stopped on a CANCEL directive or a drain deadline; rolled back, locks released.
+	// Stopped on a CANCEL directive or a drain deadline, or given back by the agent (error.code
+	// says why, e.g. LOCK_UNAVAILABLE: the Registry could not answer for the task's locks); rolled
+	// back, locks released. The Scheduler requeues the task (bounded by max_retries).
 	CompletionResult_COMPLETION_RESULT_CANCELLED CompletionResult = 5
 )
 
