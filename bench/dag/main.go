@@ -166,6 +166,23 @@ type side struct {
 	// AgentPhaseMs is the agents' mean wall time per task of each phase of a task
 	// (converge_agent_task_phase_seconds, scraped from every agent's /metrics at the end).
 	AgentPhaseMs map[string]float64 `json:"agent_phase_ms_per_task,omitempty"`
+	// ProcessCPU is each converge process's CPU per task (/proc/<pid>/stat just before it is
+	// stopped, as the execution ends): its own, and its waited-for children's (an agent's task
+	// commands). Their sum is below CPUMsPerTask by what the processes spend starting and
+	// stopping.
+	ProcessCPU []processCPU `json:"process_cpu,omitempty"`
+	// RPCsPerTask counts the RPCs the Scheduler's process served per task, by method
+	// (grpc_server_handled_total of converge dev's /metrics; embedded only).
+	RPCsPerTask map[string]float64 `json:"rpcs_per_task,omitempty"`
+}
+
+// processCPU is one process's CPU time per task.
+type processCPU struct {
+	Name string `json:"name"`
+	// SelfMs is the process's own user + system time per task; ChildrenMs its exited, waited-for
+	// children's (cutime + cstime).
+	SelfMs     float64 `json:"self_ms_per_task"`
+	ChildrenMs float64 `json:"children_ms_per_task"`
 }
 
 // graph is a DAG in topological order: deps[i] are indexes below i.
@@ -312,6 +329,12 @@ func printTables(rep report) {
 			if len(r.AgentPhaseMs) > 0 {
 				fmt.Printf("\n%s: agent phases, mean ms per task: %s\n", r.Name, phaseLine(r.AgentPhaseMs))
 			}
+			if len(r.ProcessCPU) > 0 {
+				fmt.Printf("\n%s: CPU ms per task (all children %.3f): %s\n", r.Name, r.CPUMsPerTask, cpuLine(r.ProcessCPU))
+			}
+			if len(r.RPCsPerTask) > 0 {
+				fmt.Printf("\n%s: RPCs served per task: %s\n", r.Name, rpcLine(r.RPCsPerTask))
+			}
 		}
 	}
 }
@@ -426,13 +449,17 @@ func peer(tool string, g graph, jobs, rounds int) (side, error) {
 // embedded runs the graph on `converge dev --in-memory` with agent processes.
 func embedded(g graph, o options, dispatch string) (r side, err error) {
 	err = clustertest.Run(nil, func(tb clustertest.TB) error {
-		addr := clustertest.FreeAddr(tb)
+		addr, devMetrics := clustertest.FreeAddr(tb), clustertest.FreeAddr(tb)
 		dev := clustertest.StartProcess(tb, clustertest.ProcessSpec{Name: "converge-dev", Bin: clustertest.Binary(tb, "converge"),
-			Args: []string{"dev", "--in-memory", "--insecure-no-auth", "--listen", addr, "--log-level", "warn"}})
+			Args: []string{"dev", "--in-memory", "--insecure-no-auth", "--listen", addr, "--log-level", "warn", "--metrics-listen", devMetrics}})
 		clustertest.WaitHealth(tb, dev, addr, "", healthpb.HealthCheckResponse_SERVING, 0)
-		metrics := startAgents(tb, o.agents, addr, addr)
+		agents, metrics := startAgents(tb, o.agents, addr, addr)
+		rpcsBefore := handledRPCs(devMetrics)
+		cpuBefore := processesCPU(append([]*clustertest.Process{dev}, agents...))
 		r, err = execute(fmt.Sprintf("converge, embedded (SQLite), %d agents, %s", o.agents, dispatch), schedulerv1.NewSchedulerServiceClient(clustertest.Dial(tb, addr)), g, o, dispatch)
 		if err == nil {
+			r.ProcessCPU = cpuPerTask(cpuBefore, processesCPU(append([]*clustertest.Process{dev}, agents...)), len(g.deps))
+			r.RPCsPerTask = rpcsPerTask(rpcsBefore, handledRPCs(devMetrics), len(g.deps))
 			r.AgentPhaseMs = agentPhases(metrics)
 		}
 		return err
@@ -462,18 +489,19 @@ func childrenCPU() time.Duration {
 
 // startAgents starts n converge-agent processes on the Scheduler and Registry addresses, each
 // with its own metrics address (answered, for agentPhases).
-func startAgents(tb clustertest.TB, n int, scheduler, registry string) []string {
+func startAgents(tb clustertest.TB, n int, scheduler, registry string) ([]*clustertest.Process, []string) {
 	work := tb.TempDir()
 	var metrics []string
+	var procs []*clustertest.Process
 	for i := range n {
 		id := fmt.Sprintf("agent-%02d", i+1)
 		m := clustertest.FreeAddr(tb)
 		metrics = append(metrics, m)
-		clustertest.StartProcess(tb, clustertest.ProcessSpec{Name: id, Bin: clustertest.Binary(tb, "converge-agent"), LogDir: work,
+		procs = append(procs, clustertest.StartProcess(tb, clustertest.ProcessSpec{Name: id, Bin: clustertest.Binary(tb, "converge-agent"), LogDir: work,
 			Args: []string{"--listen", clustertest.FreeAddr(tb), "--scheduler", scheduler, "--registry", registry,
-				"--instance-id", id, "--data-dir", filepath.Join(work, id), "--log-level", "warn", "--metrics-listen", m}})
+				"--instance-id", id, "--data-dir", filepath.Join(work, id), "--log-level", "warn", "--metrics-listen", m}}))
 	}
-	return metrics
+	return procs, metrics
 }
 
 // production runs it on separate Scheduler and Registry processes on a fresh database of the
@@ -482,9 +510,12 @@ func production(g graph, o options, dispatch string) (r side, err error) {
 	err = clustertest.Run(nil, func(tb clustertest.TB) error {
 		c := clustertest.Start(tb, clustertest.Options{Without: []string{"knowledge", "verifier"}, LogLevel: "warn",
 			Postgres: clustertest.UsePostgres(tb, o.pgURL), Redis: clustertest.UseRedis(tb, o.redisURL)})
-		metrics := startAgents(tb, o.agents, c.SchedulerAddr(0), c.RegistryAddr)
+		agents, metrics := startAgents(tb, o.agents, c.SchedulerAddr(0), c.RegistryAddr)
+		procs := append([]*clustertest.Process{c.Scheduler(0), c.Service("registry")}, agents...)
+		cpuBefore := processesCPU(procs)
 		r, err = execute(fmt.Sprintf("converge, Postgres + Redis, %d agents, %s", o.agents, dispatch), c.SchedulerClient(0), g, o, dispatch)
 		if err == nil {
+			r.ProcessCPU = cpuPerTask(cpuBefore, processesCPU(procs), len(g.deps))
 			r.AgentPhaseMs = agentPhases(metrics)
 		}
 		return err

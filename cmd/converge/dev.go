@@ -9,6 +9,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -56,6 +59,9 @@ type devOptions struct {
 	InsecureNoAuth bool
 	// DevToken is accepted besides AuthTokens (the generated dev token, devtoken.go); "" for none.
 	DevToken string
+	// CPUProfile, when set, is the file a CPU profile (pprof) of the whole run is written to at
+	// exit (a %p replaced by the process id).
+	CPUProfile string
 }
 
 func devCommand() *cobra.Command {
@@ -85,6 +91,13 @@ func devCommand() *cobra.Command {
 				opts.DevToken = tok
 				announceDevToken(cmd.ErrOrStderr(), tok, path)
 			}
+			if opts.CPUProfile != "" {
+				stopProfile, err := startCPUProfile(opts.CPUProfile)
+				if err != nil {
+					return err
+				}
+				defer stopProfile()
+			}
 			ctx, stop := server.SignalContext(cmd.Context())
 			defer stop()
 			lis, err := net.Listen("tcp", opts.Listen)
@@ -102,8 +115,27 @@ func devCommand() *cobra.Command {
 	cmd.Flags().StringArrayVar(&opts.AgentAllowedRoots, "agent-allowed-root", agentRootsFromEnv("."), "directory under which the local agents may build in and push to local repositories, repeatable (default: the working directory) [CONVERGE_ALLOWED_ROOTS, ':'-separated]")
 	cmd.Flags().DurationVar(&opts.AgentDrainTimeout, "agent-drain-timeout", 30*time.Second, "on stop, how long the local agents may finish their current assignment before it is cancelled")
 	cmd.Flags().BoolVar(&opts.InsecureNoAuth, "insecure-no-auth", false, "no dev token: every local user may call the suite (and run commands as you through the Verifier)")
+	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", envOr("CONVERGE_DEV_CPUPROFILE", ""), "write a CPU profile (pprof) of the whole run to this file when it stops; a %p in it is replaced by the process id [CONVERGE_DEV_CPUPROFILE]")
 	opts.Dashboard.bind(cmd)
 	return cmd
+}
+
+// startCPUProfile writes a CPU profile to path (a %p replaced by the process id) until the
+// returned function is called.
+func startCPUProfile(path string) (func(), error) {
+	path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
+	out, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		_ = out.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = out.Close()
+	}, nil
 }
 
 // runDev serves all five services on lis, with opts.Agents local agents, until ctx ends; then it
