@@ -21,8 +21,8 @@ const userHZ = 100
 // cpuSample is a process's CPU time so far: its own (utime + stime) and its exited, waited-for
 // children's (cutime + cstime).
 type cpuSample struct {
-	name           string
-	self, children time.Duration
+	name                string
+	self, sys, children time.Duration
 }
 
 // processesCPU reads each process's /proc/<pid>/stat; a process that cannot be read counts 0.
@@ -30,36 +30,36 @@ func processesCPU(procs []*clustertest.Process) []cpuSample {
 	out := make([]cpuSample, 0, len(procs))
 	for _, p := range procs {
 		s := cpuSample{name: p.Name}
-		s.self, s.children, _ = statCPU(p.Pid())
+		s.self, s.sys, s.children, _ = statCPU(p.Pid())
 		out = append(out, s)
 	}
 	return out
 }
 
-// statCPU reads utime+stime and cutime+cstime of process pid.
-func statCPU(pid int) (self, children time.Duration, err error) {
+// statCPU reads utime+stime, stime and cutime+cstime of process pid.
+func statCPU(pid int) (self, sys, children time.Duration, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	// The command name (field 2) is in parentheses and may hold spaces: fields after the last ')'.
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: no ')'", pid)
+		return 0, 0, 0, fmt.Errorf("/proc/%d/stat: no ')'", pid)
 	}
 	f := strings.Fields(string(b[i+1:]))
 	// f[0] is field 3 (state); utime, stime, cutime, cstime are fields 14–17.
 	if len(f) < 15 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+		return 0, 0, 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
 	}
 	var ticks [4]int64
 	for k := range ticks {
 		if ticks[k], err = strconv.ParseInt(f[11+k], 10, 64); err != nil {
-			return 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+			return 0, 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 		}
 	}
 	tick := time.Second / userHZ
-	return time.Duration(ticks[0]+ticks[1]) * tick, time.Duration(ticks[2]+ticks[3]) * tick, nil
+	return time.Duration(ticks[0]+ticks[1]) * tick, time.Duration(ticks[1]) * tick, time.Duration(ticks[2]+ticks[3]) * tick, nil
 }
 
 // cpuPerTask answers each process's CPU between two samples, in ms per task.
@@ -72,7 +72,8 @@ func cpuPerTask(before, after []cpuSample, tasks int) []processCPU {
 		b := before[i]
 		out = append(out, processCPU{Name: a.name,
 			SelfMs:     float64((a.self - b.self).Microseconds()) / 1000 / float64(tasks),
-			ChildrenMs: float64((a.children - b.children).Microseconds()) / 1000 / float64(tasks)})
+			ChildrenMs: float64((a.children - b.children).Microseconds()) / 1000 / float64(tasks),
+			SelfSysMs:  float64((a.sys - b.sys).Microseconds()) / 1000 / float64(tasks)})
 	}
 	return out
 }
@@ -82,7 +83,7 @@ func cpuLine(ps []processCPU) string {
 	var parts []string
 	var sum float64
 	for _, p := range ps {
-		parts = append(parts, fmt.Sprintf("%s %.3f + children %.3f", p.Name, p.SelfMs, p.ChildrenMs))
+		parts = append(parts, fmt.Sprintf("%s %.3f (sys %.3f) + children %.3f", p.Name, p.SelfMs, p.SelfSysMs, p.ChildrenMs))
 		sum += p.SelfMs + p.ChildrenMs
 	}
 	return strings.Join(parts, ", ") + fmt.Sprintf("; sum %.3f", sum)
