@@ -382,7 +382,7 @@ func (w *Worker) runLeased(ctx context.Context, l *lease, log *slog.Logger) (nex
 	if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK {
 		w.rememberTask(a.GetExecutionId(), taskSummary(ca, out))
 	}
-	consecutive := w.Snapshot().ConsecutiveFailures
+	consecutive := w.status().ConsecutiveFailures
 	req := &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(), InstanceId: w.cfg.InstanceID, FencingToken: a.GetFencingToken(),
 		Result: out.result, CommitSha: out.commit, TaskRef: out.ref, Error: out.err, Tries: out.tries,
 		ConsecutiveFailures: consecutive, DiscoveriesCount: out.discoveries, ValidationOutputTail: tail(out.validationOut, 65536),

@@ -186,7 +186,7 @@ func (s *session) takeScratch() (*workspace.Worktree, error) {
 		dir := s.scratchFree[n-1]
 		s.scratchFree = s.scratchFree[:n-1]
 		s.scratchMu.Unlock()
-		return &workspace.Worktree{Dir: dir, Name: filepath.Base(dir)}, nil
+		return &workspace.Worktree{Dir: dir, Name: filepath.Base(dir), Empty: true}, nil
 	}
 	s.scratchMade++
 	name := strconv.Itoa(s.scratchMade)
@@ -195,7 +195,7 @@ func (s *session) takeScratch() (*workspace.Worktree, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("workspace: scratch %s: %w", dir, err)
 	}
-	return &workspace.Worktree{Dir: dir, Name: name}, nil
+	return &workspace.Worktree{Dir: dir, Name: name, Empty: true}, nil
 }
 
 // giveScratch empties a scratch directory whose task is over and keeps it for the next one; one

@@ -260,6 +260,17 @@ func (w *Worker) Snapshot() Status {
 	return s
 }
 
+// status answers the worker's state without the assignment, for the worker's own readers of its
+// other fields: Snapshot copies the assignment, a copy per heartbeat and completion of every task
+// (issue 17). Task is the current message, as in Snapshot: read it, never modify it.
+func (w *Worker) status() Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.st
+	s.Assignment = nil
+	return s
+}
+
 func (w *Worker) setState(fn func(s *Status)) {
 	w.mu.Lock()
 	fn(&w.st)
@@ -505,7 +516,7 @@ func (w *Worker) register(ctx context.Context) error {
 func (w *Worker) heartbeat(ctx context.Context, st commonv1.AgentStatus, task string) error {
 	w.hbMu.Lock()
 	defer w.hbMu.Unlock()
-	s := w.Snapshot()
+	s := w.status()
 	if st == commonv1.AgentStatus_AGENT_STATUS_UNSPECIFIED {
 		st = sendStatus(s)
 	}
@@ -580,7 +591,7 @@ func (w *Worker) coalesce(ctx context.Context) bool {
 		last, st := w.lastBeat, w.lastStatus
 		w.hbMu.Unlock()
 		wait := w.cfg.HeartbeatCoalesce - time.Since(last)
-		if wait <= 0 || sendStatus(w.Snapshot()) != st {
+		if wait <= 0 || sendStatus(w.status()) != st {
 			return true
 		}
 		timer := time.NewTimer(wait)

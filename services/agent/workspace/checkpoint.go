@@ -153,7 +153,8 @@ func hashPath(dir, p string) (FileHash, error) {
 // Checkpoint records HEAD and the hashes of paths (repository-relative files; a missing file is
 // recorded with Exists false). An absolute path, a ".." or ".git" element, or a symbolic link
 // out of the worktree is an error wrapping ErrUnsafePath; a directory is an error. On a
-// scratch directory Commit is empty and only the hashes are recorded.
+// scratch directory Commit is empty and only the hashes are recorded; on one marked Empty every
+// path is recorded absent.
 func (w *Worktree) Checkpoint(ctx context.Context, paths []string) (Checkpoint, error) {
 	var cp Checkpoint
 	if w.repo != nil {
@@ -164,7 +165,17 @@ func (w *Worktree) Checkpoint(ctx context.Context, paths []string) (Checkpoint, 
 		cp.Commit = head
 	}
 	cp.Files = make([]FileHash, 0, len(paths))
+	empty := w.Empty && w.repo == nil
+	w.Empty = false
 	for _, p := range paths {
+		if empty {
+			clean, err := cleanRel(p)
+			if err != nil {
+				return Checkpoint{}, err
+			}
+			cp.Files = append(cp.Files, FileHash{Path: clean})
+			continue
+		}
 		fh, err := hashPath(w.Dir, p)
 		if err != nil {
 			return Checkpoint{}, err

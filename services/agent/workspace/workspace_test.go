@@ -583,6 +583,29 @@ func TestScratch(t *testing.T) {
 	require.NoDirExists(t, again.Dir)
 }
 
+// TestCheckpointOfAnEmptyScratchDirectoryDoesNotLook: a scratch directory marked Empty (made
+// or emptied for its task) records every path absent without resolving it, still refuses an
+// unsafe path, and looks again at the next checkpoint.
+func TestCheckpointOfAnEmptyScratchDirectoryDoesNotLook(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w, err := Scratch(t.TempDir(), "ex/t1")
+	require.NoError(t, err)
+	w.Empty = true
+	// Not the case for a real Empty directory: written here to show the checkpoint did not look.
+	writeFile(t, w.Dir, "out.txt", "result\n")
+	_, err = w.Checkpoint(ctx, []string{"../x"})
+	require.ErrorIs(t, err, ErrUnsafePath)
+	w.Empty = true
+	cp, err := w.Checkpoint(ctx, []string{"out.txt", "sub/missing"})
+	require.NoError(t, err)
+	require.Equal(t, []FileHash{{Path: "out.txt"}, {Path: "sub/missing"}}, cp.Files)
+	require.False(t, w.Empty, "a checkpoint clears Empty: the task writes after it")
+	cp, err = w.Checkpoint(ctx, []string{"out.txt"})
+	require.NoError(t, err)
+	require.True(t, cp.Files[0].Exists)
+}
+
 func TestConcurrentAddWorktree(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

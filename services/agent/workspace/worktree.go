@@ -56,6 +56,10 @@ type Worktree struct {
 	Dir string
 	// Name is the sanitized name Dir was created under.
 	Name string
+	// Empty says Dir is known to hold nothing (a scratch directory made or emptied for this
+	// task): the next Checkpoint records every path absent without looking (a path's resolution
+	// was a no-op task's lstat of every element of Dir, issue 17), and clears it.
+	Empty bool
 
 	repo *Repo // nil for a scratch directory
 }
