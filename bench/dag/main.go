@@ -79,8 +79,24 @@ func main() {
 	flag.BoolVar(&o.jsonOut, "json", false, "print the result as one JSON object instead of tables")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up on one converge execution after this long")
 	dispatch := flag.String("dispatch", "strict,eager", "converge's dispatch modes, each run side by side: strict (every wave a barrier), eager (a task starts once its dependencies completed without a commit or were integrated), or both comma-separated; the fan-out, one wave, runs the last only")
+	floor := flag.Bool("floor", false, "measure the floor of a no-op task instead (proc.Run of sh -c true with a pooled cgroup, a bare CompleteTask round trip, an in-memory SQLite write transaction) beside ninja on --tasks tasks, --peer-rounds rounds alternated")
 	flag.IntVar(&o.maxParallel, "max-parallel", 0, "converge's max_parallel (tasks per wave, and at once); 0 = the task count, so waves are the dependency levels (eager dispatch still starts a task as soon as its dependencies completed: none commits here)")
 	flag.Parse()
+	if *floor {
+		rep, err := runFloor(o.tasks, max(o.peerRounds, 1), o.agents)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "dag-bench: floor:", err)
+			os.Exit(1)
+		}
+		if o.jsonOut {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(rep)
+			return
+		}
+		printFloor(rep)
+		return
+	}
 	o.dispatch = strings.Split(*dispatch, ",")
 	for _, d := range o.dispatch {
 		if _, ok := dispatchModes[d]; !ok {
@@ -105,6 +121,8 @@ func main() {
 	}
 	printTables(rep)
 }
+
+func numCPU() int { return runtime.NumCPU() }
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
