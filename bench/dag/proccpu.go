@@ -98,8 +98,13 @@ func handledRPCs(addr string) map[string]float64 {
 	}
 	body, _ := io.ReadAll(res.Body)
 	_ = res.Body.Close()
+	return parseHandled(string(body))
+}
+
+// parseHandled reads grpc_server_handled_total from Prometheus text.
+func parseHandled(body string) map[string]float64 {
 	out := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if !strings.HasPrefix(line, "grpc_server_handled_total{") {
 			continue
 		}
