@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -62,7 +63,12 @@ func command() *cobra.Command {
 		Use:   "converge-agent",
 		Short: "converge Agent: the build worker (claims assignments, runs them in git worktrees) and its control API",
 		Args:  cobra.NoArgs,
+		Long: "converge-agent registers with the Registry, claims assignments from the Scheduler and runs them in git " +
+			"worktrees, and serves the Agent API. It runs on one processor (GOMAXPROCS=1) unless the environment sets " +
+			"GOMAXPROCS: its own work is orchestration (a child process per command, a few RPCs), which a second one " +
+			"made dearer, not faster.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			oneProcessor(os.LookupEnv)
 			ctx, stop := server.SignalContext(cmd.Context())
 			defer stop()
 			logger, err := f.Logger(os.Stderr)
@@ -262,6 +268,16 @@ func splitEnv(name string) []string {
 		return nil
 	}
 	return strings.Split(v, ",")
+}
+
+// oneProcessor runs the agent on one processor unless GOMAXPROCS is set. The agent's own work
+// is orchestration: with a second processor the runtime woke a spinning thread for each of a
+// task's goroutine hand-offs, ≈ 15 % of the agent's CPU per no-op task (issue 17, six
+// alternated pairs of bench/dag's fan-out: 0.79–0.93× with one).
+func oneProcessor(lookup func(string) (string, bool)) {
+	if _, set := lookup("GOMAXPROCS"); !set {
+		runtime.GOMAXPROCS(1)
+	}
 }
 
 // startCPUProfile writes a CPU profile to path (a %p replaced by the process id) until the
