@@ -308,6 +308,14 @@ type dagReport struct {
 			Waves             int     `json:"waves"`
 			PeerRounds        int     `json:"peer_rounds"`
 			EarlyLeases       int     `json:"early_leases"`
+			CPUMsPerTask      float64 `json:"cpu_ms_per_task"`
+			ProcessCPU        []struct {
+				Name       string  `json:"name"`
+				SelfMs     float64 `json:"self_ms_per_task"`
+				SelfSysMs  float64 `json:"self_sys_ms_per_task"`
+				ChildrenMs float64 `json:"children_ms_per_task"`
+			} `json:"process_cpu"`
+			RPCsPerTask map[string]float64 `json:"rpcs_per_task"`
 		} `json:"runs"`
 	} `json:"shapes"`
 }
@@ -381,6 +389,30 @@ func dag(w io.Writer, dir string, set kvs) {
 				early = strconv.Itoa(r.EarlyLeases)
 			}
 			fmt.Fprintf(w, "| %s | %s | %.3f s | %s | %s | %s | %s | %s | %s | %s |\n", r.Name, outcome, r.WallS, x(r.RatioToNinja), over, p50, p99, tps, waves, early)
+		}
+		// CPU per task by process, and the RPCs served per task (bench/dag reads them as the
+		// execution ends).
+		for _, r := range s.Runs {
+			if len(r.ProcessCPU) == 0 {
+				continue
+			}
+			var parts []string
+			for _, p := range r.ProcessCPU {
+				part := fmt.Sprintf("%s %.3f (system %.3f)", p.Name, p.SelfMs, p.SelfSysMs)
+				if p.ChildrenMs > 0 {
+					part += fmt.Sprintf(" + its commands %.3f", p.ChildrenMs)
+				}
+				parts = append(parts, part)
+			}
+			fmt.Fprintf(w, "\n%s: CPU ms per task %.3f: %s.", r.Name, r.CPUMsPerTask, strings.Join(parts, ", "))
+			if n := r.RPCsPerTask["SchedulerService/CompleteTask"]; n > 0 {
+				var total float64
+				for _, v := range r.RPCsPerTask {
+					total += v
+				}
+				fmt.Fprintf(w, " RPCs served per task %.2f (CompleteTask %.2f).", total, n)
+			}
+			fmt.Fprintln(w)
 		}
 		// Eager against strict, deployment by deployment.
 		for _, st := range s.Runs {
