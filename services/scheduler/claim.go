@@ -28,7 +28,9 @@ const (
 // errNothing: an execution had nothing to claim after all (another claim was faster).
 var errNothing = errors.New("nothing to claim")
 
-// ClaimTask leases the next ready assignment the agent can do, waiting up to req.wait for one.
+// ClaimTask leases the next ready assignment the agent can do, waiting up to req.wait for one;
+// a claim filtered on an execution this replica knows has ended answers at once, with no
+// assignment.
 func (s *Server) ClaimTask(ctx context.Context, req *schedulerv1.ClaimTaskRequest) (*schedulerv1.ClaimTaskResponse, error) {
 	wait := req.GetWait().AsDuration()
 	deadline := time.Now().Add(wait)
@@ -45,7 +47,9 @@ func (s *Server) ClaimTask(ctx context.Context, req *schedulerv1.ClaimTaskReques
 			return &schedulerv1.ClaimTaskResponse{Assignment: claimed}, nil
 		}
 		left := time.Until(deadline)
-		if left <= 0 {
+		if left <= 0 || (req.GetExecutionId() != "" && s.wake.hasEnded(req.GetExecutionId())) {
+			// Nothing came within wait, or the execution the claim is filtered on has ended
+			// (before the claim or while it waited): no work will come for it.
 			return &schedulerv1.ClaimTaskResponse{}, nil
 		}
 		// Changes wake the poll at once: this replica's directly, other replicas' through the

@@ -35,7 +35,12 @@ func (s *Server) Start(ctx context.Context) {
 	go s.drive(ctx)
 	go s.confirmLoop(ctx)
 	if l, ok := s.store.(changeListener); ok {
-		go l.Listen(ctx, s.wake.broadcast)
+		go l.Listen(ctx, func(ended string) {
+			if ended != "" {
+				s.wake.end(ended)
+			}
+			s.wake.broadcast()
+		})
 	}
 }
 
@@ -43,7 +48,9 @@ func (s *Server) Start(ctx context.Context) {
 // replica (Postgres LISTEN/NOTIFY): long polls and streams wake at once on any replica, and
 // polling is only the fallback.
 type changeListener interface {
-	Listen(ctx context.Context, changed func())
+	// Listen calls changed after each committed change, with the execution's id when the change
+	// ended it.
+	Listen(ctx context.Context, changed func(ended string))
 }
 
 // leadChecker is a store whose leadership lasts as long as the session that took it (Postgres:

@@ -118,13 +118,13 @@ func (s *Server) update(ctx context.Context, id string, fn func(r *runner) error
 	if err != nil {
 		return err
 	}
-	verifyDue := false
+	verifyDue, isEnded := false, false
 	err = s.store.UpdateExecution(ctx, id, func(tx store.ExecTx) error {
 		r := &runner{s: s, tx: tx, e: tx.Execution(), tl: tl, idx: idx}
 		if err := fn(r); err != nil {
 			return err
 		}
-		verifyDue = r.verifyDue
+		verifyDue, isEnded = r.verifyDue, ended(r.e)
 		for _, w := range r.dirty {
 			if err := tx.PutWave(w); err != nil {
 				return err
@@ -135,6 +135,10 @@ func (s *Server) update(ctx context.Context, id string, fn func(r *runner) error
 		}
 		return nil
 	})
+	if err == nil && isEnded {
+		// Claims filtered on it answer at once (claim.go).
+		s.wake.end(id)
+	}
 	s.wake.broadcast()
 	if err == nil && verifyDue {
 		s.kickDriver()

@@ -361,6 +361,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 			return nil
 		default:
 		}
+		claimed := time.Now()
 		res, err := w.cfg.Scheduler.ClaimTask(idle, w.claimRequest(w.cfg.ClaimWait))
 		if err != nil {
 			if idle.Err() != nil {
@@ -374,6 +375,18 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		}
 		retry.Reset()
 		if res.GetAssignment() == nil {
+			// Nothing before the wait ran out: the execution this agent is pinned to has ended
+			// (the Scheduler answers such a claim at once). Claim again no sooner than the wait
+			// would have ended, as often as before, instead of in a loop.
+			if rest := w.cfg.ClaimWait - time.Since(claimed); w.cfg.ExecutionID != "" && rest > 0 {
+				t := time.NewTimer(rest)
+				select {
+				case <-idle.Done():
+					t.Stop()
+					return nil
+				case <-t.C:
+				}
+			}
 			continue
 		}
 		if w.replacedErr() != nil {

@@ -173,10 +173,11 @@ type SchedulerServiceClient interface {
 	// Long-polls for the next ready assignment of a RUNNING execution whose wave is open, for an agent
 	// with the given capabilities, and leases it: status ASSIGNED, a new fencing token, a lease
 	// deadline in store time. Answers as soon as one is available or when `wait` runs out (then with
-	// no assignment), never later than the call's deadline. Safe with several scheduler replicas
-	// (rows locked with FOR UPDATE SKIP LOCKED). FailedPrecondition when the Registry does not know
-	// the instance or reports it stale (register and heartbeat first); Cancelled when the caller
-	// gives up.
+	// no assignment), never later than the call's deadline; a claim filtered on an execution_id that
+	// has ended (as far as the replica knows) answers at once, with no assignment. Safe with several
+	// scheduler replicas (rows locked with FOR UPDATE SKIP LOCKED). FailedPrecondition when the
+	// Registry does not know the instance or reports it stale (register and heartbeat first);
+	// Cancelled when the caller gives up.
 	ClaimTask(ctx context.Context, in *ClaimTaskRequest, opts ...grpc.CallOption) (*ClaimTaskResponse, error)
 	// Reports progress on a leased assignment, appends the agent's events to the execution log,
 	// optionally records a checkpoint, extends the lease, and tells the agent what to do next
@@ -634,10 +635,11 @@ type SchedulerServiceServer interface {
 	// Long-polls for the next ready assignment of a RUNNING execution whose wave is open, for an agent
 	// with the given capabilities, and leases it: status ASSIGNED, a new fencing token, a lease
 	// deadline in store time. Answers as soon as one is available or when `wait` runs out (then with
-	// no assignment), never later than the call's deadline. Safe with several scheduler replicas
-	// (rows locked with FOR UPDATE SKIP LOCKED). FailedPrecondition when the Registry does not know
-	// the instance or reports it stale (register and heartbeat first); Cancelled when the caller
-	// gives up.
+	// no assignment), never later than the call's deadline; a claim filtered on an execution_id that
+	// has ended (as far as the replica knows) answers at once, with no assignment. Safe with several
+	// scheduler replicas (rows locked with FOR UPDATE SKIP LOCKED). FailedPrecondition when the
+	// Registry does not know the instance or reports it stale (register and heartbeat first);
+	// Cancelled when the caller gives up.
 	ClaimTask(context.Context, *ClaimTaskRequest) (*ClaimTaskResponse, error)
 	// Reports progress on a leased assignment, appends the agent's events to the execution log,
 	// optionally records a checkpoint, extends the lease, and tells the agent what to do next

@@ -223,7 +223,7 @@ func (t *execTx) flush(end stmt) error {
 	if t.execRow != nil || t.seqDirty || len(t.logRows) > 0 {
 		// Other replicas' long polls and streams wake at the commit (Listen), in the same batch:
 		// no round trip of its own.
-		stmts = append(stmts, stmt{"notify", `SELECT pg_notify('` + ChangesChannel + `', $1)`, []any{t.ID()}})
+		stmts = append(stmts, stmt{"notify", `SELECT pg_notify('` + ChangesChannel + `', $1)`, []any{changePayload(t.Exec)}})
 	}
 	if t.Async {
 		// Set in the commit's own batch: it only changes how that commit waits (it returns
