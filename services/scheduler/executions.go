@@ -119,7 +119,8 @@ func (s *Server) startExecution(ctx context.Context, req *schedulerv1.StartExecu
 		assignments []*store.Assignment
 	)
 	ready, unmet := readyWaves(opts, tasks, res, s.planBudget)
-	for _, pw := range planned.GetWaves() {
+	positions := plan.ClaimPositions(tasks, res) // critical path first
+	for wn, pw := range planned.GetWaves() {
 		w := &schedulerv1.Wave{Id: ids.New("wv", now), ExecutionId: e.Id, WaveNumber: pw.GetWaveNumber(),
 			Status: schedulerv1.WaveStatus_WAVE_STATUS_PENDING, TaskCount: int32(len(pw.GetPlacements())), Placements: pw.GetPlacements()}
 		waves = append(waves, w)
@@ -128,7 +129,7 @@ func (s *Server) startExecution(ctx context.Context, req *schedulerv1.StartExecu
 				Assignment: &schedulerv1.Assignment{Id: ids.New("as", now), Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK,
 					ExecutionId: e.Id, WaveId: w.Id, WaveNumber: w.WaveNumber, TaskId: pl.GetTaskId(),
 					Status: schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_PENDING, Attempt: 1},
-				Position: int32(i), ReadyWave: ready[pl.GetTaskId()], UnmetDeps: unmet[pl.GetTaskId()],
+				Position: positions[wn][i], ReadyWave: ready[pl.GetTaskId()], UnmetDeps: unmet[pl.GetTaskId()],
 			})
 		}
 	}

@@ -168,8 +168,8 @@ type ExecTx interface {
 	// first, then the lowest position), or nil when there is none; kinds empty = any kind.
 	NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKind) (*Assignment, error)
 	// NextEager returns up to limit PENDING task assignments of waves after currentWave whose
-	// ReadyWave is set and at most currentWave and whose UnmetDeps is 0, in claim order (wave,
-	// then position), for an eager claim to choose from; none when there are none.
+	// ReadyWave is set and at most currentWave and whose UnmetDeps is 0, in claim order
+	// (position, then wave), for an eager claim to choose from; none when there are none.
 	NextEager(currentWave int32, limit int) ([]*Assignment, error)
 	// SatisfyDependencies lowers the UnmetDeps of the execution's task assignments of the tasks
 	// taskIDs by one per occurrence (a task named twice: by two), never below 0; a task with no
@@ -214,8 +214,10 @@ type ExecTx interface {
 type Assignment struct {
 	// Assignment is the assignment as the RPCs show it.
 	*schedulerv1.Assignment
-	// Position orders the task assignments of a wave for claiming (the task's position in its
-	// list); integrations have -1.
+	// Position orders the task assignments for claiming, lowest first: within a wave
+	// (NextPending) and among the later waves' ready tasks (NextEager). Since issue 17 it is the
+	// task's rank in the run's claim order (plan.ClaimPositions: priority, then the critical path);
+	// runs created before are ranked within each wave by list order. Integrations have -1.
 	Position int32
 	// LastReportSeq is the highest ReportProgress report_seq accepted for the current lease (0
 	// after a new lease).

@@ -391,7 +391,7 @@ func (t *execTx) NextEager(currentWave int32, limit int) ([]*store.Assignment, e
 	}
 	rows, err := t.p.Query(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
 		WHERE a.execution_id = $1 AND a.status = 'pending' AND a.ready_wave IS NOT NULL AND a.ready_wave <= $2 AND a.wave_number > $2 AND a.unmet_deps = 0
-		ORDER BY a.wave_number, a.position, a.assignment_id LIMIT $3`, t.ID(), currentWave, limit)
+		ORDER BY a.position, a.wave_number, a.assignment_id LIMIT $3`, t.ID(), currentWave, limit)
 	list, err := collect(rows, err, scanAssignment)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: eager assignments of %q: %w", t.ID(), err)

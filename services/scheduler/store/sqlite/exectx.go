@@ -276,7 +276,7 @@ func (t *execTx) NextEager(currentWave int32, limit int) ([]*store.Assignment, e
 	}
 	rows, err := t.tx.QueryContext(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a INDEXED BY wave_task_assignments_eager_idx
 		WHERE a.execution_id = ? AND a.status = 'pending' AND a.ready_wave IS NOT NULL AND a.ready_wave <= ? AND a.wave_number > ? AND a.unmet_deps = 0
-		ORDER BY a.wave_number, a.position, a.assignment_id LIMIT ?`, t.ID(), currentWave, currentWave, limit)
+		ORDER BY a.position, a.wave_number, a.assignment_id LIMIT ?`, t.ID(), currentWave, currentWave, limit)
 	list, err := collect(rows, err, t.scanAssignment)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: eager assignments of %q: %w", t.ID(), err)

@@ -21,9 +21,9 @@ func testNextEager(t *testing.T, newStore func(t *testing.T) store.Store) {
 	r := newRun("ex", "tl", []string{"t0"}, []string{"t1", "t2"}, []string{"t3", "t4", "t5"})
 	r.as[0].Status, r.as[0].InstanceId, r.as[0].LeaseExpireTime = asRunning, "agent", at(60) // the open wave: nothing pending
 	r.as[1].ReadyWave = 1                                                                    // t1
-	r.as[3].ReadyWave, r.as[3].Position = 1, 2                                               // t3, after t5 in its wave
+	r.as[3].ReadyWave, r.as[3].Position = 1, 5                                               // t3, after t5 and t4
 	r.as[4].ReadyWave = 2                                                                    // t4: once wave 2 is open
-	r.as[5].ReadyWave, r.as[5].Position = 1, 0                                               // t5
+	r.as[5].ReadyWave, r.as[5].Position = 1, 3                                               // t5, before t4
 	r.create(t, s)
 	strict := newRun("st", "tl", []string{"t0"}, []string{"t1"})
 	strict.as[0].Status, strict.as[0].InstanceId, strict.as[0].LeaseExpireTime = asRunning, "agent", at(60)
@@ -44,7 +44,7 @@ func testNextEager(t *testing.T, newStore func(t *testing.T) store.Store) {
 	update(t, s, "ex", func(tx store.ExecTx) error {
 		got, err := tx.NextEager(1, 10)
 		require.NoError(t, err)
-		require.Equal(t, []string{"ex/t1", "ex/t5", "ex/t3"}, ids(assignmentProtos(got)), "wave, then position")
+		require.Equal(t, []string{"ex/t1", "ex/t5", "ex/t3"}, ids(assignmentProtos(got)), "position, then wave")
 		require.EqualValues(t, 1, got[0].ReadyWave)
 		got, err = tx.NextEager(1, 1)
 		require.NoError(t, err)
@@ -62,7 +62,7 @@ func testNextEager(t *testing.T, newStore func(t *testing.T) store.Store) {
 		// Wave 2 open: its own tasks are NextPending's; wave 3's ready ones are eager.
 		got, err = tx.NextEager(2, 10)
 		require.NoError(t, err)
-		require.Equal(t, []string{"ex/t5", "ex/t4", "ex/t3"}, ids(assignmentProtos(got)), "t4 is at position 1")
+		require.Equal(t, []string{"ex/t5", "ex/t4", "ex/t3"}, ids(assignmentProtos(got)), "t4 is at position 4")
 		got, err = tx.NextEager(3, 10)
 		require.NoError(t, err)
 		require.Empty(t, got, "no wave after the last")
@@ -72,6 +72,24 @@ func testNextEager(t *testing.T, newStore func(t *testing.T) store.Store) {
 		got, err := tx.NextEager(1, 10)
 		require.NoError(t, err)
 		require.Empty(t, got)
+		return nil
+	})
+
+	// Positions are the run's claim ranks (the critical path first): they order the candidates
+	// of different waves too; the wave breaks a tie.
+	rk := newRun("rk", "tl", []string{"t0"}, []string{"t1", "t2"}, []string{"t3"})
+	rk.as[0].Status, rk.as[0].InstanceId, rk.as[0].LeaseExpireTime = asRunning, "agent", at(60)
+	rk.as[1].ReadyWave, rk.as[1].Position = 1, 7 // t1
+	rk.as[2].ReadyWave, rk.as[2].Position = 1, 3 // t2
+	rk.as[3].ReadyWave, rk.as[3].Position = 1, 2 // t3, of wave 3
+	rk.create(t, s)
+	update(t, s, "rk", func(tx store.ExecTx) error {
+		got, err := tx.NextEager(1, 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{"rk/t3", "rk/t2", "rk/t1"}, ids(assignmentProtos(got)), "position, then wave")
+		got, err = tx.NextEager(1, 1)
+		require.NoError(t, err)
+		require.Equal(t, []string{"rk/t3"}, ids(assignmentProtos(got)))
 		return nil
 	})
 }

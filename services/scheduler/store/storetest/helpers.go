@@ -64,7 +64,8 @@ type run struct {
 }
 
 // newRun is execution id of list with one wave per element of waves, holding those tasks (by
-// key) in that order, each a PENDING task assignment "<id>/<task>" at its index; the first wave
+// key) in that order, each a PENDING task assignment "<id>/<task>" at its index in the run (the
+// claim rank: wave, then that order); the first wave
 // is RUNNING, the others PENDING; the execution is RUNNING with one "started" entry.
 func newRun(id, list string, waves ...[]string) run {
 	r := run{e: &schedulerv1.Execution{Id: id, TaskListId: list, Status: exRunning, WaveCount: int32(len(waves)), CurrentWave: 1}}
@@ -75,11 +76,11 @@ func newRun(id, list string, waves ...[]string) run {
 		}
 		w := &schedulerv1.Wave{Id: fmt.Sprintf("%s/w%d", id, i+1), WaveNumber: int32(i + 1), Status: status, TaskCount: int32(len(tasks))}
 		r.waves = append(r.waves, w)
-		for j, task := range tasks {
+		for _, task := range tasks {
 			r.as = append(r.as, &store.Assignment{
 				Assignment: &schedulerv1.Assignment{Id: id + "/" + task, Kind: kindTask, WaveId: w.Id, WaveNumber: w.WaveNumber,
 					TaskId: task, Status: asPending, Attempt: 1},
-				Position: int32(j),
+				Position: int32(len(r.as)),
 			})
 		}
 		r.e.TotalTasks += int32(len(tasks))
