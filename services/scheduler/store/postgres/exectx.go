@@ -522,9 +522,19 @@ func (t *execTx) SatisfyDependencies(taskIDs []string) error {
 	}
 	// It cannot miss (a task without such an assignment is ignored): deferred to the next
 	// statement's round trip (pipe), like the updates of rows read.
+	//
+	// Each task's rows are looked up by (execution, task) in the unmet index, a probe per task:
+	// the LATERAL subquery (OFFSET 0 keeps it from being flattened) takes the task from the list,
+	// so the list is the outer side whatever the statistics say. A plain join left the order to
+	// the planner, which on a table it had no statistics of yet (a new deployment's, or rows
+	// written since the last ANALYZE) took execution_id as selective, scanned the unmet index by
+	// execution only and joined every still-waiting task of the run with the list: 600–900 rows
+	// and buffers, 3–20 ms per completion under the execution's lock, on P2b's random DAG.
 	t.pre = nil
-	t.p.later(stmt{fmt.Sprintf("satisfy dependencies in %q", t.ID()), `UPDATE wave_task_assignments a SET unmet_deps = GREATEST(a.unmet_deps - d.n, 0)
+	t.p.later(stmt{fmt.Sprintf("satisfy dependencies in %q", t.ID()), `UPDATE wave_task_assignments a SET unmet_deps = GREATEST(a.unmet_deps - m.n, 0)
 		FROM unnest($2::text[], $3::int[]) AS d(task_key, n)
-		WHERE a.execution_id = $1 AND a.task_key = d.task_key AND a.unmet_deps > 0`, []any{t.ID(), tasks, counts}}, nil)
+		CROSS JOIN LATERAL (SELECT x.assignment_id, d.n FROM wave_task_assignments x
+			WHERE x.execution_id = $1 AND x.task_key = d.task_key AND x.unmet_deps > 0 OFFSET 0) AS m
+		WHERE a.assignment_id = m.assignment_id AND a.unmet_deps > 0`, []any{t.ID(), tasks, counts}}, nil)
 	return nil
 }
