@@ -512,6 +512,14 @@ func (t *execTx) SetTaskStatus(taskID string, status commonv1.TaskStatus) error 
 		t.Exec.GetTaskListId(), taskID, name, t.At)
 }
 
+// satisfyDependenciesSQL lowers by $3[i] the unmet dependencies of execution $1's assignments
+// of task $2[i] (SatisfyDependencies).
+const satisfyDependenciesSQL = `UPDATE wave_task_assignments a SET unmet_deps = GREATEST(a.unmet_deps - m.n, 0)
+	FROM unnest($2::text[], $3::int[]) AS d(task_key, n)
+	CROSS JOIN LATERAL (SELECT x.assignment_id, d.n FROM wave_task_assignments x
+		WHERE x.execution_id = $1 AND x.task_key = d.task_key AND x.unmet_deps > 0 OFFSET 0) AS m
+	WHERE a.assignment_id = m.assignment_id AND a.unmet_deps > 0`
+
 func (t *execTx) SatisfyDependencies(taskIDs []string) error {
 	if err := t.Check(); err != nil {
 		return err
@@ -531,10 +539,6 @@ func (t *execTx) SatisfyDependencies(taskIDs []string) error {
 	// execution only and joined every still-waiting task of the run with the list: 600–900 rows
 	// and buffers, 3–20 ms per completion under the execution's lock, on P2b's random DAG.
 	t.pre = nil
-	t.p.later(stmt{fmt.Sprintf("satisfy dependencies in %q", t.ID()), `UPDATE wave_task_assignments a SET unmet_deps = GREATEST(a.unmet_deps - m.n, 0)
-		FROM unnest($2::text[], $3::int[]) AS d(task_key, n)
-		CROSS JOIN LATERAL (SELECT x.assignment_id, d.n FROM wave_task_assignments x
-			WHERE x.execution_id = $1 AND x.task_key = d.task_key AND x.unmet_deps > 0 OFFSET 0) AS m
-		WHERE a.assignment_id = m.assignment_id AND a.unmet_deps > 0`, []any{t.ID(), tasks, counts}}, nil)
+	t.p.later(stmt{fmt.Sprintf("satisfy dependencies in %q", t.ID()), satisfyDependenciesSQL, []any{t.ID(), tasks, counts}}, nil)
 	return nil
 }
