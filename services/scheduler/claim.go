@@ -120,7 +120,7 @@ func (s *Server) claimOnce(ctx context.Context, req *schedulerv1.ClaimTaskReques
 			continue
 		}
 		var claimed *schedulerv1.ClaimedAssignment
-		err := s.update(ctx, e.GetId(), func(r *runner) error {
+		err := s.updateGrouped(ctx, e.GetId(), func(r *runner) error {
 			var err error
 			claimed, err = r.lease(req.GetInstanceId(), req.GetSessionId(), auth.Name(ctx), kinds)
 			return err

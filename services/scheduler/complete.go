@@ -36,7 +36,7 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 	if next != nil {
 		uctx = store.WithNextPendingHint(uctx) // the claim's NextPending read with the lock
 	}
-	err = s.update(uctx, eid, func(r *runner) error {
+	err = s.updateGrouped(uctx, eid, func(r *runner) error {
 		a, err := r.holder(ctx, req.GetAssignmentId(), req.GetInstanceId(), req.GetFencingToken())
 		if err != nil {
 			return err

@@ -38,7 +38,7 @@ func (s *Server) ReportProgress(ctx context.Context, req *schedulerv1.ReportProg
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	err = s.update(store.WithAssignmentHint(ctx, req.GetAssignmentId()), eid, func(r *runner) error {
+	err = s.updateGrouped(store.WithAssignmentHint(ctx, req.GetAssignmentId()), eid, func(r *runner) error {
 		a, err := r.holder(ctx, req.GetAssignmentId(), req.GetInstanceId(), req.GetFencingToken())
 		if err != nil {
 			return err
@@ -118,7 +118,7 @@ func (s *Server) RecordCheckpoint(ctx context.Context, req *schedulerv1.RecordCh
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	err = s.update(store.WithAssignmentHint(ctx, req.GetAssignmentId()), eid, func(r *runner) error {
+	err = s.updateGrouped(store.WithAssignmentHint(ctx, req.GetAssignmentId()), eid, func(r *runner) error {
 		a, err := r.holder(ctx, req.GetAssignmentId(), req.GetInstanceId(), req.GetFencingToken())
 		if err != nil {
 			return err

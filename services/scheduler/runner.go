@@ -110,40 +110,72 @@ type runner struct {
 // task list is read before the transaction (never while it holds the execution's lock and a
 // pooled connection).
 func (s *Server) update(ctx context.Context, id string, fn func(r *runner) error) error {
+	tl, idx, err := s.listOfExecution(ctx, id)
+	if err != nil {
+		return err
+	}
+	return s.updateWith(ctx, id, tl, idx, fn)
+}
+
+// listOfExecution reads the task list of execution id (cached) and its task index.
+func (s *Server) listOfExecution(ctx context.Context, id string) (*store.TaskList, map[string]int, error) {
 	listID, err := s.listOf(ctx, id)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	tl, idx, err := s.taskList(ctx, listID)
-	if err != nil {
+	return s.taskList(ctx, listID)
+}
+
+// updateWith is update with the execution's task list already read.
+func (s *Server) updateWith(ctx context.Context, id string, tl *store.TaskList, idx map[string]int, fn func(r *runner) error) error {
+	var out ran
+	err := s.store.UpdateExecution(ctx, id, func(tx store.ExecTx) error {
+		var err error
+		out, err = s.run(tx, tl, idx, fn)
 		return err
-	}
-	verifyDue, isEnded := false, false
-	err = s.store.UpdateExecution(ctx, id, func(tx store.ExecTx) error {
-		r := &runner{s: s, tx: tx, e: tx.Execution(), tl: tl, idx: idx}
-		if err := fn(r); err != nil {
-			return err
-		}
-		verifyDue, isEnded = r.verifyDue, ended(r.e)
-		for _, w := range r.dirty {
-			if err := tx.PutWave(w); err != nil {
-				return err
-			}
-		}
-		if r.changed {
-			return tx.PutExecution(r.e)
-		}
-		return nil
 	})
-	if err == nil && isEnded {
+	s.afterCommit(id, err, out)
+	return err
+}
+
+// afterCommit wakes this replica's waiters once a transaction of execution id ended with err,
+// after ran out, and kicks the driver when Verify Done is due.
+func (s *Server) afterCommit(id string, err error, out ran) {
+	if err == nil && out.ended {
 		// Claims filtered on it answer at once (claim.go).
 		s.wake.end(id)
 	}
 	s.wake.broadcast()
-	if err == nil && verifyDue {
+	if err == nil && out.verifyDue {
 		s.kickDriver()
 	}
-	return err
+}
+
+// ran is what a committed transaction asks of this replica: verifyDue, the driver should start
+// Verify Done; ended, the execution ended.
+type ran struct{ verifyDue, ended bool }
+
+// merge is what two requests of one transaction ask.
+func (a ran) merge(b ran) ran { return ran{a.verifyDue || b.verifyDue, a.ended || b.ended} }
+
+// run runs fn with a runner on tx and stores what it changed.
+func (s *Server) run(tx store.ExecTx, tl *store.TaskList, idx map[string]int, fn func(r *runner) error) (ran, error) {
+	r := &runner{s: s, tx: tx, e: tx.Execution(), tl: tl, idx: idx}
+	if err := fn(r); err != nil {
+		return ran{}, err
+	}
+	out := ran{verifyDue: r.verifyDue, ended: ended(r.e)}
+	for _, w := range r.dirty {
+		if err := tx.PutWave(w); err != nil {
+			return ran{}, err
+		}
+	}
+	if r.changed {
+		if err := tx.PutExecution(r.e); err != nil {
+			return ran{}, err
+		}
+	}
+	return out, nil
 }
 
 func (r *runner) task(id string) *commonv1.Task {

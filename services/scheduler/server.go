@@ -68,6 +68,8 @@ type Server struct {
 	tails tails
 	// diffs bounds and caches GetTaskDiff's git work (taskdiff.go).
 	diffs diffs
+	// groups are the queues of group commit per execution (runner_group.go).
+	groups groups
 	// now is the clock of ids and of the driver's own deadlines (default time.Now); lease times
 	// come from the store's clock.
 	now func() time.Time

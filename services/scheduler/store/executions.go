@@ -203,6 +203,15 @@ type ExecTx interface {
 	// only). Postgres: SET LOCAL synchronous_commit = off; SQLite: ignored (every commit is
 	// durable).
 	CommitAsync()
+	// Savepoint runs fn as a part of the transaction that can fail on its own: when fn returns
+	// an error, every change fn made through this ExecTx (rows, log entries, the execution as
+	// Execution returns it) is undone, the transaction goes on as it was before fn, and
+	// Savepoint returns fn's error unchanged. When fn succeeds its changes stay, to be committed
+	// with the rest. The Scheduler's group commit runs several requests of one execution in one
+	// transaction this way (Postgres: SAVEPOINT, ROLLBACK TO SAVEPOINT; SQLite: the same). A
+	// failure that leaves the transaction unusable (a lost connection) fails the commit. Not
+	// nested; fn uses this ExecTx.
+	Savepoint(fn func() error) error
 	// EnqueueConfirmation stores c (of this execution: its ExecutionID is set) in the
 	// confirmation outbox, due at once (NextAttempt = CreateTime = Now, Attempts 0); committed
 	// with the transaction or not at all. A second confirmation of the same assignment is

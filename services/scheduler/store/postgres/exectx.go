@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
@@ -115,6 +117,57 @@ type execTx struct {
 	knownAssignments, knownWaves, knownTasks map[string]bool
 	pre                                      *prefetched  // read with the lock (store.AssignmentHint)
 	next                                     *nextPending // read with the lock (store.NextPendingHint)
+	savepoints                               int          // Savepoint's calls, for its names
+}
+
+// Savepoint runs fn between SAVEPOINT and RELEASE, and undoes fn's changes when it fails. The
+// SAVEPOINT is deferred like an update of a known row (it cannot fail for a reason fn could act
+// on), so it costs no round trip of its own; a fn that fails before any of its statements was
+// sent (a stale token found in a row already read) is undone by dropping what it queued, and
+// only a fn that failed after a round trip sends ROLLBACK TO SAVEPOINT (with the next
+// statement, or the commit).
+func (t *execTx) Savepoint(fn func() error) error {
+	if err := t.Check(); err != nil {
+		return err
+	}
+	t.savepoints++
+	name := fmt.Sprintf("converge_group_%d", t.savepoints)
+	saved := t.save()
+	m := t.p.mark()
+	t.p.later(stmt{"savepoint", "SAVEPOINT " + name, nil}, nil)
+	err := fn()
+	if err == nil {
+		t.p.later(stmt{"release savepoint", "RELEASE SAVEPOINT " + name, nil}, nil)
+		return nil
+	}
+	t.restore(saved)
+	if !t.p.dropSince(m) {
+		t.p.later(stmt{"rollback to savepoint", "ROLLBACK TO SAVEPOINT " + name, nil}, nil)
+		t.p.later(stmt{"release savepoint", "RELEASE SAVEPOINT " + name, nil}, nil)
+	}
+	return err
+}
+
+// txSaved is what Savepoint restores of an execTx when its fn fails.
+type txSaved struct {
+	exec                                     *schedulerv1.Execution
+	logRows                                  int
+	execRow                                  *store.ExecutionRow
+	seqDirty                                 bool
+	knownAssignments, knownWaves, knownTasks map[string]bool
+}
+
+func (t *execTx) save() txSaved {
+	return txSaved{exec: proto.CloneOf(t.Exec), logRows: len(t.logRows), execRow: t.execRow, seqDirty: t.seqDirty,
+		knownAssignments: maps.Clone(t.knownAssignments), knownWaves: maps.Clone(t.knownWaves),
+		knownTasks: maps.Clone(t.knownTasks)}
+}
+
+func (t *execTx) restore(s txSaved) {
+	t.Exec, t.logRows, t.execRow, t.seqDirty = s.exec, t.logRows[:s.logRows], s.execRow, s.seqDirty
+	t.knownAssignments, t.knownWaves, t.knownTasks = s.knownAssignments, s.knownWaves, s.knownTasks
+	// The reads made with the lock may have been used or changed by fn: read again.
+	t.pre, t.next = nil, nil
 }
 
 // prefetched is an assignment and its wave read in the lock's round trip, for the transaction's

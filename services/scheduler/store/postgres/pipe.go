@@ -16,6 +16,23 @@ import (
 type pipe struct {
 	conn    batcher
 	pending []write
+	sends   int // round trips sent: a mark is still unsent while sends has not moved
+}
+
+// mark is a position in the pending writes.
+type mark struct{ sends, n int }
+
+// mark returns the current position of the pending writes.
+func (p *pipe) mark() mark { return mark{p.sends, len(p.pending)} }
+
+// dropSince drops the writes queued after m when none of them was sent yet, and reports
+// whether it could.
+func (p *pipe) dropSince(m mark) bool {
+	if p.sends != m.sends || len(p.pending) < m.n {
+		return false
+	}
+	p.pending = p.pending[:m.n]
+	return true
 }
 
 // write is a deferred statement; check, when set, judges its command tag.
@@ -47,6 +64,7 @@ func (p *pipe) batch(ctx context.Context, s stmt) (pgx.BatchResults, error) {
 	}
 	pending := p.pending
 	p.pending = nil
+	p.sends++
 	br := p.conn.SendBatch(ctx, b)
 	for _, w := range pending {
 		tag, err := br.Exec()
@@ -63,6 +81,7 @@ func (p *pipe) batch(ctx context.Context, s stmt) (pgx.BatchResults, error) {
 
 func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if len(p.pending) == 0 {
+		p.sends++
 		return p.conn.Exec(ctx, sql, args...)
 	}
 	br, err := p.batch(ctx, stmt{sql: sql, args: args})
@@ -78,6 +97,7 @@ func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 
 func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if len(p.pending) == 0 {
+		p.sends++
 		return p.conn.Query(ctx, sql, args...)
 	}
 	br, err := p.batch(ctx, stmt{sql: sql, args: args})
@@ -94,6 +114,7 @@ func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 
 func (p *pipe) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if len(p.pending) == 0 {
+		p.sends++
 		return p.conn.QueryRow(ctx, sql, args...)
 	}
 	rows, err := p.Query(ctx, sql, args...)

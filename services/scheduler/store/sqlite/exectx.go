@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
@@ -80,10 +82,44 @@ type execTx struct {
 	// taskStatuses, written by flushTaskStatuses in one statement.
 	knownTasks   map[string]bool
 	taskStatuses []taskStatus
+	savepoints   int // Savepoint's calls, for its names
 }
 
 // taskStatus is a status SetTaskStatus deferred.
 type taskStatus struct{ task, status string }
+
+// Savepoint runs fn between SAVEPOINT and RELEASE; when fn fails, ROLLBACK TO SAVEPOINT undoes
+// its rows and the transaction's own record of them (deferred log rows and task statuses, the
+// rows as stored) goes back to what it was before fn.
+func (t *execTx) Savepoint(fn func() error) error {
+	if err := t.Check(); err != nil {
+		return err
+	}
+	t.savepoints++
+	name := fmt.Sprintf("converge_group_%d", t.savepoints)
+	if _, err := t.tx.ExecContext(t.ctx, "SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("scheduler store: savepoint: %w", err)
+	}
+	saved := *t
+	saved.Exec = proto.CloneOf(t.Exec)
+	saved.stored, saved.storedWaves, saved.knownTasks = maps.Clone(t.stored), maps.Clone(t.storedWaves), maps.Clone(t.knownTasks)
+	saved.taskStatuses, saved.logRows = slices.Clone(t.taskStatuses), slices.Clone(t.logRows)
+	err := fn()
+	if err == nil {
+		if _, err := t.tx.ExecContext(t.ctx, "RELEASE "+name); err != nil {
+			return fmt.Errorf("scheduler store: release savepoint: %w", err)
+		}
+		return nil
+	}
+	saved.savepoints = t.savepoints
+	*t = saved
+	for _, undo := range []string{"ROLLBACK TO ", "RELEASE "} {
+		if _, rerr := t.tx.ExecContext(t.ctx, undo+name); rerr != nil {
+			return errors.Join(err, fmt.Errorf("scheduler store: rollback to savepoint: %w", rerr))
+		}
+	}
+	return err
+}
 
 // flushLog stores the entries Append numbered and the execution's last_seq, if PutExecution
 // did not already write it: a transaction that logs k entries runs one or two statements for

@@ -29,6 +29,7 @@ var executionTests = []test{
 	{"AwaitingSignOff", testAwaitingSignOff},
 	{"UpdateCommits", testUpdateCommits},
 	{"UpdateRollsBack", testUpdateRollsBack},
+	{"Savepoints", testSavepoints},
 	{"AppendIsDense", testAppendIsDense},
 	{"AppendAroundPutExecution", testAppendAroundPutExecution},
 	{"NextPending", testNextPending},

@@ -1,0 +1,160 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/server"
+	"github.com/converge-dev/converge/platform/server/servertest"
+	"github.com/converge-dev/converge/services/scheduler/store"
+)
+
+// gatedStore counts the transactions of one execution and, while armed, holds each of them
+// before it starts until released.
+type gatedStore struct {
+	store.Store
+	mu        sync.Mutex
+	execution string
+	calls     int
+	gate      chan struct{} // nil: not armed
+}
+
+func (s *gatedStore) UpdateExecution(ctx context.Context, id string, fn func(tx store.ExecTx) error) error {
+	s.mu.Lock()
+	gate := s.gate
+	if id == s.execution {
+		s.calls++
+	}
+	s.mu.Unlock()
+	if gate != nil && id == s.execution {
+		<-gate
+	}
+	return s.Store.UpdateExecution(ctx, id, fn)
+}
+
+func (s *gatedStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// queued is how many requests of execution id wait for its next transaction on s.
+func (s *Server) queued(id string) int {
+	s.groups.mu.Lock()
+	defer s.groups.mu.Unlock()
+	if q := s.groups.m[id]; q != nil {
+		return len(q.waiting)
+	}
+	return 0
+}
+
+// Completions of one execution that arrive while a transaction of it waits for the execution's
+// lock are applied in that transaction: six completions make one transaction, not six. One of them carries a
+// fencing token never granted: it alone is refused (Aborted), the others commit, and the run's counts
+// and log are those of the five.
+func TestCompletionsOfOneExecutionCommitTogether(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		testGroupCommit(t, st, true)
+	})
+}
+
+// testGroupCommit runs TestCompletionsOfOneExecutionCommitTogether with group commit on or off
+// (off, the test must fail: each completion is its own transaction).
+func testGroupCommit(t *testing.T, st store.Store, on bool) {
+	const n = 6
+	gs := &gatedStore{Store: st}
+	s := New(gs, WithWorkDir(t.TempDir()), WithGroupCommit(on)) // no driver: only the requests write
+	conn := servertest.Serve(t, server.Config{Name: "scheduler-test",
+		Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}}})
+	b := &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: gs}
+	spec := &schedulerv1.TaskListSpec{Name: "group"}
+	for i := range n {
+		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: fmt.Sprintf("T%d", i), Title: "task", Action: commonv1.TaskAction_TASK_ACTION_RUN,
+			Command: "true", File: fmt.Sprintf("out/%d.txt", i)})
+	}
+	e := b.start(t, b.createList(t, spec), &schedulerv1.ExecutionOptions{MaxParallel: n})
+	var claims []*schedulerv1.ClaimedAssignment
+	for i := range n {
+		c := b.claim(t, fmt.Sprintf("agent-%d", i), time.Second)
+		require.NotNil(t, c)
+		claims = append(claims, c)
+	}
+	gs.mu.Lock()
+	gs.execution, gs.calls, gs.gate = e.GetId(), 0, make(chan struct{})
+	gate := gs.gate
+	gs.mu.Unlock()
+
+	const stale = 3
+	errs := make([]error, n)
+	var (
+		wg       sync.WaitGroup
+		finished atomic.Int32
+	)
+	complete := func(i int) {
+		defer wg.Done()
+		defer finished.Add(1)
+		a := claims[i].GetAssignment()
+		token := a.GetFencingToken()
+		if i == stale {
+			token++ // a token the Scheduler never granted (the fencing check's other side)
+		}
+		_, errs[i] = b.client.CompleteTask(t.Context(), &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(),
+			InstanceId: a.GetInstanceId(), FencingToken: token, Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, Tries: 1})
+	}
+	// The first completion's transaction is held before it takes the lock; the others arrive
+	// meanwhile.
+	wg.Add(1)
+	go complete(0)
+	for gs.count() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	wg.Add(n - 1)
+	for i := 1; i < n; i++ {
+		go complete(i)
+	}
+	// Until they all wait in the queue (grouped), or each has started its own transaction (not).
+	for s.queued(e.GetId()) < n && gs.count() < n && finished.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	close(gate)
+	wg.Wait()
+
+	for i, err := range errs {
+		if i == stale {
+			require.Equal(t, codes.Aborted, status.Code(err), "%v", err)
+			continue
+		}
+		require.NoError(t, err, "completion %d", i)
+	}
+	require.Equal(t, 1, gs.count(), "transactions for %d completions that arrived while the first waited for the lock", n)
+
+	got, _ := b.execution(t, e.GetId())
+	require.EqualValues(t, n-1, got.GetCompletedTasks())
+	require.EqualValues(t, 1, got.GetRunningTasks())
+	entries, _, _, err := gs.ReadLog(t.Context(), store.LogQuery{ExecutionID: e.GetId(), Limit: 1000})
+	require.NoError(t, err)
+	completed := 0
+	for i, en := range entries {
+		require.EqualValues(t, i+1, en.GetSeq(), "the log is dense")
+		if en.GetEventType() == commonv1.EventType_EVENT_TYPE_TASK_COMPLETED {
+			completed++
+			require.NotEqual(t, claims[stale].GetAssignment().GetTaskId(), en.GetTaskId())
+		}
+	}
+	require.Equal(t, n-1, completed)
+	// The refused one completes with its token.
+	res, err := b.complete(t.Context(), claims[stale], schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
+	require.NoError(t, err)
+	require.Equal(t, schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_COMPLETED, res.GetAssignment().GetStatus())
+}
