@@ -29,3 +29,8 @@ func New(ctx context.Context, url string, opts ...database.Option) (*Store, erro
 	}
 	return &Store{Postgres: db, leads: &leads{}}, nil
 }
+
+// GroupCommits reports that the Scheduler should group the requests of one execution into one
+// transaction (scheduler.GroupCommitter): a durable commit here is a WAL fsync while the
+// execution's row stays locked.
+func (s *Store) GroupCommits() bool { return true }
