@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -154,8 +155,28 @@ func (s *Server) runGroup(id string, q *groupQueue) {
 		}
 		return batch
 	}
+	// Answered and handed on whatever happens: a request's function that panics (the leader's
+	// handler recovers) must not leave the others waiting and the queue running for ever.
+	panicked := true
+	defer func() {
+		if panicked {
+			for _, r := range take() { // the transaction rolled back: nobody's change committed
+				r.err = errGroupPanic
+			}
+		}
+		s.answerGroup(id, q, batch)
+	}()
 	s.applyGroup(id, batch0(q, g), take)
+	panicked = false
+}
 
+// errGroupPanic answers the requests of a grouped transaction in which a request panicked.
+var errGroupPanic = errors.New("scheduler: a request of the same grouped transaction failed unexpectedly; retry")
+
+// answerGroup answers batch's requests and hands q's lead to the first request that arrived
+// meanwhile, or ends q.
+func (s *Server) answerGroup(id string, q *groupQueue, batch []*groupReq) {
+	g := &s.groups
 	g.mu.Lock()
 	for _, r := range batch {
 		r.done = true

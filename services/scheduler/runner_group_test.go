@@ -158,3 +158,24 @@ func testGroupCommit(t *testing.T, st store.Store, on bool) {
 	require.NoError(t, err)
 	require.Equal(t, schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_COMPLETED, res.GetAssignment().GetStatus())
 }
+
+// A request whose function panics (its handler's recovery answers it) does not wedge the
+// execution's queue: the next request of the execution runs.
+func TestGroupedRequestThatPanicsDoesNotWedgeTheQueue(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		s := New(st, WithWorkDir(t.TempDir()), WithGroupCommit(true))
+		conn := servertest.Serve(t, server.Config{Name: "scheduler-test",
+			Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}}})
+		b := &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: st}
+		e := b.start(t, b.createList(t, diamond("panic")), nil)
+		func() {
+			defer func() { require.NotNil(t, recover()) }()
+			_ = s.updateGrouped(t.Context(), e.GetId(), func(*runner) error { panic("boom") })
+		}()
+		require.Equal(t, 0, s.queued(e.GetId()))
+		ran := false
+		require.NoError(t, s.updateGrouped(t.Context(), e.GetId(), func(*runner) error { ran = true; return nil }))
+		require.True(t, ran)
+	})
+}
