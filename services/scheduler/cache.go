@@ -97,7 +97,7 @@ func (s *Server) listOf(ctx context.Context, execution string) (string, error) {
 	if ok {
 		return id, nil
 	}
-	e, _, err := s.store.GetExecution(ctx, execution)
+	e, err := s.store.Execution(ctx, execution)
 	if err != nil {
 		return "", err
 	}

@@ -48,7 +48,7 @@ func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream g
 		return err
 	}
 	defer leave()
-	e, _, err := s.store.GetExecution(ctx, req.GetExecutionId())
+	e, err := s.store.Execution(ctx, req.GetExecutionId())
 	if err != nil {
 		return toStatus(err)
 	}
@@ -91,7 +91,7 @@ func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream g
 			for _, en := range entries {
 				var snap *schedulerv1.Execution
 				if req.GetIncludeSnapshots() && snapshotEvents[en.GetEventType()] {
-					snap, _, _ = s.store.GetExecution(ctx, req.GetExecutionId())
+					snap, _ = s.store.Execution(ctx, req.GetExecutionId())
 				}
 				if err := send(en, snap); err != nil {
 					return err
@@ -181,7 +181,7 @@ func (s *Server) GetExecutionLog(ctx context.Context, req *schedulerv1.GetExecut
 // GetHandoffContext gathers what a person needs to take over a stuck task or agent (the seed's
 // handoff context): error history, the last entries of the log and a formatted tail.
 func (s *Server) GetHandoffContext(ctx context.Context, req *schedulerv1.GetHandoffContextRequest) (*schedulerv1.GetHandoffContextResponse, error) {
-	e, _, err := s.store.GetExecution(ctx, req.GetExecutionId())
+	e, err := s.store.Execution(ctx, req.GetExecutionId())
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -227,7 +227,7 @@ func (s *Server) ListAssignments(ctx context.Context, req *schedulerv1.ListAssig
 	if offset < 0 {
 		return nil, &pagetoken.Error{Reason: pagetoken.ReasonMalformed}
 	}
-	if _, _, err := s.store.GetExecution(ctx, req.GetExecutionId()); err != nil {
+	if _, err := s.store.Execution(ctx, req.GetExecutionId()); err != nil {
 		return nil, toStatus(err)
 	}
 	as, next, err := s.store.ListAssignments(ctx, store.ListAssignmentsQuery{ExecutionID: req.GetExecutionId(),
@@ -481,7 +481,7 @@ func (s *Server) control(ctx context.Context, id string, fn func(r *runner) erro
 	if err := s.update(ctx, id, fn); err != nil {
 		return nil, err
 	}
-	e, _, err := s.store.GetExecution(ctx, id)
+	e, err := s.store.Execution(ctx, id)
 	return e, err
 }
 

@@ -162,7 +162,7 @@ func (s *Server) runTail(ctx context.Context, t *execTail) {
 		if len(entries) > 0 {
 			var snap *schedulerv1.Execution
 			if slices.ContainsFunc(entries, func(en *commonv1.LogEntry) bool { return snapshotEvents[en.GetEventType()] }) {
-				if snap, _, err = s.store.GetExecution(ctx, t.id); err != nil {
+				if snap, err = s.store.Execution(ctx, t.id); err != nil {
 					snap = nil
 				}
 			}
@@ -186,7 +186,7 @@ func (s *Server) runTail(ctx context.Context, t *execTail) {
 				continue
 			}
 		} else {
-			cur, _, err := s.store.GetExecution(ctx, t.id)
+			cur, err := s.store.Execution(ctx, t.id)
 			if ctx.Err() != nil {
 				return
 			}

@@ -76,7 +76,7 @@ func (d *diffs) put(key string, r *schedulerv1.GetTaskDiffResponse) {
 
 // GetTaskDiff answers the files and the unified diff of a task's commit.
 func (s *Server) GetTaskDiff(ctx context.Context, req *schedulerv1.GetTaskDiffRequest) (*schedulerv1.GetTaskDiffResponse, error) {
-	e, _, err := s.store.GetExecution(ctx, req.GetExecutionId())
+	e, err := s.store.Execution(ctx, req.GetExecutionId())
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -75,6 +75,9 @@ type Executions interface {
 	// GetExecution returns an execution (LastSeq as committed) and its waves in wave order.
 	// ErrNotFound when it does not exist.
 	GetExecution(ctx context.Context, id string) (*schedulerv1.Execution, []*schedulerv1.Wave, error)
+	// Execution returns an execution (LastSeq as committed) without its waves: one row, whatever
+	// the run's size (a watcher's snapshot, a status check). ErrNotFound when it does not exist.
+	Execution(ctx context.Context, id string) (*schedulerv1.Execution, error)
 	// ListExecutions returns a page of executions, newest first (create time, then id, both
 	// descending), and the cursor of the next page, nil on the last page.
 	ListExecutions(ctx context.Context, q ListExecutionsQuery) ([]*schedulerv1.Execution, *Cursor, error)

@@ -344,6 +344,18 @@ func (s *Store) GetExecution(ctx context.Context, id string) (*schedulerv1.Execu
 	return e, waves, nil
 }
 
+// Execution reads an execution's row alone.
+func (s *Store) Execution(ctx context.Context, id string) (*schedulerv1.Execution, error) {
+	e, err := scanExecution(s.Pool().QueryRow(ctx, `SELECT `+executionColumns+` FROM task_list_execution_runs r WHERE r.execution_id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("execution %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: get execution %q: %w", id, err)
+	}
+	return e, nil
+}
+
 func readWaves(ctx context.Context, q querier, id string) ([]*schedulerv1.Wave, error) {
 	rows, err := q.Query(ctx, `SELECT `+waveColumns+` FROM parallel_execution_waves w
 		WHERE w.execution_id = $1 ORDER BY w.wave_number`, id)
