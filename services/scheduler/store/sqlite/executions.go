@@ -117,14 +117,21 @@ func scanWave(row scanner) (*schedulerv1.Wave, error) {
 }
 
 func scanWaveRow(row scanner) (store.WaveRow, *schedulerv1.Wave, error) {
-	var r store.WaveRow
-	if err := row.Scan(&r.ID, &r.ExecutionID, &r.WaveNumber, &r.Status, &r.TaskCount, &r.CompletedCount,
-		&r.FailedCount, &r.SkippedCount, &r.ActiveAgents, &r.BaseCommit, &r.IntegrationCommit,
-		&r.Detail, nullTimeCol{&r.StartTime}, nullTimeCol{&r.EndTime}); err != nil {
+	r, err := scanWaveRowRaw(row)
+	if err != nil {
 		return r, nil, err
 	}
 	w, err := store.DecodeWave(r)
 	return r, w, err
+}
+
+// scanWaveRowRaw scans a wave's row without decoding it.
+func scanWaveRowRaw(row scanner) (store.WaveRow, error) {
+	var r store.WaveRow
+	err := row.Scan(&r.ID, &r.ExecutionID, &r.WaveNumber, &r.Status, &r.TaskCount, &r.CompletedCount,
+		&r.FailedCount, &r.SkippedCount, &r.ActiveAgents, &r.BaseCommit, &r.IntegrationCommit,
+		&r.Detail, nullTimeCol{&r.StartTime}, nullTimeCol{&r.EndTime})
+	return r, err
 }
 
 func scanAssignment(row scanner) (*store.Assignment, error) {
@@ -392,7 +399,7 @@ func (s *Store) GetExecution(ctx context.Context, id string) (*schedulerv1.Execu
 		if err != nil {
 			return nil, nil, err
 		}
-		waves, err := readWaves(ctx, tx, id)
+		waves, err := s.readWavesCached(ctx, tx, id)
 		return e, waves, err
 	}()
 	if err != nil {

@@ -18,6 +18,8 @@ type Store struct {
 	// writer; without it two transactions meet in BEGIN IMMEDIATE and the loser sleeps in SQLite's
 	// busy handler (1, 2, 5, 10 ms ...) instead of being handed the lock the moment it is free.
 	writeMu sync.Mutex
+	// placements keeps the waves' placements GetExecution decoded last (wavecache.go).
+	placements placementCache
 }
 
 var _ store.Store = (*Store)(nil)

@@ -20,6 +20,7 @@ import (
 // executionTests is the execution part of the suite: executions, waves, assignments, the log and leadership.
 var executionTests = []test{
 	{"CreateAndGet", testExecutionCreateAndGet},
+	{"PlacementsAreTheCallers", testPlacementsAreTheCallers},
 	{"NotFound", testExecutionNotFound},
 	{"ReadsSeeWrites", testExecutionReadsSeeWrites},
 	{"TaskStatusesInOneTransaction", testTaskStatusesInOneTransaction},
@@ -387,4 +388,30 @@ func testAwaitingSignOff(t *testing.T, newStore func(t *testing.T) store.Store) 
 	got, err = s.AwaitingSignOff(t.Context(), 1)
 	require.NoError(t, err)
 	require.Equal(t, []string{"x-1"}, ids(got))
+}
+
+// testPlacementsAreTheCallers: every GetExecution answers the placements as created, whatever an
+// earlier caller did to the waves it was given (a store may keep decoded placements between
+// reads; it must not hand out what it keeps).
+func testPlacementsAreTheCallers(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	newList(t, s, "tl", 3)
+	r := richRun("ex", "tl", "")
+	want := proto.Clone(r.waves[0]).(*schedulerv1.Wave).GetPlacements()
+	require.NoError(t, s.CreateExecution(ctx, r.e, r.waves, r.as, r.entries))
+	for round := range 3 {
+		_, waves, err := s.GetExecution(ctx, "ex")
+		require.NoError(t, err)
+		require.Len(t, waves, 2)
+		requireProtos(t, want, waves[0].GetPlacements())
+		require.Empty(t, waves[1].GetPlacements())
+		// What a caller does with its copy stays in it.
+		ps := waves[0].GetPlacements()
+		ps[0].TaskId, ps[0].Message = fmt.Sprintf("changed-%d", round), "changed"
+		ps[1].ConflictingPaths = append(ps[1].ConflictingPaths, "other.go")
+		ps[1].ConflictingTaskIds[0] = "changed"
+		waves[0].Placements = append(ps, &schedulerv1.WavePlacement{TaskId: "added"})
+	}
 }
