@@ -54,7 +54,7 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 		if err := r.complete(a, req); err != nil {
 			return err
 		}
-		if err := r.enqueueConfirmation(a, auth.Name(ctx)); err != nil {
+		if err := r.enqueueConfirmation(a, auth.Name(ctx), req.GetEvents()); err != nil {
 			return err
 		}
 		res.Assignment, applied = a.Assignment, true

@@ -62,14 +62,32 @@ func WithConfirmRetry(first, longest time.Duration) Option {
 }
 
 // enqueueConfirmation leaves, in the completion's transaction, the outbox row of a task
-// assignment that passed; principal is the completing agent's.
-func (r *runner) enqueueConfirmation(a *store.Assignment, principal string) error {
+// assignment that passed; principal is the completing agent's, events the completion's own.
+//
+// No row is left when the log cannot name an item: the assignment's first lease (attempt 1: every
+// return to the queue counts an attempt) with no progress report applied (LastReportSeq is reset
+// at each lease and set by every report that logs) has, under this task and instance, only the
+// Scheduler's entries and the completion's events, so when none of those carries
+// knowledge_item_ids the worker would read the log, find nothing and delete the row. A short
+// task of an agent given no knowledge — most of them — thus costs the outbox nothing (an INSERT
+// in the completion, a take and a delete by the worker).
+func (r *runner) enqueueConfirmation(a *store.Assignment, principal string, events []*schedulerv1.AgentEvent) error {
 	if r.s.knowledge == nil || a.GetKind() != schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK ||
 		a.GetResult() != schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED {
 		return nil
 	}
+	if a.GetAttempt() <= 1 && a.LastReportSeq == 0 && !slices.ContainsFunc(events, namesKnowledge) {
+		return nil
+	}
 	return r.tx.EnqueueConfirmation(&store.Confirmation{AssignmentID: a.GetId(), TaskID: a.GetTaskId(),
 		InstanceID: a.GetInstanceId(), Principal: principal})
+}
+
+// namesKnowledge reports whether an agent's event may name knowledge items given to its try
+// (confirmGiven reads knowledge_item_ids from the INFO entries).
+func namesKnowledge(ev *schedulerv1.AgentEvent) bool {
+	_, ok := ev.GetContext().GetFields()["knowledge_item_ids"]
+	return ok
 }
 
 // kickConfirmations wakes the confirmation worker (a completion enqueued a row).

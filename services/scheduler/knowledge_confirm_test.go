@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -205,4 +207,107 @@ func outboxAttempts(t *testing.T, st store.Store) int32 {
 		return -1
 	}
 	return list[0].Attempts
+}
+
+// enqueueCounter is a store (the real one) that records the tasks of the confirmations the
+// Scheduler's transactions enqueue (the worker may take and delete a row before a test reads the
+// outbox: a row whose log names no item is done without Knowledge).
+type enqueueCounter struct {
+	store.Store
+	mu    sync.Mutex
+	tasks []string
+}
+
+func (c *enqueueCounter) UpdateExecution(ctx context.Context, id string, fn func(tx store.ExecTx) error) error {
+	return c.Store.UpdateExecution(ctx, id, func(tx store.ExecTx) error { return fn(countingTx{tx, c}) })
+}
+
+func (c *enqueueCounter) enqueued() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.tasks)
+}
+
+type countingTx struct {
+	store.ExecTx
+	c *enqueueCounter
+}
+
+func (t countingTx) EnqueueConfirmation(c *store.Confirmation) error {
+	t.c.mu.Lock()
+	t.c.tasks = append(t.c.tasks, c.TaskID)
+	t.c.mu.Unlock()
+	return t.ExecTx.EnqueueConfirmation(c)
+}
+
+// A first try that reported nothing and whose completion names no knowledge item enqueues no
+// confirmation (the log cannot name one: nothing for the worker to read, take and delete); a try
+// whose report or completion may name items enqueues its row, as does a later attempt (the log
+// holds the earlier attempts' entries too).
+func TestAConfirmationIsEnqueuedOnlyWhenTheTryMayHaveBeenGivenKnowledge(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		k := startKnowledge(t)
+		counted := &enqueueCounter{Store: st}
+		b := bundleWith(t, counted, WithKnowledge(k.client()))
+		spec := oneTask("enqueue")
+		spec.Tasks = append(spec.Tasks,
+			&commonv1.Task{Id: "B", Title: "b", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "b.txt"},
+			&commonv1.Task{Id: "C", Title: "c", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "c.txt"},
+			&commonv1.Task{Id: "D", Title: "d", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "d.txt"})
+		retries := int32(2)
+		b.start(t, b.createList(t, spec), &schedulerv1.ExecutionOptions{MaxParallel: 1, MaxRetries: &retries})
+		info := func(withIDs bool) *schedulerv1.AgentEvent {
+			fields := map[string]any{"other": "x"}
+			if withIDs {
+				fields["knowledge_item_ids"] = []any{k.provisional("x.txt")}
+			}
+			ctx, err := structpb.NewStruct(fields)
+			require.NoError(t, err)
+			return &schedulerv1.AgentEvent{EventType: commonv1.EventType_EVENT_TYPE_INFO, Message: "info", Context: ctx}
+		}
+		claim := func() *schedulerv1.Assignment {
+			c := b.claim(t, "agent-1", 5*time.Second)
+			require.NotNil(t, c)
+			return c.GetAssignment()
+		}
+		complete := func(a *schedulerv1.Assignment, result schedulerv1.CompletionResult, events ...*schedulerv1.AgentEvent) {
+			req := &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(), InstanceId: a.GetInstanceId(),
+				FencingToken: a.GetFencingToken(), Result: result, Tries: 1, Events: events}
+			if result != schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED {
+				req.Error = &commonv1.ErrorContext{Code: "TEST", Message: "stopped"}
+			}
+			_, err := b.client.CompleteTask(t.Context(), req)
+			require.NoError(t, err)
+		}
+
+		// First try, no report, an INFO event without items: nothing enqueued.
+		first := claim()
+		complete(first, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, info(false))
+		require.Empty(t, counted.enqueued(), "a first try whose log names no item enqueues no confirmation")
+
+		// First try whose completion carries the items: enqueued.
+		withItems := claim()
+		complete(withItems, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, info(true))
+		require.Equal(t, []string{withItems.GetTaskId()}, counted.enqueued())
+
+		// First try whose report carried the items, completion without events: enqueued.
+		reported := claim()
+		_, err := b.client.ReportProgress(t.Context(), &schedulerv1.ReportProgressRequest{AssignmentId: reported.GetId(),
+			InstanceId: reported.GetInstanceId(), FencingToken: reported.GetFencingToken(), ReportSeq: 1, ProgressPercent: 10,
+			Message: "prime", Events: []*schedulerv1.AgentEvent{info(true)}})
+		require.NoError(t, err)
+		complete(reported, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
+		require.Equal(t, []string{withItems.GetTaskId(), reported.GetTaskId()}, counted.enqueued())
+
+		// A second attempt (the first was cancelled: the agent stopped, after logging items), no
+		// report, no items in its completion: enqueued.
+		cancelled := claim()
+		complete(cancelled, schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED, info(true))
+		again := claim()
+		require.Equal(t, cancelled.GetTaskId(), again.GetTaskId())
+		require.EqualValues(t, 2, again.GetAttempt())
+		complete(again, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
+		require.Equal(t, []string{withItems.GetTaskId(), reported.GetTaskId(), again.GetTaskId()}, counted.enqueued())
+	})
 }
