@@ -30,8 +30,8 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 		// agent's ClaimTask answers why.
 		next = nil
 	}
-	fused := false   // the completion was accepted now (not a retry): a next claim may follow
-	applied := false // the completion was applied now (not a retry)
+	fused := false    // the completion was accepted now (not a retry): a next claim may follow
+	enqueued := false // it left a knowledge confirmation in the outbox
 	uctx := store.WithAssignmentHint(ctx, req.GetAssignmentId())
 	if next != nil {
 		uctx = store.WithNextPendingHint(uctx) // the claim's NextPending read with the lock
@@ -54,10 +54,10 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 		if err := r.complete(a, req); err != nil {
 			return err
 		}
-		if err := r.enqueueConfirmation(a, auth.Name(ctx), req.GetEvents()); err != nil {
+		if enqueued, err = r.enqueueConfirmation(a, auth.Name(ctx), req.GetEvents()); err != nil {
 			return err
 		}
-		res.Assignment, applied = a.Assignment, true
+		res.Assignment = a.Assignment
 		fused = next != nil
 		if fused && (next.GetExecutionId() == "" || next.GetExecutionId() == eid) {
 			// The next assignment of the same execution, in the same transaction: no second
@@ -69,8 +69,8 @@ func (s *Server) CompleteTask(ctx context.Context, req *schedulerv1.CompleteTask
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if applied {
-		s.kickConfirmations() // the knowledge confirmation, if any, happens off this path
+	if enqueued {
+		s.kickConfirmations() // the knowledge confirmation happens off this path
 	}
 	if fused && res.GetNext() == nil {
 		// Nothing more in this execution for the agent: any other, at once (no wait).

@@ -71,16 +71,19 @@ func WithConfirmRetry(first, longest time.Duration) Option {
 // knowledge_item_ids the worker would read the log, find nothing and delete the row. A short
 // task of an agent given no knowledge — most of them — thus costs the outbox nothing (an INSERT
 // in the completion, a take and a delete by the worker).
-func (r *runner) enqueueConfirmation(a *store.Assignment, principal string, events []*schedulerv1.AgentEvent) error {
+//
+// It answers whether it left a row (the worker is woken only then).
+func (r *runner) enqueueConfirmation(a *store.Assignment, principal string, events []*schedulerv1.AgentEvent) (bool, error) {
 	if r.s.knowledge == nil || a.GetKind() != schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK ||
 		a.GetResult() != schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED {
-		return nil
+		return false, nil
 	}
 	if a.GetAttempt() <= 1 && a.LastReportSeq == 0 && !slices.ContainsFunc(events, namesKnowledge) {
-		return nil
+		return false, nil
 	}
-	return r.tx.EnqueueConfirmation(&store.Confirmation{AssignmentID: a.GetId(), TaskID: a.GetTaskId(),
+	err := r.tx.EnqueueConfirmation(&store.Confirmation{AssignmentID: a.GetId(), TaskID: a.GetTaskId(),
 		InstanceID: a.GetInstanceId(), Principal: principal})
+	return err == nil, err
 }
 
 // namesKnowledge reports whether an agent's event may name knowledge items given to its try
@@ -90,7 +93,8 @@ func namesKnowledge(ev *schedulerv1.AgentEvent) bool {
 	return ok
 }
 
-// kickConfirmations wakes the confirmation worker (a completion enqueued a row).
+// kickConfirmations wakes the confirmation worker (a completion enqueued a row; a completion that
+// enqueued none does not wake it: its take would be a write transaction that finds nothing).
 func (s *Server) kickConfirmations() {
 	select {
 	case s.confirmKick <- struct{}{}:
