@@ -89,9 +89,7 @@ func main() {
 			os.Exit(1)
 		}
 		if o.jsonOut {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(rep)
+			printJSON(rep)
 			return
 		}
 		printFloor(rep)
@@ -114,12 +112,17 @@ func main() {
 		os.Exit(1)
 	}
 	if o.jsonOut {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
+		printJSON(rep)
 		return
 	}
 	printTables(rep)
+}
+
+// printJSON writes v to stdout as indented JSON (--json: bench/run.sh feeds it to bench/report).
+func printJSON(v any) {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }
 
 func numCPU() int { return runtime.NumCPU() }

@@ -9,9 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -92,7 +89,7 @@ func devCommand() *cobra.Command {
 				announceDevToken(cmd.ErrOrStderr(), tok, path)
 			}
 			if opts.CPUProfile != "" {
-				stopProfile, err := startCPUProfile(opts.CPUProfile)
+				stopProfile, err := servicecmd.StartCPUProfile(opts.CPUProfile)
 				if err != nil {
 					return err
 				}
@@ -118,24 +115,6 @@ func devCommand() *cobra.Command {
 	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", envOr("CONVERGE_DEV_CPUPROFILE", ""), "write a CPU profile (pprof) of the whole run to this file when it stops; a %p in it is replaced by the process id [CONVERGE_DEV_CPUPROFILE]")
 	opts.Dashboard.bind(cmd)
 	return cmd
-}
-
-// startCPUProfile writes a CPU profile to path (a %p replaced by the process id) until the
-// returned function is called.
-func startCPUProfile(path string) (func(), error) {
-	path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
-	out, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(out); err != nil {
-		_ = out.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		_ = out.Close()
-	}, nil
 }
 
 // runDev serves all five services on lis, with opts.Agents local agents, until ctx ends; then it

@@ -110,17 +110,7 @@ func TestClaimOnOneReplicaAnswersWhenAnotherEndsItsExecution(t *testing.T) {
 	cb := schedulerv1.NewSchedulerServiceClient(conn)
 
 	// B's listener is up once a notification sent now wakes it.
-	require.Eventually(t, func() bool {
-		woken := b.wake.wait()
-		_, err := stA.Pool().Exec(t.Context(), `SELECT pg_notify('`+postgres.ChangesChannel+`', 'probe')`)
-		require.NoError(t, err)
-		select {
-		case <-woken:
-			return true
-		case <-time.After(100 * time.Millisecond):
-			return false
-		}
-	}, 20*time.Second, time.Millisecond)
+	waitListening(t, b, stA)
 
 	e := ca.start(t, ca.createList(t, oneTask("replicas")), nil)
 	require.NotNil(t, ca.claim(t, "agent-1", 5*time.Second))

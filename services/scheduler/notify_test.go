@@ -39,17 +39,7 @@ func TestAnotherReplicasChangeWakesThisReplica(t *testing.T) {
 	list := cb.createList(t, diamond("notified"))
 
 	// The listener is up once a change made before watching has been seen.
-	require.Eventually(t, func() bool {
-		woken := a.wake.wait()
-		_, err := stB.Pool().Exec(t.Context(), `SELECT pg_notify('`+postgres.ChangesChannel+`', 'probe')`)
-		require.NoError(t, err)
-		select {
-		case <-woken:
-			return true
-		case <-time.After(100 * time.Millisecond):
-			return false
-		}
-	}, 20*time.Second, time.Millisecond)
+	waitListening(t, a, stB)
 
 	woken := a.wake.wait()
 	cb.start(t, list, nil) // replica B opens the first wave
@@ -58,4 +48,21 @@ func TestAnotherReplicasChangeWakesThisReplica(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("replica A was not woken by replica B's change")
 	}
+}
+
+// waitListening waits until s's change listener is up: a notification sent through another
+// replica's store (from) wakes s's long polls.
+func waitListening(t *testing.T, s *Server, from *postgres.Store) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		woken := s.wake.wait()
+		_, err := from.Pool().Exec(t.Context(), `SELECT pg_notify('`+postgres.ChangesChannel+`', 'probe')`)
+		require.NoError(t, err)
+		select {
+		case <-woken:
+			return true
+		case <-time.After(100 * time.Millisecond):
+			return false
+		}
+	}, 20*time.Second, time.Millisecond)
 }

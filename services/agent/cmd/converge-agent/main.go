@@ -11,8 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
-	"strconv"
 	"strings"
 	"time"
 
@@ -154,7 +152,7 @@ func command() *cobra.Command {
 				return err
 			}
 			if f.cpuProfile != "" {
-				stopProfile, err := startCPUProfile(f.cpuProfile)
+				stopProfile, err := servicecmd.StartCPUProfile(f.cpuProfile)
 				if err != nil {
 					return err
 				}
@@ -278,22 +276,4 @@ func oneProcessor(lookup func(string) (string, bool)) {
 	if _, set := lookup("GOMAXPROCS"); !set {
 		runtime.GOMAXPROCS(1)
 	}
-}
-
-// startCPUProfile writes a CPU profile to path (a %p replaced by the process id) until the
-// returned function is called.
-func startCPUProfile(path string) (func(), error) {
-	path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
-	out, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(out); err != nil {
-		_ = out.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		_ = out.Close()
-	}, nil
 }
