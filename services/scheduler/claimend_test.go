@@ -10,12 +10,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
-	"github.com/converge-dev/converge/platform/database"
-	"github.com/converge-dev/converge/platform/database/dbtest"
 	"github.com/converge-dev/converge/platform/server"
 	"github.com/converge-dev/converge/platform/server/servertest"
 	"github.com/converge-dev/converge/services/scheduler/store"
-	"github.com/converge-dev/converge/services/scheduler/store/postgres"
 )
 
 // longWait is a claim's wait far longer than the guard below: a claim that answers within the
@@ -93,13 +90,7 @@ func TestClaimFilteredOnAnExecutionAnswersWhenItEnds(t *testing.T) {
 // answers at once instead of waiting out the claim's wait.
 func TestClaimOnOneReplicaAnswersWhenAnotherEndsItsExecution(t *testing.T) {
 	t.Parallel()
-	dsn := dbtest.Postgres(t)
-	stA, err := postgres.New(t.Context(), dsn, database.WithMigrate())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = stA.Close() })
-	stB, err := postgres.New(t.Context(), dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = stB.Close() })
+	stA, stB := twoReplicaStores(t)
 	_, ca := runServer(t, stA)
 	b := New(stB, WithWorkDir(t.TempDir()), WithDriverInterval(time.Hour))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -115,7 +106,7 @@ func TestClaimOnOneReplicaAnswersWhenAnotherEndsItsExecution(t *testing.T) {
 	e := ca.start(t, ca.createList(t, oneTask("replicas")), nil)
 	require.NotNil(t, ca.claim(t, "agent-1", 5*time.Second))
 	waiting := claimFiltered(t.Context(), cb, "agent-2", e.GetId())
-	_, err = ca.client.CancelExecution(t.Context(), &schedulerv1.CancelExecutionRequest{ExecutionId: e.GetId(), Reason: "test"})
+	_, err := ca.client.CancelExecution(t.Context(), &schedulerv1.CancelExecutionRequest{ExecutionId: e.GetId(), Reason: "test"})
 	require.NoError(t, err)
 	requireNoWork(t, waiting, "another replica cancelled the execution")
 	require.True(t, b.wake.hasEnded(e.GetId()))

@@ -20,13 +20,7 @@ import (
 // A changes anything, so only a notification can fire it.
 func TestAnotherReplicasChangeWakesThisReplica(t *testing.T) {
 	t.Parallel()
-	dsn := dbtest.Postgres(t)
-	stA, err := postgres.New(t.Context(), dsn, database.WithMigrate())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = stA.Close() })
-	stB, err := postgres.New(t.Context(), dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = stB.Close() })
+	stA, stB := twoReplicaStores(t)
 
 	a := New(stA, WithWorkDir(t.TempDir()), WithDriverInterval(time.Hour))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -65,4 +59,18 @@ func waitListening(t *testing.T, s *Server, from *postgres.Store) {
 			return false
 		}
 	}, 20*time.Second, time.Millisecond)
+}
+
+// twoReplicaStores opens two stores on one fresh Postgres database, as two replicas of the
+// Scheduler have (the first migrates it).
+func twoReplicaStores(t *testing.T) (*postgres.Store, *postgres.Store) {
+	t.Helper()
+	dsn := dbtest.Postgres(t)
+	a, err := postgres.New(t.Context(), dsn, database.WithMigrate())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Close() })
+	b, err := postgres.New(t.Context(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	return a, b
 }
