@@ -116,17 +116,14 @@ func testGroupCommit(t *testing.T, st store.Store, on bool) {
 	// meanwhile.
 	wg.Add(1)
 	go complete(0)
-	for gs.count() < 1 {
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return gs.count() >= 1 }, 30*time.Second, time.Millisecond)
 	wg.Add(n - 1)
 	for i := 1; i < n; i++ {
 		go complete(i)
 	}
 	// Until they all wait in the queue (grouped), or each has started its own transaction (not).
-	for s.queued(e.GetId()) < n && gs.count() < n && finished.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return s.queued(e.GetId()) >= n || gs.count() >= n || finished.Load() > 0 },
+		30*time.Second, time.Millisecond)
 	close(gate)
 	wg.Wait()
 

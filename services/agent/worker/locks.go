@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/converge-dev/converge/platform/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/backoff"
 )
 
 // maxLockBatch is the most resources of one AcquireLocks or ReleaseLocks call (the contract's
