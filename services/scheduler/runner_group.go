@@ -37,7 +37,7 @@ const groupTimeout = time.Minute
 // groups are the execution queues of group commit on this replica.
 type groups struct {
 	mu  sync.Mutex
-	m   map[string]*groupQueue // execution id → its queue, while a transaction of it runs
+	m   map[string]*groupQueue // execution id → its queue, while a transaction of it runs (a queue in m is running)
 	set bool                   // WithGroupCommit was given: on says; else the store decides
 	on  bool
 }
@@ -61,9 +61,8 @@ func (s *Server) grouping() bool {
 	return ok && gc.GroupCommits()
 }
 
-// groupQueue is one execution's queue: running while one of its transactions runs here.
+// groupQueue is one execution's queue, in groups.m while one of its transactions runs here.
 type groupQueue struct {
-	running bool
 	waiting []*groupReq
 }
 
@@ -104,13 +103,12 @@ func (s *Server) updateGrouped(ctx context.Context, id string, fn func(r *runner
 	}
 	q := g.m[id]
 	if q == nil {
+		// No transaction of id runs here: this request leads the next one.
 		q = &groupQueue{}
 		g.m[id] = q
+		req.lead = true
 	}
 	q.waiting = append(q.waiting, req)
-	if !q.running {
-		q.running, req.lead = true, true
-	}
 	lead := req.lead
 	g.mu.Unlock()
 	if !lead {
@@ -190,7 +188,6 @@ func (s *Server) answerGroup(id string, q *groupQueue, batch []*groupReq) {
 		next.lead = true
 		next.wake <- struct{}{}
 	} else {
-		q.running = false
 		delete(g.m, id)
 	}
 	g.mu.Unlock()
