@@ -86,10 +86,14 @@ func (r *runner) enqueueConfirmation(a *store.Assignment, principal string, even
 	return err == nil, err
 }
 
+// knowledgeItemIDs is the log context field in which an agent names the knowledge items it gave
+// a try (an INFO entry of the try).
+const knowledgeItemIDs = "knowledge_item_ids"
+
 // namesKnowledge reports whether an agent's event may name knowledge items given to its try
 // (confirmGiven reads knowledge_item_ids from the INFO entries).
 func namesKnowledge(ev *schedulerv1.AgentEvent) bool {
-	_, ok := ev.GetContext().GetFields()["knowledge_item_ids"]
+	_, ok := ev.GetContext().GetFields()[knowledgeItemIDs]
 	return ok
 }
 
@@ -186,7 +190,7 @@ func (s *Server) confirmGiven(ctx context.Context, c *store.Confirmation) error 
 	}
 	var ids []string
 	for _, e := range entries {
-		for _, v := range e.GetContext().GetFields()["knowledge_item_ids"].GetListValue().GetValues() {
+		for _, v := range e.GetContext().GetFields()[knowledgeItemIDs].GetListValue().GetValues() {
 			if id := v.GetStringValue(); id != "" && !slices.Contains(ids, id) && len(ids) < maxConfirmedPerTask {
 				ids = append(ids, id)
 			}
