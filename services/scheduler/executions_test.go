@@ -225,18 +225,19 @@ func TestExpiredLeaseIsRequeuedAndTheOldHolderFenced(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, st store.Store) {
 		b := runBundle(t, st)
 		list := b.createList(t, &schedulerv1.TaskListSpec{Name: "one", Tasks: []*commonv1.Task{{Id: "A", Title: "a", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN}}})
-		// A 1.2 s lease (three heartbeats of 400 ms): long enough that a loaded machine's stalls
-		// do not expire the live holder below, short enough to watch the silent one expire.
+		// A 3 s lease (three heartbeats of 1 s): long enough that a loaded machine's stalls (1.2 s
+		// ones were seen under load 30) do not expire the live holder below, short enough to
+		// watch the silent one expire.
 		opts := fastOptions()
-		opts.AgentConfig.HeartbeatInterval = durationpb.New(400 * time.Millisecond)
+		opts.AgentConfig.HeartbeatInterval = durationpb.New(time.Second)
 		e := b.start(t, list, opts)
 		old := b.claim(t, "agent-dies", time.Second)
 		require.NotNil(t, old)
 		require.Equal(t, int64(1), old.GetAssignment().GetFencingToken())
-		require.Equal(t, 1200*time.Millisecond, old.GetLeaseDuration().AsDuration())
+		require.Equal(t, 3*time.Second, old.GetLeaseDuration().AsDuration())
 
 		// The holder goes silent; the reaper requeues the task with attempt 2.
-		next := b.claim(t, "agent-2", 5*time.Second)
+		next := b.claim(t, "agent-2", 10*time.Second)
 		require.NotNil(t, next, "the expired lease is handed out again")
 		require.Equal(t, old.GetAssignment().GetId(), next.GetAssignment().GetId())
 		require.Equal(t, int32(2), next.GetAssignment().GetAttempt())
@@ -252,13 +253,13 @@ func TestExpiredLeaseIsRequeuedAndTheOldHolderFenced(t *testing.T) {
 		requireCode(t, err, codes.Aborted)
 
 		// The new holder's reports keep its lease past several lease lengths.
-		for i := int64(1); i <= 30; i++ {
+		for i := int64(1); i <= 40; i++ { // 40 × 200 ms: over two and a half lease lengths
 			res, err := b.client.ReportProgress(t.Context(), &schedulerv1.ReportProgressRequest{AssignmentId: next.GetAssignment().GetId(),
-				InstanceId: "agent-2", FencingToken: 2, ReportSeq: i, ProgressPercent: int32(i * 3), Message: "working",
+				InstanceId: "agent-2", FencingToken: 2, ReportSeq: i, ProgressPercent: int32(i * 2), Message: "working",
 				Events: []*schedulerv1.AgentEvent{{EventType: commonv1.EventType_EVENT_TYPE_INFO, Message: fmt.Sprintf("step %d", i)}}})
 			require.NoError(t, err)
 			require.Equal(t, schedulerv1.Directive_DIRECTIVE_CONTINUE, res.GetDirective())
-			time.Sleep(100 * time.Millisecond) //nolint:forbidigo // reports spread over several lease lengths are the behaviour
+			time.Sleep(200 * time.Millisecond) //nolint:forbidigo // reports spread over several lease lengths are the behaviour
 		}
 		res, err := b.complete(t.Context(), next, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
 		require.NoError(t, err)
