@@ -220,10 +220,18 @@ func (s *Server) applyGroup(id string, lead *groupReq, take func() []*groupReq) 
 			return err
 		}
 		applied, async := 0, true
-		for _, r := range batch {
+		ra, _ := tx.(readAheader)
+		for i, r := range batch {
 			gt := &groupTx{ExecTx: tx}
 			var due ran
 			r.err = tx.Savepoint(func() error {
+				if i > 0 && ra != nil {
+					// The lock's batch read the leader's assignment; this one's reads go in one
+					// round trip, after the writes of the requests before it.
+					if err := ra.ReadAhead(store.AssignmentHint(r.ctx), store.NextPendingHint(r.ctx)); err != nil {
+						return err
+					}
+				}
 				var err error
 				due, err = s.run(gt, r.tl, r.idx, r.fn)
 				return err
@@ -245,6 +253,15 @@ func (s *Server) applyGroup(id string, lead *groupReq, take func() []*groupReq) 
 		}
 	}
 	s.afterCommit(id, err, out)
+}
+
+// readAheader is an ExecTx that can read a request's hinted rows (store.WithAssignmentHint,
+// store.WithNextPendingHint) in one round trip once the transaction runs: the Postgres store's.
+// Only the leader's hints ride in the lock's batch (the others are taken once the lock is held),
+// so each other request of a grouped transaction reads its assignment, its wave and its wave's
+// next pending assignment this way instead of one round trip each.
+type readAheader interface {
+	ReadAhead(assignmentID string, nextPending bool) error
 }
 
 // groupTx is the ExecTx of one request of a grouped transaction: its CommitAsync is the

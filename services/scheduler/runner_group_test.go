@@ -14,9 +14,12 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/platform/database/dbtest"
 	"github.com/converge-dev/converge/platform/server"
 	"github.com/converge-dev/converge/platform/server/servertest"
 	"github.com/converge-dev/converge/services/scheduler/store"
+	"github.com/converge-dev/converge/services/scheduler/store/postgres"
 )
 
 // gatedStore counts the transactions of one execution and, while armed, holds each of them
@@ -175,4 +178,84 @@ func TestGroupedRequestThatPanicsDoesNotWedgeTheQueue(t *testing.T) {
 		require.NoError(t, s.updateGrouped(t.Context(), e.GetId(), func(*runner) error { ran = true; return nil }))
 		require.True(t, ran)
 	})
+}
+
+// On Postgres, the requests of a grouped transaction after its leader (whose assignment the
+// lock's batch reads) read their assignment, its wave and the wave's next pending assignment in
+// one round trip each, after the writes of the requests before them: six fused completions make
+// the lock's batch, five reads ahead and the commit, and each leases a different next task.
+func TestGroupedRequestsReadAheadInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	sqls := newSQLCounter()
+	st, err := postgres.New(t.Context(), dbtest.Postgres(t), database.WithMigrate(), database.WithTracer(sqls))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	gs := &gatedStore{Store: st}
+	s := New(gs, WithWorkDir(t.TempDir()), WithGroupCommit(true)) // no driver: only the requests write
+	conn := servertest.Serve(t, server.Config{Name: "scheduler-test",
+		Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}}})
+	b := &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: gs}
+	spec := &schedulerv1.TaskListSpec{Name: "readahead"}
+	for i := range 2 * n {
+		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: fmt.Sprintf("T%02d", i), Title: "task", Action: commonv1.TaskAction_TASK_ACTION_RUN,
+			Command: "true", File: fmt.Sprintf("out/%d.txt", i)})
+	}
+	e := b.start(t, b.createList(t, spec), &schedulerv1.ExecutionOptions{MaxParallel: 2 * n})
+	var claims []*schedulerv1.ClaimedAssignment
+	for i := range n {
+		c := b.claim(t, fmt.Sprintf("agent-%d", i), time.Second)
+		require.NotNil(t, c)
+		claims = append(claims, c)
+	}
+	gs.mu.Lock()
+	gs.execution, gs.calls, gs.gate = e.GetId(), 0, make(chan struct{})
+	gate := gs.gate
+	gs.mu.Unlock()
+
+	res := make([]*schedulerv1.CompleteTaskResponse, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	complete := func(i int) {
+		defer wg.Done()
+		a := claims[i].GetAssignment()
+		res[i], errs[i] = b.client.CompleteTask(t.Context(), &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(),
+			InstanceId: a.GetInstanceId(), FencingToken: a.GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED,
+			Tries: 1, ClaimNext: &schedulerv1.ClaimTaskRequest{InstanceId: a.GetInstanceId(), Capabilities: agentCaps, ExecutionId: e.GetId()}})
+	}
+	wg.Add(1)
+	go complete(0)
+	require.Eventually(t, func() bool { return gs.count() >= 1 }, 30*time.Second, time.Millisecond)
+	wg.Add(n - 1)
+	for i := 1; i < n; i++ {
+		go complete(i)
+	}
+	require.Eventually(t, func() bool { return s.queued(e.GetId()) >= n }, 30*time.Second, time.Millisecond)
+	sqls.reset()
+	close(gate)
+	wg.Wait()
+	trips, _ := sqls.totals()
+
+	next := map[string]bool{}
+	for i, err := range errs {
+		require.NoError(t, err, "completion %d", i)
+		require.Equal(t, schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_COMPLETED, res[i].GetAssignment().GetStatus())
+		a := res[i].GetNext().GetAssignment()
+		require.NotNil(t, a, "completion %d leased no next task", i)
+		require.Equal(t, claims[i].GetAssignment().GetInstanceId(), a.GetInstanceId())
+		next[a.GetTaskId()] = true
+	}
+	require.Len(t, next, n, "every completion leased a different next task")
+	require.Equal(t, 1, gs.count(), "one transaction")
+	require.EqualValues(t, 1+(n-1)+1, trips, "the lock's batch, one read ahead per request after the leader, the commit")
+	got, _ := b.execution(t, e.GetId())
+	require.EqualValues(t, n, got.GetCompletedTasks())
+	require.EqualValues(t, n, got.GetRunningTasks())
+	// Each request read the wave after the writes of those before it: none lost a count.
+	require.NoError(t, st.UpdateExecution(t.Context(), e.GetId(), func(tx store.ExecTx) error {
+		w, err := tx.Wave(1)
+		require.NoError(t, err)
+		require.EqualValues(t, n, w.GetCompletedCount())
+		return nil
+	}))
 }

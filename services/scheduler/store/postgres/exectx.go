@@ -148,6 +148,29 @@ func (t *execTx) Savepoint(fn func() error) error {
 	return err
 }
 
+// ReadAhead reads assignment id, its wave and, when next is set, its wave's next pending
+// assignment in one round trip (with the writes still deferred, which they therefore see), for
+// the reads that follow, as the lock's batch does for the transaction's first request
+// (store.AssignmentHint, store.NextPendingHint). A grouped transaction calls it for each request
+// after the first, whose hints the lock's batch could not know: the request's three reads are
+// then one round trip instead of three.
+func (t *execTx) ReadAhead(id string, next bool) error {
+	if err := t.Check(); err != nil {
+		return err
+	}
+	if id == "" {
+		return nil
+	}
+	b := &pgx.Batch{}
+	pre := prefetch(b, t.ID(), id)
+	n := prefetchNext(b, t.ID(), id, next, pre)
+	if err := t.p.send(t.ctx, b); err != nil {
+		return fmt.Errorf("scheduler store: read ahead assignment %q: %w", id, err)
+	}
+	t.pre, t.next = pre, n.known()
+	return nil
+}
+
 // txSaved is what Savepoint restores of an execTx when its fn fails.
 type txSaved struct {
 	exec                                     *schedulerv1.Execution

@@ -79,6 +79,27 @@ func (p *pipe) batch(ctx context.Context, s stmt) (pgx.BatchResults, error) {
 	return br, nil
 }
 
+// send sends the pending writes and then b's queries in one round trip, running every query's
+// callback (a pending write's check included) as Close does.
+func (p *pipe) send(ctx context.Context, b *pgx.Batch) error {
+	all := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(p.pending)+len(b.QueuedQueries))}
+	for _, w := range p.pending {
+		q := all.Queue(w.sql, w.args...)
+		if w.check != nil {
+			q.Exec(func(tag pgconn.CommandTag) error {
+				if err := w.check(tag); err != nil {
+					return fmt.Errorf("%s: %w", w.what, err)
+				}
+				return nil
+			})
+		}
+	}
+	all.QueuedQueries = append(all.QueuedQueries, b.QueuedQueries...)
+	p.pending = nil
+	p.sends++
+	return p.conn.SendBatch(ctx, all).Close()
+}
+
 func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if len(p.pending) == 0 {
 		p.sends++
