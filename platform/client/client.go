@@ -34,7 +34,8 @@ func Dial(addr string, o Options) (*grpc.ClientConn, error) {
 		}
 		creds = credentials.NewTLS(cfg)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithStatsHandler(otelgrpc.NewClientHandler())}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithStatsHandler(otelgrpc.NewClientHandler())},
+		TransportOptions()...)
 	if o.Token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: o.Token, secure: o.TLS}))
 	}
@@ -43,6 +44,25 @@ func Dial(addr string, o Options) (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	return conn, nil
+}
+
+// The HTTP/2 flow-control windows of a converge client, the servers' own (platform/server's
+// StreamWindowBytes and ConnWindowBytes; this package does not import the server's).
+const (
+	StreamWindowBytes = 1 << 20
+	ConnWindowBytes   = 16 << 20
+)
+
+// TransportOptions are the transport settings of every converge client, for a caller that
+// dials some other way (an in-memory listener in tests): static flow-control windows, so that
+// grpc-go's BDP estimation is off. With it on, every response makes the client send a BDP ping
+// and a connection WINDOW_UPDATE, and the server's ping after each request is answered: three
+// writes per unary call instead of one on each side (bench/PROFILE.md, branch p17grpc).
+func TransportOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithInitialWindowSize(StreamWindowBytes),
+		grpc.WithInitialConnWindowSize(ConnWindowBytes),
+	}
 }
 
 // bearer puts the token on every call.

@@ -121,6 +121,14 @@ func newServer(cc *completedConfig) (*Server, error) {
 		// of a new goroutine per call that grows its stack (copystack) through the interceptor
 		// chain and protovalidate's CEL: 5 % of the CPU of a lock RPC (bench/PROFILE.md).
 		grpc.NumStreamWorkers(streamWorkers()),
+		// Static flow-control windows (client.Dial sets the same): with grpc-go's dynamic
+		// windows every call that carries data makes the receiver send a BDP ping, answered by
+		// the peer, and a connection WINDOW_UPDATE: three writes a side for a unary call instead
+		// of one (bench/PROFILE.md, branch p17grpc). 1 MiB a stream bounds what a caller can
+		// make the server buffer for a stream more tightly than the dynamic window (up to
+		// 16 MiB); grpc-go replenishes the connection's window as frames arrive.
+		grpc.InitialWindowSize(StreamWindowBytes),
+		grpc.InitialConnWindowSize(ConnWindowBytes),
 	}
 	// Connections, streams, keepalive (limits.go).
 	opts = append(opts, s.limitOptions()...)
@@ -383,6 +391,17 @@ func SignalContext(parent context.Context) (ctx context.Context, stop context.Ca
 	context.AfterFunc(ctx, stop)
 	return ctx, stop
 }
+
+// The HTTP/2 flow-control windows every converge server and client (platform/client) use.
+// Static: a value of 64 KiB or more turns grpc-go's BDP estimation off, and its pings with it.
+const (
+	// StreamWindowBytes is how much a peer may send on one stream before the receiver's
+	// application has read it.
+	StreamWindowBytes = 1 << 20
+	// ConnWindowBytes is how much a peer may send on one connection, all streams together,
+	// before the receiver acknowledges it.
+	ConnWindowBytes = 16 << 20
+)
 
 // streamWorkers is the size of the pool of goroutines that run calls: a few per CPU (a call
 // that finds every worker busy gets a goroutine of its own, as without the pool).

@@ -13,12 +13,13 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/converge-dev/converge/platform/client"
 	"github.com/converge-dev/converge/platform/server"
 )
 
 // Serve runs cfg's server until the test ends (its Serve must then return nil) and answers a
 // client connected to it. Unset Name, Logger and DrainDelay default to a quiet test server that
-// stops at once; tracing is off.
+// stops at once; tracing is off. The client has platform/client's transport settings.
 func Serve(t testing.TB, cfg server.Config) *grpc.ClientConn {
 	t.Helper()
 	if cfg.Name == "" {
@@ -45,9 +46,10 @@ func Serve(t testing.TB, cfg server.Config) *grpc.ClientConn {
 			t.Errorf("servertest: serve: %v", err)
 		}
 	})
-	conn, err := grpc.NewClient("passthrough:///bufnet",
+	opts := append(client.TransportOptions(),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("passthrough:///bufnet", opts...)
 	if err != nil {
 		t.Fatalf("servertest: dial: %v", err)
 	}
