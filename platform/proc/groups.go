@@ -67,8 +67,10 @@ func (g *GroupDir) Dir() string { return g.dir }
 
 // Started records the group (best effort: a record that cannot be written is a group the next
 // process will not find).
-func (g *GroupDir) Started(pgid int) {
-	start := startTime(pgid)
+func (g *GroupDir) Started(pgid int) { g.startedAt(pgid, startTime(pgid)) }
+
+// startedAt records the group whose leader's start time Run knows already (see bootTicks).
+func (g *GroupDir) startedAt(pgid int, start string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	// The record first: a group Live answers has its record.

@@ -15,6 +15,27 @@ import (
 	"github.com/converge-dev/converge/platform/proc"
 )
 
+// The start time a GroupDir records for a group is its leader's starttime in /proc/<pid>/stat,
+// whether Run read it there or knew it from the boot clock's tick around the fork (issue 17):
+// KillRecorded and the agent's watchdog compare it with /proc's to tell the group from a reused id.
+func TestGroupDirRecordsTheLeadersStartTime(t *testing.T) {
+	t.Parallel()
+	records := filepath.Join(t.TempDir(), "groups")
+	groups, err := proc.NewGroupDir(records)
+	require.NoError(t, err)
+	for range 40 {
+		res := proc.Run(t.Context(), proc.Spec{Shell: `cat /proc/$$/stat`, Groups: groups})
+		require.NoError(t, res.Err)
+		require.Equal(t, 0, res.ExitCode, res.Output)
+		stat := res.Output[strings.LastIndexByte(res.Output, ')')+1:]
+		pid, _, _ := strings.Cut(res.Output, " ")
+		want := strings.Fields(stat)[19]
+		log, err := os.ReadFile(filepath.Join(records, proc.LogName))
+		require.NoError(t, err)
+		require.Contains(t, string(log), "+"+pid+" "+want+"\n", "the record of group %s", pid)
+	}
+}
+
 // A GroupDir records the groups Run starts while they run, forgets them once killed, and
 // KillAll kills the live ones (the caller stops): what they started goes too.
 func TestGroupDirRecordsLiveGroupsAndKillsThem(t *testing.T) {

@@ -167,6 +167,12 @@ func Run(ctx context.Context, spec Spec) Result {
 		cmd.Env = []string{}
 	}
 	cmd.Stdin = spec.Stdin
+	if spec.Stdin == nil {
+		// One /dev/null for every run rather than exec's opening (and polling setup) of its own.
+		if null, err := devNull(); err == nil {
+			cmd.Stdin = null
+		}
+	}
 	// The process leads a group of its own, so that killing the group kills what it started.
 	// On Linux it is also killed when the calling process dies (even by SIGKILL); what it
 	// started is then left to Spec.Groups' records.
@@ -197,13 +203,17 @@ func Run(ctx context.Context, spec Spec) Result {
 	}
 
 	start := time.Now()
+	var ticks int64 = -1
+	if spec.Groups != nil {
+		ticks = bootTicks()
+	}
 	if err := cmd.Start(); err != nil {
 		pipes.abort()
 		return Result{ExitCode: -1, Err: err, Duration: time.Since(start)}
 	}
 	pipes.started()
 	if spec.Groups != nil {
-		spec.Groups.Started(cmd.Process.Pid)
+		record(spec.Groups, cmd.Process.Pid, ticks)
 	}
 
 	_ = cmd.Wait() // ProcessState says how it ended
@@ -264,6 +274,10 @@ func command(ctx context.Context, argv []string) *exec.Cmd {
 	return cmd
 }
 
+// devNull is the standard input of every run without one: /dev/null, opened once and never closed
+// (exec.Cmd passes an *os.File as it is and does not close it).
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNull) })
+
 // shell caches the path of sh per value of PATH.
 var shell = struct {
 	mu    sync.Mutex
@@ -288,7 +302,7 @@ func connect(cmd *exec.Cmd, spec Spec, combined io.Writer) (*pipes, error) {
 	p := &pipes{}
 	var shared *os.File
 	open := func(dest io.Writer) (*os.File, error) {
-		r, w, err := os.Pipe()
+		r, w, err := outputPipe()
 		if err != nil {
 			return nil, err
 		}
