@@ -215,17 +215,50 @@ func (s *session) giveScratch(wt *workspace.Worktree) error {
 
 // emptyDir removes everything in dir, keeping dir.
 func emptyDir(dir string) error {
-	entries, err := os.ReadDir(dir)
+	names, err := dirNames(dir)
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+	for _, name := range names {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// dirNames answers the names in dir, unsorted: one open, getdents to the end, one close, into a
+// pooled buffer. os.ReadDir's own file, buffer, entries and sort were half of emptying a no-op
+// task's scratch directory, 6 % of the agent's CPU per task (issue 17).
+func dirNames(dir string) ([]string, error) {
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer func() { _ = syscall.Close(fd) }()
+	buf := direntBufs.Get().(*[]byte)
+	defer direntBufs.Put(buf)
+	var names []string
+	for {
+		n, err := syscall.ReadDirent(fd, *buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "getdents", Path: dir, Err: err}
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = syscall.ParseDirent((*buf)[:n], -1, names)
+	}
+}
+
+// direntBufs are dirNames' buffers.
+var direntBufs = sync.Pool{New: func() any {
+	b := make([]byte, 8<<10)
+	return &b
+}}
 
 // close kills the session's live process groups and removes its record.
 func (s *session) close() int {

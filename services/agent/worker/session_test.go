@@ -3,8 +3,11 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,4 +150,28 @@ func TestStopWhileRegisteringLeavesNoLiveRecord(t *testing.T) {
 	require.NotEmpty(t, beats)
 	require.Equal(t, commonv1.AgentStatus_AGENT_STATUS_FAILED, beats[len(beats)-1].GetStatus())
 	require.Contains(t, beats[len(beats)-1].GetErrorContext().GetMessage(), "the agent's server failed")
+}
+
+// emptyDir (a scratch directory given back for the next task) removes every entry, however many
+// getdents calls they take, descends into directories, removes a symbolic link and not what it
+// names, and keeps the directory itself.
+func TestEmptyDirRemovesEveryEntryAndKeepsTheDirectory(t *testing.T) {
+	t.Parallel()
+	dir, outside := t.TempDir(), t.TempDir()
+	long := strings.Repeat("n", 200)
+	for i := range 300 { // ≈ 65 KB of entries: several getdents of the 8 KiB buffer
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d", long, i)), []byte("x"), 0o644))
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "d", "e"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "d", "e", "f"), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "kept"), nil, 0o644))
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "link")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".hidden"), nil, 0o644))
+
+	require.NoError(t, emptyDir(dir))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+	require.FileExists(t, filepath.Join(outside, "kept"), "a link is removed, not what it names")
+	require.ErrorIs(t, emptyDir(filepath.Join(dir, "missing")), os.ErrNotExist)
 }
