@@ -10,21 +10,6 @@ import (
 	"github.com/converge-dev/converge/services/knowledge/store"
 )
 
-// maxHeld bounds the items a store holds in memory to answer queries (about 1 KB each).
-const maxHeld = 10_000
-
-// held is an item the store read to answer a query, held to answer it again without reading it.
-type held struct {
-	// item is the item as read, its HitCount the item's own column only (hits counted before
-	// migration 0005): the rest of its hits are hitsRow and the unwritten ones.
-	item store.Item
-	// hitsRow is its row of knowledge_item_hits, and hitsKnown whether it is known: as the last
-	// flush that wrote this store's hits of it left it, or as read while no flush of this store
-	// ran.
-	hitsRow   int64
-	hitsKnown bool
-}
-
 // answerColumns are the [columns] with the item's own hit count only, then its hits row.
 const answerColumns = `id, type, content, file_pattern, pattern_specificity, tags, confidence, decay_rank,
 	source_execution_id, source_task_id, source_agent_id, evidence, hit_count, confirm_count,
@@ -49,11 +34,12 @@ func (s *Store) Answer(ctx context.Context, cands []store.Candidate) ([]store.It
 	var read []int64
 	h.mu.Lock()
 	for _, c := range cands {
-		e := h.held[c.ID]
+		e := h.held.get(c.ID)
 		if e == nil || !e.hitsKnown || e.item.Revision() != c.Revision {
 			read = append(read, c.ID)
 			continue
 		}
+		h.held.touch(e)
 		it := e.item
 		it.Tags = slices.Clone(it.Tags) // the caller's own, as a read's would be
 		h.pending[it.ID]++
@@ -104,22 +90,19 @@ func (s *Store) Answer(ctx context.Context, cands []store.Candidate) ([]store.It
 // answered every item from memory): what bench/knowledge splits the queries' times by.
 func (s *Store) AnswerReads() int64 { return s.reads.Load() }
 
-// hold holds it (its own hit count only), unless a later revision is held; hitsRow is its hits
-// row as read, which replaces the known one if exact. Called with h.mu held.
+// hold holds it (its own hit count only) as answered now, unless a later revision is held;
+// hitsRow is its hits row as read, which replaces the known one if exact. Called with h.mu held.
 func (h *hits) hold(it store.Item, hitsRow int64, exact bool) {
-	e := h.held[it.ID]
+	e := h.held.get(it.ID)
 	if e != nil && e.item.Revision() > it.Revision() {
+		h.held.touch(e)
 		return
 	}
 	if e == nil {
-		if len(h.held) >= maxHeld {
-			for id := range h.held { // any one: the map's order is random
-				delete(h.held, id)
-				break
-			}
-		}
-		e = &held{}
-		h.held[it.ID] = e
+		e = &held{item: it}
+		h.held.add(it.ID, e)
+	} else {
+		h.held.touch(e)
 	}
 	e.item = it
 	if exact {

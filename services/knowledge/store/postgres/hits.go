@@ -30,13 +30,13 @@ type hits struct {
 	// gen counts the flushes that ended (answers.go).
 	gen uint64
 	// held are the items Answer read, to answer them again without reading them (answers.go).
-	held map[int64]*held
+	held *heldSet
 	// flushing serialises flushes, so that a flush returns only once the hits counted before it
 	// are in the table.
 	flushing sync.Mutex
 }
 
-func newHits() *hits { return &hits{pending: map[int64]int64{}, held: map[int64]*held{}} }
+func newHits() *hits { return &hits{pending: map[int64]int64{}, held: newHeldSet(maxHeld)} }
 
 // overlay adds the unwritten hits to each item's count.
 func (h *hits) overlay(items ...*store.Item) {
@@ -52,7 +52,7 @@ func (h *hits) forget(id int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.pending, id)
-	delete(h.held, id)
+	h.held.remove(id)
 }
 
 // FlushHits implements [store.Store.FlushHits]: one upsert adds every pending count to the rows of
@@ -97,7 +97,7 @@ func (s *Store) FlushHits(ctx context.Context) error {
 	// The rows as this flush left them: every hit of this store on them, and the hits of the
 	// others written before.
 	for id, n := range rows {
-		if e := h.held[id]; e != nil {
+		if e := h.held.get(id); e != nil {
 			e.hitsRow, e.hitsKnown = n, true
 		}
 	}

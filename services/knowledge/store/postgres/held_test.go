@@ -1,0 +1,66 @@
+package postgres_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/converge-dev/converge/services/knowledge/store"
+	"github.com/converge-dev/converge/services/knowledge/store/postgres"
+)
+
+// The items answered again stay held through a stream of items answered once, longer than the
+// store holds; among those answered again, the least recently answered go first.
+func TestHeldItemsAnsweredAgainStay(t *testing.T) {
+	t.Parallel()
+	st, _ := open(t)
+	postgres.HoldAtMost(st, 10) // 8 protected
+
+	var hot, once []store.Candidate
+	for i := range 8 {
+		it := record(t, st, fmt.Sprintf("hot %d", i))
+		hot = append(hot, store.Candidate{ID: it.ID, Revision: it.Revision()})
+	}
+	for i := range 30 {
+		it := record(t, st, fmt.Sprintf("once %d", i))
+		once = append(once, store.Candidate{ID: it.ID, Revision: it.Revision()})
+	}
+	// read answers c and tells whether it read the table.
+	read := func(c store.Candidate) bool {
+		t.Helper()
+		before := st.AnswerReads()
+		items, err := st.Answer(t.Context(), []store.Candidate{c})
+		require.NoError(t, err)
+		require.Len(t, items, 1)
+		return st.AnswerReads() > before
+	}
+
+	for _, c := range hot {
+		require.True(t, read(c), "first answer")
+	}
+	for _, c := range hot {
+		require.False(t, read(c), "held")
+	}
+	for _, c := range once {
+		require.True(t, read(c), "first answer")
+	}
+	for i, c := range hot {
+		require.False(t, read(c), "hot item %d was evicted by items answered once", i)
+	}
+
+	// A ninth item answered twice is protected; the least recently answered of the others goes
+	// back on probation, and the next items answered once evict it.
+	x := record(t, st, "x")
+	cx := store.Candidate{ID: x.ID, Revision: x.Revision()}
+	require.True(t, read(cx))
+	require.False(t, read(cx))
+	for _, c := range once[:3] {
+		require.True(t, read(c))
+	}
+	require.False(t, read(cx), "x is protected")
+	require.True(t, read(hot[0]), "the least recently answered went first")
+	for i, c := range hot[1:] {
+		require.False(t, read(c), "hot item %d", i+1)
+	}
+}
