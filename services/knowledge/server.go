@@ -53,10 +53,15 @@ var _ knowledgev1.KnowledgeServiceServer = (*Server)(nil)
 // hitFlushInterval is how often Start writes the hits queries counted (store.Store.FlushHits).
 const hitFlushInterval = time.Second
 
-// Start runs the background work until ctx ends: writing the hits that queries counted every
-// hitFlushInterval (closing the store writes the rest). A flush that fails is retried by the
-// next (the store keeps its hits).
-func (s *Server) Start(ctx context.Context) { go s.flushHits(ctx) }
+// Start runs the background work until ctx ends: holding the items with most hits
+// (store.Store.Preload: a restarted replica answers the items answered most without reading
+// them), and writing the hits that queries counted every hitFlushInterval (closing the store
+// writes the rest). A flush that fails is retried by the next (the store keeps its hits); a
+// preload that fails is not retried (queries hold the items they read).
+func (s *Server) Start(ctx context.Context) {
+	go func() { _ = s.store.Preload(ctx) }()
+	go s.flushHits(ctx)
+}
 
 func (s *Server) flushHits(ctx context.Context) {
 	t := time.NewTicker(hitFlushInterval)

@@ -97,6 +97,11 @@ type Store interface {
 	// replica's hits show up after its next flush. A read concurrent with a flush's commit may
 	// count that flush's hits twice, once. A no-op on a backend that writes hits as it counts them.
 	FlushHits(ctx context.Context) error
+	// Preload holds in memory, to answer them without reading them, the items with most hits (the
+	// items queries answered most, so those they will likely answer again), up to as many as the
+	// store holds; it evicts none held already. The service preloads once at Start, in the
+	// background. A no-op on a backend that holds no item.
+	Preload(ctx context.Context) error
 }
 
 // ErrNotFound says that no item has the id asked for.

@@ -86,6 +86,48 @@ func (s *Store) Answer(ctx context.Context, cands []store.Candidate) ([]store.It
 	return items, nil
 }
 
+// Preload implements [store.Store.Preload]: one statement reads the items with most rows in
+// knowledge_item_hits, as many as may be protected (held.go), and holds those not held yet as
+// protected, after those held, the most hit first. The hits table has no index on its count
+// (one would stop its per-second updates being HOT): the statement scans it (~35 MB at 1M items).
+func (s *Store) Preload(ctx context.Context) error {
+	h := s.hits
+	h.mu.Lock()
+	gen, flushing, limit := h.gen, h.inflight != nil, h.held.protectedLimit
+	h.mu.Unlock()
+	rows, err := s.Pool().Query(ctx, `SELECT `+answerColumns+` FROM
+			(SELECT item_id AS hot_id, hit_count AS hot_hits FROM knowledge_item_hits
+				ORDER BY hit_count DESC LIMIT $1) AS hot
+			JOIN knowledge_items ON knowledge_items.id = hot.hot_id
+		ORDER BY hot.hot_hits DESC, knowledge_items.id`, limit)
+	if err != nil {
+		return fmt.Errorf("knowledge store: preload: %w", err)
+	}
+	got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (held, error) {
+		var e held
+		var err error
+		e.item, err = scanItem(row, &e.hitsRow)
+		return e, err
+	})
+	if err != nil {
+		return fmt.Errorf("knowledge store: preload: %w", err)
+	}
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// As in Answer: the hits rows read are exact if no flush of this store wrote meanwhile.
+	exact := !flushing && h.inflight == nil && h.gen == gen
+	for _, e := range got {
+		if h.held.get(e.item.ID) != nil {
+			continue
+		}
+		if !h.held.addProtected(e.item.ID, &held{item: e.item, hitsRow: e.hitsRow, hitsKnown: exact}) {
+			break
+		}
+	}
+	return nil
+}
+
 // AnswerReads returns how many calls of [Store.Answer] read items from the table (the others
 // answered every item from memory): what bench/knowledge splits the queries' times by.
 func (s *Store) AnswerReads() int64 { return s.reads.Load() }

@@ -88,6 +88,18 @@ func (s *heldSet) add(id int64, e *held) {
 	s.probation.pushFront(e)
 }
 
+// addProtected holds e as item id, protected and less recently answered than any held, if that
+// evicts nothing: it reports whether it did.
+func (s *heldSet) addProtected(id int64, e *held) bool {
+	if len(s.m) >= s.limit || s.protected.n >= s.protectedLimit {
+		return false
+	}
+	s.m[id] = e
+	e.protected = true
+	s.protected.pushBack(e)
+	return true
+}
+
 // remove drops item id if held.
 func (s *heldSet) remove(id int64) {
 	e := s.m[id]
@@ -123,6 +135,18 @@ func (l *heldList) pushFront(e *held) {
 	l.head = e
 	if l.tail == nil {
 		l.tail = e
+	}
+	l.n++
+}
+
+func (l *heldList) pushBack(e *held) {
+	e.prev, e.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = e
+	}
+	l.tail = e
+	if l.head == nil {
+		l.head = e
 	}
 	l.n++
 }

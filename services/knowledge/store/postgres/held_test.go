@@ -64,3 +64,35 @@ func TestHeldItemsAnsweredAgainStay(t *testing.T) {
 		require.False(t, read(c), "hot item %d", i+1)
 	}
 }
+
+// Preload holds the items with most hits, as many as may be protected, with their hits: a
+// restarted replica answers them without reading them.
+func TestPreloadHoldsTheMostHitItems(t *testing.T) {
+	t.Parallel()
+	st, other := open(t)
+	postgres.HoldAtMost(st, 3) // 2 protected
+	var cands []store.Candidate
+	for i := range 4 {
+		it := record(t, other, fmt.Sprintf("item %d", i))
+		c := store.Candidate{ID: it.ID, Revision: it.Revision()}
+		cands = append(cands, c)
+		for range 4 - i { // item 0 has 4 hits, item 3 one
+			_, err := other.Answer(t.Context(), []store.Candidate{c})
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, other.FlushHits(t.Context()))
+
+	require.NoError(t, st.Preload(t.Context()))
+	for i, c := range cands[:2] {
+		items, err := st.Answer(t.Context(), []store.Candidate{c})
+		require.NoError(t, err)
+		require.Len(t, items, 1)
+		require.Equal(t, int64(4-i+1), items[0].HitCount, "item %d: its hits and this answer", i)
+	}
+	require.Zero(t, st.AnswerReads(), "the two most hit were held")
+	_, err := st.Answer(t.Context(), []store.Candidate{cands[2]})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.AnswerReads(), "the third was not")
+	require.NoError(t, st.Preload(t.Context()), "a second preload evicts none")
+}

@@ -302,6 +302,9 @@ func (s *Store) Answer(ctx context.Context, cands []store.Candidate) ([]store.It
 // local write), so there is nothing to flush.
 func (s *Store) FlushHits(context.Context) error { return nil }
 
+// Preload implements [store.Store.Preload]: Answer reads every item, so there is nothing to hold.
+func (s *Store) Preload(context.Context) error { return nil }
+
 // inTx runs fn in a transaction (BEGIN IMMEDIATE: see [database.OpenSQLite]), committed if fn
 // succeeds.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {

@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	})
 	runItems(t, newStore)
 	runScope(t, newStore)
+	runPreload(t, newStore)
 }
 
 // indexes are the Knowledge's CREATE INDEX indexes, without the full-text search ones.
