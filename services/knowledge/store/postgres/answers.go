@@ -34,6 +34,7 @@ func (s *Store) Answer(ctx context.Context, cands []store.Candidate) ([]store.It
 	var read []int64
 	h.mu.Lock()
 	for _, c := range cands {
+		h.held.answered(c.ID)
 		e := h.held.get(c.ID)
 		if e == nil || !e.hitsKnown || e.item.Revision() != c.Revision {
 			read = append(read, c.ID)
@@ -142,7 +143,9 @@ func (h *hits) hold(it store.Item, hitsRow int64, exact bool) {
 	}
 	if e == nil {
 		e = &held{item: it}
-		h.held.add(it.ID, e)
+		if !h.held.add(it.ID, e) {
+			return
+		}
 	} else {
 		h.held.touch(e)
 	}
