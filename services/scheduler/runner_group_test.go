@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -183,7 +184,8 @@ func TestGroupedRequestThatPanicsDoesNotWedgeTheQueue(t *testing.T) {
 // On Postgres, the requests of a grouped transaction after its leader (whose assignment the
 // lock's batch reads) read their assignment, its wave and the wave's next pending assignment in
 // one round trip each, after the writes of the requests before them: six fused completions make
-// the lock's batch, five reads ahead and the commit, and each leases a different next task.
+// the lock's batch, five reads ahead and the commit, and each leases a different next task. The
+// transaction's log entries (each completion's and its next lease's) are one INSERT.
 func TestGroupedRequestsReadAheadInOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	const n = 6
@@ -235,6 +237,14 @@ func TestGroupedRequestsReadAheadInOneRoundTrip(t *testing.T) {
 	close(gate)
 	wg.Wait()
 	trips, _ := sqls.totals()
+	logInserts := 0
+	sqls.mu.Lock()
+	for text, st := range sqls.byText {
+		if strings.HasPrefix(text, "INSERT INTO task_execution_log") {
+			logInserts += int(st.n)
+		}
+	}
+	sqls.mu.Unlock()
 
 	next := map[string]bool{}
 	for i, err := range errs {
@@ -248,6 +258,7 @@ func TestGroupedRequestsReadAheadInOneRoundTrip(t *testing.T) {
 	require.Len(t, next, n, "every completion leased a different next task")
 	require.Equal(t, 1, gs.count(), "one transaction")
 	require.EqualValues(t, 1+(n-1)+1, trips, "the lock's batch, one read ahead per request after the leader, the commit")
+	require.Equal(t, 1, logInserts, "the transaction's log entries in one INSERT")
 	got, _ := b.execution(t, e.GetId())
 	require.EqualValues(t, n, got.GetCompletedTasks())
 	require.EqualValues(t, n, got.GetRunningTasks())

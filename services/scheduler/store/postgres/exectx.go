@@ -109,7 +109,8 @@ type execTx struct {
 	ctx           context.Context
 	p             *pipe
 	store.TxState                     // the execution with the deferred writes applied
-	logRows       []stmt              // deferred log inserts
+	logRows       []stmt              // deferred inserts (the knowledge outbox's)
+	logs          []store.LogRow      // deferred log entries, one INSERT at the commit
 	execRow       *store.ExecutionRow // deferred execution update, when PutExecution was called
 	seqDirty      bool                // last_seq moved
 	// The rows read in this transaction, by id (tasks by key): they exist and are the locked
@@ -174,20 +175,21 @@ func (t *execTx) ReadAhead(id string, next bool) error {
 // txSaved is what Savepoint restores of an execTx when its fn fails.
 type txSaved struct {
 	exec                                     *schedulerv1.Execution
-	logRows                                  int
+	logRows, logs                            int
 	execRow                                  *store.ExecutionRow
 	seqDirty                                 bool
 	knownAssignments, knownWaves, knownTasks map[string]bool
 }
 
 func (t *execTx) save() txSaved {
-	return txSaved{exec: proto.CloneOf(t.Exec), logRows: len(t.logRows), execRow: t.execRow, seqDirty: t.seqDirty,
+	return txSaved{exec: proto.CloneOf(t.Exec), logRows: len(t.logRows), logs: len(t.logs), execRow: t.execRow, seqDirty: t.seqDirty,
 		knownAssignments: maps.Clone(t.knownAssignments), knownWaves: maps.Clone(t.knownWaves),
 		knownTasks: maps.Clone(t.knownTasks)}
 }
 
 func (t *execTx) restore(s txSaved) {
 	t.Exec, t.logRows, t.execRow, t.seqDirty = s.exec, t.logRows[:s.logRows], s.execRow, s.seqDirty
+	t.logs = t.logs[:s.logs]
 	t.knownAssignments, t.knownWaves, t.knownTasks = s.knownAssignments, s.knownWaves, s.knownTasks
 	// The reads made with the lock may have been used or changed by fn: read again.
 	t.pre, t.next = nil, nil
@@ -281,6 +283,9 @@ func (t *execTx) write(known bool, what string, missing error, sql string, args 
 // flush sends the deferred writes, then end (COMMIT), in one round trip.
 func (t *execTx) flush(end stmt) error {
 	stmts := t.logRows
+	if len(t.logs) > 0 {
+		stmts = append(stmts, insertLog(t.logs))
+	}
 	switch {
 	case t.execRow != nil:
 		r := t.execRow
@@ -296,7 +301,7 @@ func (t *execTx) flush(end stmt) error {
 		stmts = append(stmts, stmt{"advance last seq", `UPDATE task_list_execution_runs SET last_seq = $2 WHERE execution_id = $1`,
 			[]any{t.ID(), t.Exec.GetLastSeq()}})
 	}
-	if t.execRow != nil || t.seqDirty || len(t.logRows) > 0 {
+	if t.execRow != nil || t.seqDirty || len(t.logRows) > 0 || len(t.logs) > 0 {
 		// Other replicas' long polls and streams wake at the commit (Listen), in the same batch:
 		// no round trip of its own.
 		stmts = append(stmts, stmt{"notify", `SELECT pg_notify('` + ChangesChannel + `', $1)`, []any{changePayload(t.Exec)}})
@@ -308,7 +313,7 @@ func (t *execTx) flush(end stmt) error {
 		stmts = append(stmts, stmt{"asynchronous commit", "SET LOCAL synchronous_commit = off", nil})
 	}
 	stmts = append(stmts, end)
-	t.logRows, t.execRow, t.seqDirty = nil, nil, false
+	t.logRows, t.logs, t.execRow, t.seqDirty = nil, nil, nil, false
 	if err := t.p.flush(t.ctx, stmts); err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: %w", t.ID(), err)
 	}
@@ -533,9 +538,7 @@ func (t *execTx) Append(entries ...*commonv1.LogEntry) error {
 	if err != nil {
 		return err
 	}
-	for _, r := range rows {
-		t.logRows = append(t.logRows, stmt{fmt.Sprintf("insert log entry %d", r.Seq), insertLogSQL, logArgs(r)})
-	}
+	t.logs = append(t.logs, rows...)
 	t.Exec.LastSeq, t.seqDirty = rows[len(rows)-1].Seq, true // written by flush
 	store.SetEntries(entries, rows)
 	return nil

@@ -77,3 +77,36 @@ func (s *Store) ReadLog(ctx context.Context, q store.LogQuery) ([]*commonv1.LogE
 	entries, hasMore, err := store.LogPage(list, q)
 	return entries, hasMore, lastSeq, err
 }
+
+// insertLogManySQL inserts the log entries of one execution made at one time ($1, $2), one row
+// per element of the arrays.
+const insertLogManySQL = `INSERT INTO task_execution_log (execution_id, seq, task_key, instance_id,
+	wave_number, event_type, message, context, created_at, source_time)
+	SELECT $1, u.seq, u.task_key, u.instance_id, u.wave_number, u.event_type, u.message, u.context::jsonb, $2, u.source_time
+	FROM unnest($3::bigint[], $4::text[], $5::text[], $6::int[], $7::text[], $8::text[], $9::text[], $10::timestamptz[])
+		AS u(seq, task_key, instance_id, wave_number, event_type, message, context, source_time)`
+
+// insertLog is the statement inserting a transaction's log entries, all of one execution and
+// one time (its store time): one INSERT whatever their number (a grouped transaction of two
+// fused completions writes eight), so Postgres parses, plans and executes one statement, not
+// one per entry.
+func insertLog(rows []store.LogRow) stmt {
+	if len(rows) == 1 {
+		return stmt{fmt.Sprintf("insert log entry %d", rows[0].Seq), insertLogSQL, logArgs(rows[0])}
+	}
+	n := len(rows)
+	var (
+		seqs            = make([]int64, n)
+		keys, instances = make([]*string, n), make([]*string, n)
+		waves           = make([]*int32, n)
+		types, messages = make([]string, n), make([]string, n)
+		contexts        = make([]*string, n)
+		sources         = make([]*time.Time, n)
+	)
+	for i, r := range rows {
+		seqs[i], keys[i], instances[i], waves[i] = r.Seq, r.TaskKey, r.InstanceID, r.WaveNumber
+		types[i], messages[i], contexts[i], sources[i] = r.EventType, r.Message, r.Context, r.SourceTime
+	}
+	return stmt{fmt.Sprintf("insert log entries %d to %d", seqs[0], seqs[n-1]), insertLogManySQL,
+		[]any{rows[0].ExecutionID, rows[0].Time, seqs, keys, instances, waves, types, messages, contexts, sources}}
+}
