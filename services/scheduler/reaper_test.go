@@ -46,7 +46,7 @@ func TestStaleAgentsAssignmentsAreTakenBackBeforeTheLeaseEnds(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, st store.Store) {
 		reg := registryClient(t)
-		s := New(st, WithDriverInterval(20*time.Millisecond), WithWorkDir(t.TempDir()), WithRegistry(reg, time.Second))
+		s := New(st, WithDriverInterval(20*time.Millisecond), WithWorkDir(t.TempDir()), WithRegistry(reg, 2*time.Second))
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
 		s.Start(ctx)
@@ -62,7 +62,9 @@ func TestStaleAgentsAssignmentsAreTakenBackBeforeTheLeaseEnds(t *testing.T) {
 			require.NoError(t, err)
 		}
 		// A 15 s lease (heartbeat 5 s): the taking back below cannot be an expiry. The
-		// Scheduler waits for the stale window (1 s) of silence to it too.
+		// Scheduler waits for the stale window (2 s) of silence to it too; agent-cut-off reports
+		// about every 250 ms, so only a stall of 2 s on a loaded machine could cut it off (1 s
+		// windows with 500 ms reports did, under load 20).
 		opts := &schedulerv1.ExecutionOptions{MaxParallel: 2,
 			AgentConfig: &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(5 * time.Second)}}
 		list := b.createList(t, &schedulerv1.TaskListSpec{Name: "two", Tasks: []*commonv1.Task{
@@ -78,11 +80,11 @@ func TestStaleAgentsAssignmentsAreTakenBackBeforeTheLeaseEnds(t *testing.T) {
 
 		// agent-cut-off keeps reporting to the Scheduler; agent-dead says nothing.
 		var next *schedulerv1.ClaimedAssignment
-		for i := int64(1); next == nil && i <= 40; i++ {
+		for i := int64(1); next == nil && i <= 50; i++ {
 			_, err := b.client.ReportProgress(t.Context(), &schedulerv1.ReportProgressRequest{AssignmentId: live.GetAssignment().GetId(),
 				InstanceId: "agent-cut-off", FencingToken: live.GetAssignment().GetFencingToken(), ReportSeq: i})
 			require.NoError(t, err, "the agent that still reports keeps its lease")
-			next = b.claim(t, "agent-new", 500*time.Millisecond)
+			next = b.claim(t, "agent-new", 250*time.Millisecond)
 		}
 		require.NotNil(t, next, "agent-dead's task is handed out again")
 		require.Equal(t, dead.GetAssignment().GetId(), next.GetAssignment().GetId())
