@@ -176,6 +176,15 @@ type side struct {
 	PeerRounds int     `json:"peer_rounds,omitempty"`
 	// EarlyLeases are the leases granted before the task's wave opened (eager dispatch).
 	EarlyLeases int `json:"early_leases,omitempty"`
+	// StartMs is the run's start inside the wall, from before CreateTaskList to the first
+	// LEASE_GRANTED entry: the list's creation, StartExecution (plan, the run stored, the first
+	// wave opened) and the first claim; CreateMs and StartExecMs the two RPCs' own walls.
+	// EndMs is the run's end inside the wall, from the last TASK_COMPLETED entry to the read that
+	// found the execution's end (the last wave's close and the benchmark's log poll).
+	StartMs     float64 `json:"start_ms,omitempty"`
+	CreateMs    float64 `json:"create_list_ms,omitempty"`
+	StartExecMs float64 `json:"start_execution_ms,omitempty"`
+	EndMs       float64 `json:"end_ms,omitempty"`
 	// CPUMsPerTask is the converge processes' CPU time (user + system, getrusage of the exited
 	// children: converge dev or the Scheduler and Registry, and the agents; not Postgres nor
 	// Redis) per task.
@@ -354,6 +363,10 @@ func printTables(rep report) {
 			}
 			if len(r.ProcessCPU) > 0 {
 				fmt.Printf("\n%s: CPU ms per task (all children %.3f): %s\n", r.Name, r.CPUMsPerTask, cpuLine(r.ProcessCPU))
+			}
+			if r.StartMs > 0 {
+				fmt.Printf("\n%s: wall before the first lease %.0f ms (CreateTaskList %.0f, StartExecution %.0f), after the last completion %.0f ms\n",
+					r.Name, r.StartMs, r.CreateMs, r.StartExecMs, r.EndMs)
 			}
 			if len(r.RPCsPerTask) > 0 {
 				fmt.Printf("\n%s: RPCs served per task: %s\n", r.Name, rpcLine(r.RPCsPerTask))
@@ -569,12 +582,14 @@ func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o optio
 	if err != nil {
 		return side{}, err
 	}
+	created := time.Now()
 	ex, err := c.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId(),
 		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(min(cmp.Or(o.maxParallel, len(g.deps)), 1024)), Dispatch: dispatchModes[dispatch],
 			AgentConfig: &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(10 * time.Second)}}})
 	if err != nil {
 		return side{}, err
 	}
+	startedExec := time.Now()
 	id := ex.GetExecution().GetId()
 	// The end is seen in the log, read as it grows (each poll reads only the new entries, which
 	// are the figures' input too): polling GetExecution every 20 ms cost the Scheduler ≈ 8 % of
@@ -595,7 +610,27 @@ func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o optio
 	e := res.GetExecution()
 	r := side{Name: name, Dispatch: dispatch, WallS: wall.Seconds(), Outcome: strings.TrimPrefix(e.GetOutcome().String(), "OUTCOME_")}
 	figures(&r, g, entries)
+	r.CreateMs, r.StartExecMs = msf(created.Sub(start)), msf(startedExec.Sub(created))
+	if first, last := edgeEntries(entries); !first.IsZero() {
+		r.StartMs, r.EndMs = msf(first.Sub(start)), msf(start.Add(wall).Sub(last))
+	}
 	return r, nil
+}
+
+// edgeEntries answers the store time of the first LEASE_GRANTED and of the last TASK_COMPLETED
+// entry (zero when there is none). The store's clock is this machine's.
+func edgeEntries(entries []*commonv1.LogEntry) (first, last time.Time) {
+	for _, en := range entries {
+		switch en.GetEventType() {
+		case commonv1.EventType_EVENT_TYPE_LEASE_GRANTED:
+			if first.IsZero() {
+				first = en.GetTime().AsTime()
+			}
+		case commonv1.EventType_EVENT_TYPE_TASK_COMPLETED:
+			last = en.GetTime().AsTime()
+		}
+	}
+	return first, last
 }
 
 // followLog reads the execution's log as it grows until its ending entry (EXECUTION_COMPLETED
