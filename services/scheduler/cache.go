@@ -43,7 +43,21 @@ func (s *Server) taskList(ctx context.Context, id string) (*store.TaskList, map[
 	if err != nil {
 		return nil, nil, err
 	}
-	idx = make(map[string]int, len(tl.Spec.GetTasks()))
+	tl, idx = s.cacheList(tl)
+	return tl, idx, nil
+}
+
+// cacheList keeps tl, just read from the store, as taskList would have read it, unless the
+// list is cached already (then the cached one and its index are answered).
+func (s *Server) cacheList(tl *store.TaskList) (*store.TaskList, map[string]int) {
+	s.lists.mu.Lock()
+	if c, ok := s.lists.m[tl.ID]; ok {
+		idx := s.lists.index[tl.ID]
+		s.lists.mu.Unlock()
+		return c, idx
+	}
+	s.lists.mu.Unlock()
+	idx := make(map[string]int, len(tl.Spec.GetTasks()))
 	for i, t := range tl.Spec.GetTasks() {
 		idx[t.GetId()] = i
 	}
@@ -52,9 +66,9 @@ func (s *Server) taskList(ctx context.Context, id string) (*store.TaskList, map[
 		s.lists.m, s.lists.index = map[string]*store.TaskList{}, map[string]map[string]int{}
 		s.lists.dependents, s.lists.signoffs = nil, nil
 	}
-	s.lists.m[id], s.lists.index[id] = tl, idx
+	s.lists.m[tl.ID], s.lists.index[tl.ID] = tl, idx
 	s.lists.mu.Unlock()
-	return tl, idx, nil
+	return tl, idx
 }
 
 // forgetList drops a deleted list from the cache.

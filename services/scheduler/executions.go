@@ -152,7 +152,16 @@ func (s *Server) startExecution(ctx context.Context, req *schedulerv1.StartExecu
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if err := s.begin(ctx, e.Id); err != nil {
+	// The run begins with the list this call read (the runner's cache of it, which its first
+	// transaction would otherwise read again from the store: 1,000 tasks are ~10 ms on Postgres).
+	cached, idx := s.cacheList(tl)
+	s.lists.mu.Lock()
+	if len(s.lists.byExecution) > 100000 {
+		s.lists.byExecution = map[string]string{}
+	}
+	s.lists.byExecution[e.Id] = tl.ID
+	s.lists.mu.Unlock()
+	if err := s.updateWith(ctx, e.Id, cached, idx, beginRun); err != nil {
 		return nil, toStatus(err)
 	}
 	return s.startResponse(ctx, e.Id)
@@ -161,15 +170,18 @@ func (s *Server) startExecution(ctx context.Context, req *schedulerv1.StartExecu
 // begin moves a PENDING execution to RUNNING and opens its first wave. The driver calls it too,
 // for an execution whose starter died between storing and beginning it.
 func (s *Server) begin(ctx context.Context, id string) error {
-	return s.update(ctx, id, func(r *runner) error {
-		if r.e.GetStatus() != schedulerv1.ExecutionStatus_EXECUTION_STATUS_PENDING {
-			return nil
-		}
-		r.e.Status = schedulerv1.ExecutionStatus_EXECUTION_STATUS_RUNNING
-		r.e.StartTime = r.now()
-		r.changed = true
-		return r.startWave(1)
-	})
+	return s.update(ctx, id, beginRun)
+}
+
+// beginRun is begin's change of the execution.
+func beginRun(r *runner) error {
+	if r.e.GetStatus() != schedulerv1.ExecutionStatus_EXECUTION_STATUS_PENDING {
+		return nil
+	}
+	r.e.Status = schedulerv1.ExecutionStatus_EXECUTION_STATUS_RUNNING
+	r.e.StartTime = r.now()
+	r.changed = true
+	return r.startWave(1)
 }
 
 func (s *Server) startResponse(ctx context.Context, id string) (*schedulerv1.StartExecutionResponse, error) {
