@@ -268,8 +268,8 @@ func createStatements(e *schedulerv1.Execution, runNumber int32, now time.Time, 
 	for _, w := range wrows {
 		stmts = append(stmts, stmt{"insert wave " + w.ID, insertWaveSQL, waveArgs(w, now)})
 	}
-	for _, a := range arows {
-		stmts = append(stmts, stmt{"insert assignment " + a.ID, insertAssignmentSQL, assignmentArgs(a, now)})
+	if len(arows) > 0 {
+		stmts = append(stmts, stmt{"insert assignments", insertAssignmentsSQL, assignmentsArgs(e.GetId(), arows, now)})
 	}
 	logs, err := store.LogRows(e.GetId(), 0, now, entries)
 	if err != nil {
