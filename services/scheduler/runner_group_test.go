@@ -77,27 +77,7 @@ func TestCompletionsOfOneExecutionCommitTogether(t *testing.T) {
 // (off, the test must fail: each completion is its own transaction).
 func testGroupCommit(t *testing.T, st store.Store, on bool) {
 	const n = 6
-	gs := &gatedStore{Store: st}
-	s := New(gs, WithWorkDir(t.TempDir()), WithGroupCommit(on)) // no driver: only the requests write
-	conn := servertest.Serve(t, server.Config{Name: "scheduler-test",
-		Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}}})
-	b := &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: gs}
-	spec := &schedulerv1.TaskListSpec{Name: "group"}
-	for i := range n {
-		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: fmt.Sprintf("T%d", i), Title: "task", Action: commonv1.TaskAction_TASK_ACTION_RUN,
-			Command: "true", File: fmt.Sprintf("out/%d.txt", i)})
-	}
-	e := b.start(t, b.createList(t, spec), &schedulerv1.ExecutionOptions{MaxParallel: n})
-	var claims []*schedulerv1.ClaimedAssignment
-	for i := range n {
-		c := b.claim(t, fmt.Sprintf("agent-%d", i), time.Second)
-		require.NotNil(t, c)
-		claims = append(claims, c)
-	}
-	gs.mu.Lock()
-	gs.execution, gs.calls, gs.gate = e.GetId(), 0, make(chan struct{})
-	gate := gs.gate
-	gs.mu.Unlock()
+	s, b, gs, e, claims, gate := gatedRun(t, st, on, "group", n, n)
 
 	const stale = 3
 	errs := make([]error, n)
@@ -193,27 +173,7 @@ func TestGroupedRequestsReadAheadInOneRoundTrip(t *testing.T) {
 	st, err := postgres.New(t.Context(), dbtest.Postgres(t), database.WithMigrate(), database.WithTracer(sqls))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	gs := &gatedStore{Store: st}
-	s := New(gs, WithWorkDir(t.TempDir()), WithGroupCommit(true)) // no driver: only the requests write
-	conn := servertest.Serve(t, server.Config{Name: "scheduler-test",
-		Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}}})
-	b := &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: gs}
-	spec := &schedulerv1.TaskListSpec{Name: "readahead"}
-	for i := range 2 * n {
-		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: fmt.Sprintf("T%02d", i), Title: "task", Action: commonv1.TaskAction_TASK_ACTION_RUN,
-			Command: "true", File: fmt.Sprintf("out/%d.txt", i)})
-	}
-	e := b.start(t, b.createList(t, spec), &schedulerv1.ExecutionOptions{MaxParallel: 2 * n})
-	var claims []*schedulerv1.ClaimedAssignment
-	for i := range n {
-		c := b.claim(t, fmt.Sprintf("agent-%d", i), time.Second)
-		require.NotNil(t, c)
-		claims = append(claims, c)
-	}
-	gs.mu.Lock()
-	gs.execution, gs.calls, gs.gate = e.GetId(), 0, make(chan struct{})
-	gate := gs.gate
-	gs.mu.Unlock()
+	s, b, gs, e, claims, gate := gatedRun(t, st, true, "readahead", 2*n, n)
 
 	res := make([]*schedulerv1.CompleteTaskResponse, n)
 	errs := make([]error, n)
@@ -269,4 +229,35 @@ func TestGroupedRequestsReadAheadInOneRoundTrip(t *testing.T) {
 		require.EqualValues(t, n, w.GetCompletedCount())
 		return nil
 	}))
+}
+
+// gatedRun serves a Scheduler (group commit on or off, no driver: only the requests write) over
+// a gated store, starts a run of tasks independent tasks (max_parallel tasks), claims the first n
+// for agent-0 … agent-(n-1), and gates the run: its next transaction waits before the
+// execution's lock until gate is closed.
+func gatedRun(t *testing.T, st store.Store, groupCommit bool, name string, tasks, n int) (*Server, *testBundle, *gatedStore,
+	*schedulerv1.Execution, []*schedulerv1.ClaimedAssignment, chan struct{}) {
+	t.Helper()
+	gs := &gatedStore{Store: st}
+	s := New(gs, WithWorkDir(t.TempDir()), WithGroupCommit(groupCommit))
+	conn := servertest.Serve(t, server.Config{Name: "scheduler-test",
+		Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: s, Ready: st.Ping}}})
+	b := &testBundle{client: schedulerv1.NewSchedulerServiceClient(conn), store: gs}
+	spec := &schedulerv1.TaskListSpec{Name: name}
+	for i := range tasks {
+		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: fmt.Sprintf("T%02d", i), Title: "task", Action: commonv1.TaskAction_TASK_ACTION_RUN,
+			Command: "true", File: fmt.Sprintf("out/%d.txt", i)})
+	}
+	e := b.start(t, b.createList(t, spec), &schedulerv1.ExecutionOptions{MaxParallel: int32(tasks)})
+	var claims []*schedulerv1.ClaimedAssignment
+	for i := range n {
+		c := b.claim(t, fmt.Sprintf("agent-%d", i), time.Second)
+		require.NotNil(t, c)
+		claims = append(claims, c)
+	}
+	gs.mu.Lock()
+	gs.execution, gs.calls, gs.gate = e.GetId(), 0, make(chan struct{})
+	gate := gs.gate
+	gs.mu.Unlock()
+	return s, b, gs, e, claims, gate
 }
