@@ -38,14 +38,17 @@ func (s *Store) CreateTaskList(ctx context.Context, id string, spec *schedulerv1
 	if err != nil {
 		return nil, err
 	}
+	var created, updated time.Time
 	err = pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO task_lists (id, name, name_folded, description, source_format,
+		err := tx.QueryRow(ctx, `INSERT INTO task_lists (id, name, name_folded, description, source_format,
 			source_path, repository_url, repository_path, base_ref, spec_file, tasks_file,
 			conventions_files, context_files, validation_levels, done_criteria, metadata)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13::jsonb, $14::jsonb, $15, $16::jsonb)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13::jsonb, $14::jsonb, $15, $16::jsonb)
+			RETURNING created_at, updated_at`,
 			row.ID, row.Name, row.NameFolded, row.Description, row.SourceFormat, row.SourcePath,
 			row.RepositoryURL, row.RepositoryPath, row.BaseRef, row.SpecFile, row.TasksFile,
-			row.ConventionsFiles, row.ContextFiles, row.ValidationLevels, row.DoneCriteria, row.Metadata)
+			row.ConventionsFiles, row.ContextFiles, row.ValidationLevels, row.DoneCriteria, row.Metadata).
+			Scan(&created, &updated)
 		if database.ViolationOf(err) == database.UniqueViolation {
 			return fmt.Errorf("task list %q: %w", id, store.ErrAlreadyExists)
 		}
@@ -115,7 +118,26 @@ func (s *Store) CreateTaskList(ctx context.Context, id string, spec *schedulerv1
 		}
 		return nil, fmt.Errorf("scheduler store: create task list %q: %w", id, err)
 	}
-	return s.GetTaskList(ctx, id, store.ViewFull)
+	return createdList(row, tasks, created, updated)
+}
+
+// createdList is a list as CreateTaskList stored it, built from the rows it inserted and the
+// store times the insert returned, as GetTaskList(ViewFull) would read it back: a new list has
+// no runs, and its tasks are counted from its rows (issue 17, P1b: the read-back was two
+// statements and a read transaction in every run's start).
+func createdList(row store.TaskListRow, tasks []store.TaskRow, created, updated time.Time) (*store.TaskList, error) {
+	tl, err := store.DecodeTaskList(row, tasks)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: create task list %q: %w", row.ID, err)
+	}
+	tl.CreateTime, tl.UpdateTime = created.UTC(), updated.UTC()
+	tl.TaskCount = int32(len(tasks))
+	for _, t := range tasks {
+		if t.Status == "completed" {
+			tl.CompletedTaskCount++
+		}
+	}
+	return tl, nil
 }
 
 // taskArrays turns task rows into the column arrays of the tasks insert ($2 to $22).
