@@ -266,10 +266,11 @@ func (c Config) complete() (*completedConfig, error) {
 		return nil, errors.New("server: MetricsAddr is set but Registerer is not a prometheus.Gatherer")
 	}
 
-	cc.validator, err = protovalidate.New()
+	cc.validator, err = processValidator() // validator.go
 	if err != nil {
 		return nil, fmt.Errorf("server: build request validator: %w", err)
 	}
+	warmValidator(cc.validator, cc.Services)
 	return cc, nil
 }
 
