@@ -184,9 +184,12 @@ func (pr *Prepared) Plan(ctx context.Context, maxParallel int, budget int64) (*R
 	for l := range nLevels {
 		p.level(order[start[l]:start[l+1]], l)
 		if p.err != nil {
+			putSetTable(p.sets)
 			return nil, p.err
 		}
 	}
+	putSetTable(p.sets)
+	p.sets = nil
 	return &Result{Waves: p.result, Levels: nLevels, tasks: tasks, prepared: pr, maxParallel: maxParallel,
 		conflicts: p.conflicts, paths: p.paths}, nil
 }
@@ -303,7 +306,7 @@ func newPacker(pr *Prepared, maxParallel int) *packer {
 		off:         pr.off,
 		exclusive:   pr.exclusive,
 		dirUp:       pr.dirUp,
-		sets:        newSetTable(pr.nodes * classes),
+		sets:        getSetTable(pr.nodes * classes),
 		arena:       make([]Placement, len(pr.tasks)),
 	}
 }
