@@ -36,14 +36,16 @@ func (s *Store) CreateTaskList(ctx context.Context, id string, spec *schedulerv1
 	if err != nil {
 		return nil, err
 	}
+	var created, updated string
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO task_lists (id, name, name_folded, description, source_format,
+		err := tx.QueryRowContext(ctx, `INSERT INTO task_lists (id, name, name_folded, description, source_format,
 			source_path, repository_url, repository_path, base_ref, spec_file, tasks_file,
 			conventions_files, context_files, validation_levels, done_criteria, metadata)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING created_at, updated_at`,
 			row.ID, row.Name, row.NameFolded, row.Description, row.SourceFormat, row.SourcePath,
 			row.RepositoryURL, row.RepositoryPath, row.BaseRef, row.SpecFile, row.TasksFile,
-			row.ConventionsFiles, row.ContextFiles, row.ValidationLevels, row.DoneCriteria, row.Metadata)
+			row.ConventionsFiles, row.ContextFiles, row.ValidationLevels, row.DoneCriteria, row.Metadata).
+			Scan(&created, &updated)
 		if database.ViolationOf(err) == database.UniqueViolation {
 			return fmt.Errorf("task list %q: %w", id, store.ErrAlreadyExists)
 		}
@@ -87,7 +89,31 @@ func (s *Store) CreateTaskList(ctx context.Context, id string, spec *schedulerv1
 		}
 		return nil, fmt.Errorf("scheduler store: create task list %q: %w", id, err)
 	}
-	return s.GetTaskList(ctx, id, store.ViewFull)
+	return createdList(row, tasks, created, updated)
+}
+
+// createdList is a list as CreateTaskList stored it, built from the rows it inserted and the
+// store times the insert returned, as GetTaskList(ViewFull) would read it back: a new list has
+// no runs, and its tasks are counted from its rows (issue 17, P1b: no read-back of the whole
+// list in every run's start).
+func createdList(row store.TaskListRow, tasks []store.TaskRow, created, updated string) (*store.TaskList, error) {
+	tl, err := store.DecodeTaskList(row, tasks)
+	if err == nil {
+		tl.CreateTime, err = database.ParseSQLiteTime(created)
+	}
+	if err == nil {
+		tl.UpdateTime, err = database.ParseSQLiteTime(updated)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: create task list %q: %w", row.ID, err)
+	}
+	tl.TaskCount = int32(len(tasks))
+	for _, t := range tasks {
+		if t.Status == "completed" {
+			tl.CompletedTaskCount++
+		}
+	}
+	return tl, nil
 }
 
 // inTx runs f in a transaction (BEGIN IMMEDIATE: it holds the write lock), committed when f
