@@ -413,3 +413,23 @@ func jsonText(v any) (string, error) {
 	}
 	return string(b), nil
 }
+
+// CreatedTaskList is a list as CreateTaskList stored it, built from the rows it inserted and the
+// store times the insert returned, as GetTaskList(ViewFull) would read it back: a new list has no
+// runs, and its tasks are counted from its rows (issue 17, P1b: no read-back of the whole list
+// in every run's start). Both backends answer CreateTaskList with it.
+func CreatedTaskList(row TaskListRow, tasks []TaskRow, created, updated time.Time) (*TaskList, error) {
+	tl, err := DecodeTaskList(row, tasks)
+	if err != nil {
+		return nil, err
+	}
+	tl.CreateTime, tl.UpdateTime = created.UTC(), updated.UTC()
+	tl.TaskCount = int32(len(tasks))
+	completed := statusName(commonv1.TaskStatus_TASK_STATUS_COMPLETED)
+	for _, t := range tasks {
+		if t.Status == completed {
+			tl.CompletedTaskCount++
+		}
+	}
+	return tl, nil
+}

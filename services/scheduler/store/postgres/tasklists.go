@@ -118,24 +118,9 @@ func (s *Store) CreateTaskList(ctx context.Context, id string, spec *schedulerv1
 		}
 		return nil, fmt.Errorf("scheduler store: create task list %q: %w", id, err)
 	}
-	return createdList(row, tasks, created, updated)
-}
-
-// createdList is a list as CreateTaskList stored it, built from the rows it inserted and the
-// store times the insert returned, as GetTaskList(ViewFull) would read it back: a new list has
-// no runs, and its tasks are counted from its rows (issue 17, P1b: the read-back was two
-// statements and a read transaction in every run's start).
-func createdList(row store.TaskListRow, tasks []store.TaskRow, created, updated time.Time) (*store.TaskList, error) {
-	tl, err := store.DecodeTaskList(row, tasks)
+	tl, err := store.CreatedTaskList(row, tasks, created, updated)
 	if err != nil {
-		return nil, fmt.Errorf("scheduler store: create task list %q: %w", row.ID, err)
-	}
-	tl.CreateTime, tl.UpdateTime = created.UTC(), updated.UTC()
-	tl.TaskCount = int32(len(tasks))
-	for _, t := range tasks {
-		if t.Status == "completed" {
-			tl.CompletedTaskCount++
-		}
+		return nil, fmt.Errorf("scheduler store: create task list %q: %w", id, err)
 	}
 	return tl, nil
 }

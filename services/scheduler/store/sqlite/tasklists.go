@@ -89,29 +89,17 @@ func (s *Store) CreateTaskList(ctx context.Context, id string, spec *schedulerv1
 		}
 		return nil, fmt.Errorf("scheduler store: create task list %q: %w", id, err)
 	}
-	return createdList(row, tasks, created, updated)
-}
-
-// createdList is a list as CreateTaskList stored it, built from the rows it inserted and the
-// store times the insert returned, as GetTaskList(ViewFull) would read it back: a new list has
-// no runs, and its tasks are counted from its rows (issue 17, P1b: no read-back of the whole
-// list in every run's start).
-func createdList(row store.TaskListRow, tasks []store.TaskRow, created, updated string) (*store.TaskList, error) {
-	tl, err := store.DecodeTaskList(row, tasks)
-	if err == nil {
-		tl.CreateTime, err = database.ParseSQLiteTime(created)
-	}
-	if err == nil {
-		tl.UpdateTime, err = database.ParseSQLiteTime(updated)
-	}
+	createTime, err := database.ParseSQLiteTime(created)
 	if err != nil {
-		return nil, fmt.Errorf("scheduler store: create task list %q: %w", row.ID, err)
+		return nil, fmt.Errorf("scheduler store: create task list %q: %w", id, err)
 	}
-	tl.TaskCount = int32(len(tasks))
-	for _, t := range tasks {
-		if t.Status == "completed" {
-			tl.CompletedTaskCount++
-		}
+	updateTime, err := database.ParseSQLiteTime(updated)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: create task list %q: %w", id, err)
+	}
+	tl, err := store.CreatedTaskList(row, tasks, createTime, updateTime)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler store: create task list %q: %w", id, err)
 	}
 	return tl, nil
 }
