@@ -39,6 +39,11 @@ type lease struct {
 	locks    []heldLock
 	lockTTL  time.Duration
 	lockLost error
+	// renewMu serialises the rounds of renewLocks (the keeper's and the fence's) and the release's
+	// read of the tokens: a round that took a lapsed lock again stores its new token before
+	// another round renews, or the release releases, with the old one (which the Registry refuses
+	// as stale: the work was stopped as if the lock were lost, and the new grant was left held).
+	renewMu sync.Mutex
 	// local, for RunTask (no Scheduler): reports go to it instead of ReportProgress.
 	local func(events []*schedulerv1.AgentEvent, percent int32, message string)
 	// told is closed once the claim's heartbeat (RUNNING this task) was answered or failed; nil

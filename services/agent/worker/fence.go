@@ -25,8 +25,11 @@ func (l *lease) setLocks(locks []heldLock, ttl time.Duration) {
 	l.mu.Unlock()
 }
 
-// heldLocks answers the locks the work holds now (a lapsed lock taken again has a new token).
+// heldLocks answers the locks the work holds now (a lapsed lock taken again has a new token),
+// after any renewal round in flight.
 func (l *lease) heldLocks() []heldLock {
+	l.renewMu.Lock()
+	defer l.renewMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]heldLock(nil), l.locks...)
@@ -38,6 +41,8 @@ func (l *lease) heldLocks() []heldLock {
 // then an error and the work must stop without writing. An unreachable Registry is no answer:
 // the locks may still be ours, the next round tries again.
 func (l *lease) renewLocks(ctx context.Context) error {
+	l.renewMu.Lock()
+	defer l.renewMu.Unlock()
 	l.mu.Lock()
 	if l.lockLost != nil {
 		l.mu.Unlock()
