@@ -10,31 +10,45 @@ import "slices"
 // adjacency lists built; a dependency not yet computed is resolved by an iterative depth-first
 // walk over the dependencies, which also finds cycles. O(tasks + dependencies).
 func Levels(tasks []Task) ([]int, int, error) {
-	levels, _, n, err := levelsOf(tasks)
+	var s scratch
+	n, err := levelsOf(tasks, &s)
 	if err != nil {
 		return nil, 0, err
 	}
-	out := make([]int, len(levels))
-	for i, l := range levels {
+	out := make([]int, len(s.levels))
+	for i, l := range s.levels {
 		out[i] = int(l)
 	}
 	return out, n, nil
 }
 
-// levelsOf is Levels, with via: for each task, the first of its dependencies (in its list) whose
-// level is one below its own, or -1 at level 0 (what its placement's message names).
-func levelsOf(tasks []Task) (levels, via []int32, nLevels int, err error) {
+// scratch is what levelsOf and levelOrder compute, in slices a packer keeps from plan to plan.
+type scratch struct {
+	levels, via []int32 // per task: its level, and the dependency that gives it
+	order       []int32 // the tasks of level l are order[start[l]:start[l+1]]
+	start, fill []int
+	stack       []frame
+	keys        []uint64
+}
+
+// frame is one task of levelsOf's depth-first walk, and the next of its dependencies to visit.
+type frame struct{ t, k int32 }
+
+// levelsOf is Levels, into s.levels, with s.via: for each task, the first of its dependencies (in
+// its list) whose level is one below its own, or -1 at level 0 (what its placement's message
+// names).
+func levelsOf(tasks []Task, s *scratch) (nLevels int, err error) {
 	const (
 		unseen  = -1
 		onStack = -2
 	)
-	levels = make([]int32, len(tasks))
-	via = make([]int32, len(tasks))
+	s.levels, s.via = resize(s.levels, len(tasks)), resize(s.via, len(tasks))
+	levels, via := s.levels, s.via
 	for i := range levels {
 		levels[i] = unseen
 	}
-	type frame struct{ t, k int32 }
-	var stack []frame
+	stack := s.stack
+	defer func() { s.stack = stack[:0] }()
 	for i := range tasks {
 		l, by, ok := int32(0), int32(-1), true
 		for _, d := range tasks[i].Deps {
@@ -63,7 +77,7 @@ func levelsOf(tasks []Task) (levels, via []int32, nLevels int, err error) {
 				f.k++
 				switch levels[d] {
 				case onStack:
-					return nil, nil, 0, ErrCycle
+					return 0, ErrCycle
 				case unseen:
 					levels[d] = onStack
 					stack = append(stack, frame{d, 0})
@@ -81,7 +95,7 @@ func levelsOf(tasks []Task) (levels, via []int32, nLevels int, err error) {
 			stack = stack[:len(stack)-1]
 		}
 	}
-	return levels, via, nLevels, nil
+	return nLevels, nil
 }
 
 // levelOrder returns the tasks of each level, by priority (higher first) then list order:
@@ -90,17 +104,21 @@ func levelsOf(tasks []Task) (levels, via []int32, nLevels int, err error) {
 // order in two passes; otherwise a counting sort by level keeps list order, and the tasks of a
 // level with different priorities are sorted by a key of priority and index.
 // byPriority and few are priorityOrder's answer for tasks (Prepare computes it once per list).
-func levelOrder(tasks []Task, levels []int32, nLevels int, byPriority []int32, few bool) (order []int32, start []int) {
-	start = make([]int, nLevels+1)
+// levels are s.levels (levelsOf); order and start go to s.order and s.start.
+func levelOrder(tasks []Task, nLevels int, byPriority []int32, few bool, s *scratch) {
+	levels := s.levels
+	start := resize(s.start, nLevels+1)
+	clear(start)
 	for _, l := range levels {
 		start[l+1]++
 	}
 	for l := range nLevels {
 		start[l+1] += start[l]
 	}
-	order = make([]int32, len(tasks))
-	fill := make([]int, nLevels)
+	order := resize(s.order, len(tasks))
+	fill := resize(s.fill, nLevels)
 	copy(fill, start[:nLevels])
+	s.order, s.start, s.fill = order, start, fill
 	for i, l := range levels {
 		if byPriority != nil {
 			t := byPriority[i]
@@ -112,9 +130,10 @@ func levelOrder(tasks []Task, levels []int32, nLevels int, byPriority []int32, f
 		fill[l]++
 	}
 	if few {
-		return order, start
+		return
 	}
-	var keys []uint64
+	keys := s.keys
+	defer func() { s.keys = keys[:0] }()
 	for l := range nLevels {
 		level := order[start[l]:start[l+1]]
 		if len(level) < 2 {
@@ -141,7 +160,6 @@ func levelOrder(tasks []Task, levels []int32, nLevels int, byPriority []int32, f
 			level[i] = int32(uint32(k))
 		}
 	}
-	return order, start
 }
 
 // maxPriorities is how many distinct priorities priorityOrder sorts by counting.

@@ -35,25 +35,15 @@ const (
 // found when the task is placed.
 const maxLateReport = 64
 
-// hasGlob reports whether task t has a glob impact.
-func (p *packer) hasGlob(t int32) bool {
-	for _, im := range p.impactsOf(t) {
-		if im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB {
-			return true
-		}
-	}
-	return false
-}
-
-// conflictsAny reports whether task t, which has no glob, conflicts with wave rel of the level,
-// which holds none: conflictsWith without the report, stopping at the first conflict.
-func (p *packer) conflictsAny(t int32, rel int) bool {
+// conflictsAny reports whether a task with impacts ims (its layout's), which has no glob,
+// conflicts with wave rel of the level, which holds none: conflictsWith without the report,
+// stopping at the first conflict.
+func (p *packer) conflictsAny(ims []slim, rel int) bool {
 	w := int32(p.first + rel)
-	ims := p.impactsOf(t)
 	for i := range ims {
 		im := &ims[i]
 		readers := !im.write
-		if im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY && p.who(im.node, classUnder, w, readers) >= 0 {
+		if im.dir && p.who(im.node, classUnder, w, readers) >= 0 {
 			return true
 		}
 		if p.who(im.node, classExact, w, readers) >= 0 {
@@ -138,8 +128,8 @@ func (pr *Prepared) firstIn(wave []Placement, node int32, class int, writers boo
 	return -1
 }
 
-// placement records why task t landed in wave rel of its level.
-func (p *packer) placement(t int32, lvl, rel int) Placement {
+// placement records why task t landed in wave rel of its level; flags and ims are its layout's.
+func (p *packer) placement(t int32, lvl, rel int, flags uint8, ims []slim) Placement {
 	pl := Placement{Task: int(t), Level: lvl}
 	if rel == 0 {
 		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_DEPENDENCY_LEVEL
@@ -151,7 +141,7 @@ func (p *packer) placement(t int32, lvl, rel int) Placement {
 	pl.conflicts = int32(len(p.conflicts))
 	pl.paths = int32(len(p.paths))
 	switch {
-	case p.exclusive[t]:
+	case flags&flagExclusive != 0:
 		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT
 		pl.why = whyExclusive
 		for _, c := range prev.tasks[:min(len(prev.tasks), maxReported)] {
@@ -166,11 +156,11 @@ func (p *packer) placement(t int32, lvl, rel int) Placement {
 		pl.nConflicts = 1
 		return pl
 	}
-	if len(prev.globs) == 0 && len(prev.tasks) <= maxLateReport && !p.hasGlob(t) {
+	if len(prev.globs) == 0 && len(prev.tasks) <= maxLateReport && flags&flagGlob == 0 {
 		// No glob on either side: the conflicts are found again from the plan when they are read
 		// (Result.report), from the tasks the wave before held then (the first arg of its
 		// placements). Here only whether there is one, when the wave before is full.
-		if len(prev.tasks) >= p.maxParallel && !p.conflictsAny(t, rel-1) {
+		if len(prev.tasks) >= p.maxParallel && !p.conflictsAny(ims, rel-1) {
 			pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_MAX_PARALLEL
 			pl.why, pl.arg = whyMaxParallel, int32(len(prev.tasks))
 			return pl
@@ -179,13 +169,13 @@ func (p *packer) placement(t int32, lvl, rel int) Placement {
 		pl.why, pl.arg = whyConflictLater, int32(len(prev.tasks))
 		return pl
 	}
-	if len(prev.tasks) >= p.maxParallel && !p.conflictsWith(t, rel-1, nil) {
+	if len(prev.tasks) >= p.maxParallel && !p.conflictsWith(t, rel-1, ims, nil) {
 		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_MAX_PARALLEL
 		pl.why, pl.arg = whyMaxParallel, int32(len(prev.tasks))
 		return pl
 	}
 	found := p.found[:0]
-	p.conflictsWith(t, rel-1, &found)
+	p.conflictsWith(t, rel-1, ims, &found)
 	p.found = found
 	pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT
 	pl.why = whyConflict
@@ -281,9 +271,9 @@ func (r *Result) appendMessage(b []byte, pl *Placement, conflicts []int, paths [
 	return b
 }
 
-// conflictsWith reports whether task t conflicts with wave rel of the level, collecting the
-// conflicts into report when it is not nil.
-func (p *packer) conflictsWith(t int32, rel int, report *[]conflict) bool {
+// conflictsWith reports whether task t (impacts lims, its layout's) conflicts with wave rel of the
+// level, collecting the conflicts into report when it is not nil.
+func (p *packer) conflictsWith(t int32, rel int, lims []slim, report *[]conflict) bool {
 	w := int32(p.first + rel)
 	found := false
 	note := func(who int32, path string) {
@@ -310,7 +300,7 @@ func (p *packer) conflictsWith(t int32, rel int, report *[]conflict) bool {
 			note(p.who(a, classDir, w, readers), im.path)
 		}
 	}
-	if p.globConflict(t, true, p.waves[rel], report) {
+	if p.globConflict(true, p.waves[rel], lims, report) {
 		found = true
 	}
 	return found

@@ -171,25 +171,22 @@ func (pr *Prepared) Plan(ctx context.Context, maxParallel int, budget int64) (*R
 		return nil, err
 	}
 	tasks := pr.tasks
-	levels, via, nLevels, err := levelsOf(tasks)
+	p := getPacker(pr, maxParallel)
+	defer putPacker(p)
+	nLevels, err := levelsOf(tasks, &p.scratch)
 	if err != nil {
 		return nil, err
 	}
+	levelOrder(tasks, nLevels, pr.byPriority, pr.fewPriorities, &p.scratch)
+	p.lay.lay(pr, p.order)
 
-	order, start := levelOrder(tasks, levels, nLevels, pr.byPriority, pr.fewPriorities)
-
-	p := newPacker(pr, maxParallel)
 	p.ctx, p.budget, p.check = ctx, budget, checkEvery
-	p.via = via
 	for l := range nLevels {
-		p.level(order[start[l]:start[l+1]], l)
+		p.level(p.start[l], p.start[l+1], l)
 		if p.err != nil {
-			putSetTable(p.sets)
 			return nil, p.err
 		}
 	}
-	putSetTable(p.sets)
-	p.sets = nil
 	return &Result{Waves: p.result, Levels: nLevels, tasks: tasks, prepared: pr, maxParallel: maxParallel,
 		conflicts: p.conflicts, paths: p.paths}, nil
 }
@@ -236,10 +233,10 @@ func headOf(s string) uint64 {
 // waveState is what packing needs of a wave of the current level.
 type waveState struct {
 	tasks  []int32
-	globs  []*impact // glob impacts in the wave
-	plain  []*impact // file and directory impacts in the wave (for globs to check)
-	owners []int32   // owner of each plain impact
-	gowner []int32   // owner of each glob impact
+	globs  []slim  // glob impacts in the wave
+	plain  []slim  // file and directory impacts in the wave (for globs to check)
+	owners []int32 // owner of each plain impact
+	gowner []int32 // owner of each glob impact
 	// exclusive: the wave holds an exclusive task, alone.
 	exclusive bool
 }
@@ -250,7 +247,8 @@ type packer struct {
 	maxParallel int
 	ims         []impact // every task's impacts: task t's are ims[off[t]:off[t+1]]
 	off         []int32
-	exclusive   []bool       // each task's Exclusive
+	lay         layout       // the impacts again, in placement order (what place reads)
+	scratch                  // levels and order
 	dirUp       []int32      // the nearest ancestor of each path where some task has a directory impact, or -1
 	sets        *setTable    // (node, class, wave) → membership, this level's
 	open        []int32      // union-find over waves: open[w] == w when wave w is not full
@@ -262,8 +260,7 @@ type packer struct {
 	pending     []Placement
 	pendingWave []int32
 	arena       []Placement
-	counts      []int   // placements per wave of the level (scratch)
-	via         []int32 // per task, the dependency that gives its level (-1 at level 0)
+	counts      []int // placements per wave of the level (scratch)
 	// The placements' conflicting tasks and paths (see Placement), and the conflicts of the
 	// placement being recorded (scratch).
 	conflicts []int
@@ -296,19 +293,6 @@ func (p *packer) spend(n int64) bool {
 		}
 	}
 	return true
-}
-
-func newPacker(pr *Prepared, maxParallel int) *packer {
-	return &packer{
-		tasks:       pr.tasks,
-		maxParallel: maxParallel,
-		ims:         pr.ims,
-		off:         pr.off,
-		exclusive:   pr.exclusive,
-		dirUp:       pr.dirUp,
-		sets:        getSetTable(pr.nodes * classes),
-		arena:       make([]Placement, len(pr.tasks)),
-	}
 }
 
 // impactsOf returns task t's impacts.
@@ -401,14 +385,14 @@ func (p *packer) openFrom(w int32) int32 {
 // directory impact above it (a directory writer also everything under it); a reader avoids the
 // writers among them. Globs are checked against globs here only when identical; the rest is
 // globConflict's.
-func (p *packer) fit(im *impact, w int32) int32 {
+func (p *packer) fit(im *slim, w int32) int32 {
 	readers := !im.write // a reader only avoids writers
-	if im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB {
+	if im.glob {
 		return p.free(im.node, classGlob, w, readers)
 	}
 	for {
 		x := w
-		if im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY {
+		if im.dir {
 			x = p.free(im.node, classUnder, x, readers)
 		}
 		x = p.free(im.node, classExact, x, readers)
@@ -422,14 +406,14 @@ func (p *packer) fit(im *impact, w int32) int32 {
 	}
 }
 
-// level packs the tasks of one level, in order.
-func (p *packer) level(order []int32, lvl int) {
+// level packs the tasks of one level: those at positions from to to-1 of the order.
+func (p *packer) level(from, to int, lvl int) {
 	p.first = len(p.result)
 	p.waves = p.waves[:0]
 	p.sets.next() // the sets of the level before are never looked at again
 	p.pending, p.pendingWave = p.pending[:0], p.pendingWave[:0]
-	for _, t := range order {
-		if p.place(t, lvl); p.err != nil {
+	for pos := from; pos < to; pos++ {
+		if p.place(p.order[pos], pos, lvl); p.err != nil {
 			return
 		}
 		p.placed++
@@ -450,9 +434,9 @@ func (p *packer) level(order []int32, lvl int) {
 	}
 }
 
-// record keeps task t's placement in wave rel of the level.
-func (p *packer) record(t int32, lvl, rel int) {
-	p.pending = append(p.pending, p.placement(t, lvl, rel))
+// record keeps task t's placement in wave rel of the level; flags and ims are its layout's.
+func (p *packer) record(t int32, lvl, rel int, flags uint8, ims []slim) {
+	p.pending = append(p.pending, p.placement(t, lvl, rel, flags, ims))
 	p.pendingWave = append(p.pendingWave, int32(rel))
 }
 
@@ -480,20 +464,18 @@ func (p *packer) placeAlone(t int32, lvl int) {
 	ws.tasks, ws.exclusive = append(ws.tasks, t), true
 	p.result = append(p.result, nil)
 	p.open = append(p.open, w+1) // full: nothing joins it
-	p.record(t, lvl, len(p.waves)-1)
+	p.record(t, lvl, len(p.waves)-1, flagExclusive, nil)
 }
 
-// place puts task t in the first wave of its level it fits in.
-func (p *packer) place(t int32, lvl int) {
-	if p.exclusive[t] {
+// place puts task t, at position pos of the order, in the first wave of its level it fits in.
+func (p *packer) place(t int32, pos int, lvl int) {
+	flags := p.lay.flag[pos]
+	if flags&flagExclusive != 0 {
 		p.placeAlone(t, lvl)
 		return
 	}
-	ims := p.impactsOf(t)
-	hasGlob := false
-	for i := range ims {
-		hasGlob = hasGlob || ims[i].kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB
-	}
+	ims := p.lay.ims[p.lay.off[pos]:p.lay.off[pos+1]]
+	hasGlob := flags&flagGlob != 0
 	w := p.openFrom(int32(p.first))
 	for {
 		if !p.spend(1) {
@@ -511,7 +493,7 @@ func (p *packer) place(t int32, lvl int) {
 		if moved {
 			continue
 		}
-		if rel := int(w) - p.first; rel < len(p.waves) && p.globConflict(t, hasGlob, p.waves[rel], nil) {
+		if rel := int(w) - p.first; rel < len(p.waves) && p.globConflict(hasGlob, p.waves[rel], ims, nil) {
 			w++
 			continue
 		}
@@ -529,26 +511,26 @@ func (p *packer) place(t int32, lvl int) {
 	ws.tasks = append(ws.tasks, t)
 	for i := range ims {
 		im := &ims[i]
-		switch im.kind {
-		case commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB:
+		if im.glob {
 			p.add(im.node, classGlob, w, t, im.write)
-			ws.globs = append(ws.globs, im)
+			ws.globs = append(ws.globs, *im)
 			ws.gowner = append(ws.gowner, t)
 			continue
-		case commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY:
+		}
+		if im.dir {
 			p.add(im.node, classDir, w, t, im.write)
 		}
 		p.add(im.node, classExact, w, t, im.write)
 		for a := p.dirUp[im.node]; a >= 0; a = p.dirUp[a] {
 			p.add(a, classUnder, w, t, im.write)
 		}
-		ws.plain = append(ws.plain, im)
+		ws.plain = append(ws.plain, *im)
 		ws.owners = append(ws.owners, t)
 	}
 	if len(ws.tasks) >= p.maxParallel {
 		p.open[w] = w + 1
 	}
-	p.record(t, lvl, rel)
+	p.record(t, lvl, rel, flags, ims)
 }
 
 // conflict is one overlap found between the task being placed and a task of a wave.
@@ -557,42 +539,44 @@ type conflict struct {
 	path string
 }
 
-// globConflict reports whether task t conflicts with wave ws through a glob (a glob of the wave,
-// or one of t's globs against the wave's files and directories). With report set, it collects
-// every such conflict into it instead of stopping at the first.
-func (p *packer) globConflict(t int32, hasGlob bool, ws *waveState, report *[]conflict) bool {
+// globConflict reports whether a task with impacts ims (its layout's) conflicts with wave ws
+// through a glob (a glob of the wave, or one of the task's globs against the wave's files and
+// directories). With report set, it collects every such conflict into it instead of stopping at
+// the first.
+func (p *packer) globConflict(hasGlob bool, ws *waveState, ims []slim, report *[]conflict) bool {
 	if len(ws.globs) == 0 && !hasGlob {
 		return false
 	}
 	found := false
-	ims := p.impactsOf(t)
 	for i := range ims {
 		im := &ims[i]
-		for j, g := range ws.globs {
-			if !p.spend(compareCost(im, g)) {
+		for j := range ws.globs {
+			g := &ws.globs[j]
+			if !p.spend(p.compareCost(im, g)) {
 				return true // the plan stops: place sees p.err
 			}
-			if (im.write || g.write) && overlaps(im, g) {
+			if (im.write || g.write) && p.overlaps(im, g) {
 				if report == nil {
 					return true
 				}
 				found = true
-				*report = append(*report, conflict{ws.gowner[j], im.path})
+				*report = append(*report, conflict{ws.gowner[j], p.ims[im.src].path})
 			}
 		}
-		if im.kind != commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB {
+		if !im.glob {
 			continue
 		}
-		for j, other := range ws.plain {
-			if !p.spend(compareCost(im, other)) {
+		for j := range ws.plain {
+			other := &ws.plain[j]
+			if !p.spend(p.compareCost(im, other)) {
 				return true
 			}
-			if (im.write || other.write) && overlaps(im, other) {
+			if (im.write || other.write) && p.overlaps(im, other) {
 				if report == nil {
 					return true
 				}
 				found = true
-				*report = append(*report, conflict{ws.owners[j], im.path})
+				*report = append(*report, conflict{ws.owners[j], p.ims[im.src].path})
 			}
 		}
 	}

@@ -1,7 +1,5 @@
 package plan
 
-import "sync"
-
 // The packer's sets (node, class) → waves of the current level, kept in one open-addressing hash
 // table whose entries carry a generation: starting a level is one increment of the generation
 // (every entry of the level before becomes empty at once, nothing is cleared), and a per-set
@@ -42,26 +40,15 @@ func newSetTable(sets int) *setTable {
 	return t
 }
 
-// setTables keeps the tables of finished plans for the next: a table is reset by one increment
-// of its generation (the stamps and slots of older generations read as empty), so a plan reuses
-// the slots and stamps of the one before instead of allocating (and the GC scanning) them anew.
-var setTables sync.Pool
-
-// getSetTable returns an empty table for sets sets, from the pool when one is there.
-func getSetTable(sets int) *setTable {
-	t, _ := setTables.Get().(*setTable)
-	if t == nil {
-		return newSetTable(sets)
-	}
+// reset empties the table for a plan with sets sets: one increment of its generation (the stamps
+// and slots of older generations read as empty), so a plan reuses the slots and stamps of the one
+// before (the packer's pool) instead of allocating (and the GC scanning) them anew.
+func (t *setTable) reset(sets int) {
 	t.next()
 	if len(t.stamp) < sets {
 		t.stamp = make([]uint32, sets) // zero: older than every generation
 	}
-	return t
 }
-
-// putSetTable gives table t back to the pool; its caller no longer uses it.
-func putSetTable(t *setTable) { setTables.Put(t) }
 
 // alloc gives the table room for at least n slots (a power of two), all empty.
 func (t *setTable) alloc(n int) {
