@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
@@ -119,80 +117,7 @@ type execTx struct {
 	pre                                      *prefetched  // read with the lock (store.AssignmentHint)
 	next                                     *nextPending // read with the lock (store.NextPendingHint)
 	savepoints                               int          // Savepoint's calls, for its names
-}
-
-// Savepoint runs fn between SAVEPOINT and RELEASE, and undoes fn's changes when it fails. The
-// SAVEPOINT is deferred like an update of a known row (it cannot fail for a reason fn could act
-// on), so it costs no round trip of its own; a fn that fails before any of its statements was
-// sent (a stale token found in a row already read) is undone by dropping what it queued, and
-// only a fn that failed after a round trip sends ROLLBACK TO SAVEPOINT (with the next
-// statement, or the commit).
-func (t *execTx) Savepoint(fn func() error) error {
-	if err := t.Check(); err != nil {
-		return err
-	}
-	t.savepoints++
-	name := fmt.Sprintf("converge_group_%d", t.savepoints)
-	saved := t.save()
-	m := t.p.mark()
-	t.p.later(stmt{"savepoint", "SAVEPOINT " + name, nil}, nil)
-	err := fn()
-	if err == nil {
-		t.p.later(stmt{"release savepoint", "RELEASE SAVEPOINT " + name, nil}, nil)
-		return nil
-	}
-	t.restore(saved)
-	if !t.p.dropSince(m) {
-		t.p.later(stmt{"rollback to savepoint", "ROLLBACK TO SAVEPOINT " + name, nil}, nil)
-		t.p.later(stmt{"release savepoint", "RELEASE SAVEPOINT " + name, nil}, nil)
-	}
-	return err
-}
-
-// ReadAhead reads assignment id, its wave and, when next is set, its wave's next pending
-// assignment in one round trip (with the writes still deferred, which they therefore see), for
-// the reads that follow, as the lock's batch does for the transaction's first request
-// (store.AssignmentHint, store.NextPendingHint). A grouped transaction calls it for each request
-// after the first, whose hints the lock's batch could not know: the request's three reads are
-// then one round trip instead of three.
-func (t *execTx) ReadAhead(id string, next bool) error {
-	if err := t.Check(); err != nil {
-		return err
-	}
-	if id == "" {
-		return nil
-	}
-	b := &pgx.Batch{}
-	pre := prefetch(b, t.ID(), id)
-	n := prefetchNext(b, t.ID(), id, next, pre)
-	if err := t.p.send(t.ctx, b); err != nil {
-		return fmt.Errorf("scheduler store: read ahead assignment %q: %w", id, err)
-	}
-	t.pre, t.next = pre, n.known()
-	return nil
-}
-
-// txSaved is what Savepoint restores of an execTx when its fn fails.
-type txSaved struct {
-	exec                                     *schedulerv1.Execution
-	logRows, logs                            int
-	execRow                                  *store.ExecutionRow
-	seqDirty                                 bool
-	knownAssignments, knownWaves, knownTasks map[string]bool
-}
-
-func (t *execTx) save() txSaved {
-	return txSaved{exec: proto.CloneOf(t.Exec), logRows: len(t.logRows), logs: len(t.logs), execRow: t.execRow, seqDirty: t.seqDirty,
-		knownAssignments: maps.Clone(t.knownAssignments), knownWaves: maps.Clone(t.knownWaves),
-		knownTasks: maps.Clone(t.knownTasks)}
-}
-
-func (t *execTx) restore(s txSaved) {
-	t.Exec, t.logRows, t.execRow, t.seqDirty = s.exec, t.logRows[:s.logRows], s.execRow, s.seqDirty
-	t.logs = t.logs[:s.logs]
-	t.knownAssignments, t.knownWaves, t.knownTasks = s.knownAssignments, s.knownWaves, s.knownTasks
-	// The reads made with the lock may have been used or changed by fn: read again.
-	t.pre, t.next = nil, nil
+	floor                                    mark         // the running Savepoint's mark: writes before it are not folded into
 }
 
 // prefetched is an assignment and its wave read in the lock's round trip, for the transaction's
@@ -516,16 +441,42 @@ func (t *execTx) PutAssignment(a *store.Assignment) error {
 		return err
 	}
 	t.next = t.next.after(a)
-	return t.write(t.knownAssignments[r.ID], fmt.Sprintf("put assignment %q", r.ID),
-		fmt.Errorf("assignment %q of execution %q: %w", r.ID, t.ID(), store.ErrNotFound),
-		`UPDATE wave_task_assignments SET status = $3, instance_id = $4,
+	what := fmt.Sprintf("put assignment %q", r.ID)
+	missing := fmt.Errorf("assignment %q of execution %q: %w", r.ID, t.ID(), store.ErrNotFound)
+	args := []any{r.ID, t.ID(), r.Status, r.InstanceID, r.Attempt, r.FencingToken, r.LeaseExpireTime, r.AssignTime,
+		r.CompleteTime, r.LastReportSeq, r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail, t.At, r.SessionID}
+	if !t.knownAssignments[r.ID] || a.GetTaskId() == "" {
+		return t.write(t.knownAssignments[r.ID], what, missing, putAssignmentSQL, args...)
+	}
+	// Deferred, tagged with its task: the task's status set next (SetTaskStatus) rides in this
+	// statement.
+	t.pre = nil
+	taskList, task := t.Exec.GetTaskListId(), a.GetTaskId()
+	t.p.laterTask(write{stmt: stmt{what, putAssignmentSQL, args}, check: func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() == 0 {
+			return missing
+		}
+		return nil
+	}, task: task, taskUpdate: func(status string) stmt {
+		return stmt{what + " and its task's status", putAssignmentWithTaskSQL, append(slices.Clip(args), status, taskList, task)}
+	}})
+	return nil
+}
+
+// putAssignmentSQL updates an assignment (PutAssignment).
+const putAssignmentSQL = `UPDATE wave_task_assignments SET status = $3, instance_id = $4,
 		attempt = $5, fencing_token = $6, lease_expires_at = $7, assigned_at = $8, completed_at = $9,
 		last_report_seq = $10, position = $11, final_integration = $12, previous_errors = $13::jsonb,
 		merges = $14::jsonb, detail = $15::jsonb, updated_at = $16, session_id = $17
-		WHERE assignment_id = $1 AND execution_id = $2`,
-		r.ID, t.ID(), r.Status, r.InstanceID, r.Attempt, r.FencingToken, r.LeaseExpireTime, r.AssignTime,
-		r.CompleteTime, r.LastReportSeq, r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail, t.At, r.SessionID)
-}
+		WHERE assignment_id = $1 AND execution_id = $2`
+
+// putAssignmentWithTaskSQL is putAssignmentSQL that also sets its task's status ($18, task
+// list $19, task $20) in the same statement: a claim and a completion each write both, so one
+// statement per task instead of two. It updates nothing (and the write reports the assignment
+// missing) when either row is missing.
+const putAssignmentWithTaskSQL = `WITH t AS (UPDATE tasks SET status = $18, updated_at = $16
+		WHERE task_list_id = $19 AND task_key = $20 RETURNING 1)
+	` + putAssignmentSQL + ` AND EXISTS (SELECT FROM t)`
 
 func (t *execTx) Append(entries ...*commonv1.LogEntry) error {
 	if err := t.Check(); err != nil {
@@ -585,11 +536,29 @@ func (t *execTx) SetTaskStatus(taskID string, status commonv1.TaskStatus) error 
 	if err != nil {
 		return err
 	}
-	return t.write(t.knownTasks[taskID], fmt.Sprintf("set status of task %q", taskID),
-		fmt.Errorf("task %q of task list %q: %w", taskID, t.Exec.GetTaskListId(), store.ErrNotFound),
-		`UPDATE tasks SET status = $3, updated_at = $4 WHERE task_list_id = $1 AND task_key = $2`,
-		t.Exec.GetTaskListId(), taskID, name, t.At)
+	if !t.knownTasks[taskID] {
+		return t.write(false, fmt.Sprintf("set status of task %q", taskID),
+			fmt.Errorf("task %q of task list %q: %w", taskID, t.Exec.GetTaskListId(), store.ErrNotFound),
+			setTaskStatusSQL, t.Exec.GetTaskListId(), taskID, name, t.At)
+	}
+	// Its assignment's update still waiting (a claim or a completion writes both): one statement.
+	t.pre = nil
+	if t.p.foldTask(t.floor, taskID, name) {
+		return nil
+	}
+	missing := fmt.Errorf("task %q of task list %q: %w", taskID, t.Exec.GetTaskListId(), store.ErrNotFound)
+	t.p.laterTask(write{stmt: stmt{fmt.Sprintf("set status of task %q", taskID), setTaskStatusSQL,
+		[]any{t.Exec.GetTaskListId(), taskID, name, t.At}}, check: func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() == 0 {
+			return missing
+		}
+		return nil
+	}, task: taskID})
+	return nil
 }
+
+// setTaskStatusSQL sets a task's status (SetTaskStatus).
+const setTaskStatusSQL = `UPDATE tasks SET status = $3, updated_at = $4 WHERE task_list_id = $1 AND task_key = $2`
 
 // satisfyDependenciesSQL lowers by $3[i] the unmet dependencies of execution $1's assignments
 // of task $2[i] (SatisfyDependencies).

@@ -39,6 +39,13 @@ func (p *pipe) dropSince(m mark) bool {
 type write struct {
 	stmt
 	check func(pgconn.CommandTag) error
+	// task is the task key a deferred write of a task's rows names (execTx.SetTaskStatus folds
+	// its task's status into the latest one when it is an assignment's update).
+	task string
+	// taskUpdate is how an assignment's update also sets its task's status (foldTask), when it
+	// is one; folded once it does.
+	taskUpdate func(status string) stmt
+	folded     bool
 }
 
 // batcher is what a pipe needs of its connection.
@@ -49,7 +56,34 @@ type batcher interface {
 
 // later queues s until the next statement or the commit.
 func (p *pipe) later(s stmt, check func(pgconn.CommandTag) error) {
-	p.pending = append(p.pending, write{s, check})
+	p.pending = append(p.pending, write{stmt: s, check: check})
+}
+
+// laterTask queues w (a write of task's rows) until the next statement or the commit.
+func (p *pipe) laterTask(w write) { p.pending = append(p.pending, w) }
+
+// foldTask makes the latest pending write of task, queued since m, also set the task's status,
+// when it is an assignment's update that does not already; it reports whether it did. Only the
+// latest write of the task may take it: the status then lands after every earlier write of the
+// task and before none that set it too. Writes queued before m (another savepoint's) are left
+// as they are, so dropSince(m) still drops exactly what was queued after m.
+func (p *pipe) foldTask(m mark, task, status string) bool {
+	lo := 0
+	if p.sends == m.sends {
+		lo = m.n
+	}
+	for i := len(p.pending) - 1; i >= lo; i-- {
+		w := &p.pending[i]
+		if w.task != task {
+			continue
+		}
+		if w.taskUpdate == nil || w.folded {
+			return false
+		}
+		w.stmt, w.folded = w.taskUpdate(status), true
+		return true
+	}
+	return false
 }
 
 // batch sends the pending writes and then s (when s.sql is not empty) in one round trip, and
