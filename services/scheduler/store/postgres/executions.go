@@ -197,47 +197,11 @@ func (s *Store) CreateExecution(ctx context.Context, e *schedulerv1.Execution, w
 		now       time.Time
 		logs      []store.LogRow
 	)
-	err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
-		var found string
-		err := tx.QueryRow(ctx, `SELECT id FROM task_lists WHERE id = $1 FOR NO KEY UPDATE`, e.GetTaskListId()).Scan(&found)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("task list %q: %w", e.GetTaskListId(), store.ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		// clock_timestamp, read once the lock is held: create times follow run numbers.
-		var existing *string
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(run_number), 0) + 1, clock_timestamp(),
-			(SELECT execution_id FROM task_list_execution_runs WHERE task_list_id = $1 AND request_id = $2)
-			FROM task_list_execution_runs WHERE task_list_id = $1`,
-			e.GetTaskListId(), e.GetRequestId()).Scan(&runNumber, &now, &existing); err != nil {
-			return err
-		}
-		if existing != nil {
-			return fmt.Errorf("task list %q: execution %s has request id %q: %w", e.GetTaskListId(), *existing, e.GetRequestId(), store.ErrAlreadyExists)
-		}
-		// A new run (stored PENDING, as the engine starts every run) needs the list to itself.
-		var open string
-		err = tx.QueryRow(ctx, `SELECT execution_id FROM task_list_execution_runs WHERE task_list_id = $1
-			AND status IN ('pending', 'running', 'paused') ORDER BY created_at LIMIT 1`, e.GetTaskListId()).Scan(&open)
-		if err == nil && newRun {
-			return store.OpenExecutionError(e.GetTaskListId(), open)
-		}
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		now = now.UTC()
+	err := s.createExecution(ctx, e, newRun, func(n int32, at time.Time) ([]stmt, error) {
+		runNumber, now = n, at
 		stmts, rows, err := createStatements(e, runNumber, now, waves, assignments, entries)
-		if err != nil {
-			return err
-		}
 		logs = rows
-		err = execBatch(ctx, tx, stmts)
-		if database.ViolationOf(err) == database.UniqueViolation {
-			return fmt.Errorf("%w: %w", store.ErrAlreadyExists, err)
-		}
-		return err
+		return stmts, err
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAlreadyExists) || errors.Is(err, store.ErrActive) {
@@ -246,6 +210,75 @@ func (s *Store) CreateExecution(ctx context.Context, e *schedulerv1.Execution, w
 		return fmt.Errorf("scheduler store: create execution %q: %w", e.GetId(), err)
 	}
 	created(e, runNumber, now, waves, assignments, entries, logs)
+	return nil
+}
+
+// createExecution runs CreateExecution's transaction in two round trips: BEGIN, the task list's
+// lock and the reads that need it (the next run number, the store time, a run of the same
+// request, an open run) in one; then the inserts (what inserts answers for that run number and
+// time) and COMMIT in the other.
+func (s *Store) createExecution(ctx context.Context, e *schedulerv1.Execution, newRun bool,
+	inserts func(runNumber int32, now time.Time) ([]stmt, error)) error {
+	conn, err := s.Pool().Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	open := true // a transaction may be open on conn
+	defer func() {
+		if open {
+			// A connection that cannot roll back is closed (the pool then drops it).
+			if _, err := conn.Exec(context.WithoutCancel(ctx), "rollback"); err != nil {
+				_ = conn.Conn().Close(context.WithoutCancel(ctx))
+			}
+		}
+		conn.Release()
+	}()
+	var (
+		found              bool
+		runNumber          int32
+		now                time.Time
+		existing, openExec *string
+	)
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	b.Queue(`SELECT true FROM task_lists WHERE id = $1 FOR NO KEY UPDATE`, e.GetTaskListId()).Query(func(rows pgx.Rows) error {
+		found = rows.Next()
+		return nil
+	})
+	// clock_timestamp, read once the lock is held (the statement before): create times follow
+	// run numbers. A new run (stored PENDING, as the engine starts every run) needs the list to
+	// itself: the open run, if any.
+	b.Queue(`SELECT coalesce(max(run_number), 0) + 1, clock_timestamp(),
+		(SELECT execution_id FROM task_list_execution_runs WHERE task_list_id = $1 AND request_id = $2),
+		(SELECT execution_id FROM task_list_execution_runs WHERE task_list_id = $1
+			AND status IN ('pending', 'running', 'paused') ORDER BY created_at LIMIT 1)
+		FROM task_list_execution_runs WHERE task_list_id = $1`,
+		e.GetTaskListId(), e.GetRequestId()).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&runNumber, &now, &existing, &openExec)
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	switch {
+	case !found:
+		return fmt.Errorf("task list %q: %w", e.GetTaskListId(), store.ErrNotFound)
+	case existing != nil:
+		return fmt.Errorf("task list %q: execution %s has request id %q: %w", e.GetTaskListId(), *existing, e.GetRequestId(), store.ErrAlreadyExists)
+	case openExec != nil && newRun:
+		return store.OpenExecutionError(e.GetTaskListId(), *openExec)
+	}
+	stmts, err := inserts(runNumber, now.UTC())
+	if err != nil {
+		return err
+	}
+	err = execBatch(ctx, conn, append(stmts, stmt{"commit", "commit", nil}))
+	if database.ViolationOf(err) == database.UniqueViolation {
+		return fmt.Errorf("%w: %w", store.ErrAlreadyExists, err)
+	}
+	if err != nil {
+		return err
+	}
+	open = false
 	return nil
 }
 

@@ -39,8 +39,10 @@ func (c *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEnd
 func (c *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	return ctx
 }
-func (c *statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) { c.add(d.SQL) }
-func (c *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)            {}
+func (c *statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	c.add(d.SQL)
+}
+func (c *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // count answers how many statements since the last count start with prefix, and forgets them.
 func (c *statements) count(prefix string) int {
