@@ -117,8 +117,9 @@ type Config struct {
 	ExtensionResolver reflection.ExtensionResolver
 
 	// DisableTracing turns off the OpenTelemetry stats handler. It is on by
-	// default and uses the global tracer and meter providers, which are no-ops
-	// unless the process configures them.
+	// default when the process has set an OpenTelemetry tracer provider, meter
+	// provider or propagator (otel.Set…) before Complete, and uses them; with
+	// none set it is left out, since it would only cost CPU (tracing.go).
 	DisableTracing bool
 
 	// Services are the gRPC services to serve. Health and reflection are

@@ -135,8 +135,9 @@ func newServer(cc *completedConfig) (*Server, error) {
 	if cc.tlsConfig != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cc.tlsConfig)))
 	}
-	if !cc.DisableTracing {
-		// Health probes would be most of the spans; leave them out.
+	if !cc.DisableTracing && otelConfigured() {
+		// Health probes would be most of the spans; leave them out. Without a provider or
+		// propagator set the handler would only cost CPU (tracing.go).
 		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(
 			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())),
 		)))
