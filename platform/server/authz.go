@@ -41,17 +41,6 @@ func openService(fullMethod string) bool {
 	return false
 }
 
-func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if openService(info.FullMethod) {
-		return handler(ctx, req)
-	}
-	ctx, err := s.authorize(ctx, info.FullMethod)
-	if err != nil {
-		return nil, err
-	}
-	return handler(ctx, req)
-}
-
 func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if openService(info.FullMethod) {
 		return handler(srv, ss)

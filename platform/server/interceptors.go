@@ -70,6 +70,8 @@ func RequestID(ctx context.Context) string {
 //  7. readiness gate: Unavailable for a service that has never been ready.
 //  8. recovery: a panic in a handler becomes Internal and is logged with its
 //     stack; the server keeps running.
+//
+// The unary steps are one interceptor (unaryChain); the stream steps one interceptor each.
 func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		s.logger.Log(ctx, slog.Level(lvl), msg, fields...)
@@ -88,30 +90,18 @@ func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.Unary
 	})
 	recoveryOpts := []recovery.Option{recovery.WithRecoveryHandlerContext(s.recoverPanic)}
 
-	unary := []grpc.UnaryServerInterceptor{
-		unaryRequestID,
-		s.unaryLog,
-		metrics.UnaryServerInterceptor(),
-	}
+	unary := []grpc.UnaryServerInterceptor{s.unaryChain(metrics.UnaryServerInterceptor())}
 	stream := []grpc.StreamServerInterceptor{
 		streamRequestID,
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
 		metrics.StreamServerInterceptor(),
 	}
 	if s.cfg.authenticates() {
-		unary = append(unary, s.unaryAuth)
 		stream = append(stream, s.streamAuth)
 	}
 	// Per-principal quotas, once the principal is known (limits.go).
-	unary = append(unary, s.unaryQuota)
-	stream = append(stream, s.streamQuota)
-	unary = append(unary,
-		s.unaryResolve,
-		unaryValidate(s.cfg.validator),
-		s.unaryReadyGate,
-		recovery.UnaryServerInterceptor(recoveryOpts...),
-	)
 	stream = append(stream,
+		s.streamQuota,
 		s.streamResolve,
 		streamValidate(s.cfg.validator),
 		s.streamReadyGate,
@@ -122,23 +112,83 @@ func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.Unary
 
 // --- logging ---
 
-// unaryLog logs one line per finished unary call (not health probes), with the fields and
+// unaryChain is the unary side of the chain as one interceptor: the steps above in that order,
+// each called from the one before it, instead of one interceptor per step through grpc's chain,
+// which builds a closure per step per call (seven allocations of every call, bench/PROFILE.md,
+// branch p17handler). The metrics step is go-grpc-middleware's interceptor: the steps after it
+// are the one closure it is given.
+func (s *Server) unaryChain(metrics grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	authenticates := s.cfg.authenticates()
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		// 1. request id.
+		ctx, id := withRequestID(ctx)
+		// Best effort: SetHeader only fails if headers were already sent.
+		_ = grpc.SetHeader(ctx, metadata.MD{RequestIDMetadataKey: []string{id}})
+		// 3. metrics, then 4.–8.
+		rest := func(ctx context.Context, req any) (any, error) {
+			return s.unaryGuarded(ctx, req, info, handler, authenticates)
+		}
+		// 2. logging (not health probes).
+		service, method, _ := strings.Cut(strings.TrimPrefix(info.FullMethod, "/"), "/")
+		if service == healthgrpc.Health_ServiceDesc.ServiceName {
+			return metrics(ctx, req, info, rest)
+		}
+		start := time.Now()
+		resp, err := metrics(ctx, req, info, rest)
+		s.logUnary(ctx, service, method, start, err)
+		return resp, err
+	}
+}
+
+// unaryGuarded is steps 4 and 5 of a unary call: auth and the quotas, then every error of the
+// steps after them and of the handler resolved (grpcerr.Resolve).
+func (s *Server) unaryGuarded(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler, authenticates bool) (any, error) {
+	if authenticates && !openService(info.FullMethod) {
+		var err error
+		if ctx, err = s.authorize(ctx, info.FullMethod); err != nil {
+			return nil, err
+		}
+	}
+	release, err := s.quotas.acquire(ctx, info.FullMethod, false)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	resp, err := s.unaryHandle(ctx, req, info, handler)
+	if err != nil {
+		return resp, s.resolve(ctx, info.FullMethod, err)
+	}
+	return resp, nil
+}
+
+// unaryHandle is steps 6–8 of a unary call: validation, the readiness gate, and the handler with
+// a panic in it recovered (recoverPanic: Internal, logged with its stack).
+func (s *Server) unaryHandle(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	if err := validate(s.cfg.validator, req); err != nil {
+		return nil, err
+	}
+	if err := s.notReady(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			resp, err = nil, s.recoverPanic(ctx, p)
+		}
+	}()
+	return handler(ctx, req)
+}
+
+// logUnary logs one line per finished unary call (not health probes), with the fields and
 // levels of go-grpc-middleware's logging interceptor (which the streams still use): request id,
 // service, method, code, duration, and the error; the level by code (logging's
 // DefaultServerCodeToLevel). It builds the line only when the logger takes that level: the
 // middleware built its field list on every call, a fifth of a lock RPC's allocations
 // (bench/PROFILE.md).
-func (s *Server) unaryLog(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	service, method, _ := strings.Cut(strings.TrimPrefix(info.FullMethod, "/"), "/")
-	if service == healthgrpc.Health_ServiceDesc.ServiceName {
-		return handler(ctx, req)
-	}
-	start := time.Now()
-	resp, err := handler(ctx, req)
+func (s *Server) logUnary(ctx context.Context, service, method string, start time.Time, err error) {
 	code := status.Code(err)
 	lvl := slog.Level(logging.DefaultServerCodeToLevel(code))
 	if !s.logger.Enabled(ctx, lvl) {
-		return resp, err
+		return
 	}
 	attrs := make([]slog.Attr, 0, 11)
 	attrs = append(attrs,
@@ -161,7 +211,6 @@ func (s *Server) unaryLog(ctx context.Context, req any, info *grpc.UnaryServerIn
 		attrs = append(attrs, slog.String("grpc.error", err.Error()))
 	}
 	s.logger.LogAttrs(ctx, lvl, "finished call", attrs...)
-	return resp, err
 }
 
 // --- readiness gate ---
@@ -211,13 +260,6 @@ type PublicReason interface {
 	PublicReason() string
 }
 
-func (s *Server) unaryReadyGate(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := s.notReady(ctx, info.FullMethod); err != nil {
-		return nil, err
-	}
-	return handler(ctx, req)
-}
-
 func (s *Server) streamReadyGate(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if err := s.notReady(ss.Context(), info.FullMethod); err != nil {
 		return err
@@ -226,13 +268,6 @@ func (s *Server) streamReadyGate(srv any, ss grpc.ServerStream, info *grpc.Strea
 }
 
 // --- request id ---
-
-func unaryRequestID(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, id := withRequestID(ctx)
-	// Best effort: SetHeader only fails if headers were already sent.
-	_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDMetadataKey, id))
-	return handler(ctx, req)
-}
 
 func streamRequestID(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	ctx, id := withRequestID(ss.Context())
@@ -266,15 +301,6 @@ func validRequestID(id string) bool {
 }
 
 // --- validation ---
-
-func unaryValidate(v protovalidate.Validator) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := validate(v, req); err != nil {
-			return nil, err
-		}
-		return handler(ctx, req)
-	}
-}
 
 func streamValidate(v protovalidate.Validator) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
@@ -342,14 +368,6 @@ func validateWith(v protovalidate.Validator, msg any, opts ...protovalidate.Vali
 }
 
 // --- errors ---
-
-func (s *Server) unaryResolve(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	resp, err := handler(ctx, req)
-	if err != nil {
-		return resp, s.resolve(ctx, info.FullMethod, err)
-	}
-	return resp, nil
-}
 
 func (s *Server) streamResolve(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if err := handler(srv, ss); err != nil {

@@ -343,15 +343,6 @@ func countsAsStream(method string) bool {
 	return true
 }
 
-func (s *Server) unaryQuota(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	release, err := s.quotas.acquire(ctx, info.FullMethod, false)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	return handler(ctx, req)
-}
-
 func (s *Server) streamQuota(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	release, err := s.quotas.acquire(ss.Context(), info.FullMethod, info.IsServerStream || info.IsClientStream)
 	if err != nil {
