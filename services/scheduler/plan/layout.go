@@ -94,12 +94,12 @@ var packers sync.Pool
 func getPacker(pr *Prepared, maxParallel int) *packer {
 	p, _ := packers.Get().(*packer)
 	if p == nil {
-		p = &packer{sets: newSetTable(pr.nodes * classes)}
+		p = &packer{sets: newSetTable(pr.nodes)}
 	} else {
-		p.sets.reset(pr.nodes * classes)
+		p.sets.reset(pr.nodes)
 	}
 	p.tasks, p.maxParallel = pr.tasks, maxParallel
-	p.ims, p.off, p.dirUp = pr.ims, pr.off, pr.dirUp
+	p.ims, p.dirUp = pr.ims, pr.dirUp
 	p.arena = make([]Placement, len(pr.tasks)) // the plan's: the Result keeps it
 	p.result, p.conflicts, p.paths = nil, nil, nil
 	p.open = p.open[:0]
@@ -111,7 +111,7 @@ func getPacker(pr *Prepared, maxParallel int) *packer {
 // putPacker gives p back to the pool once its plan is done: what the Result keeps, and every
 // pointer into the plan's lists, is dropped first.
 func putPacker(p *packer) {
-	p.tasks, p.ims, p.off, p.dirUp = nil, nil, nil, nil
+	p.tasks, p.ims, p.dirUp = nil, nil, nil
 	p.result, p.arena, p.conflicts, p.paths = nil, nil, nil, nil
 	clear(p.found[:cap(p.found)]) // conflicts name paths
 	p.found = p.found[:0]

@@ -169,13 +169,13 @@ func (p *packer) placement(t int32, lvl, rel int, flags uint8, ims []slim) Place
 		pl.why, pl.arg = whyConflictLater, int32(len(prev.tasks))
 		return pl
 	}
-	if len(prev.tasks) >= p.maxParallel && !p.conflictsWith(t, rel-1, ims, nil) {
+	if len(prev.tasks) >= p.maxParallel && !p.conflictsWith(rel-1, ims, nil) {
 		pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_MAX_PARALLEL
 		pl.why, pl.arg = whyMaxParallel, int32(len(prev.tasks))
 		return pl
 	}
 	found := p.found[:0]
-	p.conflictsWith(t, rel-1, ims, &found)
+	p.conflictsWith(rel-1, ims, &found)
 	p.found = found
 	pl.Reason = schedulerv1.PlacementReason_PLACEMENT_REASON_FILE_CONFLICT
 	pl.why = whyConflict
@@ -271,36 +271,36 @@ func (r *Result) appendMessage(b []byte, pl *Placement, conflicts []int, paths [
 	return b
 }
 
-// conflictsWith reports whether task t (impacts lims, its layout's) conflicts with wave rel of the
-// level, collecting the conflicts into report when it is not nil.
-func (p *packer) conflictsWith(t int32, rel int, lims []slim, report *[]conflict) bool {
+// conflictsWith reports whether a task with impacts ims (its layout's) conflicts with wave rel
+// of the level, collecting the conflicts into report when it is not nil. An impact's path is read
+// only when it conflicts.
+func (p *packer) conflictsWith(rel int, ims []slim, report *[]conflict) bool {
 	w := int32(p.first + rel)
 	found := false
-	note := func(who int32, path string) {
+	note := func(who int32, im *slim) {
 		if who >= 0 {
 			found = true
 			if report != nil {
-				*report = append(*report, conflict{who, path})
+				*report = append(*report, conflict{who, p.ims[im.src].path})
 			}
 		}
 	}
-	ims := p.impactsOf(t)
 	for i := range ims {
 		im := &ims[i]
 		readers := !im.write
-		switch im.kind {
-		case commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB:
-			note(p.who(im.node, classGlob, w, readers), im.path)
+		if im.glob {
+			note(p.who(im.node, classGlob, w, readers), im)
 			continue
-		case commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY:
-			note(p.who(im.node, classUnder, w, readers), im.path)
 		}
-		note(p.who(im.node, classExact, w, readers), im.path)
+		if im.dir {
+			note(p.who(im.node, classUnder, w, readers), im)
+		}
+		note(p.who(im.node, classExact, w, readers), im)
 		for a := p.dirUp[im.node]; a >= 0; a = p.dirUp[a] {
-			note(p.who(a, classDir, w, readers), im.path)
+			note(p.who(a, classDir, w, readers), im)
 		}
 	}
-	if p.globConflict(true, p.waves[rel], lims, report) {
+	if p.globConflict(true, p.waves[rel], ims, report) {
 		found = true
 	}
 	return found

@@ -77,13 +77,13 @@ type Placement struct {
 	Reason schedulerv1.PlacementReason
 	// What the message is rendered from: why (a why* constant), the wave before (1-based), and
 	// arg (the dependency that gives the level, the exclusive task of the wave before, or the
-	// number of tasks in the full wave before).
-	why  uint8
-	prev int32
-	arg  int32
-	// The conflicting tasks and paths: Result.conflicts[conflicts:][:nConflicts] and
-	// Result.paths[paths:][:nPaths].
+	// number of tasks in the full wave before). The conflicting tasks and paths:
+	// Result.conflicts[conflicts:][:nConflicts] and Result.paths[paths:][:nPaths]. The bytes
+	// sit beside Reason: 40 bytes a placement, not 48.
+	why                uint8
 	nConflicts, nPaths uint8
+	prev               int32
+	arg                int32
 	conflicts, paths   int32
 }
 
@@ -245,8 +245,7 @@ type waveState struct {
 type packer struct {
 	tasks       []Task
 	maxParallel int
-	ims         []impact // every task's impacts: task t's are ims[off[t]:off[t+1]]
-	off         []int32
+	ims         []impact     // every task's impacts (the layout's src index them)
 	lay         layout       // the impacts again, in placement order (what place reads)
 	scratch                  // levels and order
 	dirUp       []int32      // the nearest ancestor of each path where some task has a directory impact, or -1
@@ -294,9 +293,6 @@ func (p *packer) spend(n int64) bool {
 	}
 	return true
 }
-
-// impactsOf returns task t's impacts.
-func (p *packer) impactsOf(t int32) []impact { return p.ims[p.off[t]:p.off[t+1]] }
 
 func key(node int32, class int, wave int32) uint64 {
 	return (uint64(node)*classes+uint64(class))<<32 | uint64(uint32(wave))

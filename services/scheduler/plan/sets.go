@@ -2,9 +2,9 @@ package plan
 
 // The packer's sets (node, class) → waves of the current level, kept in one open-addressing hash
 // table whose entries carry a generation: starting a level is one increment of the generation
-// (every entry of the level before becomes empty at once, nothing is cleared), and a per-set
-// stamp says whether the set has any entry in this generation, so that a task whose paths no
-// other task of its level touched never hashes at all.
+// (every entry of the level before becomes empty at once, nothing is cleared), and a per-node
+// stamp says which of the node's sets have an entry in this generation, so that a task whose
+// paths no other task of its level touched never hashes at all.
 
 // member is one wave in one set. next and nextW are the union-find pointers of the "any" and
 // "writer" flavours (the next wave to try); who and whoW the first task, and the first writer,
@@ -28,25 +28,32 @@ type setTable struct {
 	mask  uint64
 	shift uint
 	gen   uint32
-	count int      // entries of this generation
-	stamp []uint32 // per node*classes+class: the last generation the set had an entry in
+	count int // entries of this generation
+	// stamp, per node, is the last generation any of the node's sets had an entry in (shifted
+	// left by classes) and which of them did (a bit per class): one 4-byte word per node, so
+	// that the look at a node no other task of the level touched (nearly every node) stays in
+	// the cache.
+	stamp []uint32
 }
 
-// newSetTable makes a table for sets sets. It starts small (a level's entries are few, and a
+// maxGen is the first generation a stamp cannot hold.
+const maxGen = 1 << (32 - classes)
+
+// newSetTable makes a table for the sets of nodes nodes. It starts small (a level's entries are few, and a
 // small table stays in the cache) and grows with the largest level.
-func newSetTable(sets int) *setTable {
-	t := &setTable{gen: 1, stamp: make([]uint32, sets)}
+func newSetTable(nodes int) *setTable {
+	t := &setTable{gen: 1, stamp: make([]uint32, nodes)}
 	t.alloc(256)
 	return t
 }
 
-// reset empties the table for a plan with sets sets: one increment of its generation (the stamps
+// reset empties the table for a plan with nodes nodes: one increment of its generation (the stamps
 // and slots of older generations read as empty), so a plan reuses the slots and stamps of the one
 // before (the packer's pool) instead of allocating (and the GC scanning) them anew.
-func (t *setTable) reset(sets int) {
+func (t *setTable) reset(nodes int) {
 	t.next()
-	if len(t.stamp) < sets {
-		t.stamp = make([]uint32, sets) // zero: older than every generation
+	if len(t.stamp) < nodes {
+		t.stamp = make([]uint32, nodes) // zero: older than every generation
 	}
 }
 
@@ -64,7 +71,7 @@ func (t *setTable) alloc(n int) {
 func (t *setTable) next() {
 	t.gen++
 	t.count = 0
-	if t.gen == 0 { // wrapped (after 4 billion levels): clear for real
+	if t.gen == maxGen { // wrapped (after 268 million levels): clear for real
 		clear(t.slots)
 		clear(t.stamp)
 		t.gen = 1
@@ -75,7 +82,8 @@ func (t *setTable) home(k uint64) uint64 { return (k * 0x9E3779B97F4A7C15) >> t.
 
 // has reports whether the set (node, class) has any entry in this generation.
 func (t *setTable) has(node int32, class int) bool {
-	return t.stamp[int(node)*classes+class] == t.gen
+	s := t.stamp[node]
+	return s>>classes == t.gen && s&(1<<class) != 0
 }
 
 // get returns the membership at k, or nil.
@@ -102,7 +110,11 @@ func (t *setTable) put(node int32, class int, k uint64, m member) (_ *member, in
 		if s.gen != t.gen {
 			*s = slot{key: k, gen: t.gen, m: m}
 			t.count++
-			t.stamp[int(node)*classes+class] = t.gen
+			st := t.stamp[node]
+			if st>>classes != t.gen {
+				st = t.gen << classes
+			}
+			t.stamp[node] = st | 1<<class
 			return &s.m, true
 		}
 		if s.key == k {
