@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -20,6 +21,7 @@ import (
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/platform/client"
+	"github.com/converge-dev/converge/platform/server"
 	"github.com/converge-dev/converge/platform/servicecmd"
 	"github.com/converge-dev/converge/services/agent/worker"
 	"github.com/converge-dev/converge/services/agent/workspace"
@@ -27,7 +29,8 @@ import (
 
 // agentPool is the local agents of `converge dev --agents N` and `converge run`: N workers in the
 // process, each with its own data dir (mirror clones and worktrees), talking to the services
-// through the server's own address like any remote agent.
+// through in-process calls to the server (localConn): the server's whole interceptor chain, the
+// bearer token's identity, without the transport.
 type agentPool struct {
 	logger *slog.Logger
 
@@ -179,6 +182,47 @@ func dialSelf(f servicecmd.Flags, addr string) (*grpc.ClientConn, error) {
 		}
 	}
 	return client.Dial(addr, o)
+}
+
+// localConn is the local agents' connection to the server of the process. Once the server is
+// built (serve), their unary calls run its handlers in the process (server.InProcess: the same
+// interceptor chain, authenticated by the same bearer token as over the wire, the messages copied
+// through the codec), which saves the gRPC transport on both sides: about a third of the agents'
+// CPU and an eighth of the server's (issue 17, bench/PROFILE.md, branch p17local). Until then,
+// and for streams, it is the connection to the server's own address (self). Without a bearer
+// token on a server that authenticates callers by their client certificate (mutual TLS and no
+// token), it stays on self: an in-process caller has no certificate.
+type localConn struct {
+	self   grpc.ClientConnInterface
+	inproc atomic.Pointer[grpc.ClientConnInterface]
+}
+
+// serve makes the calls in-process to srv from now on, with token (f's first) as bearer token.
+func (c *localConn) serve(srv *server.Server, f servicecmd.Flags) {
+	token := ""
+	if len(f.AuthTokens) > 0 {
+		token = f.AuthTokens[0]
+	}
+	if token == "" && f.TLSClientCA != "" {
+		return
+	}
+	conn := srv.InProcess(token, c.self)
+	c.inproc.Store(&conn)
+}
+
+func (c *localConn) conn() grpc.ClientConnInterface {
+	if p := c.inproc.Load(); p != nil {
+		return *p
+	}
+	return c.self
+}
+
+func (c *localConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return c.conn().Invoke(ctx, method, args, reply, opts...)
+}
+
+func (c *localConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.conn().NewStream(ctx, desc, method, opts...)
 }
 
 // waitServing waits until the server behind conn reports SERVING.

@@ -215,7 +215,8 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 	// The local agents are made now (the Agent service shows the first) and started once every
 	// service is SERVING.
 	pool := &agentPool{logger: logger}
-	if err := pool.create(opts.Agents, self, filepath.Join(base, "agents"), opts.AgentAllowedRoots); err != nil {
+	local := &localConn{self: self}
+	if err := pool.create(opts.Agents, local, filepath.Join(base, "agents"), opts.AgentAllowedRoots); err != nil {
 		_ = lis.Close()
 		return err
 	}
@@ -233,6 +234,7 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 		_ = lis.Close()
 		return err
 	}
+	local.serve(srv, flags) // the local agents call the server in-process from now on
 	where := "in memory (nothing kept)"
 	if !opts.InMemory {
 		where = opts.DataDir

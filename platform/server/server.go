@@ -73,7 +73,11 @@ type Server struct {
 	// authTable is who may call (authz.go); replaced whole by ReloadAuth.
 	authTable atomic.Pointer[auth.Table]
 	conns     *connTracker // the listener's connections (limits.go)
-	quotas    *quotas      // per-principal calls in flight (limits.go)
+	// unaryChain is the unary interceptor chain as one, and inproc the unary methods, for
+	// in-process calls (inproc.go).
+	unaryChain grpc.UnaryServerInterceptor
+	inproc     map[string]*inprocMethod
+	quotas     *quotas // per-principal calls in flight (limits.go)
 
 	mu      sync.Mutex
 	serving map[string]bool // service name → ready
@@ -111,6 +115,7 @@ func newServer(cc *completedConfig) (*Server, error) {
 	}
 
 	unary, stream := s.interceptorChain(metrics)
+	s.unaryChain = chainUnary(unary)
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
@@ -146,10 +151,13 @@ func newServer(cc *completedConfig) (*Server, error) {
 
 	for _, svc := range cc.Services {
 		s.grpc.RegisterService(svc.Desc, svc.Impl)
+		s.inprocRegister(svc.Desc, svc.Impl)
 	}
 
 	// Health: the overall status "" and every service start NOT_SERVING.
-	healthgrpc.RegisterHealthServer(s.grpc, &healthService{Server: s.health, stopCtx: s.stopCtx})
+	hs := &healthService{Server: s.health, stopCtx: s.stopCtx}
+	healthgrpc.RegisterHealthServer(s.grpc, hs)
+	s.inprocRegister(&healthgrpc.Health_ServiceDesc, hs)
 	s.health.SetServingStatus("", healthgrpc.HealthCheckResponse_NOT_SERVING)
 	for _, svc := range cc.Services {
 		s.serving[svc.Desc.ServiceName] = false
