@@ -6,7 +6,9 @@
 // lower index to the higher, fixed seed). converge runs each on the embedded default (`converge
 // dev --in-memory`: SQLite and in-process locks) and on the production deployment (one process
 // per service on Postgres and Redis), with --agents agent processes; ninja and make run with -j
-// --agents.
+// --agents. The embedded default runs twice (--embedded-agents): with agent processes, and with
+// converge dev's own local agents (`converge dev --agents N`: in the process, calling the
+// services in-process), which is the design's embedded default.
 //
 // Figures: wall time, per-task overhead against ninja ((wall − ninja wall) / tasks), the ratio to
 // ninja, and from the execution log (store times; a task's start is its TASK_STARTED's source
@@ -62,6 +64,9 @@ type options struct {
 	// maxParallel is converge's max_parallel; 0: the graph's task count (waves are the
 	// dependency levels).
 	maxParallel int
+	// embeddedAgents are the embedded runs' agents, side by side: "processes" (converge-agent
+	// processes) and/or "local" (converge dev --agents N).
+	embeddedAgents []string
 }
 
 func main() {
@@ -81,7 +86,15 @@ func main() {
 	dispatch := flag.String("dispatch", "strict,eager", "converge's dispatch modes, each run side by side: strict (every wave a barrier), eager (a task starts once its dependencies completed without a commit or were integrated), or both comma-separated; the fan-out, one wave, runs the last only")
 	floor := flag.Bool("floor", false, "measure the floor of a no-op task instead (proc.Run of sh -c true with a pooled cgroup, a bare CompleteTask round trip, an in-memory SQLite write transaction) beside ninja on --tasks tasks, --peer-rounds rounds alternated")
 	flag.IntVar(&o.maxParallel, "max-parallel", 0, "converge's max_parallel (tasks per wave, and at once); 0 = the task count, so waves are the dependency levels (eager dispatch still starts a task as soon as its dependencies completed: none commits here)")
+	embeddedAgents := flag.String("embedded-agents", "processes,local", "the embedded runs' agents, each run side by side: processes (--agents converge-agent processes beside converge dev), local (converge dev --agents N: in its process, calling the services in-process), or both comma-separated")
 	flag.Parse()
+	o.embeddedAgents = strings.Split(*embeddedAgents, ",")
+	for _, a := range o.embeddedAgents {
+		if a != "processes" && a != "local" {
+			fmt.Fprintf(os.Stderr, "dag-bench: --embedded-agents %q: want processes, local or both\n", a)
+			os.Exit(2)
+		}
+	}
 	if *floor {
 		rep, err := runFloor(o.tasks, max(o.peerRounds, 1), o.agents)
 		if err != nil {
@@ -305,12 +318,14 @@ func run(o options) (report, error) {
 		}
 		if o.mode == "embedded" || o.mode == "both" {
 			for _, d := range modesFor(g, o) {
-				fmt.Fprintf(os.Stderr, "dag-bench: %s on converge dev, %s dispatch\n", g.shape, d)
-				r, err := withCPU(len(g.deps), func() (side, error) { return embedded(g, o, d) })
-				if err != nil {
-					return rep, fmt.Errorf("%s embedded %s: %w", g.shape, d, err)
+				for _, a := range o.embeddedAgents {
+					fmt.Fprintf(os.Stderr, "dag-bench: %s on converge dev, %s agents, %s dispatch\n", g.shape, a, d)
+					r, err := withCPU(len(g.deps), func() (side, error) { return embedded(g, o, d, a == "local") })
+					if err != nil {
+						return rep, fmt.Errorf("%s embedded, %s agents, %s: %w", g.shape, a, d, err)
+					}
+					sr.Runs = append(sr.Runs, r)
 				}
-				sr.Runs = append(sr.Runs, r)
 			}
 		}
 		if o.mode == "postgres" || o.mode == "both" {
@@ -482,19 +497,29 @@ func peer(tool string, g graph, jobs, rounds int) (side, error) {
 	return side{Outcome: "ok", WallS: pct(walls, 50).Seconds(), PeerRounds: len(walls)}, nil
 }
 
-// embedded runs the graph on `converge dev --in-memory` with agent processes.
-func embedded(g graph, o options, dispatch string) (r side, err error) {
+// embedded runs the graph on `converge dev --in-memory`, with agent processes or, local, with
+// converge dev's own local agents (--agents: its CPU then includes theirs, and its children's the
+// task commands').
+func embedded(g graph, o options, dispatch string, local bool) (r side, err error) {
 	err = clustertest.Run(nil, func(tb clustertest.TB) error {
 		addr, devMetrics := clustertest.FreeAddr(tb), clustertest.FreeAddr(tb)
-		dev := clustertest.StartProcess(tb, clustertest.ProcessSpec{Name: "converge-dev", Bin: clustertest.Binary(tb, "converge"),
-			Args: []string{"dev", "--in-memory", "--insecure-no-auth", "--listen", addr, "--log-level", "warn", "--metrics-listen", devMetrics}})
+		args := []string{"dev", "--in-memory", "--insecure-no-auth", "--listen", addr, "--log-level", "warn", "--metrics-listen", devMetrics}
+		name := fmt.Sprintf("converge, embedded (SQLite), %d agent processes, %s", o.agents, dispatch)
+		if local {
+			args = append(args, "--agents", strconv.Itoa(o.agents))
+			name = fmt.Sprintf("converge, embedded (SQLite), %d local agents, %s", o.agents, dispatch)
+		}
+		dev := clustertest.StartProcess(tb, clustertest.ProcessSpec{Name: "converge-dev", Bin: clustertest.Binary(tb, "converge"), Args: args})
 		clustertest.WaitHealth(tb, dev, addr, "", healthpb.HealthCheckResponse_SERVING, 0)
-		agents, metrics := startAgents(tb, o.agents, addr, addr)
-		procs := append([]*clustertest.Process{dev}, agents...)
+		procs, metrics := []*clustertest.Process{dev}, []string{devMetrics}
+		if !local {
+			agents, am := startAgents(tb, o.agents, addr, addr)
+			procs, metrics = append(procs, agents...), am
+		}
 		rpcsBefore, cpuBefore := handledRPCs(devMetrics), processesCPU(procs)
 		var cpuAfter []cpuSample
 		var rpcsAfter map[string]float64
-		r, err = execute(fmt.Sprintf("converge, embedded (SQLite), %d agents, %s", o.agents, dispatch), schedulerv1.NewSchedulerServiceClient(clustertest.Dial(tb, addr)), g, o, dispatch,
+		r, err = execute(name, schedulerv1.NewSchedulerServiceClient(clustertest.Dial(tb, addr)), g, o, dispatch,
 			func() { cpuAfter, rpcsAfter = processesCPU(procs), handledRPCs(devMetrics) })
 		if err == nil {
 			r.ProcessCPU = cpuPerTask(cpuBefore, cpuAfter, len(g.deps))

@@ -134,3 +134,41 @@ func TestSandboxedVerifierRows(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalAgentsLine: bench/dag's embedded run with converge dev's own local agents is printed
+// as its own line beside the agent processes' one, in the DAG table, with its CPU per process,
+// and in issue 17's table as a P1 row of its own.
+func TestLocalAgentsLine(t *testing.T) {
+	dir := t.TempDir()
+	dag := `{"agents": 2, "shapes": [{"shape": "fanout", "tasks": 1000, "runs": [
+  {"name": "ninja -j 2", "outcome": "ok", "wall_s": 0.34, "ratio_to_ninja": 1},
+  {"name": "converge, embedded (SQLite), 2 agent processes, eager", "dispatch": "eager", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 1.08, "ratio_to_ninja": 3.18,
+   "process_cpu": [{"name": "converge-dev", "self_ms_per_task": 0.71}, {"name": "agent-01", "self_ms_per_task": 0.22, "children_ms_per_task": 0.3}]},
+  {"name": "converge, embedded (SQLite), 2 local agents, eager", "dispatch": "eager", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 0.85, "ratio_to_ninja": 2.5,
+   "cpu_ms_per_task": 1.5, "process_cpu": [{"name": "converge-dev", "self_ms_per_task": 0.9, "children_ms_per_task": 0.6}]}]}]}`
+	if err := os.WriteFile(filepath.Join(dir, "dag.json"), []byte(dag), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	write(&b, dir)
+	got := b.String()
+	for _, want := range []string{
+		"| converge, embedded (SQLite), 2 agent processes, eager | CONVERGED_PENDING_HUMAN | 1.080 s |",
+		"| converge, embedded (SQLite), 2 local agents, eager | CONVERGED_PENDING_HUMAN | 0.850 s |",
+		"converge, embedded (SQLite), 2 local agents, eager: CPU ms per task 1.500: converge-dev 0.900 (system 0.000) + its commands 0.600.",
+		"\"local agents\" beside \"agent processes\"",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in the output:\n%s", want, got)
+		}
+	}
+	var p1 []string
+	for _, line := range strings.Split(got, "\n") {
+		if strings.HasPrefix(line, "| P1 |") {
+			p1 = append(p1, line)
+		}
+	}
+	if len(p1) != 2 || !strings.Contains(p1[1], "2 local agents, eager") || !strings.Contains(p1[1], "2.50×") {
+		t.Errorf("want a P1 row for each embedded line, the local agents' second at 2.50×: %q", p1)
+	}
+}

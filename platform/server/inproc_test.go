@@ -2,17 +2,23 @@ package server_test
 
 import (
 	"context"
+	"log/slog"
+	"net"
+	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -42,13 +48,26 @@ func (inprocRegistry) GetLock(ctx context.Context, req *registryv1.GetLockReques
 }
 
 // startInproc serves inprocRegistry with twoPrincipals' auth file (tok-ops an operator, tok-dash
-// read-only) and a 1 KiB request limit; it answers the server and a connection over bufconn.
-func startInproc(t *testing.T) (*server.Server, *grpc.ClientConn, *syncBuffer) {
-	t.Helper()
-	path := t.TempDir() + "/auth.yaml"
-	writeAuthFile(t, path, twoPrincipals())
-	return startServerKeep(t, server.Config{AuthFile: path, MaxRecvMsgBytes: 1024,
-		Services: []server.Service{{Desc: &registryv1.RegistryService_ServiceDesc, Impl: inprocRegistry{&registryService{}}}}})
+// read-only) and a 1 KiB request limit on bufconn until the test ends; it answers the server, a
+// connection over bufconn and the server's log (Info).
+func startInproc(tb testing.TB) (*server.Server, *grpc.ClientConn, *syncBuffer) {
+	tb.Helper()
+	path := tb.TempDir() + "/auth.yaml"
+	require.NoError(tb, os.WriteFile(path, []byte(twoPrincipals()), 0o600))
+	logs := &syncBuffer{}
+	srv, err := server.Config{AuthFile: path, MaxRecvMsgBytes: 1024, DrainDelay: -1,
+		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
+		Services: []server.Service{{Desc: &registryv1.RegistryService_ServiceDesc, Impl: inprocRegistry{&registryService{}}}}}.Complete()
+	require.NoError(tb, err)
+	lis := bufconn.Listen(1 << 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Serve(ctx, lis) })
+	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = conn.Close(); cancel(); wg.Wait() })
+	return srv, conn, logs
 }
 
 // requestIDs are replaced in messages: each call has its own.
