@@ -124,7 +124,7 @@ func (c *inprocConn) Invoke(ctx context.Context, method string, args, reply any,
 	defer done()
 	st := &inprocStream{method: method}
 	sctx = grpc.NewContextWithServerTransportStream(sctx, st)
-	resp, herr := m.handler(m.impl, sctx, func(v any) error { return c.serverCodec.Unmarshal(req, v) }, c.srv.unaryChain)
+	resp, herr := m.handler(m.impl, sctx, func(v any) error { return c.serverCodec.Unmarshal(req, v) }, c.srv.inprocChain)
 	if herr == nil && resp == nil {
 		herr = status.Error(codes.Internal, "grpc: the handler answered no message")
 	}
@@ -249,9 +249,9 @@ func (s *inprocStream) deliver(opts []grpc.CallOption) {
 	}
 }
 
-// chainUnary makes one interceptor of the server's chain, outermost first, as grpc-go's
+// chainInproc makes one interceptor of the server's chain, outermost first, as grpc-go's
 // ChainUnaryInterceptor does for the wire.
-func chainUnary(chain []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+func chainInproc(chain []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 	switch len(chain) {
 	case 0:
 		return nil

@@ -73,11 +73,11 @@ type Server struct {
 	// authTable is who may call (authz.go); replaced whole by ReloadAuth.
 	authTable atomic.Pointer[auth.Table]
 	conns     *connTracker // the listener's connections (limits.go)
-	// unaryChain is the unary interceptor chain as one, and inproc the unary methods, for
+	// inprocChain is the unary interceptor chain as one, and inproc the unary methods, for
 	// in-process calls (inproc.go).
-	unaryChain grpc.UnaryServerInterceptor
-	inproc     map[string]*inprocMethod
-	quotas     *quotas // per-principal calls in flight (limits.go)
+	inprocChain grpc.UnaryServerInterceptor
+	inproc      map[string]*inprocMethod
+	quotas      *quotas // per-principal calls in flight (limits.go)
 
 	mu      sync.Mutex
 	serving map[string]bool // service name → ready
@@ -115,7 +115,7 @@ func newServer(cc *completedConfig) (*Server, error) {
 	}
 
 	unary, stream := s.interceptorChain(metrics)
-	s.unaryChain = chainUnary(unary)
+	s.inprocChain = chainInproc(unary)
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
