@@ -7,12 +7,15 @@ import (
 )
 
 // The packer reads the tasks in level order (level by level, by priority, then list order), not
-// in list order: reading each task's impacts where Prepare put them costs a cache miss or two
-// per task (at 100,000 tasks, a third of the plan). So a plan first lays the impacts out in the
-// order it places the tasks, in a compact, pointer-free form (what the sets need: the node and
-// the kind), one pass whose loads do not wait on each other; the packer then reads them in
-// sequence. The layout and the rest of a plan's scratch (levels, order, sets, wave states) are
-// kept in a pool from plan to plan.
+// in list order: reading each task's impacts where Prepare interned them costs a cache miss or
+// two per task (at 100,000 tasks, a third of the plan). So the impacts are laid out again in the
+// order the packer places the tasks, in a compact, pointer-free form (what the sets need: the
+// node, the kind and the path's first bytes), and the packer reads them in sequence. Prepare lays
+// them out once per list, in the order of the list's levels and priorities; a plan computes its
+// levels and order itself and reads Prepare's layout when its order is the same (it always is
+// for an unchanged list), and lays the impacts out itself otherwise (one pass over the compact
+// impacts, whose loads do not wait on each other). The plan's scratch (levels, order, layout,
+// sets, wave states) is kept in a pool from plan to plan.
 
 // cimpact is an impact's node, kind and first bytes, as Prepare keeps them for the layout: 16
 // bytes.
@@ -111,7 +114,7 @@ func getPacker(pr *Prepared, maxParallel int) *packer {
 // putPacker gives p back to the pool once its plan is done: what the Result keeps, and every
 // pointer into the plan's lists, is dropped first.
 func putPacker(p *packer) {
-	p.tasks, p.ims, p.dirUp = nil, nil, nil
+	p.tasks, p.ims, p.dirUp, p.laid = nil, nil, nil, nil
 	p.result, p.arena, p.conflicts, p.paths = nil, nil, nil, nil
 	clear(p.found[:cap(p.found)]) // conflicts name paths
 	p.found = p.found[:0]

@@ -14,7 +14,7 @@ import (
 )
 
 // The layout holds, at each position of the order, exactly the impacts and flags of the task
-// there: the packer reads nothing else of them.
+// there: the packer reads nothing else of them. Prepare's is that of its list's order.
 func TestLayoutHoldsEachTasksImpactsInPlacementOrder(t *testing.T) {
 	t.Parallel()
 	for seed := range uint64(100) {
@@ -49,6 +49,8 @@ func TestLayoutHoldsEachTasksImpactsInPlacementOrder(t *testing.T) {
 			}
 			require.Equal(t, wantFlags, l.flag[pos], what)
 		}
+		require.Equal(t, s.order, pr.order, what)
+		require.Equal(t, l, pr.lay, what)
 	}
 }
 
@@ -61,6 +63,11 @@ func TestPlansFromReusedScratchEqualTheReferencePlanner(t *testing.T) {
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 22))
 		lists = append(lists, Prepare(equivalenceTasks(rng, 1+rng.IntN(300))))
+	}
+	for _, pr := range lists[:5] { // without Prepare's layout: the plan lays the impacts out itself
+		own := *pr
+		own.order, own.lay = nil, layout{}
+		lists = append(lists, &own)
 	}
 	want := make([]shownPlan, len(lists))
 	for i, pr := range lists {

@@ -42,6 +42,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
@@ -178,7 +179,11 @@ func (pr *Prepared) Plan(ctx context.Context, maxParallel int, budget int64) (*R
 		return nil, err
 	}
 	levelOrder(tasks, nLevels, pr.byPriority, pr.fewPriorities, &p.scratch)
-	p.lay.lay(pr, p.order)
+	p.laid = &pr.lay // the order Prepare laid the impacts out in, unless this plan's differs
+	if !slices.Equal(p.order, pr.order) {
+		p.lay.lay(pr, p.order)
+		p.laid = &p.lay
+	}
 
 	p.ctx, p.budget, p.check = ctx, budget, checkEvery
 	for l := range nLevels {
@@ -246,7 +251,8 @@ type packer struct {
 	tasks       []Task
 	maxParallel int
 	ims         []impact     // every task's impacts (the layout's src index them)
-	lay         layout       // the impacts again, in placement order (what place reads)
+	laid        *layout      // the impacts again, in placement order (what place reads): Prepare's, or lay
+	lay         layout       // the impacts laid out by this plan when its order is not Prepare's
 	scratch                  // levels and order
 	dirUp       []int32      // the nearest ancestor of each path where some task has a directory impact, or -1
 	sets        *setTable    // (node, class, wave) → membership, this level's
@@ -465,12 +471,12 @@ func (p *packer) placeAlone(t int32, lvl int) {
 
 // place puts task t, at position pos of the order, in the first wave of its level it fits in.
 func (p *packer) place(t int32, pos int, lvl int) {
-	flags := p.lay.flag[pos]
+	flags := p.laid.flag[pos]
 	if flags&flagExclusive != 0 {
 		p.placeAlone(t, lvl)
 		return
 	}
-	ims := p.lay.ims[p.lay.off[pos]:p.lay.off[pos+1]]
+	ims := p.laid.ims[p.laid.off[pos]:p.laid.off[pos+1]]
 	hasGlob := flags&flagGlob != 0
 	w := p.openFrom(int32(p.first))
 	for {

@@ -24,6 +24,10 @@ type Prepared struct {
 	// priorities (fewPriorities; nil then when they all have the same): see priorityOrder.
 	byPriority    []int32
 	fewPriorities bool
+	// The impacts laid out in the order the plans place the tasks (order, the list's levels and
+	// priorities): a plan whose order is this one reads them in sequence (see layout).
+	order []int32
+	lay   layout
 }
 
 // Prepare interns the paths of tasks for planning. tasks must not change while the Prepared is
@@ -77,6 +81,7 @@ func Prepare(tasks []Task) *Prepared {
 		for i := range pr.dirUp {
 			pr.dirUp[i] = -1
 		}
+		pr.layOut()
 		return pr
 	}
 	dirNode := make([]bool, n)
@@ -92,7 +97,21 @@ func Prepare(tasks []Task) *Prepared {
 		}
 		pr.dirUp[i] = a
 	}
+	pr.layOut()
 	return pr
+}
+
+// layOut lays pr's impacts out in the order its plans place the tasks. Nothing when the
+// dependencies have a cycle: every plan of pr fails then.
+func (pr *Prepared) layOut() {
+	var s scratch
+	n, err := levelsOf(pr.tasks, &s)
+	if err != nil {
+		return
+	}
+	levelOrder(pr.tasks, n, pr.byPriority, pr.fewPriorities, &s)
+	pr.order = s.order
+	pr.lay.lay(pr, s.order)
 }
 
 // Tasks are the prepared tasks.
@@ -157,5 +176,6 @@ func (pr *Prepared) Subset(keep []bool) *Prepared {
 		sub.exclusive = append(sub.exclusive, pr.exclusive[i])
 	}
 	sub.byPriority, sub.fewPriorities = priorityOrder(sub.tasks)
+	sub.layOut()
 	return sub
 }
