@@ -13,32 +13,23 @@ import (
 // node, the kind and the path's first bytes), and the packer reads them in sequence. Prepare lays
 // them out once per list, in the order of the list's levels and priorities; a plan computes its
 // levels and order itself and reads Prepare's layout when its order is the same (it always is
-// for an unchanged list), and lays the impacts out itself otherwise (one pass over the compact
-// impacts, whose loads do not wait on each other). The plan's scratch (levels, order, layout,
+// for an unchanged list), and lays the impacts out itself otherwise. The plan's scratch (levels, order, layout,
 // sets, wave states) is kept in a pool from plan to plan.
 
-// cimpact is an impact's node, kind and first bytes, as Prepare keeps them for the layout: 16
-// bytes.
-type cimpact struct {
-	head             uint64
-	node             int32
-	glob, dir, write bool
-}
-
-// compact is im's cimpact.
-func compact(im *impact) cimpact {
-	return cimpact{head: im.head, node: im.node, write: im.write,
-		glob: im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB,
-		dir:  im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY}
-}
-
-// slim is an impact as the packer reads it, laid out in placement order: its cimpact and its
-// index in Prepared.ims (its path, for globs and conflicts).
+// slim is an impact as the packer reads it, laid out in placement order: its node, kind and first
+// bytes, and its index in Prepared.ims (its path, for globs and conflicts).
 type slim struct {
 	head             uint64
 	node             int32
 	src              int32
 	glob, dir, write bool
+}
+
+// slimOf is impact im, at index src of Prepared.ims, as the packer reads it.
+func slimOf(im *impact, src int32) slim {
+	return slim{head: im.head, node: im.node, src: src, write: im.write,
+		glob: im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB,
+		dir:  im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY}
 }
 
 // Per-task flags of the layout.
@@ -57,7 +48,7 @@ type layout struct {
 
 // lay lays out the impacts of pr's tasks in order.
 func (l *layout) lay(pr *Prepared, order []int32) {
-	l.ims = resize(l.ims, len(pr.cims))
+	l.ims = resize(l.ims, len(pr.ims))
 	l.off = resize(l.off, len(order)+1)
 	l.flag = resize(l.flag, len(order))
 	ims, off, flag := l.ims, l.off, l.flag
@@ -69,11 +60,11 @@ func (l *layout) lay(pr *Prepared, order []int32) {
 		if pr.exclusive[t] {
 			f = flagExclusive
 		}
-		for j, c := range pr.cims[a:b] {
-			if c.glob {
+		for j := range pr.ims[a:b] {
+			ims[k] = slimOf(&pr.ims[a+int32(j)], a+int32(j))
+			if ims[k].glob {
 				f |= flagGlob
 			}
-			ims[k] = slim{head: c.head, node: c.node, src: a + int32(j), glob: c.glob, dir: c.dir, write: c.write}
 			k++
 		}
 		off[i+1] = k

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	"github.com/converge-dev/converge/services/scheduler/plan/internal/planref"
 )
 
@@ -40,10 +41,11 @@ func TestLayoutHoldsEachTasksImpactsInPlacementOrder(t *testing.T) {
 				wantFlags |= flagExclusive
 			}
 			for i := range ims {
-				c := compact(&ims[i])
-				require.Equal(t, slim{head: c.head, node: c.node, src: pr.off[task] + int32(i), glob: c.glob, dir: c.dir,
-					write: c.write}, laid[i], what)
-				if c.glob {
+				im := &ims[i]
+				glob := im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_GLOB
+				require.Equal(t, slim{head: im.head, node: im.node, src: pr.off[task] + int32(i), glob: glob,
+					dir: im.kind == commonv1.FileImpactKind_FILE_IMPACT_KIND_DIRECTORY, write: im.write}, laid[i], what)
+				if glob {
 					wantFlags |= flagGlob
 				}
 			}

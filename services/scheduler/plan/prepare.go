@@ -14,8 +14,7 @@ import (
 // built: plans of it may run concurrently.
 type Prepared struct {
 	tasks     []Task
-	ims       []impact  // every task's impacts: task t's are ims[off[t]:off[t+1]]
-	cims      []cimpact // the same, compact (what the plan's layout copies)
+	ims       []impact // every task's impacts: task t's are ims[off[t]:off[t+1]]
 	off       []int32
 	exclusive []bool  // each task's Exclusive
 	dirUp     []int32 // per node, the nearest ancestor where some task has a directory impact, or -1
@@ -66,10 +65,6 @@ func Prepare(tasks []Task) *Prepared {
 				x.node = nodes.intern(im.Node())
 			}
 		}
-	}
-	pr.cims = make([]cimpact, total)
-	for i := range pr.ims {
-		pr.cims[i] = compact(&pr.ims[i])
 	}
 	parent := nodes.parent
 	n := len(parent)
@@ -153,7 +148,6 @@ func (pr *Prepared) Subset(keep []bool) *Prepared {
 		}
 	}
 	sub.ims = make([]impact, 0, ims)
-	sub.cims = make([]cimpact, 0, ims)
 	flat := make([]int32, 0, deps) // every kept task's dependencies, in one allocation
 	for i := range pr.tasks {
 		if !keep[i] {
@@ -171,7 +165,6 @@ func (pr *Prepared) Subset(keep []bool) *Prepared {
 			t.Deps = flat[start:len(flat):len(flat)]
 		}
 		sub.ims = append(sub.ims, pr.impactsOf(int32(i))...)
-		sub.cims = append(sub.cims, pr.cims[pr.off[i]:pr.off[i+1]]...)
 		sub.off = append(sub.off, int32(len(sub.ims)))
 		sub.exclusive = append(sub.exclusive, pr.exclusive[i])
 	}
