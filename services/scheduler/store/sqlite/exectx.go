@@ -24,18 +24,31 @@ import (
 func (s *Store) UpdateExecution(ctx context.Context, id string, fn func(tx store.ExecTx) error) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	tx, err := s.DB().BeginTx(ctx, nil)
+	committed := false
+	defer func() {
+		if !committed {
+			s.rows.drop()
+		}
+	}()
+	conn, tx, err := s.beginCached(ctx)
 	if err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
 	}
+	defer func() { _ = conn.Close() }()
 	defer func() { _ = tx.Rollback() }()
 	// The transaction's statements run without ctx's cancellation: the driver would start a
 	// goroutine per statement to interrupt it (twenty a task), for statements that each read or
 	// write a few rows by key. ctx still ends the transaction: database/sql rolls it back when
 	// ctx is done, and its next statement or commit fails.
 	ctx = context.WithoutCancel(ctx)
-	row, e, err := scanExecutionRow(tx.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM task_list_execution_runs r
+	row, cached := s.cachedExecution(id)
+	var e *schedulerv1.Execution
+	if cached {
+		e, err = store.DecodeExecution(row)
+	} else {
+		row, e, err = scanExecutionRow(tx.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM task_list_execution_runs r
 		WHERE r.execution_id = ?`, id))
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("execution %q: %w", id, store.ErrNotFound)
 	}
@@ -43,7 +56,7 @@ func (s *Store) UpdateExecution(ctx context.Context, id string, fn func(tx store
 		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
 	}
 	etx := &execTx{ctx: ctx, tx: tx, TxState: store.TxState{Exec: e, At: now()}, storedSeq: e.GetLastSeq(),
-		storedExec: executionValuesOf(row)}
+		storedExec: executionValuesOf(row), cache: &s.rows, rows: txRows{execution: row}}
 	err = fn(etx)
 	etx.Done = true
 	if err != nil {
@@ -55,9 +68,10 @@ func (s *Store) UpdateExecution(ctx context.Context, id string, fn func(tx store
 	if err := etx.flushLog(); err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: append to the log: %w", id, err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := s.commitCached(etx); err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: commit: %w", id, err)
 	}
+	committed = true
 	return nil
 }
 
@@ -83,6 +97,10 @@ type execTx struct {
 	knownTasks   map[string]bool
 	taskStatuses []taskStatus
 	savepoints   int // Savepoint's calls, for its names
+	// rows are the rows this transaction read or wrote, for the cache of rows kept across
+	// transactions (rowcache.go) once it commits.
+	rows  txRows
+	cache *rowCache
 }
 
 // taskStatus is a status SetTaskStatus deferred.
@@ -104,6 +122,7 @@ func (t *execTx) Savepoint(fn func() error) error {
 	saved.Exec = proto.CloneOf(t.Exec)
 	saved.stored, saved.storedWaves, saved.knownTasks = maps.Clone(t.stored), maps.Clone(t.storedWaves), maps.Clone(t.knownTasks)
 	saved.taskStatuses, saved.logRows = slices.Clone(t.taskStatuses), slices.Clone(t.logRows)
+	saved.rows = t.rows.clone()
 	err := fn()
 	if err == nil {
 		if _, err := t.tx.ExecContext(t.ctx, "RELEASE "+name); err != nil {
@@ -136,6 +155,7 @@ func (t *execTx) flushLog() error {
 			return err
 		}
 		t.storedSeq = last
+		t.rows.execution.LastSeq = last
 	}
 	return nil
 }
@@ -154,6 +174,7 @@ func (t *execTx) PutExecution(e *schedulerv1.Execution) error {
 		return fmt.Errorf("scheduler store: put execution %q: %w", t.ID(), err)
 	}
 	t.storedSeq, t.storedExec = r.LastSeq, values
+	t.wroteExecution(r, t.At)
 	if t.Exec, err = store.DecodeExecution(r); err != nil {
 		return err
 	}
@@ -176,6 +197,10 @@ func (t *execTx) Waves() ([]*schedulerv1.Wave, error) {
 func (t *execTx) Wave(n int32) (*schedulerv1.Wave, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
+	}
+	if r, ok := t.cachedWave(n); ok {
+		t.rememberWave(r.ID, waveValuesOf(r))
+		return store.DecodeWave(r)
 	}
 	w, err := t.scanWave(t.tx.QueryRowContext(t.ctx, `SELECT `+waveCountColumns+` FROM parallel_execution_waves w
 		WHERE w.execution_id = ? AND w.wave_number = ?`, t.ID(), n))
@@ -219,6 +244,7 @@ func (t *execTx) PutWave(w *schedulerv1.Wave) error {
 		return errors.Join(fmt.Errorf("wave %q of execution %q: %w", w.GetId(), t.ID(), store.ErrNotFound), err)
 	}
 	t.rememberWave(r.ID, values)
+	t.wroteWave(r)
 	return nil
 }
 
@@ -237,12 +263,17 @@ func (t *execTx) scanWave(row scanner) (*schedulerv1.Wave, error) {
 		return nil, err
 	}
 	t.rememberWave(r.ID, waveValuesOf(r))
+	t.keepWave(r)
 	return w, nil
 }
 
 func (t *execTx) Assignment(id string) (*store.Assignment, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
+	}
+	if r, ok := t.cachedAssignment(id); ok {
+		t.rememberRow(r)
+		return store.DecodeAssignment(r)
 	}
 	a, err := t.scanAssignment(t.tx.QueryRowContext(t.ctx, `SELECT `+assignmentColumns+` FROM wave_task_assignments a
 		WHERE a.assignment_id = ? AND a.execution_id = ?`, id, t.ID()))
@@ -367,6 +398,7 @@ func (t *execTx) PutAssignment(a *store.Assignment) error {
 		return errors.Join(fmt.Errorf("assignment %q of execution %q: %w", r.ID, t.ID(), store.ErrNotFound), err)
 	}
 	t.remember(r.ID, values)
+	t.wroteAssignment(r)
 	return nil
 }
 
@@ -421,6 +453,13 @@ func (t *execTx) scanAssignment(row scanner) (*store.Assignment, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.rememberRow(r)
+	t.keepAssignment(r)
+	return a, nil
+}
+
+// rememberRow remembers an assignment row the transaction read (see remember and knownTasks).
+func (t *execTx) rememberRow(r store.AssignmentRow) {
 	t.remember(r.ID, assignmentValuesOf(r))
 	if r.Kind == "task" && r.TaskKey != nil {
 		if t.knownTasks == nil {
@@ -428,7 +467,6 @@ func (t *execTx) scanAssignment(row scanner) (*store.Assignment, error) {
 		}
 		t.knownTasks[*r.TaskKey] = true
 	}
-	return a, nil
 }
 
 func (t *execTx) Append(entries ...*commonv1.LogEntry) error {
@@ -521,6 +559,7 @@ func (t *execTx) SatisfyDependencies(taskIDs []string) error {
 	if len(tasks) == 0 {
 		return nil
 	}
+	t.dropAssignments() // unmet_deps of rows of the tasks' dependents change below
 	// One statement per distinct count (a completion names each dependent once: one statement),
 	// the tasks as a JSON array: one statement text, prepared once per connection, instead of a
 	// statement per dependent.

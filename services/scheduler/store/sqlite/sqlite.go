@@ -18,6 +18,9 @@ type Store struct {
 	// writer; without it two transactions meet in BEGIN IMMEDIATE and the loser sleeps in SQLite's
 	// busy handler (1, 2, 5, 10 ms ...) instead of being handed the lock the moment it is free.
 	writeMu sync.Mutex
+	// rows are the rows the last committed UpdateExecution read and wrote, under writeMu
+	// (rowcache.go).
+	rows rowCache
 	// placements keeps the waves' placements GetExecution decoded last (wavecache.go).
 	placements placementCache
 }

@@ -17,8 +17,14 @@ import (
 // placing all of them.
 func placementsRun(tb testing.TB, n int) (*Store, []*schedulerv1.WavePlacement) {
 	tb.Helper()
+	return placementsRunAt(tb, dbtest.SQLite(tb), n)
+}
+
+// placementsRunAt is placementsRun on the database at path.
+func placementsRunAt(tb testing.TB, path string, n int) (*Store, []*schedulerv1.WavePlacement) {
+	tb.Helper()
 	ctx := tb.Context()
-	s, err := New(ctx, dbtest.SQLite(tb), database.WithMigrate())
+	s, err := New(ctx, path, database.WithMigrate())
 	if err != nil {
 		tb.Fatal(err)
 	}
