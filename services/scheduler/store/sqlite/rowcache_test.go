@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/database/dbtest"
 	"github.com/converge-dev/converge/services/scheduler/store"
+	"github.com/converge-dev/converge/services/scheduler/store/storetest"
 )
 
 // seen is what a transaction reads of the rows the cache keeps.
@@ -102,13 +104,20 @@ func TestRowCacheAnswersTheLastTransactionsRows(t *testing.T) {
 	}
 }
 
-// checkCacheIsTheDatabase checks every row the cache of s keeps against the database's.
+// checkCacheIsTheDatabase checks every row the cache of s keeps against the database's, and
+// that it keeps some of each.
 func checkCacheIsTheDatabase(t *testing.T, s *Store) {
 	t.Helper()
-	ctx := t.Context()
 	if len(s.rows.executions) == 0 || len(s.rows.assignments) == 0 || len(s.rows.waves) == 0 {
 		t.Fatalf("the cache keeps %d executions, %d assignments, %d waves", len(s.rows.executions), len(s.rows.assignments), len(s.rows.waves))
 	}
+	checkCachedRows(t, s)
+}
+
+// checkCachedRows checks every row the cache of s keeps against the database's.
+func checkCachedRows(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := context.Background()
 	for id, cached := range s.rows.executions {
 		r, _, err := scanExecutionRow(s.DB().QueryRowContext(ctx, `SELECT `+executionColumns+` FROM task_list_execution_runs r WHERE r.execution_id = ?`, id))
 		if err != nil || !reflect.DeepEqual(r, cached) {
@@ -288,4 +297,33 @@ func TestRowCacheForgetsWhatFailedTransactionsWrote(t *testing.T) {
 		t.Fatalf("after the dependency was satisfied: unmet dependencies %d, want 0", got.unmetDeps)
 	}
 	checkCacheIsTheDatabase(t, s)
+}
+
+// TestConformanceWithEveryCachedRowChecked runs the store's conformance suite with every row the
+// cache keeps checked against the database after each UpdateExecution: whatever the suite's
+// transactions read, write, fail or roll back, the cache never holds a row the database does
+// not.
+func TestConformanceWithEveryCachedRowChecked(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := New(t.Context(), dbtest.SQLite(t), database.WithMigrate())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return checkedStore{s, t}
+	})
+}
+
+// checkedStore checks the cache after each UpdateExecution.
+type checkedStore struct {
+	*Store
+	t *testing.T
+}
+
+func (s checkedStore) UpdateExecution(ctx context.Context, id string, fn func(tx store.ExecTx) error) error {
+	err := s.Store.UpdateExecution(ctx, id, fn)
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	checkCachedRows(s.t, s.Store)
+	return err
 }
