@@ -1,5 +1,6 @@
 // Package client dials converge services the way every converge client does: plaintext on
-// loopback or TLS, a bearer token on every call when one is given, and otelgrpc tracing.
+// loopback or TLS, a bearer token on every call when one is given, and otelgrpc tracing when
+// the process has set an OpenTelemetry provider or propagator.
 package client
 
 import (
@@ -34,10 +35,13 @@ func Dial(addr string, o Options) (*grpc.ClientConn, error) {
 		}
 		creds = credentials.NewTLS(cfg)
 	}
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithStatsHandler(otelgrpc.NewClientHandler())},
-		TransportOptions()...)
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, TransportOptions()...)
+	if otelConfigured() {
+		// Without a provider or propagator set the handler would only cost CPU (tracing.go).
+		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
+	}
 	if o.Token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: o.Token, secure: o.TLS}))
+		opts = append(opts, grpc.WithPerRPCCredentials(newBearer(o.Token)))
 	}
 	conn, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
@@ -65,14 +69,18 @@ func TransportOptions() []grpc.DialOption {
 	}
 }
 
-// bearer puts the token on every call.
+// bearer puts the token on every call. Its metadata is built once: grpc-go only reads the map
+// (it copies it into the call's headers), so every call shares it.
 type bearer struct {
-	token  string
-	secure bool
+	md map[string]string
+}
+
+func newBearer(token string) bearer {
+	return bearer{md: map[string]string{"authorization": "Bearer " + token}}
 }
 
 func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + b.token}, nil
+	return b.md, nil
 }
 
 // RequireTransportSecurity is false so tokens also work on loopback plaintext (dev, tests); the
