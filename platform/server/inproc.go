@@ -8,10 +8,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // In-process calls: a client connection whose unary calls run this server's handlers in the
@@ -24,7 +24,8 @@ import (
 //   - the request is marshalled by the caller's codec (a message the Go client refuses to send,
 //     such as a string with invalid UTF-8, fails the same way) and decoded by the server's
 //     (requestCodec: a request that does not decode is marked malformed), so caller and handler
-//     never share a message; the same for the response;
+//     never share a message; the response is a deep copy (proto.Merge into the reset reply, not
+//     checked for invalid UTF-8: the server built it);
 //   - the server's MaxRecvMsgBytes for the request, the client's default 4 MiB for the response;
 //   - the server's whole unary interceptor chain (request id, logging, metrics, auth, quotas,
 //     errors, validation, readiness gate, recovery): the caller is authenticated by its bearer
@@ -128,13 +129,6 @@ func (c *inprocConn) Invoke(ctx context.Context, method string, args, reply any,
 	if herr == nil && resp == nil {
 		herr = status.Error(codes.Internal, "grpc: the handler answered no message")
 	}
-	var out mem.BufferSlice
-	if herr == nil {
-		if out, err = c.codec.Marshal(resp); err != nil {
-			herr = status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
-		}
-		defer out.Free()
-	}
 	st.deliver(opts)
 	if err := ctx.Err(); err != nil {
 		// The caller gave up first: its own context's error, as grpc-go's client answers.
@@ -143,6 +137,31 @@ func (c *inprocConn) Invoke(ctx context.Context, method string, args, reply any,
 	if herr != nil {
 		return wireStatus(herr)
 	}
+	return c.copyResponse(resp, reply)
+}
+
+// copyResponse fills reply with a deep copy of the handler's response resp. A response of
+// reply's own type is cloned (proto.Merge into the reset reply: a third of the codec's cost on
+// a small message, issue 17, branch p17local2), its size checked against the client's limit
+// first; any other pair goes through the codec as over the wire. Unlike a request, the response
+// is not checked for invalid UTF-8 (the server built it; the wire's server would fail such a
+// response with Internal, here the caller gets it).
+func (c *inprocConn) copyResponse(resp, reply any) error {
+	sm, ok1 := resp.(proto.Message)
+	rm, ok2 := reply.(proto.Message)
+	if ok1 && ok2 && sm.ProtoReflect().Descriptor() == rm.ProtoReflect().Descriptor() {
+		if n := proto.Size(sm); n > clientMaxRecvMsgBytes {
+			return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, clientMaxRecvMsgBytes)
+		}
+		proto.Reset(rm)
+		proto.Merge(rm, sm)
+		return nil
+	}
+	out, err := c.codec.Marshal(resp)
+	if err != nil {
+		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+	}
+	defer out.Free()
 	if n := out.Len(); n > clientMaxRecvMsgBytes {
 		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, clientMaxRecvMsgBytes)
 	}

@@ -66,6 +66,16 @@ func BenchmarkMessageCopy(b *testing.B) {
 				data.Free()
 			}
 		})
+		b.Run(m.name+"/marshal+merge", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				data, err := codec.Marshal(m.msg)
+				require.NoError(b, err)
+				out := m.msg.ProtoReflect().New().Interface()
+				proto.Merge(out, m.msg)
+				data.Free()
+			}
+		})
 		b.Run(m.name+"/clone", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

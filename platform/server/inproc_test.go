@@ -211,3 +211,18 @@ func TestInProcessCopiesMessages(t *testing.T) {
 	require.Zero(t, res.GetLock().GetToken(), "the reply is reset before it is filled, as a decode does")
 	require.Equal(t, "a.go", req.GetResource())
 }
+
+// The response is copied by proto.Merge, not through the codec: an authenticated GetLock through
+// the whole chain took 60 allocations with the codec's marshal and unmarshal of the response
+// (issue 17, p17local2), 55 with the clone. A bound between the two.
+func TestInProcessResponseCopyAllocations(t *testing.T) {
+	srv, _, _ := startInproc(t)
+	client := registryv1.NewRegistryServiceClient(srv.InProcess("tok-ops", nil))
+	req := &registryv1.GetLockRequest{Resource: "services/registry/lock.go"}
+	allocs := testing.AllocsPerRun(200, func() {
+		if _, err := client.GetLock(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.LessOrEqual(t, allocs, 57.0, "allocations per in-process call")
+}
