@@ -348,7 +348,7 @@ func measure(ctx context.Context, out io.Writer, o options, r *repo, st *postgre
 			path := r.file(rng)
 			cands, err := st.Candidates(ctx, store.CandidateQuery{
 				Path: path, Types: []store.Type{store.TypeGotcha},
-				MinRank: confidence.MinRank(0.6, time.Now()), Limit: 40,
+				MinRank: confidence.MinRank(0.6, time.Now()), Limit: 28, // as QueryItems asks for 20 items
 			})
 			return len(cands), err
 		}},

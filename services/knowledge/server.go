@@ -113,8 +113,10 @@ func (s *Server) QueryItems(ctx context.Context, req *knowledgev1.QueryItemsRequ
 		Project: q.project,
 		MinRank: confidence.MinRank(q.minConfidence, now),
 		// Candidates beyond the limit make up for those the glob or the exact confidence turn
-		// down, usually in one round.
-		Limit: max(2*q.limit, 16),
+		// down, usually in one round: few are, as the buckets are narrow. Every row read costs
+		// the statement an index entry per bucket (it reads up to Limit from each), so the
+		// margin is a quarter of the limit, at least 8 (bench/PROFILE.md, p17p4).
+		Limit: max(q.limit+max(q.limit/4, 8), 16),
 	}
 	var matches []store.Candidate
 	for len(matches) < q.limit {
