@@ -34,10 +34,11 @@ const pathRuleID = "path.relative"
 type fastKind uint8
 
 const (
-	fastNone   fastKind = iota // evaluated by protovalidate
-	fastPath                   // a string field with exactly the path rules
-	fastList                   // a repeated string field whose items have exactly the path rules (or item's)
-	fastString                 // a string field with exactly the rules of a strRule (fastrule.go)
+	fastNone    fastKind = iota // evaluated by protovalidate
+	fastPath                    // a string field with exactly the path rules
+	fastList                    // a repeated string field whose items have exactly the path rules (or item's)
+	fastString                  // a string field with exactly the rules of a strRule (fastrule.go)
+	fastMsgList                 // a repeated message field of fast items (msglist.go)
 )
 
 // fastField is a field's fast path, with a list's bounds.
@@ -47,6 +48,8 @@ type fastField struct {
 	hasMax, unique     bool
 	// str is a fastString field's rules, or a fastList's items' rules (nil: the path rules).
 	str *strRule
+	// msg is a fastMsgList's items' rules.
+	msg *msgRule
 }
 
 // fastFields caches the fastField of every field descriptor seen (descriptors live as long as
@@ -74,6 +77,8 @@ func shouldValidate(msg protoreflect.Message, d protoreflect.Descriptor) bool {
 		return !f.listValid(msg.Get(fd).List())
 	case fastString:
 		return !f.str.ok(msg.Get(fd).String())
+	case fastMsgList:
+		return !f.msgListValid(msg.Get(fd).List())
 	}
 	return true
 }
@@ -91,6 +96,9 @@ func fastOf(fd protoreflect.FieldDescriptor) fastField {
 // classify answers fd's fast path from its rules: fastNone unless the rules are exactly those
 // the fast path checks.
 func classify(fd protoreflect.FieldDescriptor) fastField {
+	if fd.IsList() && fd.Kind() == protoreflect.MessageKind {
+		return classifyMsgList(fd)
+	}
 	if fd.Kind() != protoreflect.StringKind || fd.IsMap() || fd.ContainingOneof() != nil || fd.HasPresence() {
 		return fastField{}
 	}
