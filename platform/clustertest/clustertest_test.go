@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,15 @@ func TestProxyDownUpCut(t *testing.T) {
 	err = roundTrip(p.Addr)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "refused")
+	// While down, the port stays the proxy's: nothing else on the machine can listen on it and
+	// make Up fail with "address already in use" (TestStandaloneSurvivesMissingStores did).
+	if runtime.GOOS == "linux" {
+		other, err := net.Listen("tcp", p.Addr)
+		if err == nil {
+			_ = other.Close()
+		}
+		require.Error(t, err, "another listener took the down proxy's port")
+	}
 	require.NoError(t, p.Up())
 	require.NoError(t, roundTrip(p.Addr))
 	p.Cut()

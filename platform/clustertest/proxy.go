@@ -21,10 +21,11 @@ type Proxy struct {
 	cut     atomic.Bool
 	resets  atomic.Int64
 
-	mu    sync.Mutex
-	lis   net.Listener // nil while down
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu       sync.Mutex
+	lis      net.Listener // nil while down
+	reserved int          // NewProxyDown's bound socket that holds Addr until the first Up (-1: none)
+	conns    map[net.Conn]struct{}
+	wg       sync.WaitGroup
 }
 
 // NewProxy listens on a free loopback port and forwards to target until Close.
@@ -37,15 +38,14 @@ func NewProxy(target string) (*Proxy, error) {
 }
 
 // NewProxyDown answers a proxy to target on a free loopback port that nothing listens on until
-// Up: what an unreachable server looks like (connection refused).
+// Up: what an unreachable server looks like (connection refused). The port stays the proxy's
+// meanwhile (on Linux a socket bound to it, not listening: reserveLoopback).
 func NewProxyDown(target string) (*Proxy, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, addr, err := reserveLoopback()
 	if err != nil {
 		return nil, err
 	}
-	addr := lis.Addr().String()
-	_ = lis.Close()
-	return &Proxy{Addr: addr, Target: target, conns: map[net.Conn]struct{}{}}, nil
+	return &Proxy{Addr: addr, Target: target, conns: map[net.Conn]struct{}{}, reserved: fd}, nil
 }
 
 // StartProxy is NewProxy, closed when tb ends.
@@ -66,7 +66,14 @@ func (p *Proxy) Up() error {
 	if p.lis != nil {
 		return nil
 	}
-	lis, err := net.Listen("tcp", p.Addr)
+	var lis net.Listener
+	var err error
+	if p.reserved >= 0 {
+		lis, err = listenReserved(p.reserved)
+		p.reserved = -1
+	} else {
+		lis, err = net.Listen("tcp", p.Addr)
+	}
 	if err != nil {
 		return err
 	}
@@ -213,6 +220,12 @@ func (p *Proxy) Resets() int64 { return p.resets.Load() }
 
 // Close stops the proxy and resets its connections.
 func (p *Proxy) Close() {
+	p.mu.Lock()
+	if p.reserved >= 0 {
+		releaseReserved(p.reserved)
+		p.reserved = -1
+	}
+	p.mu.Unlock()
 	p.Down()
 	p.Cut()
 	p.wg.Wait()
