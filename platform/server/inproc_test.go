@@ -214,7 +214,7 @@ func TestInProcessCopiesMessages(t *testing.T) {
 
 // The response is copied by proto.Merge, not through the codec: an authenticated GetLock through
 // the whole chain took 60 allocations with the codec's marshal and unmarshal of the response
-// (issue 17, p17local2), 55 with the clone. A bound between the two.
+// (issue 17, p17local2), 55 with the clone. A bound between the two (3 more of each under -race).
 func TestInProcessResponseCopyAllocations(t *testing.T) {
 	srv, _, _ := startInproc(t)
 	client := registryv1.NewRegistryServiceClient(srv.InProcess("tok-ops", nil))
@@ -224,5 +224,5 @@ func TestInProcessResponseCopyAllocations(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	require.LessOrEqual(t, allocs, 57.0, "allocations per in-process call")
+	require.LessOrEqual(t, allocs, 57.0+raceAllocs, "allocations per in-process call")
 }
