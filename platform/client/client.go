@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/converge-dev/converge/platform/telemetry"
 )
 
 // Options are how to reach a service.
@@ -36,8 +38,8 @@ func Dial(addr string, o Options) (*grpc.ClientConn, error) {
 		creds = credentials.NewTLS(cfg)
 	}
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, TransportOptions()...)
-	if otelConfigured() {
-		// Without a provider or propagator set the handler would only cost CPU (tracing.go).
+	if telemetry.OTelConfigured() {
+		// Without a provider or propagator set the handler would only cost CPU (platform/telemetry).
 		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
 	}
 	if o.Token != "" {

@@ -119,7 +119,7 @@ type Config struct {
 	// DisableTracing turns off the OpenTelemetry stats handler. It is on by
 	// default when the process has set an OpenTelemetry tracer provider, meter
 	// provider or propagator (otel.Set…) before Complete, and uses them; with
-	// none set it is left out, since it would only cost CPU (tracing.go).
+	// none set it is left out, since it would only cost CPU (platform/telemetry).
 	DisableTracing bool
 
 	// Services are the gRPC services to serve. Health and reflection are

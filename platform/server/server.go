@@ -53,6 +53,7 @@ import (
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
 	"github.com/converge-dev/converge/platform/auth"
+	"github.com/converge-dev/converge/platform/telemetry"
 )
 
 // Server is a completed, runnable gRPC server. Build it with Config.Complete
@@ -140,9 +141,9 @@ func newServer(cc *completedConfig) (*Server, error) {
 	if cc.tlsConfig != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cc.tlsConfig)))
 	}
-	if !cc.DisableTracing && otelConfigured() {
+	if !cc.DisableTracing && telemetry.OTelConfigured() {
 		// Health probes would be most of the spans; leave them out. Without a provider or
-		// propagator set the handler would only cost CPU (tracing.go).
+		// propagator set the handler would only cost CPU (platform/telemetry).
 		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(
 			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())),
 		)))

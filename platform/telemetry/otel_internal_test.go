@@ -1,4 +1,4 @@
-package client
+package telemetry
 
 import (
 	"testing"
@@ -14,8 +14,10 @@ import (
 // placeholders; any provider or propagator a process sets (even a no-op one) counts as set.
 func TestOtelSetTellsPlaceholdersFromProviders(t *testing.T) {
 	// Nothing in this test binary sets the globals.
-	require.False(t, otelConfigured())
+	require.False(t, OTelConfigured())
+	require.False(t, otelSet(otel.GetTracerProvider(), otel.GetMeterProvider(), otel.GetTextMapPropagator()))
 	require.True(t, otelSet(tracenoop.NewTracerProvider()))
 	require.True(t, otelSet(otel.GetTracerProvider(), metricnoop.NewMeterProvider()))
 	require.True(t, otelSet(otel.GetTracerProvider(), otel.GetMeterProvider(), propagation.TraceContext{}))
+	require.True(t, otelSet(propagation.NewCompositeTextMapPropagator(propagation.Baggage{})))
 }
