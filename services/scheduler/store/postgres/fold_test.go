@@ -13,10 +13,7 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
-	"github.com/converge-dev/converge/platform/database"
-	"github.com/converge-dev/converge/platform/database/dbtest"
 	"github.com/converge-dev/converge/services/scheduler/store"
-	"github.com/converge-dev/converge/services/scheduler/store/postgres"
 )
 
 // statements records the text of every statement sent, batched or not.
@@ -66,27 +63,8 @@ func TestTaskStatusRidesInTheAssignmentUpdate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	sqls := &statements{}
-	s, err := postgres.New(ctx, dbtest.Postgres(t), database.WithMigrate(), database.WithTracer(sqls))
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-
-	tasks := []string{"t0", "t1", "t2", "t3"}
-	spec := &schedulerv1.TaskListSpec{Name: "fold"}
-	for _, id := range tasks {
-		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: id, Title: "task", File: id + ".go"})
-	}
-	_, err = s.CreateTaskList(ctx, "tl", spec, nil)
-	require.NoError(t, err)
-	w := &schedulerv1.Wave{Id: "ex/w1", WaveNumber: 1, Status: schedulerv1.WaveStatus_WAVE_STATUS_RUNNING, TaskCount: 4}
-	var as []*store.Assignment
-	for i, task := range tasks {
-		as = append(as, &store.Assignment{Assignment: &schedulerv1.Assignment{Id: "ex/" + task,
-			Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK, WaveId: w.Id, WaveNumber: 1, TaskId: task,
-			Status: schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_PENDING, Attempt: 1}, Position: int32(i)})
-	}
-	e := &schedulerv1.Execution{Id: "ex", TaskListId: "tl", Status: schedulerv1.ExecutionStatus_EXECUTION_STATUS_RUNNING,
-		WaveCount: 1, CurrentWave: 1, TotalTasks: 4}
-	require.NoError(t, s.CreateExecution(ctx, e, []*schedulerv1.Wave{w}, as, nil))
+	s := tracedStore(t, sqls)
+	oneWaveRun(t, s, "fold", "t0", "t1", "t2", "t3")
 	status := func(task string) string {
 		var st string
 		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT status FROM tasks WHERE task_list_id = 'tl' AND task_key = $1`, task).Scan(&st))
