@@ -24,7 +24,7 @@ func TestUnaryChainAllocations(t *testing.T) {
 		AuthTokens: []string{"chain-token"}}.Complete()
 	require.NoError(t, err)
 	unary, _ := s.interceptorChain(grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram()))
-	chain := chainUnary(unary)
+	chain := chainUnary([]grpc.UnaryServerInterceptor{unary})
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer chain-token"))
 	ctx = grpc.NewContextWithServerTransportStream(ctx, headerSink{})
 	info := &grpc.UnaryServerInfo{FullMethod: "/converge.registry.v1.RegistryService/AcquireLock"}

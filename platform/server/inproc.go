@@ -268,27 +268,4 @@ func (s *inprocStream) deliver(opts []grpc.CallOption) {
 	}
 }
 
-// chainInproc makes one interceptor of the server's chain, outermost first, as grpc-go's
-// ChainUnaryInterceptor does for the wire.
-func chainInproc(chain []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
-	switch len(chain) {
-	case 0:
-		return nil
-	case 1:
-		return chain[0]
-	}
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		return chain[0](ctx, req, info, chainedHandler(chain, 0, info, handler))
-	}
-}
-
-func chainedHandler(chain []grpc.UnaryServerInterceptor, i int, info *grpc.UnaryServerInfo, final grpc.UnaryHandler) grpc.UnaryHandler {
-	if i == len(chain)-1 {
-		return final
-	}
-	return func(ctx context.Context, req any) (any, error) {
-		return chain[i+1](ctx, req, info, chainedHandler(chain, i+1, info, final))
-	}
-}
-
 var _ net.Addr = inprocAddr{}

@@ -72,7 +72,7 @@ func RequestID(ctx context.Context) string {
 //     stack; the server keeps running.
 //
 // The unary steps are one interceptor (unaryChain); the stream steps one interceptor each.
-func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
+func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) (grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		s.logger.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
@@ -90,7 +90,7 @@ func (s *Server) interceptorChain(metrics *grpcprom.ServerMetrics) ([]grpc.Unary
 	})
 	recoveryOpts := []recovery.Option{recovery.WithRecoveryHandlerContext(s.recoverPanic)}
 
-	unary := []grpc.UnaryServerInterceptor{s.unaryChain(metrics.UnaryServerInterceptor())}
+	unary := s.unaryChain(metrics.UnaryServerInterceptor())
 	stream := []grpc.StreamServerInterceptor{
 		streamRequestID,
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),

@@ -74,8 +74,8 @@ type Server struct {
 	// authTable is who may call (authz.go); replaced whole by ReloadAuth.
 	authTable atomic.Pointer[auth.Table]
 	conns     *connTracker // the listener's connections (limits.go)
-	// inprocChain is the unary interceptor chain as one, and inproc the unary methods, for
-	// in-process calls (inproc.go).
+	// inprocChain is the unary interceptor chain (unaryChain, the wire's too), and inproc the
+	// unary methods, for in-process calls (inproc.go).
 	inprocChain grpc.UnaryServerInterceptor
 	inproc      map[string]*inprocMethod
 	quotas      *quotas // per-principal calls in flight (limits.go)
@@ -116,9 +116,9 @@ func newServer(cc *completedConfig) (*Server, error) {
 	}
 
 	unary, stream := s.interceptorChain(metrics)
-	s.inprocChain = chainInproc(unary)
+	s.inprocChain = unary
 	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(unary...),
+		grpc.UnaryInterceptor(unary),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(cc.MaxRecvMsgBytes),
 		// A request that does not decode is InvalidArgument, not grpc-go's Internal (codec.go).
