@@ -40,6 +40,12 @@ type floorPart struct {
 	CPUMs  float64 `json:"cpu_ms_per_task"` // this process + children, user + system
 	SelfMs float64 `json:"self_ms_per_task"`
 	WallMs float64 `json:"wall_ms_per_task"`
+	// Tasks is the part's tasks when they are not the report's (the Postgres parts count those
+	// that ran); Processes its CPU per task by process (the Postgres parts); Note what else it
+	// counted (transactions per commit).
+	Tasks     int          `json:"tasks,omitempty"`
+	Processes []processCPU `json:"processes,omitempty"`
+	Note      string       `json:"note,omitempty"`
 }
 
 // floorReport is --floor's answer.
@@ -48,6 +54,11 @@ type floorReport struct {
 	Cores int         `json:"cores"`
 	Time  time.Time   `json:"time"`
 	Parts []floorPart `json:"parts"`
+	// Mode is "embedded" (the parts sum to a task's floor) or "postgres" (each floor part is a
+	// whole run of the deployment's floor, beside ninja and the real P1 Postgres run).
+	Mode string `json:"mode,omitempty"`
+	// Fsync is pg_test_fsync's figures on this machine's disk (postgres mode, when found).
+	Fsync []string `json:"fsync,omitempty"`
 }
 
 // usage is this process's and its waited-for children's CPU so far.

@@ -41,6 +41,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -84,7 +85,10 @@ func main() {
 	flag.BoolVar(&o.jsonOut, "json", false, "print the result as one JSON object instead of tables")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up on one converge execution after this long")
 	dispatch := flag.String("dispatch", "strict,eager", "converge's dispatch modes, each run side by side: strict (every wave a barrier), eager (a task starts once its dependencies completed without a commit or were integrated), or both comma-separated; the fan-out, one wave, runs the last only")
-	floor := flag.Bool("floor", false, "measure the floor of a no-op task instead (proc.Run of sh -c true with a pooled cgroup, a bare CompleteTask round trip, an in-memory SQLite write transaction) beside ninja on --tasks tasks, --peer-rounds rounds alternated")
+	floor := flag.Bool("floor", false, "measure the floor of a no-op task instead (proc.Run of sh -c true with a pooled cgroup, a bare CompleteTask round trip, an in-memory SQLite write transaction) beside ninja on --tasks tasks, --peer-rounds rounds alternated; with --mode postgres the Postgres deployment's floor (agent processes spawning the command, one round trip each to a Scheduler process, one grouped Postgres transaction), the same transactions alone from --agents goroutines, and the real P1 Postgres run, beside ninja")
+	floorServe := flag.String("floor-serve", "", "internal (--floor --mode postgres): serve as the floor Scheduler of this execution on --postgres-url")
+	floorWork := flag.String("floor-work", "", "internal (--floor --mode postgres): run as a floor agent of the floor Scheduler at this address")
+	floorInstance := flag.String("floor-instance", "agent-01", "internal: the floor agent's instance id")
 	flag.IntVar(&o.maxParallel, "max-parallel", 0, "converge's max_parallel (tasks per wave, and at once); 0 = the task count, so waves are the dependency levels (eager dispatch still starts a task as soon as its dependencies completed: none commits here)")
 	embeddedAgents := flag.String("embedded-agents", "processes,local", "the embedded runs' agents, each run side by side: processes (--agents converge-agent processes beside converge dev), local (converge dev --agents N: in its process, calling the services in-process), or both comma-separated")
 	flag.Parse()
@@ -95,17 +99,39 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	if *floor {
-		rep, err := runFloor(o.tasks, max(o.peerRounds, 1), o.agents)
+	if *floorServe != "" || *floorWork != "" {
+		var err error
+		if *floorServe != "" {
+			err = floorServeMain(o.pgURL, *floorServe)
+		} else {
+			err = floorWorkMain(*floorWork, *floorInstance)
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "dag-bench: floor:", err)
 			os.Exit(1)
 		}
-		if o.jsonOut {
-			printJSON(rep)
-			return
+		return
+	}
+	if *floor {
+		var rep floorReport
+		var err error
+		if o.mode == "postgres" {
+			rep, err = runFloorPostgres(o)
+		} else {
+			rep, err = runFloor(o.tasks, max(o.peerRounds, 1), o.agents)
 		}
-		printFloor(rep)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "dag-bench: floor:", err)
+			os.Exit(1)
+		}
+		switch {
+		case o.jsonOut:
+			printJSON(rep)
+		case rep.Mode == "postgres":
+			printFloorPostgres(rep)
+		default:
+			printFloor(rep)
+		}
 		return
 	}
 	o.dispatch = strings.Split(*dispatch, ",")
@@ -576,12 +602,27 @@ func production(g graph, o options, dispatch string) (r side, err error) {
 			Postgres: clustertest.UsePostgres(tb, o.pgURL), Redis: clustertest.UseRedis(tb, o.redisURL)})
 		agents, metrics := startAgents(tb, o.agents, c.SchedulerAddr(0), c.RegistryAddr)
 		procs := append([]*clustertest.Process{c.Scheduler(0), c.Service("registry")}, agents...)
+		// The Postgres backends of the cluster's database (the Scheduler's and Registry's
+		// connections), read from /proc as the processes are.
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, c.PostgresURL)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = conn.Close(context.Background()) }()
+		mon := backends{conn: conn}
+		pgBefore, _ := mon.cpu(ctx)
 		cpuBefore := processesCPU(procs)
 		var cpuAfter []cpuSample
+		var pgAfter map[int]time.Duration
 		r, err = execute(fmt.Sprintf("converge, Postgres + Redis, %d agents, %s", o.agents, dispatch), c.SchedulerClient(0), g, o, dispatch,
-			func() { cpuAfter = processesCPU(procs) })
+			func() { cpuAfter = processesCPU(procs); pgAfter, _ = mon.cpu(ctx) })
 		if err == nil {
 			r.ProcessCPU = cpuPerTask(cpuBefore, cpuAfter, len(g.deps))
+			if pgAfter != nil && len(g.deps) > 0 {
+				r.ProcessCPU = append(r.ProcessCPU, processCPU{Name: "postgres backends",
+					SelfMs: float64(since(pgBefore, pgAfter).Microseconds()) / 1000 / float64(len(g.deps))})
+			}
 			r.AgentPhaseMs = agentPhases(metrics)
 		}
 		return err

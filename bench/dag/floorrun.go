@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/clustertest"
+)
+
+// runFloorPostgres is --floor --mode postgres: per round, one after the other, ninja on the
+// fan-out, the real P1 Postgres run (the Scheduler, Registry and agent processes on a fresh
+// database and Redis), the floor with processes (floorProcesses), and the floor's transactions
+// alone from the agents' number of goroutines, grouped and not (P1b Postgres's floor). The
+// floor's executions are made by the real Scheduler on one fresh database (its migrations, its
+// StartExecution), which is then stopped: the floor's transactions run on its rows.
+func runFloorPostgres(o options) (floorReport, error) {
+	rounds := max(o.peerRounds, 1)
+	rep := floorReport{Tasks: o.tasks, Cores: numCPU(), Time: time.Now().UTC(), Mode: "postgres"}
+	if o.tasks > 1024 {
+		return rep, fmt.Errorf("--floor --mode postgres runs one wave: at most 1024 tasks")
+	}
+	g := graph{shape: "fanout", deps: make([][]int, o.tasks), levels: 1}
+	err := clustertest.Run(nil, func(tb clustertest.TB) error {
+		ctx := context.Background()
+		c := clustertest.Start(tb, clustertest.Options{Without: []string{"knowledge", "verifier"}, LogLevel: "warn",
+			Postgres: clustertest.UsePostgres(tb, o.pgURL), Redis: clustertest.UseRedis(tb, o.redisURL)})
+		const kinds = 3 // processes, grouped alone, ungrouped alone
+		ids := make([][kinds]string, rounds)
+		for r := range ids {
+			for k := range kinds {
+				id, err := startFanout(ctx, c.SchedulerClient(0), o.tasks)
+				if err != nil {
+					return err
+				}
+				ids[r][k] = id
+			}
+		}
+		// The floor alone on the database: nothing else writes it.
+		if err := c.Scheduler(0).Stop(); err != nil {
+			tb.Logf("floor: stop the Scheduler: %v", err)
+		}
+		conn, err := pgx.Connect(ctx, c.PostgresURL)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = conn.Close(context.Background()) }()
+		mon := backends{conn: conn}
+		for r := 1; r <= rounds; r++ {
+			ninja, err := measure(fmt.Sprintf("ninja -j %d", o.agents), r, o.tasks, func() error { _, err := peer("ninja", g, o.agents, 1); return err })
+			if err != nil {
+				return err
+			}
+			rep.Parts = append(rep.Parts, ninja)
+			real, err := production(g, o, "strict")
+			if err != nil {
+				return fmt.Errorf("P1 Postgres: %w", err)
+			}
+			rp := floorPart{Name: fmt.Sprintf("converge P1 Postgres (real): %d agents, Scheduler, Registry", o.agents), Round: r,
+				WallMs: real.WallS * 1000 / float64(o.tasks), Processes: real.ProcessCPU}
+			for _, p := range real.ProcessCPU {
+				rp.CPUMs += p.SelfMs + p.ChildrenMs
+			}
+			rep.Parts = append(rep.Parts, rp)
+			fp, err := floorProcesses(ctx, c.PostgresURL, ids[r-1][0], o.agents, mon)
+			if err != nil {
+				return err
+			}
+			fp.Round = r
+			rep.Parts = append(rep.Parts, fp)
+			for k, group := range []bool{true, false} {
+				pp, err := floorPurePart(ctx, c.PostgresURL, ids[r-1][1+k], o.agents, group, mon)
+				if err != nil {
+					return err
+				}
+				pp.Round = r
+				rep.Parts = append(rep.Parts, pp)
+			}
+		}
+		rep.Fsync = pgTestFsync()
+		return nil
+	})
+	return rep, err
+}
+
+// startFanout creates and starts a fan-out of n no-op tasks (one wave) and answers its id.
+func startFanout(ctx context.Context, c schedulerv1.SchedulerServiceClient, n int) (string, error) {
+	spec := &schedulerv1.TaskListSpec{Name: "dag fanout"}
+	for i := range n {
+		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: taskID(i), Title: "true", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: fmt.Sprintf("out/%04d", i)})
+	}
+	tl, err := c.CreateTaskList(ctx, &schedulerv1.CreateTaskListRequest{Spec: spec})
+	if err != nil {
+		return "", err
+	}
+	ex, err := c.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId(),
+		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(n), Dispatch: dispatchModes["strict"],
+			AgentConfig: &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(10 * time.Second)}}})
+	if err != nil {
+		return "", err
+	}
+	return ex.GetExecution().GetId(), nil
+}
+
+// pgTestFsync runs pg_test_fsync (the newest /usr/lib/postgresql/*/bin, or PATH) for a second per
+// method on a file in the temporary directory, and answers its lines of ops/s; nil when it is
+// not found or fails.
+func pgTestFsync() []string {
+	bin, err := exec.LookPath("pg_test_fsync")
+	if err != nil {
+		found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_test_fsync")
+		if len(found) == 0 {
+			return nil
+		}
+		slices.Sort(found)
+		bin = found[len(found)-1]
+	}
+	dir, err := os.MkdirTemp("", "converge-fsync-")
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "-s", "1", "-f", filepath.Join(dir, "fsync")).Output()
+	if err != nil {
+		return []string{fmt.Sprintf("pg_test_fsync: %v", err)}
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	section := ""
+	for sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(l, "Compare "):
+			section = l
+		case strings.Contains(l, "ops/sec") && (strings.HasPrefix(l, "fdatasync") || strings.HasPrefix(l, "fsync ") ||
+			strings.HasPrefix(l, "open_datasync") || strings.HasPrefix(l, "write, fsync") || strings.HasPrefix(l, "fsync,")):
+			lines = append(lines, strings.Join(strings.Fields(l), " ")+" ["+section+"]")
+		}
+	}
+	return lines
+}
+
+// printFloorPostgres words --floor --mode postgres's figures: a table per round, the processes'
+// CPU per task, the medians beside ninja's.
+func printFloorPostgres(rep floorReport) {
+	fmt.Printf("\nfloor of a no-op task, Postgres deployment: %d tasks, %d cores, %s\n\n", rep.Tasks, rep.Cores, rep.Time.Format(time.RFC3339))
+	fmt.Println("| round | part | wall ms/task | CPU ms/task | by process (own + children) |\n|---|---|--:|--:|---|")
+	for _, p := range rep.Parts {
+		var by []string
+		for _, c := range p.Processes {
+			s := fmt.Sprintf("%s %.3f", c.Name, c.SelfMs)
+			if c.ChildrenMs > 0 {
+				s += fmt.Sprintf(" + commands %.3f", c.ChildrenMs)
+			}
+			by = append(by, s)
+		}
+		if p.Note != "" {
+			by = append(by, p.Note)
+		}
+		fmt.Printf("| %d | %s | %.3f | %.3f | %s |\n", p.Round, p.Name, p.WallMs, p.CPUMs, strings.Join(by, "; "))
+	}
+	walls, cpus := map[string][]time.Duration{}, map[string][]time.Duration{}
+	var names []string
+	for _, p := range rep.Parts {
+		if _, ok := walls[p.Name]; !ok {
+			names = append(names, p.Name)
+		}
+		walls[p.Name] = append(walls[p.Name], time.Duration(p.WallMs*1e6))
+		cpus[p.Name] = append(cpus[p.Name], time.Duration(p.CPUMs*1e6))
+	}
+	if len(names) == 0 {
+		return
+	}
+	ninja := msf(pct(walls[names[0]], 50))
+	fmt.Printf("\nmedians: %s wall %.3f ms per task (CPU %.3f)\n", names[0], ninja, msf(pct(cpus[names[0]], 50)))
+	for _, n := range names[1:] {
+		w := msf(pct(walls[n], 50))
+		fmt.Printf("- %s: wall %.3f ms per task = %.2f× ninja, CPU %.3f ms per task\n", n, w, w/cmp.Or(ninja, 1), msf(pct(cpus[n], 50)))
+	}
+	if len(rep.Fsync) > 0 {
+		fmt.Println("\npg_test_fsync (1 s per method, a file in the temporary directory):")
+		for _, l := range rep.Fsync {
+			fmt.Println("- " + l)
+		}
+	}
+}
