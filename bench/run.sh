@@ -17,7 +17,9 @@
 # FANOUT_MAX_PARALLEL (1024), FANOUT_STARTED_REPORT (empty: the fan-out's agents send TASK_STARTED
 # with the completion, as converge-agent does for a short task; non-empty: in a report of its own),
 # LOAD_STREAMS (1000), LOAD_AGENTS (50), LOAD_TASKS (300).
-# BENCH_ONLY (space-separated, default all): plan fanout verifier registry knowledge dag load.
+# BENCH_ONLY (space-separated, default all): plan fanout verifier registry knowledge dag load; also
+# floor (not in the default: about 2 min): bench/dag --floor --mode postgres, the Postgres deployment's
+# floor of a no-op task beside ninja and the real P1 Postgres run, PEER_ROUNDS rounds.
 # FANOUT_FROM: the output directory of an earlier `make bench-growth` (or several, space-separated),
 # whose growth figures RESULTS.md then shows (with each run's date, commit and command) instead of
 # running it again.
@@ -177,6 +179,8 @@ want registry && run registry.json bench/registry go run . --json --clients "$RE
 want knowledge && run knowledge.json bench/knowledge go run . --json --items "$KNOWLEDGE_ITEMS" --queries "$KNOWLEDGE_QUERIES"
 want dag && run dag.json bench/dag go run . --json --agents "$AGENTS" --chain-tasks "$CHAIN_TASKS" --tasks "$DAG_TASKS" \
 	--edges "$DAG_EDGES" --seed "$DAG_SEED" --peer-rounds "$PEER_ROUNDS"
+want floor && run dag-floor.json bench/dag go run . --floor --mode postgres --json --agents "$AGENTS" \
+	--tasks "$(( DAG_TASKS < 1024 ? DAG_TASKS : 1024 ))" --peer-rounds "$PEER_ROUNDS"
 # R8: the same run of LOAD_AGENTS agents without WatchExecution streams (the peer) and with
 # LOAD_STREAMS of them, one after the other.
 if want load; then

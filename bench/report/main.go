@@ -3,6 +3,7 @@
 //
 //	env.txt            "key: value" lines describing the machine (cores, memory, versions, date)
 //	dag.json           bench/dag --json
+//	dag-floor.json     bench/dag --floor --mode postgres --json (only when BENCH_ONLY names floor)
 //	registry.json      bench/registry --json
 //	knowledge.json     bench/knowledge --json
 //	plan.txt           go test -bench BenchmarkPlan100k output (services/scheduler/plan)
@@ -80,6 +81,7 @@ func write(w io.Writer, dir string) {
 	fmt.Fprintf(w, "ninja and make as much as for converge.\n")
 	goals(w, dir, set)
 	dag(w, dir, set)
+	floor(w, dir)
 	fanout(w, dir)
 	registry(w, dir, set)
 	knowledge(w, dir, set)

@@ -172,3 +172,31 @@ func TestLocalAgentsLine(t *testing.T) {
 		t.Errorf("want a P1 row for each embedded line, the local agents' second at 2.50×: %q", p1)
 	}
 }
+
+// TestFloorRowsOnlyWhenRun: the Postgres floor's section is printed from dag-floor.json, with
+// each part's median and its ratio to ninja, and not at all without that file.
+func TestFloorRowsOnlyWhenRun(t *testing.T) {
+	dir := t.TempDir()
+	var b bytes.Buffer
+	floor(&b, dir)
+	if b.Len() != 0 {
+		t.Fatalf("floor without dag-floor.json printed:\n%s", b.String())
+	}
+	js := `{"tasks": 1000, "parts": [
+	 {"name": "ninja -j 2", "round": 1, "cpu_ms_per_task": 0.7, "wall_ms_per_task": 0.4},
+	 {"name": "floor", "round": 1, "cpu_ms_per_task": 1.5, "wall_ms_per_task": 0.8, "note": "1.9 per commit",
+	  "processes": [{"name": "floor agents", "self_ms_per_task": 0.3, "children_ms_per_task": 0.6}]},
+	 {"name": "ninja -j 2", "round": 2, "cpu_ms_per_task": 0.7, "wall_ms_per_task": 0.5},
+	 {"name": "floor", "round": 2, "cpu_ms_per_task": 1.6, "wall_ms_per_task": 1.2}],
+	 "fsync": ["fdatasync 9000 ops/sec"]}`
+	if err := os.WriteFile(filepath.Join(dir, "dag-floor.json"), []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	floor(&b, dir)
+	out := b.String()
+	for _, want := range []string{"| floor | 1.20 ms | 2.40× | 1.60 ms |", "| ninja -j 2 | 0.50 ms | 1.00× |", "fdatasync 9000 ops/sec"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+}
