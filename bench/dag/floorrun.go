@@ -199,3 +199,65 @@ func printFloorPostgres(rep floorReport) {
 		}
 	}
 }
+
+// floorMain runs the floor's modes: a floor process (--floor-serve, --floor-work) or --floor
+// (embedded, or --mode postgres). It reports whether it ran one.
+func floorMain(o options, floor bool, serve, work, instance string) bool {
+	if !floor && serve == "" && work == "" {
+		return false
+	}
+	var (
+		rep floorReport
+		err error
+	)
+	switch {
+	case serve != "":
+		err = floorServeMain(o.pgURL, serve)
+	case work != "":
+		err = floorWorkMain(work, instance)
+	case o.mode == "postgres":
+		rep, err = runFloorPostgres(o)
+	default:
+		rep, err = runFloor(o.tasks, max(o.peerRounds, 1), o.agents)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dag-bench: floor:", err)
+		os.Exit(1)
+	}
+	switch {
+	case !floor:
+	case o.jsonOut:
+		printJSON(rep)
+	case rep.Mode == "postgres":
+		printFloorPostgres(rep)
+	default:
+		printFloor(rep)
+	}
+	return true
+}
+
+// monitorBackends connects to the database at url to read its other backends' CPU.
+func monitorBackends(url string) (backends, error) {
+	conn, err := pgx.Connect(context.Background(), url)
+	return backends{conn: conn}, err
+}
+
+func (b backends) close() { _ = b.conn.Close(context.Background()) }
+
+// sample answers the backends' CPU by pid (nil when it cannot be read).
+func (b backends) sample() map[int]time.Duration {
+	m, err := b.cpu(context.Background())
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// backendsPerTask is the "postgres backends" line of a run's CPU by process (none when a sample
+// is missing).
+func backendsPerTask(before, after map[int]time.Duration, tasks int) []processCPU {
+	if before == nil || after == nil || tasks <= 0 {
+		return nil
+	}
+	return []processCPU{{Name: "postgres backends", SelfMs: float64(since(before, after).Microseconds()) / 1000 / float64(tasks)}}
+}

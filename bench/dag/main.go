@@ -41,7 +41,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -99,39 +98,7 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	if *floorServe != "" || *floorWork != "" {
-		var err error
-		if *floorServe != "" {
-			err = floorServeMain(o.pgURL, *floorServe)
-		} else {
-			err = floorWorkMain(*floorWork, *floorInstance)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "dag-bench: floor:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	if *floor {
-		var rep floorReport
-		var err error
-		if o.mode == "postgres" {
-			rep, err = runFloorPostgres(o)
-		} else {
-			rep, err = runFloor(o.tasks, max(o.peerRounds, 1), o.agents)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "dag-bench: floor:", err)
-			os.Exit(1)
-		}
-		switch {
-		case o.jsonOut:
-			printJSON(rep)
-		case rep.Mode == "postgres":
-			printFloorPostgres(rep)
-		default:
-			printFloor(rep)
-		}
+	if floorMain(o, *floor, *floorServe, *floorWork, *floorInstance) {
 		return
 	}
 	o.dispatch = strings.Split(*dispatch, ",")
@@ -604,25 +571,19 @@ func production(g graph, o options, dispatch string) (r side, err error) {
 		procs := append([]*clustertest.Process{c.Scheduler(0), c.Service("registry")}, agents...)
 		// The Postgres backends of the cluster's database (the Scheduler's and Registry's
 		// connections), read from /proc as the processes are.
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, c.PostgresURL)
+		mon, err := monitorBackends(c.PostgresURL)
 		if err != nil {
 			return err
 		}
-		defer func() { _ = conn.Close(context.Background()) }()
-		mon := backends{conn: conn}
-		pgBefore, _ := mon.cpu(ctx)
+		defer mon.close()
+		pgBefore := mon.sample()
 		cpuBefore := processesCPU(procs)
 		var cpuAfter []cpuSample
 		var pgAfter map[int]time.Duration
 		r, err = execute(fmt.Sprintf("converge, Postgres + Redis, %d agents, %s", o.agents, dispatch), c.SchedulerClient(0), g, o, dispatch,
-			func() { cpuAfter = processesCPU(procs); pgAfter, _ = mon.cpu(ctx) })
+			func() { cpuAfter = processesCPU(procs); pgAfter = mon.sample() })
 		if err == nil {
-			r.ProcessCPU = cpuPerTask(cpuBefore, cpuAfter, len(g.deps))
-			if pgAfter != nil && len(g.deps) > 0 {
-				r.ProcessCPU = append(r.ProcessCPU, processCPU{Name: "postgres backends",
-					SelfMs: float64(since(pgBefore, pgAfter).Microseconds()) / 1000 / float64(len(g.deps))})
-			}
+			r.ProcessCPU = append(cpuPerTask(cpuBefore, cpuAfter, len(g.deps)), backendsPerTask(pgBefore, pgAfter, len(g.deps))...)
 			r.AgentPhaseMs = agentPhases(metrics)
 		}
 		return err
