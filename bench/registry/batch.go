@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"syscall"
@@ -28,7 +31,7 @@ func batchRound(ctx context.Context, clients []registryv1.RegistryServiceClient,
 		firstErr  error
 	)
 	ttl := durationpb.New(30 * time.Second)
-	cpu0 := cpuTime()
+	cpu0 := usageNow()
 	start := time.Now()
 	deadline := start.Add(d)
 	for i, c := range clients {
@@ -94,16 +97,35 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// summarize is a round's result: ops in elapsed, the latencies' p50 and p99, the CPU per op
-// since cpu0.
-func summarize(latencies []time.Duration, ops int, elapsed, cpu0 time.Duration) result {
+// usage is the process's CPU time and heap allocations at one instant.
+type usage struct {
+	cpu     time.Duration
+	mallocs uint64
+}
+
+// usageNow answers the process's usage so far (runtime.ReadMemStats stops the world once: at a
+// round's start and end only).
+func usageNow() usage {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return usage{cpu: cpuTime(), mallocs: m.Mallocs}
+}
+
+// summarize is a round's result: ops in elapsed, the latencies' p50 and p99, the CPU and the
+// allocations per op since u0.
+func summarize(latencies []time.Duration, ops int, elapsed time.Duration, u0 usage) result {
 	slices.Sort(latencies)
-	return result{
+	r := result{
 		OpsPerSec:  float64(ops) / elapsed.Seconds(),
 		P50Ms:      ms(quantile(latencies, 0.50)),
 		P99Ms:      ms(quantile(latencies, 0.99)),
-		CPUUsPerOp: cpuPerOp(cpu0, ops),
+		CPUUsPerOp: cpuPerOp(u0.cpu, ops),
 	}
+	if ops > 0 {
+		u := usageNow()
+		r.AllocsPerOp = float64(u.mallocs-u0.mallocs) / float64(ops)
+	}
+	return r
 }
 
 // cpuPerOp answers the process CPU time since since per op, in microseconds: the load generator
@@ -114,4 +136,31 @@ func cpuPerOp(since time.Duration, ops int) float64 {
 		return 0
 	}
 	return float64(cpuTime()-since) / float64(time.Microsecond) / float64(ops)
+}
+
+// profiled runs round with a CPU profile written to cpuFile and an allocation profile (of the
+// round alone: the difference of two heap profiles is not taken, so every allocation is sampled
+// from the rate set here) written to memFile, each when not empty.
+func profiled(cpuFile, memFile string, round func() (result, error)) (result, error) {
+	if cpuFile != "" {
+		f, err := os.Create(cpuFile)
+		if err != nil {
+			return result{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return result{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	r, err := round()
+	if err != nil || memFile == "" {
+		return r, err
+	}
+	f, err := os.Create(memFile)
+	if err != nil {
+		return r, err
+	}
+	defer f.Close()
+	return r, pprof.Lookup("allocs").WriteTo(f, 0)
 }

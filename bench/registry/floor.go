@@ -73,7 +73,7 @@ func floorRound(ctx context.Context, conns []*grpc.ClientConn, d time.Duration) 
 		pairs     int
 		firstErr  error
 	)
-	cpu0 := cpuTime()
+	cpu0 := usageNow()
 	start := time.Now()
 	deadline := start.Add(d)
 	for _, c := range conns {

@@ -58,6 +58,8 @@ type options struct {
 	setRequests int
 	jsonOut     bool
 	cpuProfile  string
+	batchCPU    string
+	batchMem    string
 }
 
 func main() {
@@ -69,6 +71,8 @@ func main() {
 	flag.IntVar(&o.setRequests, "set-requests", 1_000_000, "SET requests of one redis-benchmark round (redis-benchmark -n)")
 	flag.BoolVar(&o.jsonOut, "json", false, "print the result as one JSON object")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the lock rounds to this file")
+	flag.StringVar(&o.batchCPU, "batch-cpuprofile", "", "write a CPU profile of the batch rounds to this file")
+	flag.StringVar(&o.batchMem, "batch-memprofile", "", "write an allocation profile of the batch rounds to this file")
 	flag.Parse()
 	if err := run(context.Background(), o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "registry-bench:", err)
@@ -84,6 +88,9 @@ type result struct {
 	// CPUUsPerOp is this process's CPU time (user + system: load generator and server or
 	// backend together) per op, in microseconds; 0 for redis-benchmark (another process).
 	CPUUsPerOp float64 `json:"cpu_us_per_op,omitempty"`
+	// AllocsPerOp is this process's heap allocations (runtime.MemStats.Mallocs: load generator
+	// and server together) per op; 0 for redis-benchmark.
+	AllocsPerOp float64 `json:"allocs_per_op,omitempty"`
 }
 
 // report is what the run answers.
@@ -222,7 +229,7 @@ func measure(ctx context.Context, tb clustertest.TB, o options, out io.Writer) e
 			return err
 		}
 		directs = append(directs, d)
-		bt, err := batchRound(ctx, clients, o.duration)
+		bt, err := profiled(o.batchCPU, o.batchMem, func() (result, error) { return batchRound(ctx, clients, o.duration) })
 		if err != nil {
 			return err
 		}
@@ -237,9 +244,9 @@ func measure(ctx context.Context, tb clustertest.TB, o options, out io.Writer) e
 			return err
 		}
 		sets = append(sets, s)
-		fmt.Fprintf(out, "round %d: gRPC lock cycles %7.0f/s (acquire p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | direct %7.0f/s (p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | batch of %d %7.0f/s (p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | gRPC no-op pairs %7.0f/s (p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | redis SET %7.0f/s (p50 %.3f ms, p99 %.3f ms)\n",
+		fmt.Fprintf(out, "round %d: gRPC lock cycles %7.0f/s (acquire p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | direct %7.0f/s (p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | batch of %d %7.0f/s (p50 %.3f ms, p99 %.3f ms, %.0f µs CPU, %.0f allocs) | gRPC no-op pairs %7.0f/s (p50 %.3f ms, p99 %.3f ms, %.0f µs CPU) | redis SET %7.0f/s (p50 %.3f ms, p99 %.3f ms)\n",
 			r+1, l.OpsPerSec, l.P50Ms, l.P99Ms, l.CPUUsPerOp, d.OpsPerSec, d.P50Ms, d.P99Ms, d.CPUUsPerOp,
-			batchFiles, bt.OpsPerSec, bt.P50Ms, bt.P99Ms, bt.CPUUsPerOp, fl.OpsPerSec, fl.P50Ms, fl.P99Ms, fl.CPUUsPerOp, s.OpsPerSec, s.P50Ms, s.P99Ms)
+			batchFiles, bt.OpsPerSec, bt.P50Ms, bt.P99Ms, bt.CPUUsPerOp, bt.AllocsPerOp, fl.OpsPerSec, fl.P50Ms, fl.P99Ms, fl.CPUUsPerOp, s.OpsPerSec, s.P50Ms, s.P99Ms)
 	}
 	rep := report{Clients: o.clients, Rounds: o.rounds, Locks: median(locks), Direct: median(directs), Batch: median(batches), Floor: median(floors), Set: median(sets)}
 	rep.Ratio = rep.Locks.OpsPerSec / rep.Set.OpsPerSec
@@ -252,7 +259,7 @@ func measure(ctx context.Context, tb clustertest.TB, o options, out io.Writer) e
 	fmt.Fprintf(out, "\nmedian of %d rounds, %d clients each:\n", o.rounds, o.clients)
 	fmt.Fprintf(out, "  lock acquire+release cycles through gRPC: %9.0f/s   AcquireLock p50 %.3f ms, p99 %.3f ms   %6.0f µs CPU/cycle\n", rep.Locks.OpsPerSec, rep.Locks.P50Ms, rep.Locks.P99Ms, rep.Locks.CPUUsPerOp)
 	fmt.Fprintf(out, "  the same cycles on the backend, no gRPC:  %9.0f/s   Acquire p50 %.3f ms, p99 %.3f ms   %6.0f µs CPU/cycle\n", rep.Direct.OpsPerSec, rep.Direct.P50Ms, rep.Direct.P99Ms, rep.Direct.CPUUsPerOp)
-	fmt.Fprintf(out, "  AcquireLocks+ReleaseLocks of %d files:     %9.0f/s   AcquireLocks p50 %.3f ms, p99 %.3f ms   %6.0f µs CPU/cycle (%.0f files/s)\n", batchFiles, rep.Batch.OpsPerSec, rep.Batch.P50Ms, rep.Batch.P99Ms, rep.Batch.CPUUsPerOp, batchFiles*rep.Batch.OpsPerSec)
+	fmt.Fprintf(out, "  AcquireLocks+ReleaseLocks of %d files:     %9.0f/s   AcquireLocks p50 %.3f ms, p99 %.3f ms   %6.0f µs CPU/cycle, %.0f allocs (%.0f files/s)\n", batchFiles, rep.Batch.OpsPerSec, rep.Batch.P50Ms, rep.Batch.P99Ms, rep.Batch.CPUUsPerOp, rep.Batch.AllocsPerOp, batchFiles*rep.Batch.OpsPerSec)
 	fmt.Fprintf(out, "  no-op unary pairs, plain grpc.Server:     %9.0f/s   first call p50 %.3f ms, p99 %.3f ms   %6.0f µs CPU/pair (the floor)\n", rep.Floor.OpsPerSec, rep.Floor.P50Ms, rep.Floor.P99Ms, rep.Floor.CPUUsPerOp)
 	fmt.Fprintf(out, "  redis-benchmark -t set:                   %9.0f/s   SET p50 %.3f ms, p99 %.3f ms\n", rep.Set.OpsPerSec, rep.Set.P50Ms, rep.Set.P99Ms)
 	fmt.Fprintf(out, "  P3 ratio (lock cycles / SETs):            %9.3f   (goal >= 0.35: %s; AcquireLock p99 %.3f ms, goal <= 2 ms: %s)\n",
@@ -280,7 +287,7 @@ func lockRound(ctx context.Context, clients []registryv1.RegistryServiceClient, 
 		firstErr  error
 	)
 	ttl := durationpb.New(30 * time.Second)
-	cpu0 := cpuTime()
+	cpu0 := usageNow()
 	start := time.Now()
 	deadline := start.Add(d)
 	for i, c := range clients {
@@ -334,7 +341,7 @@ func directRound(ctx context.Context, hb *redishot.Backend, clients int, d time.
 		cycles    int
 		firstErr  error
 	)
-	cpu0 := cpuTime()
+	cpu0 := usageNow()
 	start := time.Now()
 	deadline := start.Add(d)
 	for i := range clients {
