@@ -138,9 +138,9 @@ func cpuPerOp(since time.Duration, ops int) float64 {
 	return float64(cpuTime()-since) / float64(time.Microsecond) / float64(ops)
 }
 
-// profiled runs round with a CPU profile written to cpuFile and an allocation profile (of the
-// round alone: the difference of two heap profiles is not taken, so every allocation is sampled
-// from the rate set here) written to memFile, each when not empty.
+// profiled runs round with a CPU profile of it written to cpuFile and the allocation profile
+// written to memFile after it, each when not empty. The allocation profile is the process's
+// since it started (the warm-up and the earlier rounds and sides included), not the round's alone.
 func profiled(cpuFile, memFile string, round func() (result, error)) (result, error) {
 	if cpuFile != "" {
 		f, err := os.Create(cpuFile)
