@@ -24,8 +24,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,6 +56,7 @@ type options struct {
 	seed        uint64
 	keep        bool
 	cpuProfile  string
+	memProfile  string
 	jsonOut     bool
 }
 
@@ -70,6 +73,7 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic data and the queried paths")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database (its URL is printed)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed calls to this file")
+	flag.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the whole run (pprof's allocs) to this file at the end")
 	flag.BoolVar(&o.jsonOut, "json", false, "print the result as one JSON object (progress goes to stderr)")
 	flag.Parse()
 	if err := run(context.Background(), o, os.Stdout); err != nil {
@@ -304,6 +308,11 @@ type kind struct {
 	split          bool
 	held, unheld   []time.Duration
 	heldN, unheldN int
+	// mallocs is the heap allocations of the process during this kind's timed calls (client,
+	// server and the store's background work alike).
+	mallocs uint64
+	// cpu is the process's CPU time during this kind's timed calls.
+	cpu time.Duration
 }
 
 // measure times QueryItems by path (the agents' query: gotchas, min_confidence 0.6, limit 20),
@@ -399,8 +408,12 @@ func measure(ctx context.Context, out io.Writer, o options, r *repo, st *postgre
 		defer pprof.StopCPUProfile()
 	}
 	per := max(o.queries/o.rounds, 1)
+	var mem runtime.MemStats
+	cpu0 := processCPU()
 	for range o.rounds {
 		for _, k := range kinds {
+			runtime.ReadMemStats(&mem)
+			mallocs, kcpu := mem.Mallocs, processCPU()
 			for range per {
 				reads := st.AnswerReads()
 				start := time.Now()
@@ -419,6 +432,15 @@ func measure(ctx context.Context, out io.Writer, o options, r *repo, st *postgre
 					}
 				}
 			}
+			runtime.ReadMemStats(&mem)
+			k.mallocs += mem.Mallocs - mallocs
+			k.cpu += processCPU() - kcpu
+		}
+	}
+	cpu := processCPU() - cpu0
+	if o.memProfile != "" {
+		if err := writeMemProfile(o.memProfile); err != nil {
+			return err
 		}
 	}
 
@@ -428,13 +450,20 @@ func measure(ctx context.Context, out io.Writer, o options, r *repo, st *postgre
 		return writeJSON(out, o, per*o.rounds, kinds, base)
 	}
 	fmt.Fprintf(out, "\n%d items, %d calls of each kind in %d alternating rounds, one at a time, loopback TCP\n\n", o.items, per*o.rounds, o.rounds)
-	fmt.Fprintf(out, "%-40s %9s %9s %9s %9s %9s %8s %8s %8s\n", "call", "p50", "p90", "p99", "p99.9", "max", "items", "×PK p50", "×PK p99")
+	fmt.Fprintf(out, "%-40s %9s %9s %9s %9s %9s %8s %8s %8s %8s %8s\n", "call", "p50", "p90", "p99", "p99.9", "max", "items", "×PK p50", "×PK p99", "allocs", "CPU µs")
 	for _, k := range kinds {
-		fmt.Fprintf(out, "%-40s %9s %9s %9s %9s %9s %8.1f %8.1f %8.1f\n", k.name,
+		allocs, cpu := "-", "-"
+		if k.mallocs > 0 {
+			allocs = fmt.Sprintf("%.0f", float64(k.mallocs)/float64(len(k.durations)))
+			cpu = fmt.Sprintf("%.0f", float64(k.cpu.Microseconds())/float64(len(k.durations)))
+		}
+		fmt.Fprintf(out, "%-40s %9s %9s %9s %9s %9s %8.1f %8.1f %8.1f %8s %8s\n", k.name,
 			ms(pct(k.durations, 50)), ms(pct(k.durations, 90)), ms(pct(k.durations, 99)), ms(pct(k.durations, 99.9)),
 			ms(slices.Max(k.durations)), float64(k.matches)/float64(len(k.durations)),
-			ratio(pct(k.durations, 50), pct(base.durations, 50)), ratio(pct(k.durations, 99), pct(base.durations, 99)))
+			ratio(pct(k.durations, 50), pct(base.durations, 50)), ratio(pct(k.durations, 99), pct(base.durations, 99)), allocs, cpu)
 	}
+	fmt.Fprintf(out, "allocs, CPU µs: the process's heap allocations and CPU time (user + system) per call, client and server\n"+
+		"and the store's background work alike, Postgres not counted; all the timed calls: %s of CPU\n", cpu.Round(time.Millisecond))
 	q := kinds[0]
 	for _, k := range kinds {
 		if k.split {
@@ -506,6 +535,28 @@ func writeJSON(out io.Writer, o options, calls int, kinds []*kind, base *kind) e
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
+}
+
+// processCPU returns the process's user + system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// writeMemProfile writes the allocations of the whole run so far (pprof's allocs profile).
+func writeMemProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // pct returns the p-th percentile of ds (nearest rank).
