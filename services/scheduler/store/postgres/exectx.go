@@ -71,7 +71,8 @@ func (s *Store) updateOnce(ctx context.Context, id string, fn func(tx store.Exec
 		return err
 	})
 	pre := prefetch(b, id, store.AssignmentHint(ctx))
-	next := prefetchNext(b, id, store.AssignmentHint(ctx), store.NextPendingHint(ctx), pre)
+	held := prefetchHeld(b, id, store.AssignmentHint(ctx))
+	next := prefetchNext(b, id, store.AssignmentHint(ctx), store.NextPendingHint(ctx), pre, held)
 	err = conn.SendBatch(ctx, b).Close()
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("execution %q: %w", id, store.ErrNotFound)
@@ -79,7 +80,10 @@ func (s *Store) updateOnce(ctx context.Context, id string, fn func(tx store.Exec
 	if err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
 	}
-	etx := &execTx{ctx: ctx, p: &pipe{conn: conn}, TxState: store.TxState{Exec: e, At: now.UTC()}, pre: pre, next: next.known()}
+	etx := &execTx{ctx: ctx, p: &pipe{conn: conn}, TxState: store.TxState{Exec: e, At: now.UTC()}, pre: pre, next: next.known(), held: held}
+	if pre != nil {
+		etx.knowWave(pre.w)
+	}
 	err = fn(etx)
 	etx.Done = true
 	if err != nil {
@@ -118,6 +122,10 @@ type execTx struct {
 	next                                     *nextPending // read with the lock (store.NextPendingHint)
 	savepoints                               int          // Savepoint's calls, for its names
 	floor                                    mark         // the running Savepoint's mark: writes before it are not folded into
+	// Rows read with the lock for a grouped transaction's later requests (readahead.go): the
+	// execution's other held assignments, not written since, and its waves as read or written.
+	held  map[string]*store.Assignment
+	waves map[string]*schedulerv1.Wave
 }
 
 // prefetched is an assignment and its wave read in the lock's round trip, for the transaction's
@@ -302,6 +310,7 @@ func (t *execTx) PutWave(w *schedulerv1.Wave) error {
 	if err != nil {
 		return err
 	}
+	t.wroteWave(r)
 	return t.write(t.knownWaves[r.ID], fmt.Sprintf("put wave %q", r.ID),
 		fmt.Errorf("wave %q of execution %q: %w", w.GetId(), t.ID(), store.ErrNotFound),
 		`UPDATE parallel_execution_waves SET status = $3, task_count = $4,
@@ -352,7 +361,7 @@ func (t *execTx) NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKin
 		return nil, err
 	}
 	if a, ok := t.next.answer(waveNumber, kinds); ok {
-		t.next = nil
+		// t.next stays: the transaction's writes of the assignments it read keep it true.
 		if a != nil {
 			t.knowAssignments(a)
 		}
@@ -441,6 +450,7 @@ func (t *execTx) PutAssignment(a *store.Assignment) error {
 		return err
 	}
 	t.next = t.next.after(a)
+	delete(t.held, a.GetId())
 	what := fmt.Sprintf("put assignment %q", r.ID)
 	missing := fmt.Errorf("assignment %q of execution %q: %w", r.ID, t.ID(), store.ErrNotFound)
 	args := []any{r.ID, t.ID(), r.Status, r.InstanceID, r.Attempt, r.FencingToken, r.LeaseExpireTime, r.AssignTime,

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,39 +19,62 @@ import (
 // within the pending ones), a write of the assignment read ahead, and an insert; each drops the
 // read-ahead answer and NextPending queries as before.
 
-// nextPending is the first pending assignment of a wave (integration first, then tasks in
-// position order), read with the lock: a is nil when none was pending.
+// How many of a wave's first pending tasks the lock's batch reads: one for the leader's
+// NextPending, and one more for each other assignment of the execution an agent holds (its
+// agent's fused completion may join the leader's transaction and lease the next one; ReadAhead
+// then answers its reads from memory), at most heldReadLimit more.
+// nextPending is the start of a wave's pending assignments (its pending integration, then its
+// first pending tasks in position order), read with the lock and kept up to date with the
+// transaction's own writes of them.
 type nextPending struct {
-	fetched bool // the lock's batch answered
-	a       *store.Assignment
-	wave    int32       // the wave it answers for: the hinted assignment's
-	pre     *prefetched // the hinted assignment, read in the same batch (its wave)
+	fetched bool                // the lock's batch answered
+	integ   *store.Assignment   // the wave's pending integration, nil when none
+	tasks   []*store.Assignment // its first pending tasks, in claim order
+	full    bool                // as many tasks as asked for were read: more may be pending after them
+	wave    int32               // the wave it answers for: the hinted assignment's
+	pre     *prefetched         // the hinted assignment, read in the same batch (its wave)
 }
 
-// prefetchNext queues, after prefetch's reads in b, NextPending(nil kinds) of the wave of the
-// hinted assignment, when the next-pending hint is on.
-func prefetchNext(b *pgx.Batch, execution, hint string, on bool, pre *prefetched) *nextPending {
+// prefetchNext queues, after prefetch's reads in b, the start of the pending assignments of the
+// wave of the hinted assignment, when the next-pending hint is on: its first pending task, and
+// one more for each held assignment prefetchHeld reads (held, queued before it in b), or
+// just one when held is nil.
+func prefetchNext(b *pgx.Batch, execution, hint string, on bool, pre *prefetched, held map[string]*store.Assignment) *nextPending {
 	if !on || hint == "" || pre == nil {
 		return nil
 	}
 	n := &nextPending{pre: pre}
+	limit := "1"
+	if held != nil {
+		limit = `LEAST(1 + (SELECT count(*) FROM wave_task_assignments c WHERE ` + heldWhere("c") + `), ` + strconv.Itoa(1+heldReadLimit) + `)`
+	}
 	const wave = `(SELECT h.wave_number FROM wave_task_assignments h WHERE h.assignment_id = $2 AND h.execution_id = $1)`
-	b.Queue(`SELECT `+assignmentColumns+` FROM wave_task_assignments a WHERE a.assignment_id = COALESCE(
+	b.Queue(`(SELECT `+assignmentColumns+` FROM wave_task_assignments a WHERE a.assignment_id =
 		(SELECT i.assignment_id FROM wave_task_assignments i WHERE i.wave_id =
 			(SELECT w.wave_id FROM parallel_execution_waves w WHERE w.execution_id = $1 AND w.wave_number = `+wave+`)
-			AND i.kind = 'integration' AND i.status = 'pending'),
-		(SELECT p.assignment_id FROM wave_task_assignments p
-			WHERE p.execution_id = $1 AND p.wave_number = `+wave+` AND p.status = 'pending' AND p.kind = 'task'
-			ORDER BY p.position, p.assignment_id LIMIT 1))`, execution, hint).Query(func(rows pgx.Rows) error {
+			AND i.kind = 'integration' AND i.status = 'pending'))
+		UNION ALL
+		(SELECT `+assignmentColumns+` FROM wave_task_assignments a
+			WHERE a.execution_id = $1 AND a.wave_number = `+wave+` AND a.status = 'pending' AND a.kind = 'task'
+			ORDER BY a.position, a.assignment_id LIMIT `+limit+`)`, execution, hint).Query(func(rows pgx.Rows) error {
 		n.fetched = true
-		if rows.Next() {
+		for rows.Next() {
 			a, err := scanAssignment(rows)
 			if err != nil {
 				return err
 			}
-			n.a = a
+			if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION {
+				n.integ = a
+			} else {
+				n.tasks = append(n.tasks, a)
+			}
 		}
-		return nil
+		asked := 1
+		if held != nil {
+			asked += len(held) // read before: its callback ran
+		}
+		n.full = len(n.tasks) >= asked
+		return rows.Err()
 	})
 	return n
 }
@@ -65,7 +89,8 @@ func (n *nextPending) known() *nextPending {
 	return n
 }
 
-// answer is NextPending(wave, kinds) from the read-ahead, and whether it can say.
+// answer is NextPending(wave, kinds) from the read-ahead, and whether it can say. The answer is
+// a copy: the caller may change it (n keeps its row until the transaction writes it).
 func (n *nextPending) answer(wave int32, kinds []schedulerv1.AssignmentKind) (*store.Assignment, bool) {
 	if n == nil || wave != n.wave {
 		return nil, false
@@ -73,25 +98,29 @@ func (n *nextPending) answer(wave int32, kinds []schedulerv1.AssignmentKind) (*s
 	task := len(kinds) == 0 || slices.Contains(kinds, schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK)
 	integration := len(kinds) == 0 || slices.Contains(kinds, schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION)
 	switch {
-	case n.a == nil || (!task && !integration):
-		return nil, true // nothing pending in the wave, or nothing asked for
-	case n.a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION:
-		if integration {
-			return n.a, true
-		}
-		return nil, false // the first pending task was not read
-	case task:
-		return n.a, true
+	case integration && n.integ != nil:
+		return cloneAssignment(n.integ), true
+	case !task:
+		return nil, true // no integration pending, and no task asked for
+	case len(n.tasks) > 0:
+		return cloneAssignment(n.tasks[0]), true
+	case n.full:
+		return nil, false // the tasks read were all taken: the next one was not read
 	default:
-		return nil, true // a task came first: no integration is pending
+		return nil, true // nothing pending in the wave
 	}
 }
 
-// after is what remains known once the transaction puts assignment a.
+// after is what remains known once the transaction puts assignment a: an assignment put to
+// pending may come first, so nothing is; one of those read, now taken (leased, completed…), is
+// no longer pending.
 func (n *nextPending) after(a *store.Assignment) *nextPending {
-	if n == nil || a.GetStatus() == schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_PENDING ||
-		(n.a != nil && n.a.GetId() == a.GetId()) {
+	if n == nil || a.GetStatus() == schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_PENDING {
 		return nil
 	}
+	if n.integ != nil && n.integ.GetId() == a.GetId() {
+		n.integ = nil
+	}
+	n.tasks = slices.DeleteFunc(n.tasks, func(p *store.Assignment) bool { return p.GetId() == a.GetId() })
 	return n
 }

@@ -58,13 +58,19 @@ func (t *execTx) ReadAhead(id string, next bool) error {
 	if id == "" {
 		return nil
 	}
+	if t.readAheadFromMemory(id, next) {
+		return nil
+	}
 	b := &pgx.Batch{}
 	pre := prefetch(b, t.ID(), id)
-	n := prefetchNext(b, t.ID(), id, next, pre)
+	n := prefetchNext(b, t.ID(), id, next, pre, nil)
 	if err := t.p.send(t.ctx, b); err != nil {
 		return fmt.Errorf("scheduler store: read ahead assignment %q: %w", id, err)
 	}
 	t.pre, t.next = pre, n.known()
+	if pre.w != nil {
+		t.knowWave(pre.w)
+	}
 	return nil
 }
 
@@ -89,4 +95,5 @@ func (t *execTx) restore(s txSaved) {
 	t.knownAssignments, t.knownWaves, t.knownTasks = s.knownAssignments, s.knownWaves, s.knownTasks
 	// The reads made with the lock may have been used or changed by fn: read again.
 	t.pre, t.next = nil, nil
+	t.held, t.waves = nil, nil
 }
