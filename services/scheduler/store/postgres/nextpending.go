@@ -15,14 +15,11 @@ import (
 // while the execution's row is locked. With store.NextPendingHint the lock's batch reads it too,
 // and NextPending answers from that read as long as nothing the transaction wrote can have
 // changed the answer: every writer of an execution's assignments holds its row lock, so only the
-// transaction's own writes can. Those that can are an assignment put back to pending (or moved
-// within the pending ones), a write of the assignment read ahead, and an insert; each drops the
-// read-ahead answer and NextPending queries as before.
+// transaction's own writes can. An assignment put back to pending (or moved within the pending
+// ones) and an insert drop the read-ahead answer, and NextPending queries as before; a pending
+// assignment read ahead and then taken (leased, completed) leaves it, and the next one read
+// answers (a grouped transaction's next request), until those read are all taken.
 
-// How many of a wave's first pending tasks the lock's batch reads: one for the leader's
-// NextPending, and one more for each other assignment of the execution an agent holds (its
-// agent's fused completion may join the leader's transaction and lease the next one; ReadAhead
-// then answers its reads from memory), at most heldReadLimit more.
 // nextPending is the start of a wave's pending assignments (its pending integration, then its
 // first pending tasks in position order), read with the lock and kept up to date with the
 // transaction's own writes of them.
@@ -36,9 +33,11 @@ type nextPending struct {
 }
 
 // prefetchNext queues, after prefetch's reads in b, the start of the pending assignments of the
-// wave of the hinted assignment, when the next-pending hint is on: its first pending task, and
-// one more for each held assignment prefetchHeld reads (held, queued before it in b), or
-// just one when held is nil.
+// wave of the hinted assignment, when the next-pending hint is on: its pending integration and
+// its first pending task, for the leader's NextPending, and one more task for each other
+// assignment of the execution an agent holds (prefetchHeld's, queued before it in b: that
+// agent's fused completion may join the leader's transaction and lease the next one, ReadAhead
+// then answering its reads from memory), or just one when held is nil.
 func prefetchNext(b *pgx.Batch, execution, hint string, on bool, pre *prefetched, held map[string]*store.Assignment) *nextPending {
 	if !on || hint == "" || pre == nil {
 		return nil
