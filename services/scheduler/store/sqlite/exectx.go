@@ -30,16 +30,21 @@ func (s *Store) UpdateExecution(ctx context.Context, id string, fn func(tx store
 			s.rows.drop()
 		}
 	}()
-	conn, tx, err := s.beginCached(ctx)
+	tx, err := s.beginCached(ctx)
 	if err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
 	}
-	defer func() { _ = conn.Close() }()
-	defer func() { _ = tx.Rollback() }()
+	defer func() { _ = tx.Close() }()
+	defer func() {
+		if !committed {
+			rollbackConn(tx)
+		}
+	}()
 	// The transaction's statements run without ctx's cancellation: the driver would start a
 	// goroutine per statement to interrupt it (twenty a task), for statements that each read or
-	// write a few rows by key. ctx still ends the transaction: database/sql rolls it back when
-	// ctx is done, and its next statement or commit fails.
+	// write a few rows by key. ctx still ends the transaction: once ctx is done it is not
+	// committed but rolled back.
+	parent := ctx
 	ctx = context.WithoutCancel(ctx)
 	row, cached := s.cachedExecution(id)
 	var e *schedulerv1.Execution
@@ -68,6 +73,9 @@ func (s *Store) UpdateExecution(ctx context.Context, id string, fn func(tx store
 	if err := etx.flushLog(); err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: append to the log: %w", id, err)
 	}
+	if err := parent.Err(); err != nil {
+		return fmt.Errorf("scheduler store: update execution %q: %w", id, err)
+	}
 	if err := s.commitCached(etx); err != nil {
 		return fmt.Errorf("scheduler store: update execution %q: commit: %w", id, err)
 	}
@@ -78,7 +86,7 @@ func (s *Store) UpdateExecution(ctx context.Context, id string, fn func(tx store
 // execTx is the ExecTx of one UpdateExecution.
 type execTx struct {
 	ctx context.Context
-	tx  *sql.Tx
+	tx  *sql.Conn // in the transaction UpdateExecution began on it
 	store.TxState
 	// logRows are the entries Append numbered, stored by flushLog before the commit in one
 	// statement; storedSeq is the execution row's last_seq as written in this transaction.

@@ -225,7 +225,7 @@ func insertLog(ctx context.Context, tx *sql.Tx, id string, lastSeq int64, now ti
 
 // insertLogRows stores log rows with one multi-row INSERT per logRowsPerInsert rows: one
 // statement per transaction's worth of entries instead of one per entry.
-func insertLogRows(ctx context.Context, tx *sql.Tx, rows []store.LogRow) error {
+func insertLogRows(ctx context.Context, tx querier, rows []store.LogRow) error {
 	for len(rows) > 0 {
 		n := min(len(rows), logRowsPerInsert)
 		var q strings.Builder
