@@ -99,17 +99,23 @@ func classify(fd protoreflect.FieldDescriptor) fastField {
 	if fd.IsList() && fd.Kind() == protoreflect.MessageKind {
 		return classifyMsgList(fd)
 	}
-	if fd.Kind() != protoreflect.StringKind || fd.IsMap() || fd.ContainingOneof() != nil || fd.HasPresence() {
+	if fd.Kind() != protoreflect.StringKind || fd.IsMap() {
 		return fastField{}
 	}
 	rules, ok := proto.GetExtension(fd.Options(), validatepb.E_Field).(*validatepb.FieldRules)
 	if !ok || rules == nil {
 		return fastField{}
 	}
+	if !fd.IsList() && isPathRules(rules) {
+		// A member of a oneof (QueryItemsRequest.file_path, an agent's gotcha query per task) or
+		// a field with presence takes it too: fastValid refuses "", so an unset field is left to
+		// protovalidate, which decides as before whether to look at it at all.
+		return fastField{kind: fastPath}
+	}
+	if fd.ContainingOneof() != nil || fd.HasPresence() {
+		return fastField{}
+	}
 	if !fd.IsList() {
-		if isPathRules(rules) {
-			return fastField{kind: fastPath}
-		}
 		if r := stringRule(rules); r != nil {
 			return fastField{kind: fastString, str: r}
 		}

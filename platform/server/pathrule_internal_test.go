@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/converge-dev/converge/gen"
+	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	"github.com/converge-dev/converge/platform/repopath/repopathtest"
 )
@@ -30,6 +31,8 @@ func TestPathFastPathFields(t *testing.T) {
 		{&registryv1.AcquireLocksRequest{}, "resources", fastList},
 		{&registryv1.AcquireLockRequest{}, "holder", fastString}, // fastrule.go
 		{&registryv1.SetOwnerRequest{}, "pattern", fastNone},
+		{&knowledgev1.QueryItemsRequest{}, "file_path", fastPath},    // a oneof member: an agent's gotcha query per task
+		{&knowledgev1.QueryItemsRequest{}, "file_pattern", fastNone}, // a glob
 	})
 	list := fastOf((&registryv1.AcquireLocksRequest{}).ProtoReflect().Descriptor().Fields().ByName("resources"))
 	require.Equal(t, fastField{kind: fastList, minItems: 1, maxItems: 1000, hasMax: true, unique: true}, list)
@@ -133,6 +136,22 @@ func fastFieldsOf(msgs protoreflect.MessageDescriptors) []protoreflect.FieldDesc
 		out = append(out, fastFieldsOf(md.Messages())...)
 	}
 	return out
+}
+
+// BenchmarkValidateGotchaQuery validates the request a local agent sends Knowledge for each
+// task's file (worker.gotchas).
+func BenchmarkValidateGotchaQuery(b *testing.B) {
+	v, err := protovalidate.New()
+	require.NoError(b, err)
+	req := &knowledgev1.QueryItemsRequest{Target: &knowledgev1.QueryItemsRequest_FilePath{FilePath: "src/out/t1234.txt"}, Project: "github.com/example/repo",
+		Types: []knowledgev1.ItemType{knowledgev1.ItemType_ITEM_TYPE_GOTCHA, knowledgev1.ItemType_ITEM_TYPE_PATTERN}, MinConfidence: 0.6}
+	require.NoError(b, validateWith(v, req, pathOptions...))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := validateWith(v, req, pathOptions...); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // FuzzPathFastPath: for any resource, AcquireLockRequest validates the same with and without
