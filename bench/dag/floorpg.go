@@ -166,7 +166,6 @@ func (f *floorTx) tx(ctx context.Context, first *floorReq, group bool) {
 		keys, instances  []string
 		messages         []string
 		answers          = make([]floorAns, len(reqs))
-		checks           []func(pgconn.CommandTag) error
 		completed, claim int
 	)
 	b = &pgx.Batch{}
@@ -187,9 +186,7 @@ func (f *floorTx) tx(ctx context.Context, first *floorReq, group bool) {
 			lastSeq++
 			seqs, keys, instances = append(seqs, lastSeq), append(keys, task), append(instances, r.instance)
 			messages = append(messages, "Task "+task+": true completed by "+r.instance)
-			c := rowCheck("complete " + r.complete)
-			checks = append(checks, c)
-			b.Queue(floorCompleteSQL, r.complete, f.execution, now, f.taskList, task, r.token).Exec(c)
+			b.Queue(floorCompleteSQL, r.complete, f.execution, now, f.taskList, task, r.token).Exec(rowCheck("complete " + r.complete))
 		}
 		if claim < len(pending) {
 			a := pending[claim]
