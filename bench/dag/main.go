@@ -29,7 +29,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -412,78 +411,6 @@ func eagerVsStrict(runs []side) []string {
 		}
 	}
 	return out
-}
-
-// peer runs ninja or make on the graph `rounds` times in fresh directories and reports the median
-// wall time.
-func peer(tool string, g graph, jobs, rounds int) (side, error) {
-	var file, body string
-	var b strings.Builder
-	switch tool {
-	case "ninja":
-		file = "build.ninja"
-		b.WriteString("rule t\n  command = true\n\n")
-		for i, ds := range g.deps {
-			fmt.Fprintf(&b, "build %s: t", taskID(i))
-			for _, d := range ds {
-				fmt.Fprintf(&b, " %s", taskID(d))
-			}
-			b.WriteString("\n")
-		}
-		b.WriteString("build all: phony")
-		for i := range g.deps {
-			fmt.Fprintf(&b, " %s", taskID(i))
-		}
-		b.WriteString("\ndefault all\n")
-	case "make":
-		file = "Makefile"
-		b.WriteString("all:")
-		for i := range g.deps {
-			fmt.Fprintf(&b, " %s", taskID(i))
-		}
-		b.WriteString("\n.PHONY: all")
-		for i := range g.deps {
-			fmt.Fprintf(&b, " %s", taskID(i))
-		}
-		b.WriteString("\n")
-		for i, ds := range g.deps {
-			fmt.Fprintf(&b, "%s:", taskID(i))
-			for _, d := range ds {
-				fmt.Fprintf(&b, " %s", taskID(d))
-			}
-			b.WriteString("\n\ttrue\n")
-		}
-	}
-	body = b.String()
-	if _, err := exec.LookPath(tool); err != nil {
-		return side{}, fmt.Errorf("%s not found on PATH (Debian: apt-get install ninja-build make)", tool)
-	}
-	var walls []time.Duration
-	for range max(rounds, 1) {
-		dir, err := os.MkdirTemp("", "converge-dag-"+tool+"-")
-		if err != nil {
-			return side{}, err
-		}
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(body), 0o644); err != nil {
-			return side{}, err
-		}
-		args := []string{"-j", fmt.Sprint(jobs)}
-		if tool == "ninja" {
-			args = append(args, "--quiet")
-		} else {
-			args = append(args, "--silent")
-		}
-		cmd := exec.Command(tool, args...)
-		cmd.Dir = dir
-		start := time.Now()
-		out, err := cmd.CombinedOutput()
-		walls = append(walls, time.Since(start))
-		_ = os.RemoveAll(dir)
-		if err != nil {
-			return side{}, fmt.Errorf("%v\n%s", err, out)
-		}
-	}
-	return side{Outcome: "ok", WallS: pct(walls, 50).Seconds(), PeerRounds: len(walls)}, nil
 }
 
 // embedded runs the graph on `converge dev --in-memory`, with agent processes or, local, with

@@ -104,14 +104,30 @@ func dagGoals(dir string) []goal {
 					before = "Postgres 14 / 37 ms"
 				}
 				step := ninja.WallS * 1000 / float64(s.Tasks)
+				peer := ms(step)
+				if ninja.Latency != "" {
+					peer += fmt.Sprintf(" (its log's dep done → start: p50 %s, p99 %s)", ms(ninja.LatP50Ms), ms(ninja.LatP99Ms))
+				}
 				out = append(out, goal{id: "P2", measure: fmt.Sprintf("dependency done → dependent start, %s-chain: %s (peer: ninja's whole step, wall / tasks)", thousands(s.Tasks), who),
-					peer: ms(step), ours: fmt.Sprintf("p50 %s, p99 %s", ms(r.LatP50Ms), ms(r.LatP99Ms)), ratio: x(div(r.LatP50Ms, step)) + " (p50)",
+					peer: peer, ours: fmt.Sprintf("p50 %s, p99 %s", ms(r.LatP50Ms), ms(r.LatP99Ms)), ratio: x(div(r.LatP50Ms, step)) + " (p50)",
 					target: "p50 ≤ 5 ms, p99 ≤ 20 ms", met: verdict(r.LatP50Ms <= 5 && r.LatP99Ms <= 20 && ok(r.Outcome)), before: before})
 			case "random":
 				before := "7.1× (embedded) / 13.1× (Postgres); p50 1.17 s"
+				peer, ratio := fmt.Sprintf("%.2f s", ninja.WallS), x(r.RatioToNinja)
+				met := verdict(r.RatioToNinja <= 3 && r.LatP50Ms <= 50 && ok(r.Outcome))
+				if ninja.Latency != "" {
+					// ninja's own dep done → start, from its .ninja_log of the same graph and -j.
+					peer += fmt.Sprintf("; p50 %s", ms(ninja.LatP50Ms))
+					if ninja.LatP50Ms > 0 {
+						ratio += fmt.Sprintf("; p50 %s", x(r.LatP50Ms/ninja.LatP50Ms))
+					}
+					if r.LatP50Ms > 50 && ninja.LatP50Ms > 50 {
+						met += fmt.Sprintf(" (ninja's own p50 is %s: the ready tasks' queue for %d workers)", ms(ninja.LatP50Ms), rep.Agents)
+					}
+				}
 				out = append(out, goal{id: "P2b", measure: fmt.Sprintf("random DAG, %s tasks / %s edges, wall vs `%s`; dep done → start p50: %s", thousands(s.Tasks), thousands(s.Edges), ninja.Name, who),
-					peer: fmt.Sprintf("%.2f s", ninja.WallS), ours: fmt.Sprintf("%.2f s; p50 %s", r.WallS, ms(r.LatP50Ms)), ratio: x(r.RatioToNinja),
-					target: "≤ 3×; p50 ≤ 50 ms", met: verdict(r.RatioToNinja <= 3 && r.LatP50Ms <= 50 && ok(r.Outcome)), before: before})
+					peer: peer, ours: fmt.Sprintf("%.2f s; p50 %s", r.WallS, ms(r.LatP50Ms)), ratio: ratio,
+					target: "≤ 3×; p50 ≤ 50 ms", met: met, before: before})
 			}
 		}
 	}

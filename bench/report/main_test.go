@@ -200,3 +200,35 @@ func TestFloorRowsOnlyWhenRun(t *testing.T) {
 		}
 	}
 }
+
+// TestNinjaLatencyBesideP2: ninja's own dependency done → start (from its .ninja_log) is printed
+// as P2's and P2b's peer figure, P2b's ratio carries the p50s' ratio, and a p50 goal that ninja's
+// own queue misses too says so.
+func TestNinjaLatencyBesideP2(t *testing.T) {
+	dir := t.TempDir()
+	dag := `{"agents": 2, "shapes": [
+ {"shape": "chain", "tasks": 300, "edges": 299, "runs": [
+  {"name": "ninja -j 2", "outcome": "ok", "wall_s": 0.3, "ratio_to_ninja": 1, "latency": "dependency done→dependent start (.ninja_log)", "latency_p50_ms": 0.5, "latency_p99_ms": 1},
+  {"name": "converge, embedded (SQLite), 2 local agents, strict", "dispatch": "strict", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 0.9, "ratio_to_ninja": 3, "latency": "dependency done→dependent start", "latency_p50_ms": 1, "latency_p99_ms": 2}]},
+ {"shape": "random", "tasks": 1000, "edges": 5000, "runs": [
+  {"name": "ninja -j 2", "outcome": "ok", "wall_s": 0.4, "ratio_to_ninja": 1, "latency": "dependency done→dependent start (.ninja_log)", "latency_p50_ms": 120, "latency_p99_ms": 300},
+  {"name": "converge, embedded (SQLite), 2 local agents, strict", "dispatch": "strict", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 0.8, "ratio_to_ninja": 2, "latency": "dependency done→dependent start", "latency_p50_ms": 150, "latency_p99_ms": 400}]}]}`
+	if err := os.WriteFile(filepath.Join(dir, "dag.json"), []byte(dag), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	write(&b, dir)
+	got := b.String()
+	if row := rowOf(got, "P2"); !strings.Contains(row, "its log's dep done → start: p50 0.50 ms, p99 1.00 ms") {
+		t.Errorf("P2 should give ninja's logged latency: %s", row)
+	}
+	row := rowOf(got, "P2b")
+	for _, want := range []string{"0.40 s; p50 120 ms", "2.00×; p50 1.25×", "**not met** (ninja's own p50 is 120 ms"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("no %q in P2b's row: %s", want, row)
+		}
+	}
+	if !strings.Contains(got, "| ninja -j 2 | ok | 0.400 s |") {
+		t.Errorf("the DAG table should have ninja's row:\n%s", got)
+	}
+}
