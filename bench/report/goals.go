@@ -286,9 +286,11 @@ func registryGoals(dir string) []goal {
 	g := goal{id: "P3", measure: "lock acquire+release over gRPC vs `redis-benchmark -t set` (cycles/s ÷ SET/s); acquire p99",
 		target: "≥ 0.35; acquire p99 ≤ 2 ms", before: "4,585 cycles/s vs 58,720 SET/s = 0.078; acquire p99 16.2 ms"}
 	var rep struct {
+		Clients    int       `json:"clients"`
 		Locks      regResult `json:"lock_cycles"`
 		Batch      regResult `json:"batch_cycles"`
 		Set        regResult `json:"redis_set"`
+		Floor      regResult `json:"grpc_floor"`
 		BatchRatio float64   `json:"batch_ratio"`
 	}
 	if err := readJSON(dir, "registry.json", &rep); err != nil || rep.Set.OpsPerSec == 0 {
@@ -300,12 +302,39 @@ func registryGoals(dir string) []goal {
 	g.ours = fmt.Sprintf("%.0f cycles/s; p99 %s", rep.Locks.OpsPerSec, ms(rep.Locks.P99Ms))
 	g.ratio = fmt.Sprintf("%.3f", r)
 	g.met = verdict(r >= 0.35 && rep.Locks.P99Ms <= 2)
+	// The floor: two no-op unary calls on a bare grpc.Server at the same concurrency. A goal it
+	// misses too is below what any gRPC call reaches on this machine, and the row says so.
+	floorNote := func(ratio, p99 float64) string {
+		if rep.Floor.OpsPerSec == 0 {
+			return ""
+		}
+		fr := div(rep.Floor.OpsPerSec, rep.Set.OpsPerSec)
+		var below []string
+		if ratio < 0.35 && fr < 0.35 {
+			below = append(below, fmt.Sprintf("ratio %.3f", fr))
+		}
+		if p99 > 2 && rep.Floor.P99Ms > 2 {
+			below = append(below, "p99 "+ms(rep.Floor.P99Ms))
+		}
+		if len(below) == 0 {
+			return ""
+		}
+		return fmt.Sprintf(" (the bare gRPC floor's own %s at %d clients)", strings.Join(below, ", "), rep.Clients)
+	}
+	if g.met != "met" {
+		g.met += floorNote(r, rep.Locks.P99Ms)
+	}
 	out := []goal{g}
 	if rep.Batch.OpsPerSec > 0 {
+		batchMet := verdict(rep.BatchRatio >= 0.35 && rep.Batch.P99Ms <= 2)
+		if batchMet != "met" {
+			// The batch's ratio is to SET/s ÷ 8, the floor's to SET/s: only its p99 compares.
+			batchMet += floorNote(1, rep.Batch.P99Ms)
+		}
 		out = append(out, goal{id: "P3", measure: fmt.Sprintf("a task's %d files: AcquireLocks+ReleaseLocks over gRPC vs %d SETs (batches/s ÷ (SET/s ÷ %d)); AcquireLocks p99", batchFiles, batchFiles, batchFiles),
 			peer: fmt.Sprintf("%.0f SET/s ÷ %d = %.0f", rep.Set.OpsPerSec, batchFiles, rep.Set.OpsPerSec/batchFiles),
 			ours: fmt.Sprintf("%.0f batches/s; p99 %s", rep.Batch.OpsPerSec, ms(rep.Batch.P99Ms)), ratio: fmt.Sprintf("%.3f", rep.BatchRatio),
-			target: "≥ 0.35; acquire p99 ≤ 2 ms (the issue's goal, applied to the batch)", met: verdict(rep.BatchRatio >= 0.35 && rep.Batch.P99Ms <= 2),
+			target: "≥ 0.35; acquire p99 ≤ 2 ms (the issue's goal, applied to the batch)", met: batchMet,
 			before: "no batch acquire"})
 	}
 	return out
@@ -341,6 +370,12 @@ func knowledgeGoal(dir string) goal {
 	g.ours = fmt.Sprintf("p50 %s, p99 %s (%s)", ms(worst.P50Ms), ms(worst.P99Ms), strings.TrimSpace(worst.Call))
 	g.ratio = x(div(worst.P99Ms, base.P99Ms)) + " (p99)"
 	g.met = verdict(worst.P99Ms <= 2)
+	for _, r := range rep.Results {
+		// GetItem is one gRPC call and one primary-key read: the least a call to the service costs.
+		if strings.HasPrefix(r.Call, "GetItem") && worst.P99Ms > 2 {
+			g.met += fmt.Sprintf(" (GetItem's p99 here: %s)", ms(r.P99Ms))
+		}
+	}
 	return g
 }
 

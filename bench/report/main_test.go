@@ -232,3 +232,36 @@ func TestNinjaLatencyBesideP2(t *testing.T) {
 		t.Errorf("the DAG table should have ninja's row:\n%s", got)
 	}
 }
+
+// TestFloorNotesOnP3AndP4: a P3 goal that the bare gRPC floor of the same run misses too, and a
+// P4 p99 beside GetItem's, are said in the row's verdict.
+func TestFloorNotesOnP3AndP4(t *testing.T) {
+	dir := t.TempDir()
+	reg := `{"clients": 50, "lock_cycles": {"ops_per_sec": 4000, "p50_ms": 5, "p99_ms": 15},
+ "batch_cycles": {"ops_per_sec": 3000, "p50_ms": 7, "p99_ms": 20}, "redis_set": {"ops_per_sec": 50000, "p50_ms": 0.5, "p99_ms": 1},
+ "grpc_floor": {"ops_per_sec": 11000, "p50_ms": 2.4, "p99_ms": 9.5}, "batch_ratio": 0.48}`
+	know := `{"items": 1000000, "results": [
+ {"call": "QueryItems by path (gotchas, min 0.6)", "p50_ms": 0.9, "p99_ms": 3.4},
+ {"call": "GetItem (gRPC, primary key)", "p50_ms": 0.4, "p99_ms": 1.3},
+ {"call": "baseline: SELECT by primary key (pgx)", "p50_ms": 0.07, "p99_ms": 0.3}]}`
+	for name, body := range map[string]string{"registry.json": reg, "knowledge.json": know} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b bytes.Buffer
+	write(&b, dir)
+	var p3 []string
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(line, "| P3 |") {
+			p3 = append(p3, line)
+		}
+	}
+	if len(p3) != 2 || !strings.Contains(p3[0], "**not met** (the bare gRPC floor's own ratio 0.220, p99 9.50 ms at 50 clients)") ||
+		!strings.Contains(p3[1], "**not met** (the bare gRPC floor's own p99 9.50 ms at 50 clients)") {
+		t.Errorf("P3 rows should name the floor's figures that miss the goal too: %q", p3)
+	}
+	if row := rowOf(b.String(), "P4"); !strings.Contains(row, "**not met** (GetItem's p99 here: 1.30 ms)") {
+		t.Errorf("P4 should give GetItem's p99: %s", row)
+	}
+}
