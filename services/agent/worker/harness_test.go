@@ -351,12 +351,14 @@ func (f *fakeRegistry) ReleaseLocks(_ context.Context, req *registryv1.ReleaseLo
 	return &registryv1.ReleaseLocksResponse{Released: int32(len(rs))}, nil
 }
 
-// fakeKnowledge stores recorded items and answers them to queries by exact file pattern.
+// fakeKnowledge stores recorded items and answers them to queries by exact file pattern; it
+// records every query.
 type fakeKnowledge struct {
 	knowledgev1.KnowledgeServiceClient
 
-	mu    sync.Mutex
-	items []*knowledgev1.RecordItemRequest
+	mu      sync.Mutex
+	items   []*knowledgev1.RecordItemRequest
+	queries []*knowledgev1.QueryItemsRequest
 }
 
 func (f *fakeKnowledge) RecordItem(_ context.Context, req *knowledgev1.RecordItemRequest, _ ...grpc.CallOption) (*knowledgev1.RecordItemResponse, error) {
@@ -369,8 +371,28 @@ func (f *fakeKnowledge) RecordItem(_ context.Context, req *knowledgev1.RecordIte
 	return &knowledgev1.RecordItemResponse{Item: &knowledgev1.Item{Id: fmt.Sprintf("kn_%d", len(f.items))}}, nil
 }
 
-func (f *fakeKnowledge) QueryItems(context.Context, *knowledgev1.QueryItemsRequest, ...grpc.CallOption) (*knowledgev1.QueryItemsResponse, error) {
-	return &knowledgev1.QueryItemsResponse{}, nil
+func (f *fakeKnowledge) QueryItems(_ context.Context, req *knowledgev1.QueryItemsRequest, _ ...grpc.CallOption) (*knowledgev1.QueryItemsResponse, error) {
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queries = append(f.queries, proto.Clone(req).(*knowledgev1.QueryItemsRequest))
+	res := &knowledgev1.QueryItemsResponse{}
+	for i, it := range f.items {
+		if it.GetFilePattern() == req.GetFilePath() {
+			res.Matches = append(res.Matches, &knowledgev1.ItemMatch{Item: &knowledgev1.Item{Id: fmt.Sprintf("kn_%d", i+1), Type: it.GetType(),
+				Content: it.GetContent(), FilePattern: it.GetFilePattern(), EffectiveConfidence: it.GetConfidence()}})
+		}
+	}
+	return res, nil
+}
+
+// queried answers the QueryItems requests so far.
+func (f *fakeKnowledge) queried() []*knowledgev1.QueryItemsRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*knowledgev1.QueryItemsRequest(nil), f.queries...)
 }
 
 // harness is one worker running against the stand-ins until the test ends.

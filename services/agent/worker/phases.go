@@ -13,8 +13,8 @@ const (
 	// phaseClaimHeartbeat: waiting, before the executor runs, for the Registry to be told the
 	// agent is RUNNING the task (sent at the claim, concurrently with prime and workspace).
 	phaseClaimHeartbeat = "claim_heartbeat"
-	// phasePrime: ownership (GetOwner), the file locks (AcquireLocks) and the Knowledge gotchas,
-	// concurrently.
+	// phasePrime: ownership (GetOwner), the file locks (AcquireLocks) and, for an executor that
+	// reads a prompt, the Knowledge gotchas, concurrently.
 	phasePrime = "prime"
 	// phaseWorkspace: the worktree or scratch directory, the checkpoint, the executor and the
 	// project's files.

@@ -10,6 +10,7 @@ import (
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/services/agent/executor"
 	"github.com/converge-dev/converge/services/agent/prompt"
 	"github.com/converge-dev/converge/services/agent/workspace"
 )
@@ -26,7 +27,8 @@ import (
 //   - the summaries of the tasks this agent did before in the same run (seed 003);
 //   - on a retry, why the last try failed (its error and output tail) and its diff;
 //   - the Knowledge gotchas of the task's files (gotchas, with ownership and locks, are read
-//     before the worktree exists).
+//     before the worktree exists), for an executor that reads a prompt only: a command is given
+//     no knowledge, so it logs no knowledge_item_ids and its passing confirms nothing.
 //
 // The prompt (package prompt, the seed prompt template) is built from them within
 // promptBudget bytes; what does not fit is trimmed in this order: idea context, spec, previous
@@ -234,14 +236,22 @@ type primed struct {
 // A task without a repository asks for neither owner nor locks: it works in a scratch directory
 // of its own and writes nothing shared (nothing is committed or pushed), so its files are no
 // other task's or loop's (docs/tasks.md).
+//
+// A task whose executor reads no prompt (a command, the default) does not ask for gotchas: they
+// would go nowhere, and the items named as given to a try are confirmed by the Scheduler when
+// the task passes (docs/security.md), which a command that never saw them is no evidence for.
+// The query was also one of the two RPCs of a no-op command task (issue 17).
 func (w *Worker) prime(ctx context.Context, ca *schedulerv1.ClaimedAssignment) primed {
 	var out primed
 	paths := concrete(targets(ca.GetTask()))
 	if len(paths) == 0 {
 		return out
 	}
+	knowledge := executor.UsesPrompt(ca.GetOptions().GetExecutor())
 	if ca.GetRepository() == nil {
-		out.gotchas, out.gotchaIDs = w.gotchas(ctx, ca)
+		if knowledge {
+			out.gotchas, out.gotchaIDs = w.gotchas(ctx, ca)
+		}
 		return out
 	}
 	pctx, cancel := context.WithCancel(ctx)
@@ -257,7 +267,9 @@ func (w *Worker) prime(ctx context.Context, ca *schedulerv1.ClaimedAssignment) p
 		}
 	})
 	wg.Go(func() { out.locks, out.lockErr = w.lockTargets(pctx, ca) })
-	wg.Go(func() { out.gotchas, out.gotchaIDs = w.gotchas(pctx, ca) })
+	if knowledge {
+		wg.Go(func() { out.gotchas, out.gotchaIDs = w.gotchas(pctx, ca) })
+	}
 	wg.Wait()
 	return out
 }

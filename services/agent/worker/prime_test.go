@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/services/agent/prompt"
 	"github.com/converge-dev/converge/services/agent/workspace"
@@ -176,4 +177,47 @@ func TestPreviousTasksAccumulate(t *testing.T) {
 	require.Equal(t, "task 2", got[0])
 	require.Equal(t, "task "+strconv.Itoa(maxPrevious+1), got[len(got)-1])
 	require.Equal(t, "other run", w.previousTask("ex_2"))
+}
+
+// Issue 17: the gotchas are for an executor that reads a prompt. A command task (the default
+// executor) does not ask Knowledge for them and logs no knowledge_item_ids, so its passing
+// confirms nothing; an agent CLI task on the same file is given the gotcha in its prompt and logs
+// its id.
+func TestGotchasOnlyForAnExecutorThatReadsAPrompt(t *testing.T) {
+	t.Parallel()
+	repo := origin(t)
+	h := startWorker(t, nil)
+	_, err := h.know.RecordItem(t.Context(), &knowledgev1.RecordItemRequest{Type: knowledgev1.ItemType_ITEM_TYPE_GOTCHA,
+		Content: "write out.txt with a trailing newline", FilePattern: "out.txt", Confidence: proto.Float64(0.9)})
+	require.NoError(t, err)
+	givenIDs := func(events []*schedulerv1.AgentEvent) (ids []string) {
+		for _, e := range events {
+			for _, v := range e.GetContext().GetFields()["knowledge_item_ids"].GetListValue().GetValues() {
+				ids = append(ids, v.GetStringValue())
+			}
+		}
+		return ids
+	}
+
+	h.sched.push(claimed(t, &commonv1.Task{Id: "cmd", Title: "by command", File: "out.txt", Command: "echo command > out.txt"}, repo))
+	c := h.complete()
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+	require.Empty(t, h.know.queried(), "a command reads no prompt: Knowledge is not asked for gotchas")
+	require.Empty(t, givenIDs(h.sched.events(c)), "a command task is given no knowledge")
+
+	// The "agent CLI" keeps the prompt it reads on its standard input and writes the task's file.
+	prompts := t.TempDir()
+	cli := `cat > ` + shq(prompts) + `/$CONVERGE_TASK_ID.md && echo agent > "$CONVERGE_TASK_FILE"`
+	ca := claimed(t, &commonv1.Task{Id: "cli", Title: "by agent", File: "out.txt"}, repo)
+	ca.Options.Executor = &commonv1.ExecutorSpec{Kind: &commonv1.ExecutorSpec_AgentCli{AgentCli: &commonv1.AgentCliExecutor{Argv: []string{"sh", "-c", cli}}}}
+	h.sched.push(ca)
+	c = h.complete()
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+	q := h.know.queried()
+	require.Len(t, q, 1)
+	require.Equal(t, "out.txt", q[0].GetFilePath())
+	got, err := os.ReadFile(filepath.Join(prompts, "cli.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(got), "write out.txt with a trailing newline", "the agent's prompt carries the gotcha")
+	require.Equal(t, []string{"kn_1"}, givenIDs(h.sched.events(c)), "the agent task logs the id of the item it was given")
 }

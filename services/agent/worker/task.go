@@ -112,7 +112,8 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	l.taskStarted()
 	l.progress(5, "prime")
 
-	// Prime: ownership, locks and gotchas, concurrently (three services, three round trips).
+	// Prime: ownership, locks and (for an executor that reads a prompt) gotchas, concurrently
+	// (three services, three round trips).
 	// A target owned by another loop skips the task: the locks taken meanwhile are released.
 	defer l.clock.mark(phaseCleanup) // the deferred worktree removal and lock release, last
 	pr := w.prime(ctx, ca)
@@ -141,7 +142,9 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	}
 	gotchas, gotchaIDs := pr.gotchas, pr.gotchaIDs
 	if len(gotchaIDs) > 0 {
-		// Which knowledge this try was given: the dashboard's task view reads it from the log.
+		// Which knowledge this try was given: the dashboard's task view reads it from the log,
+		// and the Scheduler confirms the provisional ones when the task passes. Only a task whose
+		// executor reads a prompt is given any (prime).
 		ids := make([]any, len(gotchaIDs))
 		for i, id := range gotchaIDs {
 			ids[i] = id
