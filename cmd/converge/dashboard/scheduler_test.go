@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
 	registryv1 "github.com/converge-dev/converge/gen/converge/registry/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
@@ -36,7 +37,9 @@ func TestSchedulerServesTheDashboard(t *testing.T) {
 	t.Cleanup(func() { _ = conn.Close() })
 	sched := schedulerv1.NewSchedulerServiceClient(conn)
 	ctx := t.Context()
-	// A gotcha for the tasks' files: the agents give it to each prompt and say so in the log.
+	// A gotcha for the tasks' files: the agents give it to each prompt and say so in the log
+	// (a prompt: the tasks run by an agent CLI, a script that reads it and writes the task's file
+	// as Layered's command would; a command is given no knowledge).
 	kconn, err := client.Dial(c.KnowledgeAddr, client.Options{Token: token})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = kconn.Close() })
@@ -49,7 +52,10 @@ func TestSchedulerServesTheDashboard(t *testing.T) {
 	require.NoError(t, err)
 	tl, err := sched.CreateTaskList(ctx, &schedulerv1.CreateTaskListRequest{Spec: clustertest.Layered("dashboard", repo, 3, "0")})
 	require.NoError(t, err)
-	ex, err := sched.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId()})
+	cli := `cat > /dev/null && mkdir -p out && echo "$CONVERGE_TASK_ID" > "$CONVERGE_TASK_FILE"`
+	ex, err := sched.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId(),
+		Options: &schedulerv1.ExecutionOptions{Executor: &commonv1.ExecutorSpec{Kind: &commonv1.ExecutorSpec_AgentCli{
+			AgentCli: &commonv1.AgentCliExecutor{Argv: []string{"sh", "-c", cli}}}}}})
 	require.NoError(t, err)
 	id := ex.GetExecution().GetId()
 	require.Eventually(t, func() bool {
