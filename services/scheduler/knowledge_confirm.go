@@ -18,7 +18,8 @@ import (
 
 // A passing task confirms the provisional knowledge it was given (the design's "new items capped
 // below the injection threshold until confirmed by a second principal or a passing task"). The
-// agent logs the knowledge_item_ids of the items given to each try; when a task's assignment
+// agent logs the knowledge_item_ids of the items given to each try's prompt (a command task, which
+// reads no prompt, is given none and logs none); when a task's assignment
 // completes SUCCEEDED, the Scheduler — its own principal, an operator, never the recorder —
 // confirms each provisional item its log names through the Knowledge service's ConfirmItem.
 //
@@ -69,8 +70,8 @@ func WithConfirmRetry(first, longest time.Duration) Option {
 // at each lease and set by every report that logs) has, under this task and instance, only the
 // Scheduler's entries and the completion's events, so when none of those carries
 // knowledge_item_ids the worker would read the log, find nothing and delete the row. A short
-// task of an agent given no knowledge — most of them — thus costs the outbox nothing (an INSERT
-// in the completion, a take and a delete by the worker).
+// task given no knowledge — every command task, and most others — thus costs the outbox nothing
+// (an INSERT in the completion, a take and a delete by the worker).
 //
 // It answers whether it left a row (the worker is woken only then).
 func (r *runner) enqueueConfirmation(a *store.Assignment, principal string, events []*schedulerv1.AgentEvent) (bool, error) {
