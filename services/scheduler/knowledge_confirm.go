@@ -82,9 +82,20 @@ func (r *runner) enqueueConfirmation(a *store.Assignment, principal string, even
 	if a.GetAttempt() <= 1 && a.LastReportSeq == 0 && !slices.ContainsFunc(events, namesKnowledge) {
 		return false, nil
 	}
+	if !readsPrompt(r.e.GetOptions()) {
+		// A command reads no prompt, so it was given no knowledge, whatever an agent logs (an
+		// agent from before this rule logged the ids of a command task's gotchas too).
+		return false, nil
+	}
 	err := r.tx.EnqueueConfirmation(&store.Confirmation{AssignmentID: a.GetId(), TaskID: a.GetTaskId(),
 		InstanceID: a.GetInstanceId(), Principal: principal})
 	return err == nil, err
+}
+
+// readsPrompt reports whether the executor of o reads the agent's prompt (an agent CLI or an
+// OpenAI-compatible model), where the task's gotchas are given; a command (the default) does not.
+func readsPrompt(o *schedulerv1.ExecutionOptions) bool {
+	return executorCapability(o) != executorCapabilityOf+"command"
 }
 
 // knowledgeItemIDs is the log context field in which an agent names the knowledge items it gave

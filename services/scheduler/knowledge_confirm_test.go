@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
@@ -102,10 +103,26 @@ func (k *knowledgeService) isProvisional(id string) bool {
 	return it.Provisional && it.ConfirmedBy == ""
 }
 
+// promptOptions are the options of a run whose executor reads the agent's prompt (an agent
+// CLI): only such a task is given knowledge, and so only its passing confirms any.
+func promptOptions() *schedulerv1.ExecutionOptions {
+	return &schedulerv1.ExecutionOptions{Executor: &commonv1.ExecutorSpec{Kind: &commonv1.ExecutorSpec_AgentCli{
+		AgentCli: &commonv1.AgentCliExecutor{Argv: []string{"agent"}}}}}
+}
+
+// claimPrompted claims the next task as an agent that runs agent CLIs.
+func claimPrompted(t *testing.T, b *testBundle) *schedulerv1.ClaimedAssignment {
+	t.Helper()
+	res, err := b.client.ClaimTask(t.Context(), &schedulerv1.ClaimTaskRequest{InstanceId: "agent-1",
+		Capabilities: []string{"executor:agent-cli", "integration"}, Wait: durationpb.New(5 * time.Second)})
+	require.NoError(t, err)
+	return res.GetAssignment()
+}
+
 // passWith claims the run's one task and completes it SUCCEEDED, logging that it was given items.
 func passWith(t *testing.T, b *testBundle, items ...string) {
 	t.Helper()
-	c := b.claim(t, "agent-1", 5*time.Second)
+	c := claimPrompted(t, b)
 	require.NotNil(t, c)
 	ids := make([]any, len(items))
 	for i, id := range items {
@@ -126,7 +143,7 @@ func TestAPassingTaskConfirmsItsKnowledgeOffTheCompletionPath(t *testing.T) {
 		k := startKnowledge(t)
 		b := bundleWith(t, st, WithKnowledge(k.client()), WithConfirmRetry(20*time.Millisecond, 100*time.Millisecond))
 		item := k.provisional("a.txt")
-		b.start(t, b.createList(t, oneTask("confirm")), nil)
+		b.start(t, b.createList(t, oneTask("confirm")), promptOptions())
 		passWith(t, b, item)
 		require.Eventually(t, func() bool { return !k.isProvisional(item) }, 20*time.Second, 10*time.Millisecond,
 			"the passing task's item is confirmed")
@@ -142,7 +159,7 @@ func TestAKnowledgeOutageDoesNotFailTheCompletionAndTheConfirmationArrivesAfter(
 		k := startKnowledge(t)
 		b := bundleWith(t, st, WithKnowledge(k.client()), WithConfirmRetry(20*time.Millisecond, 100*time.Millisecond))
 		item := k.provisional("a.txt")
-		b.start(t, b.createList(t, oneTask("outage")), nil)
+		b.start(t, b.createList(t, oneTask("outage")), promptOptions())
 		k.stop()
 		passWith(t, b, item) // succeeds while Knowledge is down
 		// The worker tries, fails and puts the row back (attempts count up) while Knowledge is down.
@@ -172,7 +189,7 @@ func TestAConfirmationLeftByADeadSchedulerIsDoneAfterARestart(t *testing.T) {
 		first.Start(ctx)
 		b := &testBundle{client: schedulerv1.NewSchedulerServiceClient(servertest.Serve(t, server.Config{Name: "scheduler-test",
 			Services: []server.Service{{Desc: &schedulerv1.SchedulerService_ServiceDesc, Impl: first, Ready: st.Ping}}})), store: st}
-		b.start(t, b.createList(t, oneTask("restart")), nil)
+		b.start(t, b.createList(t, oneTask("restart")), promptOptions())
 		passWith(t, b, item)
 		require.Eventually(t, func() bool { return outboxAttempts(t, st) >= 1 }, 20*time.Second, 10*time.Millisecond)
 		kill() // the first Scheduler dies with the row put back for an hour
@@ -256,7 +273,9 @@ func TestAConfirmationIsEnqueuedOnlyWhenTheTryMayHaveBeenGivenKnowledge(t *testi
 			&commonv1.Task{Id: "C", Title: "c", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "c.txt"},
 			&commonv1.Task{Id: "D", Title: "d", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN, File: "d.txt"})
 		retries := int32(2)
-		b.start(t, b.createList(t, spec), &schedulerv1.ExecutionOptions{MaxParallel: 1, MaxRetries: &retries})
+		opts := promptOptions()
+		opts.MaxParallel, opts.MaxRetries = 1, &retries
+		b.start(t, b.createList(t, spec), opts)
 		info := func(withIDs bool) *schedulerv1.AgentEvent {
 			fields := map[string]any{"other": "x"}
 			if withIDs {
@@ -267,7 +286,7 @@ func TestAConfirmationIsEnqueuedOnlyWhenTheTryMayHaveBeenGivenKnowledge(t *testi
 			return &schedulerv1.AgentEvent{EventType: commonv1.EventType_EVENT_TYPE_INFO, Message: "info", Context: ctx}
 		}
 		claim := func() *schedulerv1.Assignment {
-			c := b.claim(t, "agent-1", 5*time.Second)
+			c := claimPrompted(t, b)
 			require.NotNil(t, c)
 			return c.GetAssignment()
 		}
@@ -309,5 +328,30 @@ func TestAConfirmationIsEnqueuedOnlyWhenTheTryMayHaveBeenGivenKnowledge(t *testi
 		require.EqualValues(t, 2, again.GetAttempt())
 		complete(again, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED)
 		require.Equal(t, []string{withItems.GetTaskId(), reported.GetTaskId(), again.GetTaskId()}, counted.enqueued())
+	})
+}
+
+// TestACommandTaskConfirmsNothing: a command reads no prompt, so it was given no knowledge; the
+// Scheduler enqueues no confirmation for its passing try even when the agent names items (as an
+// agent from before that rule did), and the item stays provisional.
+func TestACommandTaskConfirmsNothing(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		k := startKnowledge(t)
+		counted := &enqueueCounter{Store: st}
+		b := bundleWith(t, counted, WithKnowledge(k.client()))
+		b.start(t, b.createList(t, oneTask("command")), nil)
+		item := k.provisional("a.txt")
+		c := b.claim(t, "agent-1", 5*time.Second)
+		require.NotNil(t, c)
+		ctx, err := structpb.NewStruct(map[string]any{"knowledge_item_ids": []any{item}})
+		require.NoError(t, err)
+		a := c.GetAssignment()
+		_, err = b.client.CompleteTask(t.Context(), &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(), InstanceId: a.GetInstanceId(),
+			FencingToken: a.GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, Tries: 1,
+			Events: []*schedulerv1.AgentEvent{{EventType: commonv1.EventType_EVENT_TYPE_INFO, Message: "knowledge: items for the prompt", Context: ctx}}})
+		require.NoError(t, err)
+		require.Empty(t, counted.enqueued(), "a command task's passing enqueues no confirmation")
+		require.True(t, k.isProvisional(item))
 	})
 }
