@@ -180,8 +180,8 @@ type side struct {
 	// StartMs is the run's start inside the wall, from before CreateTaskList to the first
 	// LEASE_GRANTED entry: the list's creation, StartExecution (plan, the run stored, the first
 	// wave opened) and the first claim; CreateMs and StartExecMs the two RPCs' own walls.
-	// EndMs is the run's end inside the wall, from the last TASK_COMPLETED entry to the read that
-	// found the execution's end (the last wave's close and the benchmark's log poll).
+	// EndMs is the run's end inside the wall, from the last TASK_COMPLETED entry to the
+	// execution's ending entry (the last wave's close).
 	StartMs     float64 `json:"start_ms,omitempty"`
 	CreateMs    float64 `json:"create_list_ms,omitempty"`
 	StartExecMs float64 `json:"start_execution_ms,omitempty"`
