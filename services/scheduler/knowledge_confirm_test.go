@@ -124,6 +124,12 @@ func passWith(t *testing.T, b *testBundle, items ...string) {
 	t.Helper()
 	c := claimPrompted(t, b)
 	require.NotNil(t, c)
+	passNaming(t, b, c, items...)
+}
+
+// passNaming completes the claimed task SUCCEEDED with an INFO event naming items as given to it.
+func passNaming(t *testing.T, b *testBundle, c *schedulerv1.ClaimedAssignment, items ...string) {
+	t.Helper()
 	ids := make([]any, len(items))
 	for i, id := range items {
 		ids[i] = id
@@ -344,13 +350,7 @@ func TestACommandTaskConfirmsNothing(t *testing.T) {
 		item := k.provisional("a.txt")
 		c := b.claim(t, "agent-1", 5*time.Second)
 		require.NotNil(t, c)
-		ctx, err := structpb.NewStruct(map[string]any{"knowledge_item_ids": []any{item}})
-		require.NoError(t, err)
-		a := c.GetAssignment()
-		_, err = b.client.CompleteTask(t.Context(), &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(), InstanceId: a.GetInstanceId(),
-			FencingToken: a.GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, Tries: 1,
-			Events: []*schedulerv1.AgentEvent{{EventType: commonv1.EventType_EVENT_TYPE_INFO, Message: "knowledge: items for the prompt", Context: ctx}}})
-		require.NoError(t, err)
+		passNaming(t, b, c, item)
 		require.Empty(t, counted.enqueued(), "a command task's passing enqueues no confirmation")
 		require.True(t, k.isProvisional(item))
 	})
