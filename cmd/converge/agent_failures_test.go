@@ -111,7 +111,8 @@ func agentSuiteLog(s string) string {
 // Issue 12 defect 11, end to end: task 1 prints a gotcha about notes.txt; Knowledge records it
 // (the agent's tag used to break Knowledge's tag pattern, and every discovery was dropped); task
 // 2, which depends on task 1 and touches notes.txt, gets it in its prompt. The executor is an
-// agent CLI: a shell script that keeps the prompt it is given.
+// agent CLI: a shell script that keeps the prompt it is given (written whole, then renamed: the
+// test waits for the file to exist, and a file that `cat >` is still writing exists already).
 func TestAgentGotchaReachesALaterTaskPrompt(t *testing.T) {
 	t.Parallel()
 	b := setupDev(t, func(o *devOptions) { o.InMemory, o.Agents = true, 1 })
@@ -120,7 +121,7 @@ func TestAgentGotchaReachesALaterTaskPrompt(t *testing.T) {
 	require.NoError(t, os.MkdirAll(prompts, 0o755))
 	script := filepath.Join(dir, "agent.sh")
 	require.NoError(t, os.WriteFile(script, []byte(`#!/bin/sh
-cat > `+agentShq(prompts)+`/"$CONVERGE_TASK_ID.md"
+cat > `+agentShq(prompts)+`/"$CONVERGE_TASK_ID.part" && mv `+agentShq(prompts)+`/"$CONVERGE_TASK_ID.part" `+agentShq(prompts)+`/"$CONVERGE_TASK_ID.md"
 echo "task $CONVERGE_TASK_ID" >> notes.txt
 if [ "$CONVERGE_TASK_ID" = 1 ]; then
   echo "GOTCHA: notes.txt must end with a newline or the parser drops its last line"
