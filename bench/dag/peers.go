@@ -131,7 +131,7 @@ func ninjaLatencies(path string, g graph) ([]time.Duration, error) {
 			continue
 		}
 		fields := strings.Split(text, "\t")
-		if len(fields) < 4 {
+		if len(fields) < 5 {
 			return nil, fmt.Errorf("%s:%d: %d fields, want 5", path, line, len(fields))
 		}
 		i, ok := index[fields[3]]
