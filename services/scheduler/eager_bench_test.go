@@ -69,7 +69,7 @@ func dagEnvInt(b *testing.B, name string, def int) int {
 func randomDAGRun(b *testing.B, backend string, mode schedulerv1.DispatchMode, n, m int, work time.Duration) {
 	b.StopTimer()
 	sqls := newSQLCounter()
-	st := benchStore(b, backend, sqls)
+	st, _ := benchStore(b, backend, sqls)
 	c, ctx, cancel := serveBench(b, st)
 	defer cancel()
 	spec := &schedulerv1.TaskListSpec{Name: "random dag"}

@@ -102,9 +102,11 @@ func serveBench(b *testing.B, st store.Store) (schedulerv1.SchedulerServiceClien
 	return schedulerv1.NewSchedulerServiceClient(conn), ctx, cancel
 }
 
-func benchStore(b *testing.B, name string, tracer *sqlCounter) store.Store {
+// benchStore opens a fresh store of backend name; on Postgres also its database's URL.
+func benchStore(b *testing.B, name string, tracer *sqlCounter) (store.Store, string) {
 	var (
 		st  store.Store
+		url string
 		err error
 	)
 	if name == "postgres" {
@@ -112,7 +114,8 @@ func benchStore(b *testing.B, name string, tracer *sqlCounter) store.Store {
 		if tracer != nil {
 			opts = append(opts, database.WithTracer(tracer))
 		}
-		st, err = postgres.New(b.Context(), dbtest.Postgres(b), opts...)
+		url = dbtest.Postgres(b)
+		st, err = postgres.New(b.Context(), url, opts...)
 	} else {
 		st, err = sqlite.New(b.Context(), dbtest.SQLite(b), database.WithMigrate())
 	}
@@ -120,7 +123,7 @@ func benchStore(b *testing.B, name string, tracer *sqlCounter) store.Store {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = st.Close() })
-	return st
+	return st, url
 }
 
 func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
@@ -130,7 +133,11 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	if countSQLite {
 		traceSQLite()
 	}
-	st := benchStore(b, backend, sqls)
+	st, url := benchStore(b, backend, sqls)
+	var pg *pgSide
+	if url != "" {
+		pg = watchPostgres(b, url)
+	}
 	c, ctx, cancel := serveBench(b, st)
 	defer cancel()
 	// A task list holds at most maxListTasks tasks (the contract's limit): a larger fan-out is
@@ -153,6 +160,9 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	sqls.reset()
 	if countSQLite {
 		sqliteCounting.Store(sqls)
+	}
+	if pg != nil {
+		pg.start(b)
 	}
 	cpu0 := cpuTime()
 	b.StartTimer()
@@ -197,6 +207,9 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	}
 	cpu := cpuTime() - cpu0
 	b.StopTimer()
+	if pg != nil {
+		pg.report(b, n)
+	}
 	sqliteCounting.Store(nil)
 	if backend == "postgres" || countSQLite {
 		rt, stmts := sqls.totals()

@@ -16,7 +16,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkRoundTrip ./
 func BenchmarkRoundTrip(b *testing.B) {
-	st := benchStore(b, "sqlite", nil)
+	st, _ := benchStore(b, "sqlite", nil)
 	s := New(st, WithWorkDir(b.TempDir()))
 	conn := servertest.Serve(b, server.Config{
 		Name:     "scheduler-bench",

@@ -31,7 +31,7 @@ func BenchmarkRunStart(b *testing.B) {
 	for _, name := range []string{"sqlite", "postgres"} {
 		b.Run(fmt.Sprintf("%s/tasks=%d", name, n), func(b *testing.B) {
 			sqls := newSQLCounter()
-			st := benchStore(b, name, sqls)
+			st, _ := benchStore(b, name, sqls)
 			c, ctx, cancel := serveBench(b, st)
 			defer cancel()
 			var create, start, cpu time.Duration

@@ -55,7 +55,8 @@ func BenchmarkWatchers(b *testing.B) {
 
 func watchRun(b *testing.B, n, watchers int, snapshots bool) {
 	b.StopTimer()
-	st := &countingStore{Store: benchStore(b, "sqlite", nil)}
+	sqliteStore, _ := benchStore(b, "sqlite", nil)
+	st := &countingStore{Store: sqliteStore}
 	c, ctx, cancel := serveBench(b, st)
 	defer cancel()
 	spec := &schedulerv1.TaskListSpec{Name: "watched"}

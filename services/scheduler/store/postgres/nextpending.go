@@ -45,7 +45,7 @@ func prefetchNext(b *pgx.Batch, execution, hint string, on bool, pre *prefetched
 	n := &nextPending{pre: pre}
 	limit := "1"
 	if held != nil {
-		limit = `LEAST(1 + (SELECT count(*) FROM wave_task_assignments c WHERE ` + heldWhere("c") + `), ` + strconv.Itoa(1+heldReadLimit) + `)`
+		limit = `LEAST(1 + (` + heldCountSQL + `), ` + strconv.Itoa(1+heldReadLimit) + `)`
 	}
 	const wave = `(SELECT h.wave_number FROM wave_task_assignments h WHERE h.assignment_id = $2 AND h.execution_id = $1)`
 	b.Queue(`(SELECT `+assignmentColumns+` FROM wave_task_assignments a WHERE a.assignment_id =

@@ -33,6 +33,14 @@ func heldWhere(c string) string {
 		c + `.assignment_id <> $2`
 }
 
+// heldReadSQL reads execution $1's held assignments other than $2 (prefetchHeld's read). Its
+// plan must visit only held rows (migration 0010's index): it runs in every lock's batch.
+var heldReadSQL = `SELECT ` + assignmentColumns + ` FROM wave_task_assignments a
+		WHERE ` + heldWhere("a") + ` LIMIT ` + strconv.Itoa(heldReadLimit)
+
+// heldCountSQL counts what heldReadSQL reads (with no limit), for prefetchNext's limit.
+var heldCountSQL = `SELECT count(*) FROM wave_task_assignments c WHERE ` + heldWhere("c")
+
 // prefetchHeld queues, after the lock in b, the execution's held assignments other than hint,
 // when there is a hint (a request about an assignment: a group's other requests are likely
 // the other agents' about theirs). Only rows without unmet dependencies: SatisfyDependencies
@@ -42,8 +50,7 @@ func prefetchHeld(b *pgx.Batch, execution, hint string) map[string]*store.Assign
 		return nil
 	}
 	held := map[string]*store.Assignment{}
-	b.Queue(`SELECT `+assignmentColumns+` FROM wave_task_assignments a
-		WHERE `+heldWhere("a")+` LIMIT `+strconv.Itoa(heldReadLimit), execution, hint).Query(func(rows pgx.Rows) error {
+	b.Queue(heldReadSQL, execution, hint).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			a, err := scanAssignment(rows)
 			if err != nil {

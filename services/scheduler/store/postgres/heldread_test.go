@@ -1,0 +1,121 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/database"
+	"github.com/converge-dev/converge/platform/database/dbtest"
+	"github.com/converge-dev/converge/services/scheduler/store"
+	"github.com/converge-dev/converge/services/scheduler/store/postgres"
+)
+
+// Every transaction about an assignment reads, in its lock's batch, the execution's other held
+// assignments and counts them. Those reads must visit the held rows only, not every assignment
+// of the run: through an index of the execution's assignments (or of every held row of every
+// execution) they visited O(tasks in the run) index entries and heap pages per completion, and
+// Postgres's CPU per task grew with the run (P1b in bench/RESULTS.md: 24,607 + 10,000 index
+// entries and 433 heap pages per read at the end of a 10,000-task fan-out).
+func TestHeldReadsVisitOnlyHeldRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := dbtest.Postgres(t)
+	s, err := postgres.New(ctx, url, database.WithMigrate())
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+
+	// One wave of n tasks, each leased then completed in turn (two updates, as a fan-out's
+	// claims and completions) but the last held ones, which agents hold: a fan-out near its end.
+	// Two executions, so that an index of every held row of every execution finds the other's.
+	const n, held = 1000, 2
+	spec := &schedulerv1.TaskListSpec{Name: "held"}
+	for i := range n {
+		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: fmt.Sprintf("t%d", i), Title: "task", File: fmt.Sprintf("t%d.go", i)})
+	}
+	_, err = s.CreateTaskList(ctx, "tl", spec, nil)
+	require.NoError(t, err)
+	for _, ex := range []string{"ex1", "ex2"} {
+		waves := []*schedulerv1.Wave{{Id: ex + "/w1", WaveNumber: 1, Status: schedulerv1.WaveStatus_WAVE_STATUS_RUNNING, TaskCount: n}}
+		var as []*store.Assignment
+		for i := range n {
+			as = append(as, &store.Assignment{Assignment: &schedulerv1.Assignment{Id: fmt.Sprintf("%s/t%d", ex, i),
+				Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK, WaveId: ex + "/w1", WaveNumber: 1, TaskId: fmt.Sprintf("t%d", i),
+				Status: schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_PENDING, Attempt: 1}, Position: int32(i)})
+		}
+		e := &schedulerv1.Execution{Id: ex, TaskListId: "tl", Status: schedulerv1.ExecutionStatus_EXECUTION_STATUS_RUNNING,
+			WaveCount: 1, CurrentWave: 1, TotalTasks: n}
+		require.NoError(t, s.CreateExecution(ctx, e, waves, as, nil))
+	}
+
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	// No autovacuum while the test runs (its database is its own): the index entries of the rows
+	// no longer held stay until a scan marks them dead, as in a run between two vacuums.
+	_, err = conn.Exec(ctx, `ALTER TABLE wave_task_assignments SET (autovacuum_enabled = false)`)
+	require.NoError(t, err)
+	batch := &pgx.Batch{}
+	for _, ex := range []string{"ex1", "ex2"} {
+		for i := range n {
+			id := fmt.Sprintf("%s/t%d", ex, i)
+			batch.Queue(`UPDATE wave_task_assignments SET status = 'assigned', instance_id = $2, lease_expires_at = now() + interval '1 hour'
+				WHERE assignment_id = $1`, id, fmt.Sprintf("agent-%d", i%2))
+			if i < n-held {
+				batch.Queue(`UPDATE wave_task_assignments SET status = 'completed', lease_expires_at = NULL WHERE assignment_id = $1`, id)
+			}
+		}
+	}
+	require.NoError(t, conn.SendBatch(ctx, batch).Close())
+	explain := func(sql string) []byte {
+		t.Helper()
+		var out []byte
+		require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, "ex1", "ex1/t0").Scan(&out))
+		return out
+	}
+	for name, sql := range map[string]string{"read": postgres.HeldReadSQL, "count": postgres.HeldCountSQL} {
+		// The reads run in every transaction: the first after a row stops being held may visit
+		// its entry; later ones must not.
+		explain(sql)
+		out := explain(sql)
+		var plans []struct {
+			Plan planNode `json:"Plan"`
+		}
+		require.NoError(t, json.Unmarshal(out, &plans))
+		require.Len(t, plans, 1)
+		var visited float64
+		var walk func(p planNode)
+		walk = func(p planNode) {
+			// Rows a scan node produced and rows it read and dropped: what it visited.
+			if p.RelationName != "" || p.IndexName != "" {
+				visited += p.ActualRows + p.RowsRemovedByFilter + p.RowsRemovedByIndexRecheck
+			}
+			for _, c := range p.Plans {
+				walk(c)
+			}
+		}
+		walk(plans[0].Plan)
+		require.LessOrEqual(t, visited, float64(2*held), "the held %s visits %v rows of a run with %d held:\n%s", name, visited, held, out)
+		pages := plans[0].Plan.SharedHitBlocks + plans[0].Plan.SharedReadBlocks
+		require.LessOrEqual(t, pages, float64(8), "the held %s reads %v pages for %d held rows:\n%s", name, pages, held, out)
+	}
+}
+
+// planNode is the part of EXPLAIN (FORMAT JSON)'s nodes the test reads.
+type planNode struct {
+	NodeType                  string     `json:"Node Type"`
+	RelationName              string     `json:"Relation Name"`
+	IndexName                 string     `json:"Index Name"`
+	ActualRows                float64    `json:"Actual Rows"`
+	RowsRemovedByFilter       float64    `json:"Rows Removed by Filter"`
+	RowsRemovedByIndexRecheck float64    `json:"Rows Removed by Index Recheck"`
+	SharedHitBlocks           float64    `json:"Shared Hit Blocks"`
+	SharedReadBlocks          float64    `json:"Shared Read Blocks"`
+	Plans                     []planNode `json:"Plans"`
+}
