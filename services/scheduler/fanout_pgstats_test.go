@@ -136,7 +136,6 @@ func (p *pgSide) printRelations(b *testing.B, n int) {
 	}
 }
 
-
 // procCPU reads a process's utime + stime from /proc/<pid>/stat.
 func procCPU(pid int) (time.Duration, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
