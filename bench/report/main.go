@@ -114,7 +114,8 @@ func fanout(w io.Writer, dir string) {
 	fmt.Fprintf(w, "smallest size, divided by the added tasks: what one more task in the run costs the Scheduler.\n")
 	fmt.Fprintf(w, "A task list holds at most 10,000 tasks (the contract's limit), so a larger size runs as several\n")
 	fmt.Fprintf(w, "lists' executions started together, claimed from without an execution filter: n tasks in the\n")
-	fmt.Fprintf(w, "Scheduler at once, but no single execution above 10,000.\n")
+	fmt.Fprintf(w, "Scheduler at once, but no single execution above 10,000. On Postgres also the CPU of the run\n")
+	fmt.Fprintf(w, "database's backends (from /proc) per task: the server's side of the same transactions.\n")
 	metas := metaBlocks(filepath.Join(dir, "fanout-meta.txt"))
 	if len(metas) > 0 {
 		fmt.Fprintf(w, "\n")
@@ -128,8 +129,8 @@ func fanout(w io.Writer, dir string) {
 	if several {
 		runCol, runSep = " run |", "---|"
 	}
-	fmt.Fprintf(w, "\n|%s store | claims | tasks | waves of | wall per task | CPU per task | allocated per task | live heap mid-run | peak RSS | memory per added task (heap / RSS) |\n", runCol)
-	fmt.Fprintf(w, "|%s---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n", runSep)
+	fmt.Fprintf(w, "\n|%s store | claims | tasks | waves of | wall per task | CPU per task | Postgres backends' CPU per task | allocated per task | live heap mid-run | peak RSS | memory per added task (heap / RSS) |\n", runCol)
+	fmt.Fprintf(w, "|%s---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n", runSep)
 	for i, r := range runs {
 		if several {
 			fmt.Fprintf(w, "| %s ", r.run)
@@ -158,8 +159,12 @@ func fanout(w io.Writer, dir string) {
 		if r.executions > 1 {
 			tasks += fmt.Sprintf(" (%d executions)", r.executions)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %.0f KB | %.1f MiB | %.1f MiB | %s |\n", store, claims, tasks, wide, ms(r.wallMs),
-			ms(r.cpuMs), r.allocKB, r.liveMidMB, r.rssPeakMB, per)
+		pg := "—"
+		if r.pgCPUMs > 0 {
+			pg = ms(r.pgCPUMs)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %.0f KB | %.1f MiB | %.1f MiB | %s |\n", store, claims, tasks, wide, ms(r.wallMs),
+			ms(r.cpuMs), pg, r.allocKB, r.liveMidMB, r.rssPeakMB, per)
 	}
 }
 

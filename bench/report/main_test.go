@@ -265,3 +265,24 @@ func TestFloorNotesOnP3AndP4(t *testing.T) {
 		t.Errorf("P4 should give GetItem's p99: %s", row)
 	}
 }
+
+// TestPostgresBackendsCPUInGrowth: P1b's Postgres row and the growth table carry the backends'
+// CPU per task (BenchmarkFanout's pg-cpu-µs/task), the server's side of the transactions whose
+// wall the row reports.
+func TestPostgresBackendsCPUInGrowth(t *testing.T) {
+	var b bytes.Buffer
+	write(&b, "testdata")
+	out := b.String()
+	var pgRow string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "| P1b |") && strings.Contains(line, "Postgres") {
+			pgRow = line
+		}
+	}
+	if !strings.Contains(pgRow, "Postgres backends' CPU 1.40 ms → 1.24 ms") {
+		t.Errorf("P1b's Postgres row without the backends' CPU: %s", pgRow)
+	}
+	if !strings.Contains(out, "| Postgres backends' CPU per task |") || !strings.Contains(out, "| 1.24 ms |") {
+		t.Errorf("the growth table has no Postgres backends' CPU column:\n%s", out)
+	}
+}
