@@ -51,8 +51,13 @@ import (
 //     as agents before it did for every task): one more Scheduler transaction per task;
 //
 //   - CONVERGE_FANOUT_SQL (any value) prints every statement's count per task, on Postgres with its
-//     mean time ([b]: sent in a batch); roundtrips/task and statements/task are always reported
-//     on Postgres; on SQLite statements/task only with it (SQLite's statement trace, which costs CPU).
+//     mean time ([b]: sent in a batch), and on Postgres each table's and index's pages and entries
+//     read per task; roundtrips/task and statements/task are always reported on Postgres; on
+//     SQLite statements/task only with it (SQLite's statement trace, which costs CPU).
+//
+// On Postgres it also reports the server's side of the run (fanout_pgstats_test.go): the run
+// database's backends' CPU (pg-cpu-µs/task), its WAL (wal-B/task), pages hit and read per task
+// and the checkpoints made meanwhile.
 //
 //     go test -run '^$' -bench BenchmarkFanout -benchtime 1x ./
 //     go test -run '^$' -bench 'BenchmarkFanout/(sqlite|postgres)/fused=true/' -benchtime 1x ./  # the growth run of make bench
