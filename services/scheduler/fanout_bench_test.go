@@ -59,8 +59,8 @@ import (
 // database's backends' CPU (pg-cpu-µs/task), its WAL (wal-B/task), pages hit and read per task
 // and the checkpoints made meanwhile.
 //
-//     go test -run '^$' -bench BenchmarkFanout -benchtime 1x ./
-//     go test -run '^$' -bench 'BenchmarkFanout/(sqlite|postgres)/fused=true/' -benchtime 1x ./  # the growth run of make bench
+//	go test -run '^$' -bench BenchmarkFanout -benchtime 1x ./
+//	go test -run '^$' -bench 'BenchmarkFanout/(sqlite|postgres)/fused=true/' -benchtime 1x ./  # the growth run of make bench
 func BenchmarkFanout(b *testing.B) {
 	sizes := []int{100, 1000, 10000}
 	width := 2
