@@ -28,22 +28,28 @@ func tracedStore(t *testing.T, tracer pgx.QueryTracer) *postgres.Store {
 // running execution "ex" of it: one wave "ex/w1", every task's assignment "ex/<id>" pending.
 func oneWaveRun(t *testing.T, s *postgres.Store, name string, tasks ...string) {
 	t.Helper()
-	ctx := context.Background()
 	spec := &schedulerv1.TaskListSpec{Name: name}
 	for _, id := range tasks {
 		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: id, Title: "task", File: id + ".go"})
 	}
-	_, err := s.CreateTaskList(ctx, "tl", spec, nil)
+	_, err := s.CreateTaskList(context.Background(), "tl", spec, nil)
 	require.NoError(t, err)
+	oneWaveExecution(t, s, "ex", tasks...)
+}
+
+// oneWaveExecution creates the running execution ex of task list "tl" (which holds tasks): one
+// wave "<ex>/w1", every task's assignment "<ex>/<id>" pending.
+func oneWaveExecution(t *testing.T, s *postgres.Store, ex string, tasks ...string) {
+	t.Helper()
 	n := int32(len(tasks))
-	w := &schedulerv1.Wave{Id: "ex/w1", WaveNumber: 1, Status: schedulerv1.WaveStatus_WAVE_STATUS_RUNNING, TaskCount: n}
+	w := &schedulerv1.Wave{Id: ex + "/w1", WaveNumber: 1, Status: schedulerv1.WaveStatus_WAVE_STATUS_RUNNING, TaskCount: n}
 	var as []*store.Assignment
 	for i, task := range tasks {
-		as = append(as, &store.Assignment{Assignment: &schedulerv1.Assignment{Id: "ex/" + task,
+		as = append(as, &store.Assignment{Assignment: &schedulerv1.Assignment{Id: ex + "/" + task,
 			Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK, WaveId: w.Id, WaveNumber: 1, TaskId: task,
 			Status: schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_PENDING, Attempt: 1}, Position: int32(i)})
 	}
-	e := &schedulerv1.Execution{Id: "ex", TaskListId: "tl", Status: schedulerv1.ExecutionStatus_EXECUTION_STATUS_RUNNING,
+	e := &schedulerv1.Execution{Id: ex, TaskListId: "tl", Status: schedulerv1.ExecutionStatus_EXECUTION_STATUS_RUNNING,
 		WaveCount: 1, CurrentWave: 1, TotalTasks: n}
-	require.NoError(t, s.CreateExecution(ctx, e, []*schedulerv1.Wave{w}, as, nil))
+	require.NoError(t, s.CreateExecution(context.Background(), e, []*schedulerv1.Wave{w}, as, nil))
 }

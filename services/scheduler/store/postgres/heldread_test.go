@@ -9,11 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
-	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/database/dbtest"
-	"github.com/converge-dev/converge/services/scheduler/store"
 	"github.com/converge-dev/converge/services/scheduler/store/postgres"
 )
 
@@ -35,24 +32,12 @@ func TestHeldReadsVisitOnlyHeldRows(t *testing.T) {
 	// claims and completions) but the last held ones, which agents hold: a fan-out near its end.
 	// Two executions, so that an index of every held row of every execution finds the other's.
 	const n, held = 1000, 2
-	spec := &schedulerv1.TaskListSpec{Name: "held"}
-	for i := range n {
-		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: fmt.Sprintf("t%d", i), Title: "task", File: fmt.Sprintf("t%d.go", i)})
+	tasks := make([]string, n)
+	for i := range tasks {
+		tasks[i] = fmt.Sprintf("t%d", i)
 	}
-	_, err = s.CreateTaskList(ctx, "tl", spec, nil)
-	require.NoError(t, err)
-	for _, ex := range []string{"ex1", "ex2"} {
-		waves := []*schedulerv1.Wave{{Id: ex + "/w1", WaveNumber: 1, Status: schedulerv1.WaveStatus_WAVE_STATUS_RUNNING, TaskCount: n}}
-		var as []*store.Assignment
-		for i := range n {
-			as = append(as, &store.Assignment{Assignment: &schedulerv1.Assignment{Id: fmt.Sprintf("%s/t%d", ex, i),
-				Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK, WaveId: ex + "/w1", WaveNumber: 1, TaskId: fmt.Sprintf("t%d", i),
-				Status: schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_PENDING, Attempt: 1}, Position: int32(i)})
-		}
-		e := &schedulerv1.Execution{Id: ex, TaskListId: "tl", Status: schedulerv1.ExecutionStatus_EXECUTION_STATUS_RUNNING,
-			WaveCount: 1, CurrentWave: 1, TotalTasks: n}
-		require.NoError(t, s.CreateExecution(ctx, e, waves, as, nil))
-	}
+	oneWaveRun(t, s, "held", tasks...)
+	oneWaveExecution(t, s, "ex2", tasks...)
 
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
@@ -62,7 +47,7 @@ func TestHeldReadsVisitOnlyHeldRows(t *testing.T) {
 	_, err = conn.Exec(ctx, `ALTER TABLE wave_task_assignments SET (autovacuum_enabled = false)`)
 	require.NoError(t, err)
 	batch := &pgx.Batch{}
-	for _, ex := range []string{"ex1", "ex2"} {
+	for _, ex := range []string{"ex", "ex2"} {
 		for i := range n {
 			id := fmt.Sprintf("%s/t%d", ex, i)
 			batch.Queue(`UPDATE wave_task_assignments SET status = 'assigned', instance_id = $2, lease_expires_at = now() + interval '1 hour'
@@ -76,7 +61,7 @@ func TestHeldReadsVisitOnlyHeldRows(t *testing.T) {
 	explain := func(sql string) []byte {
 		t.Helper()
 		var out []byte
-		require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, "ex1", "ex1/t0").Scan(&out))
+		require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, "ex", "ex/t0").Scan(&out))
 		return out
 	}
 	for name, sql := range map[string]string{"read": postgres.HeldReadSQL, "count": postgres.HeldCountSQL} {
