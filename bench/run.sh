@@ -181,11 +181,13 @@ want dag && run dag.json bench/dag go run . --json --agents "$AGENTS" --chain-ta
 	--edges "$DAG_EDGES" --seed "$DAG_SEED" --peer-rounds "$PEER_ROUNDS"
 want floor && run dag-floor.json bench/dag go run . --floor --mode postgres --json --agents "$AGENTS" \
 	--tasks "$(( DAG_TASKS < 1024 ? DAG_TASKS : 1024 ))" --peer-rounds "$PEER_ROUNDS"
-# R8: the same run of LOAD_AGENTS agents without WatchExecution streams (the peer) and with
-# LOAD_STREAMS of them, one after the other.
+# R8: the same run of LOAD_AGENTS agents without WatchExecution streams (the peer), with
+# LOAD_STREAMS of them taking up to 100 entries per message, and with as many taking one entry per
+# message (as clients did before max_entries_per_message), one after the other.
 if want load; then
 	run load-0.json bench/load go run . --json --streams 0 --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
-	run load-streams.json bench/load go run . --json --streams "$LOAD_STREAMS" --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
+	run load-streams.json bench/load go run . --json --streams "$LOAD_STREAMS" --batch 100 --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
+	run load-streams-single.json bench/load go run . --json --streams "$LOAD_STREAMS" --batch 1 --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
 fi
 
 {

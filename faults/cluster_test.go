@@ -337,7 +337,10 @@ func (c *cluster) watch(ctx context.Context, id string) *watcher {
 				w.err = ctx.Err()
 				return
 			}
-			stream, err := conns[i%2].WatchExecution(ctx, &schedulerv1.WatchExecutionRequest{ExecutionId: id, AfterSeq: cursor})
+			// Every other stream takes its entries in batches (max_entries_per_message), so resuming
+			// is checked both ways.
+			stream, err := conns[i%2].WatchExecution(ctx, &schedulerv1.WatchExecutionRequest{ExecutionId: id, AfterSeq: cursor,
+				MaxEntriesPerMessage: int32(i%2) * 50})
 			if err == nil {
 				for {
 					var res *schedulerv1.WatchExecutionResponse
@@ -345,11 +348,16 @@ func (c *cluster) watch(ctx context.Context, id string) *watcher {
 					if err != nil {
 						break
 					}
-					seq := res.GetEntry().GetSeq()
-					w.mu.Lock()
-					w.seqs = append(w.seqs, seq)
-					w.mu.Unlock()
-					cursor = seq
+					entries := res.GetEntries()
+					if en := res.GetEntry(); en != nil {
+						entries = append(entries, en)
+					}
+					for _, en := range entries {
+						w.mu.Lock()
+						w.seqs = append(w.seqs, en.GetSeq())
+						w.mu.Unlock()
+						cursor = en.GetSeq()
+					}
 				}
 			}
 			if errors.Is(err, io.EOF) {

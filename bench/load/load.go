@@ -31,6 +31,7 @@ import (
 // config is one load run.
 type config struct {
 	Streams int // WatchExecution streams
+	Batch   int // max_entries_per_message of each stream (0 or 1: one entry per message)
 	Conns   int // client connections the streams are spread over
 	Agents  int // converge-agent processes
 	Tasks   int // tasks of the execution, each `true`
@@ -53,7 +54,8 @@ type result struct {
 	// Streams that saw exactly the log's seqs 1..Events in order, no gap, no duplicate.
 	StreamsExact int
 	StreamErrors []string // the others, one line each (the first few)
-	Delivered    int64    // messages with an entry received over every stream
+	Delivered    int64    // entries received over every stream
+	Messages     int64    // messages with entries received over every stream
 
 	// Delivery latency: the entry's store time → received by a stream, over every stream, for the
 	// entries written after the streams were open.
@@ -226,7 +228,7 @@ func measure(ctx context.Context, tb clustertest.TB, cfg config, logs string) (r
 	cfg.logf("opening %d WatchExecution streams over %d connections on %s", cfg.Streams, cfg.Conns, id)
 	var liveFrom atomic.Int64 // unix nanos; 0 until resumed
 	results := make([]streamResult, cfg.Streams)
-	var opened, delivered atomic.Int64
+	var opened, delivered, messages atomic.Int64
 	allOpen := make(chan struct{})
 	var wg sync.WaitGroup
 	watchCtx, cancelWatch := context.WithTimeout(ctx, cfg.Timeout)
@@ -241,7 +243,7 @@ func measure(ctx context.Context, tb clustertest.TB, cfg config, logs string) (r
 			defer wg.Done()
 			r := &results[i]
 			c := schedulerv1.NewSchedulerServiceClient(conns[i%len(conns)])
-			stream, err := c.WatchExecution(watchCtx, &schedulerv1.WatchExecutionRequest{ExecutionId: id})
+			stream, err := c.WatchExecution(watchCtx, &schedulerv1.WatchExecutionRequest{ExecutionId: id, MaxEntriesPerMessage: int32(cfg.Batch)})
 			if err != nil {
 				r.err = err
 				if opened.Add(1) == int64(cfg.Streams) {
@@ -266,14 +268,20 @@ func measure(ctx context.Context, tb clustertest.TB, cfg config, logs string) (r
 					r.err = err
 					return
 				}
-				en := msg.GetEntry()
-				if en == nil {
+				entries := msg.GetEntries()
+				if en := msg.GetEntry(); en != nil {
+					entries = append(entries, en)
+				}
+				if len(entries) == 0 {
 					continue // keep-alive
 				}
-				delivered.Add(1)
-				r.seqs = append(r.seqs, en.GetSeq())
-				if lf := liveFrom.Load(); lf != 0 && en.GetTime().AsTime().UnixNano() >= lf {
-					r.lat = append(r.lat, now.Sub(en.GetTime().AsTime()))
+				messages.Add(1)
+				for _, en := range entries {
+					delivered.Add(1)
+					r.seqs = append(r.seqs, en.GetSeq())
+					if lf := liveFrom.Load(); lf != 0 && en.GetTime().AsTime().UnixNano() >= lf {
+						r.lat = append(r.lat, now.Sub(en.GetTime().AsTime()))
+					}
 				}
 			}
 		}(i)
@@ -312,7 +320,7 @@ func measure(ctx context.Context, tb clustertest.TB, cfg config, logs string) (r
 	res.Outcome = strings.TrimPrefix(e.GetOutcome().String(), "OUTCOME_")
 	cfg.logf("execution ended %s (%s) in %s; waiting for the streams to close", res.Outcome, e.GetStatusMessage(), res.Wall.Round(time.Millisecond))
 	wg.Wait() // each stream closes with OK after the last entry
-	res.Delivered = delivered.Load()
+	res.Delivered, res.Messages = delivered.Load(), messages.Load()
 
 	entries, err := clustertest.ExecutionLog(ctx, client, id)
 	if err != nil {

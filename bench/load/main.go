@@ -4,10 +4,10 @@
 //
 // One execution of --tasks `true` tasks (layers of --width, each task after the one --width
 // before it) is started and paused; --streams WatchExecution streams open from cursor 0 over
-// --conns client connections; the execution resumes and runs to its end. Reported: the
-// Scheduler's peak RSS (VmHWM) and Go heap in use (its /metrics), whether every stream saw exactly
-// the log's entries (GetExecutionLog: same seqs, no gap, no duplicate, in order), the run's wall
-// time and the delivery latency (an entry's store time → a stream received it) p50/p99/max.
+// --conns client connections, each asking for up to --batch entries per message; the execution
+// resumes and runs to its end. Reported: the Scheduler's peak RSS (VmHWM) and Go heap in use
+// (its /metrics), whether every stream saw exactly the log's entries (GetExecutionLog: same
+// seqs, no gap, no duplicate, in order), the run's wall time and the delivery latency (an entry's store time → a stream received it) p50/p99/max.
 //
 //	cd bench/load && go run . --streams 1000 --agents 50 --tasks 300 --results RESULTS.md
 package main
@@ -27,6 +27,7 @@ import (
 func main() {
 	var cfg config
 	flag.IntVar(&cfg.Streams, "streams", 1000, "WatchExecution streams, from cursor 0, held for the whole run")
+	flag.IntVar(&cfg.Batch, "batch", 100, "entries per message a stream asks for (WatchExecution's max_entries_per_message; 0 or 1: one per message)")
 	flag.IntVar(&cfg.Conns, "conns", 4, "client connections the streams are spread over")
 	flag.IntVar(&cfg.Agents, "agents", 50, "converge-agent processes")
 	flag.IntVar(&cfg.Tasks, "tasks", 300, "tasks of the execution, each `true`")
@@ -87,7 +88,7 @@ func printTable(w io.Writer, r result) {
 		{"log entries", fmt.Sprint(r.Events)},
 		{"WatchExecution streams", fmt.Sprintf("%d from cursor 0 over %d connections (opened in %s)", c.Streams, c.Conns, r.StreamsOpen.Round(time.Millisecond))},
 		{"streams that saw every entry", fmt.Sprintf("%d / %d (same seqs as GetExecutionLog, no gap, no duplicate, in order)", r.StreamsExact, c.Streams)},
-		{"entries delivered", fmt.Sprint(r.Delivered)},
+		{"entries delivered", fmt.Sprintf("%d in %d messages (max_entries_per_message %d)", r.Delivered, r.Messages, c.Batch)},
 		{"run wall time", fmt.Sprintf("%.1f s (resume → execution ended)", r.Wall.Seconds())},
 		{"delivery latency p50 / p99 / max", fmt.Sprintf("%s / %s / %s (store time → received, %d samples)", ms(r.LatP50), ms(r.LatP99), ms(r.LatMax), r.LatSamples)},
 		{"scheduler RSS idle → peak (VmHWM)", fmt.Sprintf("%s → %s", mib(r.SchedRSSIdleKB), mib(r.SchedRSSPeakKB))},
@@ -112,6 +113,9 @@ func printTable(w io.Writer, r result) {
 func writeJSON(w io.Writer, r result, runErr error) {
 	out := struct {
 		Streams        int      `json:"streams"`
+		Batch          int      `json:"batch"`     // max_entries_per_message
+		Delivered      int64    `json:"delivered"` // entries received over every stream
+		Messages       int64    `json:"messages"`  // in this many messages
 		Agents         int      `json:"agents"`
 		Tasks          int      `json:"tasks"`
 		Width          int      `json:"width"`
@@ -128,7 +132,7 @@ func writeJSON(w io.Writer, r result, runErr error) {
 		SchedHeapPeak  int64    `json:"scheduler_heap_peak_bytes"`
 		StreamErrors   []string `json:"stream_errors,omitempty"` // the streams that were not exact, the first few
 		Error          string   `json:"error,omitempty"`
-	}{Streams: r.Config.Streams, Agents: r.Config.Agents, Tasks: r.Config.Tasks, Width: r.Config.Width, Outcome: r.Outcome,
+	}{Streams: r.Config.Streams, Batch: r.Config.Batch, Delivered: r.Delivered, Messages: r.Messages, Agents: r.Config.Agents, Tasks: r.Config.Tasks, Width: r.Config.Width, Outcome: r.Outcome,
 		Events: r.Events, WallS: r.Wall.Seconds(), StreamsExact: r.StreamsExact, StreamsOpenS: r.StreamsOpen.Seconds(),
 		LatP50Ms: float64(r.LatP50.Microseconds()) / 1000, LatP99Ms: float64(r.LatP99.Microseconds()) / 1000,
 		SchedRSSIdleKB: r.SchedRSSIdleKB, SchedRSSPeakKB: r.SchedRSSPeakKB, SchedHeapIdle: r.SchedHeapIdle, SchedHeapPeak: r.SchedHeapPeak,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -284,5 +285,37 @@ func TestPostgresBackendsCPUInGrowth(t *testing.T) {
 	}
 	if !strings.Contains(out, "| Postgres backends' CPU per task |") || !strings.Contains(out, "| 1.24 ms |") {
 		t.Errorf("the growth table has no Postgres backends' CPU column:\n%s", out)
+	}
+}
+
+// TestWatchersBatchedAndSingle: R8's row is the batched streams' run, names how many entries a
+// message carried and the one-entry-per-message run beside it; the section lists all three runs.
+func TestWatchersBatchedAndSingle(t *testing.T) {
+	dir := t.TempDir()
+	run := func(streams, batch int, wall float64, messages int64) string {
+		return fmt.Sprintf(`{"streams": %d, "batch": %d, "delivered": %d, "messages": %d, "agents": 50, "tasks": 300, "width": 50,
+ "outcome": "CONVERGED_PENDING_HUMAN", "events": 1200, "wall_s": %g, "streams_exact": %d}`, streams, batch, 1200*streams, messages, wall, streams)
+	}
+	for name, body := range map[string]string{
+		"load-0.json":              run(0, 0, 2.0, 0),
+		"load-streams.json":        run(1000, 100, 2.1, 300000),
+		"load-streams-single.json": run(1000, 1, 5.0, 1200000),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b bytes.Buffer
+	write(&b, dir)
+	row := rowOf(b.String(), "R8")
+	for _, want := range []string{"2.1 s (1000 / 1000 streams exact; entries per message ≤ 100 (4.0 on average))", "| 1.05× |", "met (one entry per message: 2.50×)"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("R8 row lacks %q: %s", want, row)
+		}
+	}
+	for _, want := range []string{"| 1,000 streams | ≤ 100 (4.0 on average) |", "| 1,000 streams | 1 |", "| 0 streams | — |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("R8 section lacks %q", want)
+		}
 	}
 }

@@ -357,7 +357,8 @@ func printLogs(ctx context.Context, client schedulerv1.SchedulerServiceClient, i
 	if !q.follow {
 		return nil
 	}
-	s, err := client.WatchExecution(ctx, &schedulerv1.WatchExecutionRequest{ExecutionId: id, AfterSeq: after, TaskId: q.task, EventTypes: q.types})
+	s, err := client.WatchExecution(ctx, &schedulerv1.WatchExecutionRequest{ExecutionId: id, AfterSeq: after, TaskId: q.task, EventTypes: q.types,
+		MaxEntriesPerMessage: followBatch})
 	if err != nil {
 		return rpcError("follow "+id, err)
 	}
@@ -369,13 +370,17 @@ func printLogs(ctx context.Context, client schedulerv1.SchedulerServiceClient, i
 		if err != nil {
 			return rpcError("follow "+id, err)
 		}
-		if en := msg.GetEntry(); en != nil {
+		for _, en := range msg.GetEntries() {
 			if err := printEntry(w, en, q.json); err != nil {
 				return err
 			}
 		}
 	}
 }
+
+// followBatch is how many log entries a followed log takes per message: a burst arrives in a
+// few messages instead of one per entry.
+const followBatch = 100
 
 // printEntry prints one log entry: "#12  15:04:05  TASK_COMPLETED  1.1  agent-1  message".
 func printEntry(w io.Writer, en *commonv1.LogEntry, asJSON bool) error {

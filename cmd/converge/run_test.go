@@ -201,6 +201,10 @@ func TestRunOnServer(t *testing.T) {
 	code, out, _ = cli(t, "logs", id, "--server", b.addr, "--task", "1.3", "--type", "task_failed")
 	require.Equal(t, exitOK, code)
 	require.Contains(t, out, "try 1/")
+	// -f on the ended run: the same page, then its stream (batched) ends at once.
+	code, followed, _ := cli(t, "logs", id, "--server", b.addr, "--task", "1.3", "--type", "task_failed", "-f")
+	require.Equal(t, exitOK, code)
+	require.Equal(t, out, followed)
 	code, out, _ = cli(t, "logs", id, "--server", b.addr, "--tail", "1", "--json")
 	require.Equal(t, exitOK, code)
 	var last map[string]any

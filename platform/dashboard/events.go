@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/status"
 
+	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 )
 
@@ -59,7 +60,7 @@ func (d *Dashboard) runEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stream, err := d.sched.WatchExecution(d.readCtx(r), &schedulerv1.WatchExecutionRequest{
-		ExecutionId: r.PathValue("id"), AfterSeq: afterSeq, IncludeSnapshots: true})
+		ExecutionId: r.PathValue("id"), AfterSeq: afterSeq, IncludeSnapshots: true, MaxEntriesPerMessage: eventsBatch})
 	if err != nil {
 		http.Error(w, status.Convert(err).Message(), httpStatus(status.Code(err)))
 		return
@@ -93,22 +94,31 @@ func (d *Dashboard) runEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// eventsBatch is how many log entries a page's stream takes per gRPC message (a burst, or a
+// reconnect far behind, arrives in a few messages); each is still its own SSE event.
+const eventsBatch = 100
+
+// writeEvent writes m as SSE events: its entries, then its snapshot (taken after them).
 func writeEvent(w io.Writer, m *schedulerv1.WatchExecutionResponse) error {
-	if m.GetEntry() == nil && m.GetExecution() == nil {
+	if len(m.GetEntries()) == 0 && m.GetEntry() == nil && m.GetExecution() == nil {
 		_, err := fmt.Fprint(w, ": keep-alive\n\n")
 		return err
+	}
+	entries := m.GetEntries()
+	if e := m.GetEntry(); e != nil {
+		entries = []*commonv1.LogEntry{e}
+	}
+	for _, e := range entries {
+		b, _ := json.Marshal(sseEntry{Seq: e.GetSeq(), Time: when(e.GetTime()), Type: enumName(e.GetEventType()),
+			Task: e.GetTaskId(), Agent: e.GetInstanceId(), Wave: e.GetWaveNumber(), Message: e.GetMessage()})
+		if _, err := fmt.Fprintf(w, "id: %d\nevent: entry\ndata: %s\n\n", e.GetSeq(), b); err != nil {
+			return err
+		}
 	}
 	if ex := m.GetExecution(); ex != nil {
 		b, _ := json.Marshal(sseSnapshot{Status: enumName(ex.GetStatus()), Outcome: enumName(ex.GetOutcome()),
 			Completed: ex.GetCompletedTasks(), Total: ex.GetTotalTasks(), Wave: ex.GetCurrentWave(), Waves: ex.GetWaveCount()})
 		if _, err := fmt.Fprintf(w, "event: snapshot\ndata: %s\n\n", b); err != nil {
-			return err
-		}
-	}
-	if e := m.GetEntry(); e != nil {
-		b, _ := json.Marshal(sseEntry{Seq: e.GetSeq(), Time: when(e.GetTime()), Type: enumName(e.GetEventType()),
-			Task: e.GetTaskId(), Agent: e.GetInstanceId(), Wave: e.GetWaveNumber(), Message: e.GetMessage()})
-		if _, err := fmt.Fprintf(w, "id: %d\nevent: entry\ndata: %s\n\n", e.GetSeq(), b); err != nil {
 			return err
 		}
 	}

@@ -55,7 +55,6 @@ func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream g
 	if err := s.checkCursor(ctx, e, req.GetAfterSeq()); err != nil {
 		return err
 	}
-	cursor := req.GetAfterSeq()
 	if req.GetIncludeSnapshots() {
 		if err := stream.Send(&schedulerv1.WatchExecutionResponse{Execution: e}); err != nil {
 			return err
@@ -63,27 +62,16 @@ func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream g
 	}
 	t, release := s.tail(e)
 	defer release()
-	lastSent := time.Now()
-	send := func(en *commonv1.LogEntry, snap *schedulerv1.Execution) error {
-		msg := &schedulerv1.WatchExecutionResponse{Entry: en}
-		if req.GetIncludeSnapshots() && snapshotEvents[en.GetEventType()] {
-			msg.Execution = snap
-		}
-		if err := stream.Send(msg); err != nil {
-			return err
-		}
-		cursor = en.GetSeq()
-		lastSent = time.Now()
-		return nil
-	}
-	shared := sharedEncoding(ctx)
+	w := &watchSender{stream: stream, snapshots: req.GetIncludeSnapshots(), max: int(req.GetMaxEntriesPerMessage()),
+		shared: sharedEncoding(ctx), raw: protoCodec(ctx), encodes: &s.tails.encodes,
+		cursor: req.GetAfterSeq(), lastSent: time.Now()}
 	var keepAlive *time.Timer
 	taskID, types := req.GetTaskId(), req.GetEventTypes()
 	for {
-		st := t.after(cursor)
-		if cursor < st.base {
+		st := t.after(w.cursor)
+		if w.cursor < st.base {
 			// Behind the tail's window: catch up from the store.
-			entries, more, last, err := s.store.ReadLog(ctx, store.LogQuery{ExecutionID: req.GetExecutionId(), AfterSeq: cursor,
+			entries, more, last, err := s.store.ReadLog(ctx, store.LogQuery{ExecutionID: req.GetExecutionId(), AfterSeq: w.cursor,
 				TaskID: req.GetTaskId(), EventTypes: req.GetEventTypes(), Limit: watchBatch})
 			if err != nil {
 				return toStatus(err)
@@ -93,45 +81,33 @@ func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream g
 				if req.GetIncludeSnapshots() && snapshotEvents[en.GetEventType()] {
 					snap, _ = s.store.Execution(ctx, req.GetExecutionId())
 				}
-				if err := send(en, snap); err != nil {
+				if err := w.read(en, snap); err != nil {
 					return err
 				}
+			}
+			if err := w.flush(); err != nil {
+				return err
 			}
 			// A filtered stream moves its cursor past the entries it did not want (ReadLog
 			// reads last before the entries, so every entry up to last was seen).
-			if !more && last > cursor {
-				cursor = last
+			if !more && last > w.cursor {
+				w.cursor = last
 			}
 			continue
 		}
-		sent := false
 		for _, x := range st.window {
 			en := x.entry
 			if (taskID != "" && en.GetTaskId() != taskID) || (len(types) > 0 && !slices.Contains(types, en.GetEventType())) {
-				cursor = en.GetSeq()
+				w.cursor = en.GetSeq()
 				continue
 			}
-			if !shared {
-				if err := send(en, x.snap); err != nil {
-					return err
-				}
-				continue
-			}
-			// The entry as every stream of the tail sends it, marshalled once (issue 17, R8).
-			pm := x.prepared(stream, req.GetIncludeSnapshots() && snapshotEvents[en.GetEventType()], &s.tails.encodes)
-			if pm == nil {
-				if err := send(en, x.snap); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := stream.SendMsg(pm); err != nil {
+			if err := w.window(x); err != nil {
 				return err
 			}
-			cursor, sent = en.GetSeq(), true
 		}
-		if sent {
-			lastSent = time.Now()
+		// Whatever was waiting goes out now, never held back to fill a message.
+		if err := w.flush(); err != nil {
+			return err
 		}
 		if len(st.window) > 0 {
 			continue // the tail may have read more meanwhile
@@ -139,21 +115,21 @@ func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream g
 		if st.err != nil {
 			return toStatus(st.err)
 		}
-		if st.ended && cursor >= st.last {
+		if st.ended && w.cursor >= st.last {
 			return nil
 		}
-		if time.Since(lastSent) >= watchKeepAliveInterval {
+		if time.Since(w.lastSent) >= watchKeepAliveInterval {
 			if err := stream.Send(&schedulerv1.WatchExecutionResponse{}); err != nil {
 				return err
 			}
-			lastSent = time.Now()
+			w.lastSent = time.Now()
 		}
 		// One timer per stream, reset at each wait (a stream waits once per batch of the tail).
 		if keepAlive == nil {
-			keepAlive = time.NewTimer(watchKeepAliveInterval - time.Since(lastSent))
+			keepAlive = time.NewTimer(watchKeepAliveInterval - time.Since(w.lastSent))
 			defer keepAlive.Stop()
 		} else {
-			keepAlive.Reset(watchKeepAliveInterval - time.Since(lastSent))
+			keepAlive.Reset(watchKeepAliveInterval - time.Since(w.lastSent))
 		}
 		select {
 		case <-ctx.Done():

@@ -31,17 +31,18 @@ const tailWindow = 2048
 // the entry's WatchExecutionResponse encoded once for every stream that sends it.
 type tailed struct {
 	entry *commonv1.LogEntry
-	snap  *schedulerv1.Execution
+	snap  *snapshot
 	enc   *encoded
 }
 
 // encoded holds an entry's response messages as the wire carries them (issue 17, R8): the first
 // stream that sends the entry marshals it, the others send the same bytes. [0] is the entry
 // alone, [1] the entry with its snapshot. A message that could not be prepared stays nil and each
-// stream marshals its own.
+// stream marshals its own. entry is the entry as a field of a batched response (watchsend.go).
 type encoded struct {
-	once [2]sync.Once
-	msg  [2]*grpc.PreparedMsg
+	once  [2]sync.Once
+	msg   [2]*grpc.PreparedMsg
+	entry wire
 }
 
 // prepared answers x's response (with the snapshot when snap), encoded by stream's codec once for
@@ -56,7 +57,7 @@ func (x tailed) prepared(stream grpc.ServerStream, snap bool, encodes *atomic.In
 	x.enc.once[i].Do(func() {
 		msg := &schedulerv1.WatchExecutionResponse{Entry: x.entry}
 		if snap {
-			msg.Execution = x.snap
+			msg.Execution = x.snap.get()
 		}
 		p := &grpc.PreparedMsg{}
 		if err := p.Encode(stream, msg); err == nil {
@@ -160,10 +161,10 @@ func (s *Server) runTail(ctx context.Context, t *execTail) {
 			return
 		}
 		if len(entries) > 0 {
-			var snap *schedulerv1.Execution
+			var snap *snapshot
 			if slices.ContainsFunc(entries, func(en *commonv1.LogEntry) bool { return snapshotEvents[en.GetEventType()] }) {
-				if snap, err = s.store.Execution(ctx, t.id); err != nil {
-					snap = nil
+				if e, err := s.store.Execution(ctx, t.id); err == nil {
+					snap = &snapshot{exec: e}
 				}
 			}
 			t.mu.Lock()

@@ -41,19 +41,23 @@ func BenchmarkWatchers(b *testing.B) {
 	for _, w := range []int{0, 1, 8, 32} {
 		b.Run(fmt.Sprintf("sqlite/watchers=%d", w), func(b *testing.B) {
 			for range b.N {
-				watchRun(b, 200, w, true)
+				watchRun(b, 200, w, true, 0)
 			}
 		})
 	}
-	// Many streams without snapshots, as bench/load opens them (R8): the cost per stream per event.
-	b.Run("sqlite/watchers=200/entries-only", func(b *testing.B) {
-		for range b.N {
-			watchRun(b, 200, 200, false)
-		}
-	})
+	// Many streams without snapshots, as bench/load opens them (R8): the cost per stream per event,
+	// one entry per message and up to 100 per message.
+	for _, batch := range []int{1, 100} {
+		b.Run(fmt.Sprintf("sqlite/watchers=200/entries-only/batch=%d", batch), func(b *testing.B) {
+			for range b.N {
+				watchRun(b, 200, 200, false, batch)
+			}
+		})
+	}
 }
 
-func watchRun(b *testing.B, n, watchers int, snapshots bool) {
+// watchRun runs n tasks under watchers streams, each asking for up to batch entries per message.
+func watchRun(b *testing.B, n, watchers int, snapshots bool, batch int) {
 	b.StopTimer()
 	sqliteStore, _ := benchStore(b, "sqlite", nil)
 	st := &countingStore{Store: sqliteStore}
@@ -76,12 +80,13 @@ func watchRun(b *testing.B, n, watchers int, snapshots bool) {
 	}
 	id := e.GetExecution().GetId()
 	var (
-		wg       sync.WaitGroup
-		received atomic.Int64
+		wg                 sync.WaitGroup
+		received, messages atomic.Int64
 	)
 	errs := make(chan error, watchers+2)
 	for i := range watchers {
-		stream, err := c.WatchExecution(ctx, &schedulerv1.WatchExecutionRequest{ExecutionId: id, IncludeSnapshots: snapshots && i%2 == 1})
+		stream, err := c.WatchExecution(ctx, &schedulerv1.WatchExecutionRequest{ExecutionId: id, IncludeSnapshots: snapshots && i%2 == 1,
+			MaxEntriesPerMessage: int32(batch)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -98,8 +103,13 @@ func watchRun(b *testing.B, n, watchers int, snapshots bool) {
 					errs <- err
 					return
 				}
+				n := int64(len(msg.GetEntries()))
 				if msg.GetEntry() != nil {
-					received.Add(1)
+					n++
+				}
+				if n > 0 {
+					received.Add(n)
+					messages.Add(1)
 				}
 			}
 		}(stream)
@@ -135,7 +145,9 @@ func watchRun(b *testing.B, n, watchers int, snapshots bool) {
 	b.ReportMetric(float64(st.getExecution.Load()-gets0)/entries, "exec-reads/entry")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "cpu-µs/task")
 	if watchers > 0 {
-		b.ReportMetric(float64(cpu.Nanoseconds())/float64(received.Load()), "cpu-ns/message")
+		// Per entry a stream received (one per message unless batched), and entries per message.
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(received.Load()), "cpu-ns/entry")
+		b.ReportMetric(float64(received.Load())/float64(messages.Load()), "entries/message")
 	}
 	b.StartTimer()
 }

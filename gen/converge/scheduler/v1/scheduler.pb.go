@@ -4566,8 +4566,14 @@ type WatchExecutionRequest struct {
 	// Also send execution snapshots: one in the first message, then one with every entry that changes
 	// the execution's status, counts or current wave.
 	IncludeSnapshots bool `protobuf:"varint,5,opt,name=include_snapshots,json=includeSnapshots,proto3" json:"include_snapshots,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Up to this many log entries per message, in the response's entries field: a stream that is
+	// behind (a burst of events, a resume, a slow client) then gets what is waiting in a few
+	// messages instead of one message per entry. 0 or 1 = one entry per message, in entry (as
+	// before this field existed). An entry is never held back to fill a message: whatever is
+	// waiting when the stream sends goes out at once.
+	MaxEntriesPerMessage int32 `protobuf:"varint,6,opt,name=max_entries_per_message,json=maxEntriesPerMessage,proto3" json:"max_entries_per_message,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *WatchExecutionRequest) Reset() {
@@ -4635,13 +4641,27 @@ func (x *WatchExecutionRequest) GetIncludeSnapshots() bool {
 	return false
 }
 
-// Response of WatchExecution: one log entry, a snapshot, both, or neither (keep-alive).
+func (x *WatchExecutionRequest) GetMaxEntriesPerMessage() int32 {
+	if x != nil {
+		return x.MaxEntriesPerMessage
+	}
+	return 0
+}
+
+// Response of WatchExecution: one log entry, a snapshot, both, or neither (keep-alive); with
+// max_entries_per_message > 1, a run of log entries (and a snapshot), or neither.
 type WatchExecutionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The next log entry (seq strictly increasing within the stream).
+	// The next log entry (seq strictly increasing within the stream). Unset when the request set
+	// max_entries_per_message > 1: the entries are then in entries.
 	Entry *v1.LogEntry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
-	// Execution snapshot taken after entry was applied (include_snapshots only).
-	Execution     *Execution `protobuf:"bytes,2,opt,name=execution,proto3" json:"execution,omitempty"`
+	// Execution snapshot (include_snapshots only): taken after entry was applied or, with entries,
+	// after the last of them that changes the execution's status, counts or current wave. The first
+	// message of a stream carries it alone.
+	Execution *Execution `protobuf:"bytes,2,opt,name=execution,proto3" json:"execution,omitempty"`
+	// The next log entries, in seq order, seq strictly increasing within the stream (at most
+	// max_entries_per_message; only when the request set it > 1).
+	Entries       []*v1.LogEntry `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4686,6 +4706,13 @@ func (x *WatchExecutionResponse) GetEntry() *v1.LogEntry {
 func (x *WatchExecutionResponse) GetExecution() *Execution {
 	if x != nil {
 		return x.Execution
+	}
+	return nil
+}
+
+func (x *WatchExecutionResponse) GetEntries() []*v1.LogEntry {
+	if x != nil {
+		return x.Entries
 	}
 	return nil
 }
@@ -9113,17 +9140,20 @@ const file_converge_scheduler_v1_scheduler_proto_rawDesc = "" +
 	"instanceId\"\x86\x01\n" +
 	"\x17ListAssignmentsResponse\x12C\n" +
 	"\vassignments\x18\x01 \x03(\v2!.converge.scheduler.v1.AssignmentR\vassignments\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd4\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x97\x03\n" +
 	"\x15WatchExecutionRequest\x12M\n" +
 	"\fexecution_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\x12$\n" +
 	"\tafter_seq\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\bafterSeq\x12S\n" +
 	"\vevent_types\x18\x03 \x03(\x0e2\x1d.converge.common.v1.EventTypeB\x13\xbaH\x10\x92\x01\r\x10@\x18\x01\"\a\x82\x01\x04\x10\x01 \x00R\n" +
 	"eventTypes\x12D\n" +
 	"\atask_id\x18\x04 \x01(\tB+\xbaH(\xd8\x01\x01r#2!^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$R\x06taskId\x12+\n" +
-	"\x11include_snapshots\x18\x05 \x01(\bR\x10includeSnapshots\"\x8c\x01\n" +
+	"\x11include_snapshots\x18\x05 \x01(\bR\x10includeSnapshots\x12A\n" +
+	"\x17max_entries_per_message\x18\x06 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\xf4\x03(\x00R\x14maxEntriesPerMessage\"\xc4\x01\n" +
 	"\x16WatchExecutionResponse\x122\n" +
 	"\x05entry\x18\x01 \x01(\v2\x1c.converge.common.v1.LogEntryR\x05entry\x12>\n" +
-	"\texecution\x18\x02 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\"\xaa\x02\n" +
+	"\texecution\x18\x02 \x01(\v2 .converge.scheduler.v1.ExecutionR\texecution\x126\n" +
+	"\aentries\x18\x03 \x03(\v2\x1c.converge.common.v1.LogEntryR\aentries\"\xaa\x02\n" +
 	"\x15PauseExecutionRequest\x12M\n" +
 	"\fexecution_id\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$R\vexecutionId\x12\xc1\x01\n" +
 	"\x06reason\x18\x02 \x01(\tB\xa8\x01\xbaH\xa4\x01\xba\x01\x9b\x01\n" +
@@ -9870,152 +9900,153 @@ var file_converge_scheduler_v1_scheduler_proto_depIdxs = []int32{
 	113, // 75: converge.scheduler.v1.WatchExecutionRequest.event_types:type_name -> converge.common.v1.EventType
 	114, // 76: converge.scheduler.v1.WatchExecutionResponse.entry:type_name -> converge.common.v1.LogEntry
 	43,  // 77: converge.scheduler.v1.WatchExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	43,  // 78: converge.scheduler.v1.PauseExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	43,  // 79: converge.scheduler.v1.ResumeExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	43,  // 80: converge.scheduler.v1.CancelExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
-	46,  // 81: converge.scheduler.v1.RetryTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
-	43,  // 82: converge.scheduler.v1.RetryTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
-	43,  // 83: converge.scheduler.v1.SkipTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
-	7,   // 84: converge.scheduler.v1.SignOffGateRequest.decision:type_name -> converge.scheduler.v1.GateDecision
-	44,  // 85: converge.scheduler.v1.SignOffGateResponse.signoff:type_name -> converge.scheduler.v1.GateSignOff
-	43,  // 86: converge.scheduler.v1.SignOffGateResponse.execution:type_name -> converge.scheduler.v1.Execution
-	113, // 87: converge.scheduler.v1.GetExecutionLogRequest.event_types:type_name -> converge.common.v1.EventType
-	114, // 88: converge.scheduler.v1.GetExecutionLogResponse.entries:type_name -> converge.common.v1.LogEntry
-	106, // 89: converge.scheduler.v1.ErrorRecord.time:type_name -> google.protobuf.Timestamp
-	113, // 90: converge.scheduler.v1.ErrorRecord.event_type:type_name -> converge.common.v1.EventType
-	105, // 91: converge.scheduler.v1.HandoffContext.task:type_name -> converge.common.v1.Task
-	71,  // 92: converge.scheduler.v1.HandoffContext.error_history:type_name -> converge.scheduler.v1.ErrorRecord
-	114, // 93: converge.scheduler.v1.HandoffContext.recent_entries:type_name -> converge.common.v1.LogEntry
-	106, // 94: converge.scheduler.v1.HandoffContext.escalate_time:type_name -> google.protobuf.Timestamp
-	46,  // 95: converge.scheduler.v1.HandoffContext.last_assignment:type_name -> converge.scheduler.v1.Assignment
-	72,  // 96: converge.scheduler.v1.GetHandoffContextResponse.context:type_name -> converge.scheduler.v1.HandoffContext
-	12,  // 97: converge.scheduler.v1.FileChange.status:type_name -> converge.scheduler.v1.FileChangeStatus
-	76,  // 98: converge.scheduler.v1.GetTaskDiffResponse.files:type_name -> converge.scheduler.v1.FileChange
-	113, // 99: converge.scheduler.v1.AgentEvent.event_type:type_name -> converge.common.v1.EventType
-	115, // 100: converge.scheduler.v1.AgentEvent.context:type_name -> google.protobuf.Struct
-	106, // 101: converge.scheduler.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
-	46,  // 102: converge.scheduler.v1.ClaimedAssignment.assignment:type_name -> converge.scheduler.v1.Assignment
-	105, // 103: converge.scheduler.v1.ClaimedAssignment.task:type_name -> converge.common.v1.Task
-	17,  // 104: converge.scheduler.v1.ClaimedAssignment.repository:type_name -> converge.scheduler.v1.Repository
-	40,  // 105: converge.scheduler.v1.ClaimedAssignment.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	19,  // 106: converge.scheduler.v1.ClaimedAssignment.context:type_name -> converge.scheduler.v1.ProjectContext
-	20,  // 107: converge.scheduler.v1.ClaimedAssignment.validation:type_name -> converge.scheduler.v1.ValidationLevels
-	79,  // 108: converge.scheduler.v1.ClaimedAssignment.merges:type_name -> converge.scheduler.v1.IntegrationInput
-	112, // 109: converge.scheduler.v1.ClaimedAssignment.previous_errors:type_name -> converge.common.v1.ErrorContext
-	109, // 110: converge.scheduler.v1.ClaimedAssignment.heartbeat_interval:type_name -> google.protobuf.Duration
-	109, // 111: converge.scheduler.v1.ClaimedAssignment.lease_duration:type_name -> google.protobuf.Duration
-	80,  // 112: converge.scheduler.v1.ClaimedAssignment.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	109, // 113: converge.scheduler.v1.ClaimTaskRequest.wait:type_name -> google.protobuf.Duration
-	9,   // 114: converge.scheduler.v1.ClaimTaskRequest.kinds:type_name -> converge.scheduler.v1.AssignmentKind
-	81,  // 115: converge.scheduler.v1.ClaimTaskResponse.assignment:type_name -> converge.scheduler.v1.ClaimedAssignment
-	78,  // 116: converge.scheduler.v1.ReportProgressRequest.events:type_name -> converge.scheduler.v1.AgentEvent
-	116, // 117: converge.scheduler.v1.ReportProgressRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
-	13,  // 118: converge.scheduler.v1.ReportProgressResponse.directive:type_name -> converge.scheduler.v1.Directive
-	106, // 119: converge.scheduler.v1.ReportProgressResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	116, // 120: converge.scheduler.v1.RecordCheckpointRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
-	116, // 121: converge.scheduler.v1.RecordCheckpointResponse.checkpoint:type_name -> converge.common.v1.Checkpoint
-	11,  // 122: converge.scheduler.v1.CompleteTaskRequest.result:type_name -> converge.scheduler.v1.CompletionResult
-	112, // 123: converge.scheduler.v1.CompleteTaskRequest.error:type_name -> converge.common.v1.ErrorContext
-	42,  // 124: converge.scheduler.v1.CompleteTaskRequest.level_results:type_name -> converge.scheduler.v1.ValidationLevelResult
-	78,  // 125: converge.scheduler.v1.CompleteTaskRequest.events:type_name -> converge.scheduler.v1.AgentEvent
-	82,  // 126: converge.scheduler.v1.CompleteTaskRequest.claim_next:type_name -> converge.scheduler.v1.ClaimTaskRequest
-	94,  // 127: converge.scheduler.v1.CompleteTaskRequest.usage:type_name -> converge.scheduler.v1.Usage
-	46,  // 128: converge.scheduler.v1.CompleteTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
-	13,  // 129: converge.scheduler.v1.CompleteTaskResponse.directive:type_name -> converge.scheduler.v1.Directive
-	81,  // 130: converge.scheduler.v1.CompleteTaskResponse.next:type_name -> converge.scheduler.v1.ClaimedAssignment
-	41,  // 131: converge.scheduler.v1.FeatureIteration.verification:type_name -> converge.scheduler.v1.VerifySummary
-	106, // 132: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
-	106, // 133: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
-	106, // 134: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
-	15,  // 135: converge.scheduler.v1.FeatureBuild.status:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	111, // 136: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
-	16,  // 137: converge.scheduler.v1.FeatureBuild.exit_reason:type_name -> converge.scheduler.v1.ExitReason
-	90,  // 138: converge.scheduler.v1.FeatureBuild.iterations:type_name -> converge.scheduler.v1.FeatureIteration
-	91,  // 139: converge.scheduler.v1.FeatureBuild.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
-	92,  // 140: converge.scheduler.v1.FeatureBuild.recovery_log:type_name -> converge.scheduler.v1.RecoveryLogEntry
-	14,  // 141: converge.scheduler.v1.FeatureBuild.autonomy:type_name -> converge.scheduler.v1.Autonomy
-	80,  // 142: converge.scheduler.v1.FeatureBuild.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	40,  // 143: converge.scheduler.v1.FeatureBuild.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	106, // 144: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
-	106, // 145: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
-	106, // 146: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
-	106, // 147: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
-	96,  // 148: converge.scheduler.v1.FeatureBuild.app:type_name -> converge.scheduler.v1.AppUnderTest
-	94,  // 149: converge.scheduler.v1.FeatureBuild.usage:type_name -> converge.scheduler.v1.Usage
-	21,  // 150: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
-	14,  // 151: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
-	80,  // 152: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
-	40,  // 153: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
-	96,  // 154: converge.scheduler.v1.StartFeatureBuildRequest.app:type_name -> converge.scheduler.v1.AppUnderTest
-	109, // 155: converge.scheduler.v1.AppUnderTest.ready_timeout:type_name -> google.protobuf.Duration
-	93,  // 156: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	36,  // 157: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
-	91,  // 158: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
-	93,  // 159: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	15,  // 160: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
-	93,  // 161: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
-	93,  // 162: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
-	25,  // 163: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
-	27,  // 164: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
-	29,  // 165: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
-	31,  // 166: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
-	33,  // 167: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
-	37,  // 168: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
-	47,  // 169: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
-	49,  // 170: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
-	51,  // 171: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
-	53,  // 172: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
-	55,  // 173: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
-	57,  // 174: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
-	59,  // 175: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
-	61,  // 176: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
-	63,  // 177: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
-	65,  // 178: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
-	67,  // 179: converge.scheduler.v1.SchedulerService.SignOffGate:input_type -> converge.scheduler.v1.SignOffGateRequest
-	69,  // 180: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
-	73,  // 181: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
-	75,  // 182: converge.scheduler.v1.SchedulerService.GetTaskDiff:input_type -> converge.scheduler.v1.GetTaskDiffRequest
-	82,  // 183: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
-	84,  // 184: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
-	86,  // 185: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
-	88,  // 186: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
-	95,  // 187: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
-	98,  // 188: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
-	100, // 189: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
-	102, // 190: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
-	26,  // 191: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
-	28,  // 192: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
-	30,  // 193: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
-	32,  // 194: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
-	34,  // 195: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
-	38,  // 196: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
-	48,  // 197: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
-	50,  // 198: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
-	52,  // 199: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
-	54,  // 200: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
-	56,  // 201: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
-	58,  // 202: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
-	60,  // 203: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
-	62,  // 204: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
-	64,  // 205: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
-	66,  // 206: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
-	68,  // 207: converge.scheduler.v1.SchedulerService.SignOffGate:output_type -> converge.scheduler.v1.SignOffGateResponse
-	70,  // 208: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
-	74,  // 209: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
-	77,  // 210: converge.scheduler.v1.SchedulerService.GetTaskDiff:output_type -> converge.scheduler.v1.GetTaskDiffResponse
-	83,  // 211: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
-	85,  // 212: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
-	87,  // 213: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
-	89,  // 214: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
-	97,  // 215: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
-	99,  // 216: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
-	101, // 217: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
-	103, // 218: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
-	191, // [191:219] is the sub-list for method output_type
-	163, // [163:191] is the sub-list for method input_type
-	163, // [163:163] is the sub-list for extension type_name
-	163, // [163:163] is the sub-list for extension extendee
-	0,   // [0:163] is the sub-list for field type_name
+	114, // 78: converge.scheduler.v1.WatchExecutionResponse.entries:type_name -> converge.common.v1.LogEntry
+	43,  // 79: converge.scheduler.v1.PauseExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	43,  // 80: converge.scheduler.v1.ResumeExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	43,  // 81: converge.scheduler.v1.CancelExecutionResponse.execution:type_name -> converge.scheduler.v1.Execution
+	46,  // 82: converge.scheduler.v1.RetryTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
+	43,  // 83: converge.scheduler.v1.RetryTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
+	43,  // 84: converge.scheduler.v1.SkipTaskResponse.execution:type_name -> converge.scheduler.v1.Execution
+	7,   // 85: converge.scheduler.v1.SignOffGateRequest.decision:type_name -> converge.scheduler.v1.GateDecision
+	44,  // 86: converge.scheduler.v1.SignOffGateResponse.signoff:type_name -> converge.scheduler.v1.GateSignOff
+	43,  // 87: converge.scheduler.v1.SignOffGateResponse.execution:type_name -> converge.scheduler.v1.Execution
+	113, // 88: converge.scheduler.v1.GetExecutionLogRequest.event_types:type_name -> converge.common.v1.EventType
+	114, // 89: converge.scheduler.v1.GetExecutionLogResponse.entries:type_name -> converge.common.v1.LogEntry
+	106, // 90: converge.scheduler.v1.ErrorRecord.time:type_name -> google.protobuf.Timestamp
+	113, // 91: converge.scheduler.v1.ErrorRecord.event_type:type_name -> converge.common.v1.EventType
+	105, // 92: converge.scheduler.v1.HandoffContext.task:type_name -> converge.common.v1.Task
+	71,  // 93: converge.scheduler.v1.HandoffContext.error_history:type_name -> converge.scheduler.v1.ErrorRecord
+	114, // 94: converge.scheduler.v1.HandoffContext.recent_entries:type_name -> converge.common.v1.LogEntry
+	106, // 95: converge.scheduler.v1.HandoffContext.escalate_time:type_name -> google.protobuf.Timestamp
+	46,  // 96: converge.scheduler.v1.HandoffContext.last_assignment:type_name -> converge.scheduler.v1.Assignment
+	72,  // 97: converge.scheduler.v1.GetHandoffContextResponse.context:type_name -> converge.scheduler.v1.HandoffContext
+	12,  // 98: converge.scheduler.v1.FileChange.status:type_name -> converge.scheduler.v1.FileChangeStatus
+	76,  // 99: converge.scheduler.v1.GetTaskDiffResponse.files:type_name -> converge.scheduler.v1.FileChange
+	113, // 100: converge.scheduler.v1.AgentEvent.event_type:type_name -> converge.common.v1.EventType
+	115, // 101: converge.scheduler.v1.AgentEvent.context:type_name -> google.protobuf.Struct
+	106, // 102: converge.scheduler.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	46,  // 103: converge.scheduler.v1.ClaimedAssignment.assignment:type_name -> converge.scheduler.v1.Assignment
+	105, // 104: converge.scheduler.v1.ClaimedAssignment.task:type_name -> converge.common.v1.Task
+	17,  // 105: converge.scheduler.v1.ClaimedAssignment.repository:type_name -> converge.scheduler.v1.Repository
+	40,  // 106: converge.scheduler.v1.ClaimedAssignment.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	19,  // 107: converge.scheduler.v1.ClaimedAssignment.context:type_name -> converge.scheduler.v1.ProjectContext
+	20,  // 108: converge.scheduler.v1.ClaimedAssignment.validation:type_name -> converge.scheduler.v1.ValidationLevels
+	79,  // 109: converge.scheduler.v1.ClaimedAssignment.merges:type_name -> converge.scheduler.v1.IntegrationInput
+	112, // 110: converge.scheduler.v1.ClaimedAssignment.previous_errors:type_name -> converge.common.v1.ErrorContext
+	109, // 111: converge.scheduler.v1.ClaimedAssignment.heartbeat_interval:type_name -> google.protobuf.Duration
+	109, // 112: converge.scheduler.v1.ClaimedAssignment.lease_duration:type_name -> google.protobuf.Duration
+	80,  // 113: converge.scheduler.v1.ClaimedAssignment.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	109, // 114: converge.scheduler.v1.ClaimTaskRequest.wait:type_name -> google.protobuf.Duration
+	9,   // 115: converge.scheduler.v1.ClaimTaskRequest.kinds:type_name -> converge.scheduler.v1.AssignmentKind
+	81,  // 116: converge.scheduler.v1.ClaimTaskResponse.assignment:type_name -> converge.scheduler.v1.ClaimedAssignment
+	78,  // 117: converge.scheduler.v1.ReportProgressRequest.events:type_name -> converge.scheduler.v1.AgentEvent
+	116, // 118: converge.scheduler.v1.ReportProgressRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
+	13,  // 119: converge.scheduler.v1.ReportProgressResponse.directive:type_name -> converge.scheduler.v1.Directive
+	106, // 120: converge.scheduler.v1.ReportProgressResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	116, // 121: converge.scheduler.v1.RecordCheckpointRequest.checkpoint:type_name -> converge.common.v1.Checkpoint
+	116, // 122: converge.scheduler.v1.RecordCheckpointResponse.checkpoint:type_name -> converge.common.v1.Checkpoint
+	11,  // 123: converge.scheduler.v1.CompleteTaskRequest.result:type_name -> converge.scheduler.v1.CompletionResult
+	112, // 124: converge.scheduler.v1.CompleteTaskRequest.error:type_name -> converge.common.v1.ErrorContext
+	42,  // 125: converge.scheduler.v1.CompleteTaskRequest.level_results:type_name -> converge.scheduler.v1.ValidationLevelResult
+	78,  // 126: converge.scheduler.v1.CompleteTaskRequest.events:type_name -> converge.scheduler.v1.AgentEvent
+	82,  // 127: converge.scheduler.v1.CompleteTaskRequest.claim_next:type_name -> converge.scheduler.v1.ClaimTaskRequest
+	94,  // 128: converge.scheduler.v1.CompleteTaskRequest.usage:type_name -> converge.scheduler.v1.Usage
+	46,  // 129: converge.scheduler.v1.CompleteTaskResponse.assignment:type_name -> converge.scheduler.v1.Assignment
+	13,  // 130: converge.scheduler.v1.CompleteTaskResponse.directive:type_name -> converge.scheduler.v1.Directive
+	81,  // 131: converge.scheduler.v1.CompleteTaskResponse.next:type_name -> converge.scheduler.v1.ClaimedAssignment
+	41,  // 132: converge.scheduler.v1.FeatureIteration.verification:type_name -> converge.scheduler.v1.VerifySummary
+	106, // 133: converge.scheduler.v1.FeatureIteration.start_time:type_name -> google.protobuf.Timestamp
+	106, // 134: converge.scheduler.v1.FeatureIteration.end_time:type_name -> google.protobuf.Timestamp
+	106, // 135: converge.scheduler.v1.RecoveryLogEntry.time:type_name -> google.protobuf.Timestamp
+	15,  // 136: converge.scheduler.v1.FeatureBuild.status:type_name -> converge.scheduler.v1.FeatureBuildStatus
+	111, // 137: converge.scheduler.v1.FeatureBuild.outcome:type_name -> converge.common.v1.Outcome
+	16,  // 138: converge.scheduler.v1.FeatureBuild.exit_reason:type_name -> converge.scheduler.v1.ExitReason
+	90,  // 139: converge.scheduler.v1.FeatureBuild.iterations:type_name -> converge.scheduler.v1.FeatureIteration
+	91,  // 140: converge.scheduler.v1.FeatureBuild.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
+	92,  // 141: converge.scheduler.v1.FeatureBuild.recovery_log:type_name -> converge.scheduler.v1.RecoveryLogEntry
+	14,  // 142: converge.scheduler.v1.FeatureBuild.autonomy:type_name -> converge.scheduler.v1.Autonomy
+	80,  // 143: converge.scheduler.v1.FeatureBuild.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	40,  // 144: converge.scheduler.v1.FeatureBuild.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	106, // 145: converge.scheduler.v1.FeatureBuild.create_time:type_name -> google.protobuf.Timestamp
+	106, // 146: converge.scheduler.v1.FeatureBuild.start_time:type_name -> google.protobuf.Timestamp
+	106, // 147: converge.scheduler.v1.FeatureBuild.end_time:type_name -> google.protobuf.Timestamp
+	106, // 148: converge.scheduler.v1.FeatureBuild.update_time:type_name -> google.protobuf.Timestamp
+	96,  // 149: converge.scheduler.v1.FeatureBuild.app:type_name -> converge.scheduler.v1.AppUnderTest
+	94,  // 150: converge.scheduler.v1.FeatureBuild.usage:type_name -> converge.scheduler.v1.Usage
+	21,  // 151: converge.scheduler.v1.StartFeatureBuildRequest.task_list:type_name -> converge.scheduler.v1.TaskListSpec
+	14,  // 152: converge.scheduler.v1.StartFeatureBuildRequest.autonomy:type_name -> converge.scheduler.v1.Autonomy
+	80,  // 153: converge.scheduler.v1.StartFeatureBuildRequest.scope_guards:type_name -> converge.scheduler.v1.ScopeGuards
+	40,  // 154: converge.scheduler.v1.StartFeatureBuildRequest.options:type_name -> converge.scheduler.v1.ExecutionOptions
+	96,  // 155: converge.scheduler.v1.StartFeatureBuildRequest.app:type_name -> converge.scheduler.v1.AppUnderTest
+	109, // 156: converge.scheduler.v1.AppUnderTest.ready_timeout:type_name -> google.protobuf.Duration
+	93,  // 157: converge.scheduler.v1.StartFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	36,  // 158: converge.scheduler.v1.StartFeatureBuildResponse.planned_waves:type_name -> converge.scheduler.v1.PlannedWave
+	91,  // 159: converge.scheduler.v1.StartFeatureBuildResponse.criteria:type_name -> converge.scheduler.v1.CriteriaProgress
+	93,  // 160: converge.scheduler.v1.GetFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	15,  // 161: converge.scheduler.v1.ListFeatureBuildsRequest.statuses:type_name -> converge.scheduler.v1.FeatureBuildStatus
+	93,  // 162: converge.scheduler.v1.ListFeatureBuildsResponse.feature_builds:type_name -> converge.scheduler.v1.FeatureBuild
+	93,  // 163: converge.scheduler.v1.CancelFeatureBuildResponse.feature_build:type_name -> converge.scheduler.v1.FeatureBuild
+	25,  // 164: converge.scheduler.v1.SchedulerService.CreateTaskList:input_type -> converge.scheduler.v1.CreateTaskListRequest
+	27,  // 165: converge.scheduler.v1.SchedulerService.ImportTaskList:input_type -> converge.scheduler.v1.ImportTaskListRequest
+	29,  // 166: converge.scheduler.v1.SchedulerService.GetTaskList:input_type -> converge.scheduler.v1.GetTaskListRequest
+	31,  // 167: converge.scheduler.v1.SchedulerService.ListTaskLists:input_type -> converge.scheduler.v1.ListTaskListsRequest
+	33,  // 168: converge.scheduler.v1.SchedulerService.DeleteTaskList:input_type -> converge.scheduler.v1.DeleteTaskListRequest
+	37,  // 169: converge.scheduler.v1.SchedulerService.PlanWaves:input_type -> converge.scheduler.v1.PlanWavesRequest
+	47,  // 170: converge.scheduler.v1.SchedulerService.StartExecution:input_type -> converge.scheduler.v1.StartExecutionRequest
+	49,  // 171: converge.scheduler.v1.SchedulerService.GetExecution:input_type -> converge.scheduler.v1.GetExecutionRequest
+	51,  // 172: converge.scheduler.v1.SchedulerService.ListExecutions:input_type -> converge.scheduler.v1.ListExecutionsRequest
+	53,  // 173: converge.scheduler.v1.SchedulerService.ListAssignments:input_type -> converge.scheduler.v1.ListAssignmentsRequest
+	55,  // 174: converge.scheduler.v1.SchedulerService.WatchExecution:input_type -> converge.scheduler.v1.WatchExecutionRequest
+	57,  // 175: converge.scheduler.v1.SchedulerService.PauseExecution:input_type -> converge.scheduler.v1.PauseExecutionRequest
+	59,  // 176: converge.scheduler.v1.SchedulerService.ResumeExecution:input_type -> converge.scheduler.v1.ResumeExecutionRequest
+	61,  // 177: converge.scheduler.v1.SchedulerService.CancelExecution:input_type -> converge.scheduler.v1.CancelExecutionRequest
+	63,  // 178: converge.scheduler.v1.SchedulerService.RetryTask:input_type -> converge.scheduler.v1.RetryTaskRequest
+	65,  // 179: converge.scheduler.v1.SchedulerService.SkipTask:input_type -> converge.scheduler.v1.SkipTaskRequest
+	67,  // 180: converge.scheduler.v1.SchedulerService.SignOffGate:input_type -> converge.scheduler.v1.SignOffGateRequest
+	69,  // 181: converge.scheduler.v1.SchedulerService.GetExecutionLog:input_type -> converge.scheduler.v1.GetExecutionLogRequest
+	73,  // 182: converge.scheduler.v1.SchedulerService.GetHandoffContext:input_type -> converge.scheduler.v1.GetHandoffContextRequest
+	75,  // 183: converge.scheduler.v1.SchedulerService.GetTaskDiff:input_type -> converge.scheduler.v1.GetTaskDiffRequest
+	82,  // 184: converge.scheduler.v1.SchedulerService.ClaimTask:input_type -> converge.scheduler.v1.ClaimTaskRequest
+	84,  // 185: converge.scheduler.v1.SchedulerService.ReportProgress:input_type -> converge.scheduler.v1.ReportProgressRequest
+	86,  // 186: converge.scheduler.v1.SchedulerService.RecordCheckpoint:input_type -> converge.scheduler.v1.RecordCheckpointRequest
+	88,  // 187: converge.scheduler.v1.SchedulerService.CompleteTask:input_type -> converge.scheduler.v1.CompleteTaskRequest
+	95,  // 188: converge.scheduler.v1.SchedulerService.StartFeatureBuild:input_type -> converge.scheduler.v1.StartFeatureBuildRequest
+	98,  // 189: converge.scheduler.v1.SchedulerService.GetFeatureBuild:input_type -> converge.scheduler.v1.GetFeatureBuildRequest
+	100, // 190: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:input_type -> converge.scheduler.v1.ListFeatureBuildsRequest
+	102, // 191: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:input_type -> converge.scheduler.v1.CancelFeatureBuildRequest
+	26,  // 192: converge.scheduler.v1.SchedulerService.CreateTaskList:output_type -> converge.scheduler.v1.CreateTaskListResponse
+	28,  // 193: converge.scheduler.v1.SchedulerService.ImportTaskList:output_type -> converge.scheduler.v1.ImportTaskListResponse
+	30,  // 194: converge.scheduler.v1.SchedulerService.GetTaskList:output_type -> converge.scheduler.v1.GetTaskListResponse
+	32,  // 195: converge.scheduler.v1.SchedulerService.ListTaskLists:output_type -> converge.scheduler.v1.ListTaskListsResponse
+	34,  // 196: converge.scheduler.v1.SchedulerService.DeleteTaskList:output_type -> converge.scheduler.v1.DeleteTaskListResponse
+	38,  // 197: converge.scheduler.v1.SchedulerService.PlanWaves:output_type -> converge.scheduler.v1.PlanWavesResponse
+	48,  // 198: converge.scheduler.v1.SchedulerService.StartExecution:output_type -> converge.scheduler.v1.StartExecutionResponse
+	50,  // 199: converge.scheduler.v1.SchedulerService.GetExecution:output_type -> converge.scheduler.v1.GetExecutionResponse
+	52,  // 200: converge.scheduler.v1.SchedulerService.ListExecutions:output_type -> converge.scheduler.v1.ListExecutionsResponse
+	54,  // 201: converge.scheduler.v1.SchedulerService.ListAssignments:output_type -> converge.scheduler.v1.ListAssignmentsResponse
+	56,  // 202: converge.scheduler.v1.SchedulerService.WatchExecution:output_type -> converge.scheduler.v1.WatchExecutionResponse
+	58,  // 203: converge.scheduler.v1.SchedulerService.PauseExecution:output_type -> converge.scheduler.v1.PauseExecutionResponse
+	60,  // 204: converge.scheduler.v1.SchedulerService.ResumeExecution:output_type -> converge.scheduler.v1.ResumeExecutionResponse
+	62,  // 205: converge.scheduler.v1.SchedulerService.CancelExecution:output_type -> converge.scheduler.v1.CancelExecutionResponse
+	64,  // 206: converge.scheduler.v1.SchedulerService.RetryTask:output_type -> converge.scheduler.v1.RetryTaskResponse
+	66,  // 207: converge.scheduler.v1.SchedulerService.SkipTask:output_type -> converge.scheduler.v1.SkipTaskResponse
+	68,  // 208: converge.scheduler.v1.SchedulerService.SignOffGate:output_type -> converge.scheduler.v1.SignOffGateResponse
+	70,  // 209: converge.scheduler.v1.SchedulerService.GetExecutionLog:output_type -> converge.scheduler.v1.GetExecutionLogResponse
+	74,  // 210: converge.scheduler.v1.SchedulerService.GetHandoffContext:output_type -> converge.scheduler.v1.GetHandoffContextResponse
+	77,  // 211: converge.scheduler.v1.SchedulerService.GetTaskDiff:output_type -> converge.scheduler.v1.GetTaskDiffResponse
+	83,  // 212: converge.scheduler.v1.SchedulerService.ClaimTask:output_type -> converge.scheduler.v1.ClaimTaskResponse
+	85,  // 213: converge.scheduler.v1.SchedulerService.ReportProgress:output_type -> converge.scheduler.v1.ReportProgressResponse
+	87,  // 214: converge.scheduler.v1.SchedulerService.RecordCheckpoint:output_type -> converge.scheduler.v1.RecordCheckpointResponse
+	89,  // 215: converge.scheduler.v1.SchedulerService.CompleteTask:output_type -> converge.scheduler.v1.CompleteTaskResponse
+	97,  // 216: converge.scheduler.v1.SchedulerService.StartFeatureBuild:output_type -> converge.scheduler.v1.StartFeatureBuildResponse
+	99,  // 217: converge.scheduler.v1.SchedulerService.GetFeatureBuild:output_type -> converge.scheduler.v1.GetFeatureBuildResponse
+	101, // 218: converge.scheduler.v1.SchedulerService.ListFeatureBuilds:output_type -> converge.scheduler.v1.ListFeatureBuildsResponse
+	103, // 219: converge.scheduler.v1.SchedulerService.CancelFeatureBuild:output_type -> converge.scheduler.v1.CancelFeatureBuildResponse
+	192, // [192:220] is the sub-list for method output_type
+	164, // [164:192] is the sub-list for method input_type
+	164, // [164:164] is the sub-list for extension type_name
+	164, // [164:164] is the sub-list for extension extendee
+	0,   // [0:164] is the sub-list for field type_name
 }
 
 func init() { file_converge_scheduler_v1_scheduler_proto_init() }
