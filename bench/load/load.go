@@ -67,13 +67,40 @@ type result struct {
 	SchedRSSIdleKB, SchedRSSPeakKB int64
 	SchedHeapIdle, SchedHeapPeak   int64
 	AgentRSSTotalKB                int64 // every agent's VmHWM summed
-	StreamsOpen                    time.Duration
+	// CPU from the resume until every stream closed: the Scheduler process's, and this process's
+	// (the streams' client side: receiving and decoding).
+	SchedCPU, ClientCPU time.Duration
+	StreamsOpen         time.Duration
 }
 
 func (c *config) logf(format string, args ...any) {
 	if c.Logf != nil {
 		c.Logf(format, args...)
 	}
+}
+
+// procCPU answers the CPU (user + system) process pid has used, from /proc/<pid>/stat; 0 when it
+// cannot be read.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command (field 2) may hold spaces: the fields after it follow the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ is 100 on Linux
 }
 
 // procStatusKB answers a field of /proc/<pid>/status in kB (VmRSS, VmHWM).
@@ -295,6 +322,7 @@ func measure(ctx context.Context, tb clustertest.TB, cfg config, logs string) (r
 	cfg.logf("streams open in %s; resuming", res.StreamsOpen.Round(time.Millisecond))
 
 	start := time.Now()
+	schedCPU0, clientCPU0 := procCPU(sched.Pid()), procCPU(os.Getpid())
 	liveFrom.Store(start.UnixNano())
 	if _, err := client.ResumeExecution(ctx, &schedulerv1.ResumeExecutionRequest{ExecutionId: id, Reason: "load: streams open"}); err != nil {
 		return res, fmt.Errorf("ResumeExecution: %w", err)
@@ -320,6 +348,7 @@ func measure(ctx context.Context, tb clustertest.TB, cfg config, logs string) (r
 	res.Outcome = strings.TrimPrefix(e.GetOutcome().String(), "OUTCOME_")
 	cfg.logf("execution ended %s (%s) in %s; waiting for the streams to close", res.Outcome, e.GetStatusMessage(), res.Wall.Round(time.Millisecond))
 	wg.Wait() // each stream closes with OK after the last entry
+	res.SchedCPU, res.ClientCPU = procCPU(sched.Pid())-schedCPU0, procCPU(os.Getpid())-clientCPU0
 	res.Delivered, res.Messages = delivered.Load(), messages.Load()
 
 	entries, err := clustertest.ExecutionLog(ctx, client, id)

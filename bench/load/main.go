@@ -90,6 +90,7 @@ func printTable(w io.Writer, r result) {
 		{"streams that saw every entry", fmt.Sprintf("%d / %d (same seqs as GetExecutionLog, no gap, no duplicate, in order)", r.StreamsExact, c.Streams)},
 		{"entries delivered", fmt.Sprintf("%d in %d messages (max_entries_per_message %d)", r.Delivered, r.Messages, c.Batch)},
 		{"run wall time", fmt.Sprintf("%.1f s (resume → execution ended)", r.Wall.Seconds())},
+		{"CPU, resume → every stream closed", fmt.Sprintf("Scheduler %.2f s; the streams' client (this process) %.2f s", r.SchedCPU.Seconds(), r.ClientCPU.Seconds())},
 		{"delivery latency p50 / p99 / max", fmt.Sprintf("%s / %s / %s (store time → received, %d samples)", ms(r.LatP50), ms(r.LatP99), ms(r.LatMax), r.LatSamples)},
 		{"scheduler RSS idle → peak (VmHWM)", fmt.Sprintf("%s → %s", mib(r.SchedRSSIdleKB), mib(r.SchedRSSPeakKB))},
 		{"scheduler Go heap in use idle → peak", fmt.Sprintf("%s → %s", mib(r.SchedHeapIdle/1024), mib(r.SchedHeapPeak/1024))},
@@ -122,6 +123,8 @@ func writeJSON(w io.Writer, r result, runErr error) {
 		Outcome        string   `json:"outcome"`
 		Events         int      `json:"events"`
 		WallS          float64  `json:"wall_s"`
+		SchedCPUS      float64  `json:"scheduler_cpu_s"` // resume → every stream closed
+		ClientCPUS     float64  `json:"client_cpu_s"`    // the streams' receiving side, same span
 		StreamsExact   int      `json:"streams_exact"`
 		StreamsOpenS   float64  `json:"streams_open_s"`
 		LatP50Ms       float64  `json:"latency_p50_ms"`
@@ -133,7 +136,7 @@ func writeJSON(w io.Writer, r result, runErr error) {
 		StreamErrors   []string `json:"stream_errors,omitempty"` // the streams that were not exact, the first few
 		Error          string   `json:"error,omitempty"`
 	}{Streams: r.Config.Streams, Batch: r.Config.Batch, Delivered: r.Delivered, Messages: r.Messages, Agents: r.Config.Agents, Tasks: r.Config.Tasks, Width: r.Config.Width, Outcome: r.Outcome,
-		Events: r.Events, WallS: r.Wall.Seconds(), StreamsExact: r.StreamsExact, StreamsOpenS: r.StreamsOpen.Seconds(),
+		Events: r.Events, WallS: r.Wall.Seconds(), SchedCPUS: r.SchedCPU.Seconds(), ClientCPUS: r.ClientCPU.Seconds(), StreamsExact: r.StreamsExact, StreamsOpenS: r.StreamsOpen.Seconds(),
 		LatP50Ms: float64(r.LatP50.Microseconds()) / 1000, LatP99Ms: float64(r.LatP99.Microseconds()) / 1000,
 		SchedRSSIdleKB: r.SchedRSSIdleKB, SchedRSSPeakKB: r.SchedRSSPeakKB, SchedHeapIdle: r.SchedHeapIdle, SchedHeapPeak: r.SchedHeapPeak,
 		StreamErrors: r.StreamErrors}

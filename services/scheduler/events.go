@@ -62,11 +62,11 @@ func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream g
 	}
 	t, release := s.tail(e)
 	defer release()
-	w := &watchSender{stream: stream, snapshots: req.GetIncludeSnapshots(), max: int(req.GetMaxEntriesPerMessage()),
-		shared: sharedEncoding(ctx), raw: protoCodec(ctx), encodes: &s.tails.encodes,
+	taskID, types := req.GetTaskId(), req.GetEventTypes()
+	w := &watchSender{stream: stream, tail: t, snapshots: req.GetIncludeSnapshots(), max: int(req.GetMaxEntriesPerMessage()),
+		shared: sharedEncoding(ctx), filtered: taskID != "" || len(types) > 0, encodes: &s.tails.encodes,
 		cursor: req.GetAfterSeq(), lastSent: time.Now()}
 	var keepAlive *time.Timer
-	taskID, types := req.GetTaskId(), req.GetEventTypes()
 	for {
 		st := t.after(w.cursor)
 		if w.cursor < st.base {
@@ -81,7 +81,7 @@ func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream g
 				if req.GetIncludeSnapshots() && snapshotEvents[en.GetEventType()] {
 					snap, _ = s.store.Execution(ctx, req.GetExecutionId())
 				}
-				if err := w.read(en, snap); err != nil {
+				if err := w.fromStore(en, snap); err != nil {
 					return err
 				}
 			}
@@ -101,7 +101,7 @@ func (s *Server) WatchExecution(req *schedulerv1.WatchExecutionRequest, stream g
 				w.cursor = en.GetSeq()
 				continue
 			}
-			if err := w.window(x); err != nil {
+			if err := w.fromWindow(x); err != nil {
 				return err
 			}
 		}

@@ -31,18 +31,17 @@ const tailWindow = 2048
 // the entry's WatchExecutionResponse encoded once for every stream that sends it.
 type tailed struct {
 	entry *commonv1.LogEntry
-	snap  *snapshot
+	snap  *schedulerv1.Execution
 	enc   *encoded
 }
 
 // encoded holds an entry's response messages as the wire carries them (issue 17, R8): the first
 // stream that sends the entry marshals it, the others send the same bytes. [0] is the entry
 // alone, [1] the entry with its snapshot. A message that could not be prepared stays nil and each
-// stream marshals its own. entry is the entry as a field of a batched response (watchsend.go).
+// stream marshals its own.
 type encoded struct {
-	once  [2]sync.Once
-	msg   [2]*grpc.PreparedMsg
-	entry wire
+	once [2]sync.Once
+	msg  [2]*grpc.PreparedMsg
 }
 
 // prepared answers x's response (with the snapshot when snap), encoded by stream's codec once for
@@ -57,7 +56,7 @@ func (x tailed) prepared(stream grpc.ServerStream, snap bool, encodes *atomic.In
 	x.enc.once[i].Do(func() {
 		msg := &schedulerv1.WatchExecutionResponse{Entry: x.entry}
 		if snap {
-			msg.Execution = x.snap.get()
+			msg.Execution = x.snap
 		}
 		p := &grpc.PreparedMsg{}
 		if err := p.Encode(stream, msg); err == nil {
@@ -86,6 +85,7 @@ type execTail struct {
 	last    int64    // the last seq the tail read
 	window  []tailed // dense by seq
 	ended   bool     // the execution ended and every entry up to its last seq is in last
+	batches map[batchKey]*encodedBatch // batches of the window encoded for every stream (watchsend.go)
 	err     error    // the tail stopped on this store error
 	changed chan struct{}
 }
@@ -161,10 +161,10 @@ func (s *Server) runTail(ctx context.Context, t *execTail) {
 			return
 		}
 		if len(entries) > 0 {
-			var snap *snapshot
+			var snap *schedulerv1.Execution
 			if slices.ContainsFunc(entries, func(en *commonv1.LogEntry) bool { return snapshotEvents[en.GetEventType()] }) {
-				if e, err := s.store.Execution(ctx, t.id); err == nil {
-					snap = &snapshot{exec: e}
+				if snap, err = s.store.Execution(ctx, t.id); err != nil {
+					snap = nil
 				}
 			}
 			t.mu.Lock()
@@ -179,6 +179,7 @@ func (s *Server) runTail(ctx context.Context, t *execTail) {
 			if drop := len(t.window) - tailWindow; drop > 0 {
 				t.base = t.window[drop-1].entry.GetSeq()
 				t.window = slices.Clone(t.window[drop:])
+				t.dropBatches(t.base)
 			}
 			close(t.changed)
 			t.changed = make(chan struct{})

@@ -1,18 +1,11 @@
 package scheduler
 
 import (
-	"context"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
@@ -24,119 +17,120 @@ import (
 // handlers, the client's reading), so 1,000 streams of a busy run pay that per entry per stream
 // unless the entries travel together.
 //
-// A batched message is built from bytes encoded once per entry for every stream of the tail:
-// each window entry keeps its `entries` field (tag 3 + the LogEntry) and each snapshot its
-// `execution` field (tag 2) as the wire carries them, and a stream's message is their
-// concatenation, handed to the codec as the message's unknown fields (proto.Marshal writes
-// those verbatim; the client decodes them as the fields they are). Only a stream whose codec is
-// protobuf's takes that path (the content type says so); any other builds the message itself.
+// Batches are cut the same way for every stream (from its cursor to what the tail holds, at most
+// max per message), so streams that follow a run together send the same batches: an unfiltered,
+// uncompressed stream sends a batch its tail encoded once for every stream at that position
+// (execTail.batch), like one-entry messages share their entry's encoding.
 
-// Field numbers of WatchExecutionResponse, as the wire carries them.
-const (
-	watchFieldExecution = 2
-	watchFieldEntries   = 3
-)
+// batchKey names a batch of a tail's window: its first and last seq, and whether it carries a
+// snapshot (the one after its last entry that changes the execution).
+type batchKey struct {
+	from, to int64
+	snap     bool
+}
 
-// wire holds a message's bytes as one field of a WatchExecutionResponse, encoded once.
-type wire struct {
+// encodedBatch is a batch's response as the wire carries it, encoded by the first stream that
+// sends it.
+type encodedBatch struct {
 	once sync.Once
-	b    []byte
+	msg  *grpc.PreparedMsg
 }
 
-// field answers m encoded as field num (tag, length, bytes), marshalling it on the first call.
-func (w *wire) field(num protowire.Number, m proto.Message, encodes *atomic.Int64) []byte {
-	w.once.Do(func() {
-		b, err := proto.Marshal(m)
-		if err != nil {
-			return // the stream builds the message itself
+// maxTailBatches bounds a tail's encoded batches; past it the tail starts a new set (the streams
+// that follow together re-encode theirs once).
+const maxTailBatches = 4096
+
+// batch answers the response of batch k (built by msg), encoded once for every stream of t that
+// sends it, or nil when it could not be encoded; encodes counts the messages encoded.
+func (t *execTail) batch(k batchKey, stream grpc.ServerStream, msg func() *schedulerv1.WatchExecutionResponse, encodes *atomic.Int64) *grpc.PreparedMsg {
+	t.mu.Lock()
+	if t.batches == nil || len(t.batches) >= maxTailBatches {
+		t.batches = map[batchKey]*encodedBatch{}
+	}
+	b := t.batches[k]
+	if b == nil {
+		b = &encodedBatch{}
+		t.batches[k] = b
+	}
+	t.mu.Unlock()
+	b.once.Do(func() {
+		p := &grpc.PreparedMsg{}
+		if err := p.Encode(stream, msg()); err == nil {
+			b.msg = p
+			encodes.Add(1)
 		}
-		w.b = protowire.AppendBytes(protowire.AppendTag(make([]byte, 0, len(b)+8), num, protowire.BytesType), b)
-		encodes.Add(1)
 	})
-	return w.b
+	return b.msg
 }
 
-// snapshot is an execution as a tail read it, shared by the window entries it follows.
-type snapshot struct {
-	exec *schedulerv1.Execution
-	wire wire
-}
-
-// get answers the execution, or nil for no snapshot.
-func (s *snapshot) get() *schedulerv1.Execution {
-	if s == nil {
-		return nil
+// dropBatches forgets the encoded batches that start at or before seq (out of the window).
+// Called with t.mu held.
+func (t *execTail) dropBatches(seq int64) {
+	for k := range t.batches {
+		if k.from <= seq {
+			delete(t.batches, k)
+		}
 	}
-	return s.exec
-}
-
-// protoCodec says whether the stream's messages go through gRPC's protobuf codec (the content
-// type is application/grpc or application/grpc+proto), so that a message's unknown fields reach
-// the client as bytes.
-func protoCodec(ctx context.Context) bool {
-	md, _ := metadata.FromIncomingContext(ctx)
-	ct := md.Get("content-type")
-	if len(ct) != 1 {
-		return false
-	}
-	sub, ok := strings.CutPrefix(strings.ToLower(ct[0]), "application/grpc")
-	return ok && (sub == "" || sub == "+proto" || strings.HasPrefix(sub, ";") || strings.HasPrefix(sub, "+proto;"))
 }
 
 // watchSender sends one stream's entries and keeps its cursor.
 type watchSender struct {
 	stream    grpc.ServerStreamingServer[schedulerv1.WatchExecutionResponse]
+	tail      *execTail
 	snapshots bool // include_snapshots
 	max       int  // entries per message; <= 1: one per message, in entry
-	shared    bool // uncompressed: may send the tail's prepared messages
-	raw       bool // protobuf codec: may send the tail's encoded fields
+	shared    bool // uncompressed: may send the tail's encoded messages
+	filtered  bool // task_id or event_types: its batches are its own
 	encodes   *atomic.Int64
 
 	cursor   int64
 	lastSent time.Time
 
-	// The batch being built: its entries, each one's encoded field (nil for an entry this stream
-	// read from the store), and the latest snapshot it carries.
+	// The batch being built: its entries, the latest snapshot it carries, and whether every
+	// entry came from the tail's window (it may then be shared).
 	entries []*commonv1.LogEntry
-	fields  [][]byte
-	snap    *snapshot
-	buf     []byte
+	snap    *schedulerv1.Execution
+	window  bool
 }
 
-// window sends x (an entry of the tail's window), at once or in the batch being built.
-func (w *watchSender) window(x tailed) error {
+// fromWindow sends x (an entry of the tail's window), at once or in the batch being built.
+func (w *watchSender) fromWindow(x tailed) error {
 	en := x.entry
-	if w.max <= 1 {
-		if w.shared {
-			// The entry as every stream of the tail sends it, marshalled once.
-			if pm := x.prepared(w.stream, w.snapshots && snapshotEvents[en.GetEventType()], w.encodes); pm != nil {
-				if err := w.stream.SendMsg(pm); err != nil {
-					return err
-				}
-				w.sent(en)
-				return nil
+	if w.max > 1 {
+		if len(w.entries) > 0 && !w.window {
+			if err := w.flush(); err != nil { // a batch of store entries is not mixed with the window's
+				return err
 			}
 		}
-		return w.one(en, x.snap.get())
+		w.window = true
+		return w.add(en, x.snap)
 	}
-	var f []byte
-	if w.raw {
-		f = x.enc.entry.field(watchFieldEntries, en, w.encodes)
+	if w.shared {
+		// The entry as every stream of the tail sends it, marshalled once.
+		if pm := x.prepared(w.stream, w.snapshots && snapshotEvents[en.GetEventType()], w.encodes); pm != nil {
+			if err := w.stream.SendMsg(pm); err != nil {
+				return err
+			}
+			w.sent(en)
+			return nil
+		}
 	}
-	return w.add(en, f, x.snap)
+	return w.one(en, x.snap)
 }
 
-// read sends en (read from the store by this stream, behind the tail's window), with snap when
-// it changes the execution.
-func (w *watchSender) read(en *commonv1.LogEntry, snap *schedulerv1.Execution) error {
+// fromStore sends en (read from the store by this stream, behind the tail's window), with snap
+// when it changes the execution.
+func (w *watchSender) fromStore(en *commonv1.LogEntry, snap *schedulerv1.Execution) error {
 	if w.max <= 1 {
 		return w.one(en, snap)
 	}
-	var s *snapshot
-	if snap != nil {
-		s = &snapshot{exec: snap}
+	if len(w.entries) > 0 && w.window {
+		if err := w.flush(); err != nil {
+			return err
+		}
 	}
-	return w.add(en, nil, s)
+	w.window = false
+	return w.add(en, snap)
 }
 
 // one sends en alone (one entry per message).
@@ -152,11 +146,10 @@ func (w *watchSender) one(en *commonv1.LogEntry, snap *schedulerv1.Execution) er
 	return nil
 }
 
-// add puts en (f: its encoded field, or nil) into the batch, sending the batch when full.
-func (w *watchSender) add(en *commonv1.LogEntry, f []byte, snap *snapshot) error {
+// add puts en into the batch, sending the batch when full.
+func (w *watchSender) add(en *commonv1.LogEntry, snap *schedulerv1.Execution) error {
 	w.entries = append(w.entries, en)
-	w.fields = append(w.fields, f)
-	if w.snapshots && snapshotEvents[en.GetEventType()] && snap.get() != nil {
+	if w.snapshots && snapshotEvents[en.GetEventType()] && snap != nil {
 		w.snap = snap
 	}
 	w.cursor = en.GetSeq()
@@ -166,42 +159,31 @@ func (w *watchSender) add(en *commonv1.LogEntry, f []byte, snap *snapshot) error
 	return nil
 }
 
-// flush sends the batch being built, if any: the entries' encoded fields when every one has
-// them, else a message built from the entries.
+// flush sends the batch being built, if any.
 func (w *watchSender) flush() error {
 	if len(w.entries) == 0 {
 		return nil
 	}
-	msg := &schedulerv1.WatchExecutionResponse{}
-	raw := !slices.ContainsFunc(w.fields, func(f []byte) bool { return f == nil })
-	if raw {
-		w.buf = w.buf[:0]
-		for _, f := range w.fields {
-			w.buf = append(w.buf, f...)
-		}
+	build := func() *schedulerv1.WatchExecutionResponse {
+		return &schedulerv1.WatchExecutionResponse{Entries: w.entries, Execution: w.snap}
+	}
+	var pm *grpc.PreparedMsg
+	if w.shared && !w.filtered && w.window {
+		k := batchKey{from: w.entries[0].GetSeq(), to: w.entries[len(w.entries)-1].GetSeq(), snap: w.snap != nil}
+		pm = w.tail.batch(k, w.stream, build, w.encodes)
+	}
+	var err error
+	if pm != nil {
+		err = w.stream.SendMsg(pm)
 	} else {
-		msg.Entries = w.entries
+		err = w.stream.Send(build())
 	}
-	if w.snap != nil {
-		var f []byte
-		if raw {
-			f = w.snap.wire.field(watchFieldExecution, w.snap.exec, w.encodes)
-		}
-		if f == nil {
-			msg.Execution = w.snap.exec
-		}
-		w.buf = append(w.buf, f...)
-	}
-	if raw {
-		msg.ProtoReflect().SetUnknown(protoreflect.RawFields(w.buf))
-	}
-	if err := w.stream.Send(msg); err != nil {
+	if err != nil {
 		return err
 	}
 	w.sent(w.entries[len(w.entries)-1])
 	clear(w.entries)
-	clear(w.fields)
-	w.entries, w.fields, w.snap = w.entries[:0], w.fields[:0], nil
+	w.entries, w.snap = w.entries[:0], nil
 	return nil
 }
 

@@ -1,14 +1,13 @@
 package scheduler
 
 import (
-	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding/gzip"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
@@ -20,7 +19,7 @@ import (
 // the log (every entry once, in order, in entries, never in entry), at most that many per
 // message, with a snapshot on each message that holds an entry changing the execution, whether
 // they follow the run live (from the tail's shared encodings, compressed or not, filtered or not)
-// or catch up after it from the store; the live plain streams' entries are encoded once for all.
+// or catch up after it from the store.
 func TestWatchExecutionBatchedStreams(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, st store.Store) {
@@ -119,24 +118,77 @@ func TestWatchExecutionBatchedStreams(t *testing.T) {
 		// The streams that caught up from the store waited for nothing: full messages.
 		require.Len(t, got[len(live)][0].GetEntries(), 3)
 		require.Len(t, got[len(live)+1][1].GetEntries(), 5)
-		// Encoded per stream, the live streams would have made about len(live) × the log's
-		// entries; shared, at most one per entry and one per snapshot the tail read.
 		require.Positive(t, encodes, "the live streams sent shared encodings")
-		require.LessOrEqual(t, encodes, int64(len(log.GetEntries())+snapshots))
 	})
 }
 
-// The shared encodings go to a stream only when its codec is protobuf's: gRPC's content type
-// without a subtype or with +proto, parameters allowed, any case.
-func TestProtoCodecFromContentType(t *testing.T) {
+// TestWatchExecutionBatchesEncodedOnce: streams that follow a run at the same position send the
+// same batches, encoded once for all of them. Six streams wait at the paused run's last entry;
+// the cancel's entries reach them through at most a few tail reads, so they can cut only a few
+// distinct batches between them: fewer encodings than batched messages sent, where a stream that
+// encoded its own would make one per message.
+func TestWatchExecutionBatchesEncodedOnce(t *testing.T) {
 	t.Parallel()
-	for ct, want := range map[string]bool{
-		"application/grpc": true, "application/grpc+proto": true, "Application/GRPC+Proto": true,
-		"application/grpc;charset=utf-8": true, "application/grpc+proto;x=y": true,
-		"application/grpc+json": false, "application/grpc+protox": false, "application/json": false, "": false,
-	} {
-		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("content-type", ct))
-		require.Equal(t, want, protoCodec(ctx), "%q", ct)
-	}
-	require.False(t, protoCodec(context.Background()), "no metadata")
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		s, b, e := startedDiamond(t, st, "batches-once")
+		id := e.GetId()
+		_, err := b.client.PauseExecution(t.Context(), &schedulerv1.PauseExecutionRequest{ExecutionId: id, Reason: "lunch"})
+		require.NoError(t, err)
+		paused, err := b.client.GetExecution(t.Context(), &schedulerv1.GetExecutionRequest{ExecutionId: id})
+		require.NoError(t, err)
+		from := paused.GetExecution().GetLastSeq()
+
+		const streams = 6
+		got := make([][]*schedulerv1.WatchExecutionResponse, streams)
+		var wg sync.WaitGroup
+		for i := range streams {
+			stream, err := b.client.WatchExecution(t.Context(), &schedulerv1.WatchExecutionRequest{ExecutionId: id, AfterSeq: from,
+				MaxEntriesPerMessage: 64, IncludeSnapshots: i%2 == 1})
+			require.NoError(t, err)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[i] = receiveAll(t, stream, nil)
+			}()
+		}
+		require.Eventually(t, func() bool {
+			s.tails.mu.Lock()
+			defer s.tails.mu.Unlock()
+			tl := s.tails.m[id]
+			if tl == nil {
+				return false
+			}
+			tl.mu.Lock()
+			defer tl.mu.Unlock()
+			return tl.refs == streams
+		}, 10*time.Second, 5*time.Millisecond, "every stream joined the tail")
+		before := s.tails.encodes.Load()
+		_, err = b.client.CancelExecution(t.Context(), &schedulerv1.CancelExecutionRequest{ExecutionId: id, Reason: "done"})
+		require.NoError(t, err)
+		wg.Wait()
+
+		log, err := b.client.GetExecutionLog(t.Context(), &schedulerv1.GetExecutionLogRequest{ExecutionId: id, AfterSeq: from, Limit: 500})
+		require.NoError(t, err)
+		require.NotEmpty(t, log.GetEntries())
+		var batches int64
+		for i := range got {
+			var seqs []int64
+			for _, m := range got[i] {
+				for _, en := range m.GetEntries() {
+					seqs = append(seqs, en.GetSeq())
+				}
+				if len(m.GetEntries()) > 0 {
+					batches++
+				}
+			}
+			var want []int64
+			for _, en := range log.GetEntries() {
+				want = append(want, en.GetSeq())
+			}
+			require.Equal(t, want, seqs, "stream %d", i)
+		}
+		encodes := s.tails.encodes.Load() - before
+		require.Positive(t, encodes)
+		require.Less(t, encodes, batches, "the streams shared their batches' encodings")
+	})
 }
