@@ -81,12 +81,12 @@ type execTail struct {
 
 	mu      sync.Mutex
 	refs    int
-	base    int64    // the seq before window[0]: the window holds (base, last]
-	last    int64    // the last seq the tail read
-	window  []tailed // dense by seq
-	ended   bool     // the execution ended and every entry up to its last seq is in last
+	base    int64                      // the seq before window[0]: the window holds (base, last]
+	last    int64                      // the last seq the tail read
+	window  []tailed                   // dense by seq
+	ended   bool                       // the execution ended and every entry up to its last seq is in last
 	batches map[batchKey]*encodedBatch // batches of the window encoded for every stream (watchsend.go)
-	err     error    // the tail stopped on this store error
+	err     error                      // the tail stopped on this store error
 	changed chan struct{}
 }
 
