@@ -16,7 +16,7 @@
 # VERIFY_BENCHTIME (5x), FANOUT_SIZES (100,1000,10000; growth: 100,1000,10000,100000),
 # FANOUT_MAX_PARALLEL (1024), FANOUT_STARTED_REPORT (empty: the fan-out's agents send TASK_STARTED
 # with the completion, as converge-agent does for a short task; non-empty: in a report of its own),
-# LOAD_STREAMS (1000), LOAD_AGENTS (50), LOAD_TASKS (300).
+# LOAD_STREAMS (1000), LOAD_AGENTS (50), LOAD_TASKS (300), LOAD_ROUNDS (3).
 # BENCH_ONLY (space-separated, default all): plan fanout verifier registry knowledge dag load; also
 # floor (not in the default: about 2 min): bench/dag --floor --mode postgres, the Postgres deployment's
 # floor of a no-op task beside ninja and the real P1 Postgres run, PEER_ROUNDS rounds.
@@ -62,6 +62,7 @@ FANOUT_STARTED_REPORT=${FANOUT_STARTED_REPORT:-}
 LOAD_STREAMS=${LOAD_STREAMS:-1000}
 LOAD_AGENTS=${LOAD_AGENTS:-50}
 LOAD_TASKS=${LOAD_TASKS:-300}
+LOAD_ROUNDS=${LOAD_ROUNDS:-3}
 
 out=${BENCH_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/converge-bench-XXXXXX")}
 mkdir -p "$out"
@@ -185,9 +186,13 @@ want floor && run dag-floor.json bench/dag go run . --floor --mode postgres --js
 # LOAD_STREAMS of them taking up to 100 entries per message, and with as many taking one entry per
 # message (as clients did before max_entries_per_message), one after the other.
 if want load; then
-	run load-0.json bench/load go run . --json --streams 0 --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
-	run load-streams.json bench/load go run . --json --streams "$LOAD_STREAMS" --batch 100 --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
-	run load-streams-single.json bench/load go run . --json --streams "$LOAD_STREAMS" --batch 1 --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
+	# LOAD_ROUNDS alternated rounds of the three (50 agent processes starting make one run's wall
+	# vary more than the streams cost); bench/report takes each kind's median.
+	for r in $(seq "$LOAD_ROUNDS"); do
+		run "load-0.$r.json" bench/load go run . --json --streams 0 --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
+		run "load-streams.$r.json" bench/load go run . --json --streams "$LOAD_STREAMS" --batch 100 --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
+		run "load-streams-single.$r.json" bench/load go run . --json --streams "$LOAD_STREAMS" --batch 1 --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
+	done
 fi
 
 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -481,22 +482,73 @@ type loadRun struct {
 	Error          string  `json:"error"`
 }
 
-func loadRuns(dir string) (without, with loadRun, err error) {
-	if err = readJSON(dir, "load-0.json", &without); err != nil {
-		return without, with, fmt.Errorf("load-0.json: %w", err)
+// loadKind reads one kind of load run: base.json, or the rounds base.1.json, base.2.json, …
+// (bench/run.sh's LOAD_ROUNDS), answering the median round by wall time (or a round that failed)
+// and every round's wall.
+func loadKind(dir, base string) (loadRun, []float64, error) {
+	names, _ := filepath.Glob(filepath.Join(dir, base+".*.json"))
+	if len(names) == 0 {
+		names = []string{filepath.Join(dir, base+".json")}
 	}
-	if err = readJSON(dir, "load-streams.json", &with); err != nil {
-		return without, with, fmt.Errorf("load-streams.json: %w", err)
+	var runs []loadRun
+	for _, n := range names {
+		var r loadRun
+		if err := readJSON(dir, filepath.Base(n), &r); err != nil {
+			return loadRun{}, nil, fmt.Errorf("%s: %w", filepath.Base(n), err)
+		}
+		runs = append(runs, r)
+	}
+	slices.SortFunc(runs, func(a, b loadRun) int { return cmp.Compare(a.WallS, b.WallS) })
+	walls := make([]float64, len(runs))
+	for i, r := range runs {
+		walls[i] = r.WallS
+	}
+	// A round that failed or whose streams were not exact is the one shown: no median hides it.
+	for _, r := range runs {
+		if r.Error != "" || r.StreamsExact != r.Streams {
+			return r, walls, nil
+		}
+	}
+	return runs[(len(runs)-1)/2], walls, nil
+}
+
+func loadRuns(dir string) (without, with loadRun, err error) {
+	if without, _, err = loadKind(dir, "load-0"); err != nil {
+		return without, with, err
+	}
+	if with, _, err = loadKind(dir, "load-streams"); err != nil {
+		return without, with, err
 	}
 	return without, with, nil
 }
 
-// singleLoadRun is the run whose streams take one entry per message (load-streams-single.json),
-// when this run made it.
+// singleLoadRun is the (median) run whose streams take one entry per message
+// (load-streams-single), when this run made it.
 func singleLoadRun(dir string) (loadRun, bool) {
-	var r loadRun
-	err := readJSON(dir, "load-streams-single.json", &r)
+	r, _, err := loadKind(dir, "load-streams-single")
 	return r, err == nil && r.WallS > 0
+}
+
+// loadRounds says how many rounds of each kind this run made and their walls, when more than one.
+func loadRounds(dir string) string {
+	var parts []string
+	n := 0
+	for _, k := range [][2]string{{"load-0", "no streams"}, {"load-streams", "batched"}, {"load-streams-single", "one per message"}} {
+		_, walls, err := loadKind(dir, k[0])
+		if err != nil {
+			continue
+		}
+		n = max(n, len(walls))
+		s := make([]string, len(walls))
+		for i, w := range walls {
+			s[i] = fmt.Sprintf("%.1f", w)
+		}
+		parts = append(parts, k[1]+" "+strings.Join(s, ", ")+" s")
+	}
+	if n <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("each kind's median of %d alternated rounds (walls: %s)", n, strings.Join(parts, "; "))
 }
 
 // perMessage says how a run's streams took their entries.
@@ -522,6 +574,9 @@ func watchersGoal(dir string) goal {
 		thousands(with.Streams), with.Tasks, with.Agents)
 	g.peer = fmt.Sprintf("%.1f s (0 streams)", without.WallS)
 	g.ours = fmt.Sprintf("%.1f s (%d / %d streams exact; entries per message %s)", with.WallS, with.StreamsExact, with.Streams, perMessage(with))
+	if rounds := loadRounds(dir); rounds != "" {
+		g.ours += "; " + rounds
+	}
 	g.ratio = x(div(with.WallS, without.WallS))
 	g.met = verdict(div(with.WallS, without.WallS) <= 1.1 && with.StreamsExact == with.Streams && with.Error == "" && without.Error == "")
 	if single, ok := singleLoadRun(dir); ok && with.Batch > 1 {

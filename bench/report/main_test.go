@@ -320,3 +320,36 @@ func TestWatchersBatchedAndSingle(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchersMedianOfRounds: with LOAD_ROUNDS, each kind of load run is its median round by
+// wall (every round's wall named in the row), and a round whose streams were not exact is shown
+// instead of the median, so no median hides it.
+func TestWatchersMedianOfRounds(t *testing.T) {
+	dir := t.TempDir()
+	run := func(streams, batch int, wall float64, exact int) string {
+		return fmt.Sprintf(`{"streams": %d, "batch": %d, "delivered": 1, "messages": 1, "agents": 50, "tasks": 300, "width": 50,
+ "outcome": "CONVERGED_PENDING_HUMAN", "events": 1200, "wall_s": %g, "streams_exact": %d}`, streams, batch, wall, exact)
+	}
+	files := map[string]string{
+		"load-0.1.json": run(0, 0, 3.0, 0), "load-0.2.json": run(0, 0, 2.0, 0), "load-0.3.json": run(0, 0, 2.2, 0),
+		"load-streams.1.json": run(1000, 100, 2.1, 1000), "load-streams.2.json": run(1000, 100, 9.0, 1000), "load-streams.3.json": run(1000, 100, 2.3, 1000),
+		"load-streams-single.1.json": run(1000, 1, 3.0, 1000), "load-streams-single.2.json": run(1000, 1, 3.1, 999), "load-streams-single.3.json": run(1000, 1, 3.2, 1000),
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b bytes.Buffer
+	write(&b, dir)
+	row := rowOf(b.String(), "R8")
+	for _, want := range []string{"2.3 s (1000 / 1000 streams exact", "| 1.05× |",
+		"each kind's median of 3 alternated rounds (walls: no streams 2.0, 2.2, 3.0 s; batched 2.1, 2.3, 9.0 s; one per message 3.0, 3.1, 3.2 s)"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("R8 row lacks %q: %s", want, row)
+		}
+	}
+	if !strings.Contains(b.String(), "| 999 / 1000 |") {
+		t.Errorf("the one-per-message round that was not exact should be the one shown")
+	}
+}
