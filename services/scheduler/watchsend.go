@@ -36,9 +36,10 @@ type encodedBatch struct {
 	msg  *grpc.PreparedMsg
 }
 
-// maxTailBatches bounds a tail's encoded batches; past it the tail starts a new set (the streams
-// that follow together re-encode theirs once).
-const maxTailBatches = 4096
+// maxTailBatches bounds a tail's encoded batches (each up to 500 entries' bytes); past it the
+// tail starts a new set (the streams that follow together re-encode theirs once). Streams that
+// follow a run stand at a few positions at a time, so few batches are live at once.
+const maxTailBatches = 256
 
 // batch answers the response of batch k (built by msg), encoded once for every stream of t that
 // sends it, or nil when it could not be encoded; encodes counts the messages encoded.
@@ -86,8 +87,9 @@ type watchSender struct {
 	cursor   int64
 	lastSent time.Time
 
-	// The batch being built: its entries, the latest snapshot it carries, and whether every
-	// entry came from the tail's window (it may then be shared).
+	// The batch being built: its entries, the latest snapshot it carries, and whether its
+	// entries came from the tail's window (it may then be shared). The caller flushes between
+	// entries of the window and entries read from the store, so a batch holds one kind.
 	entries []*commonv1.LogEntry
 	snap    *schedulerv1.Execution
 	window  bool
@@ -97,11 +99,6 @@ type watchSender struct {
 func (w *watchSender) fromWindow(x tailed) error {
 	en := x.entry
 	if w.max > 1 {
-		if len(w.entries) > 0 && !w.window {
-			if err := w.flush(); err != nil { // a batch of store entries is not mixed with the window's
-				return err
-			}
-		}
 		w.window = true
 		return w.add(en, x.snap)
 	}
@@ -123,11 +120,6 @@ func (w *watchSender) fromWindow(x tailed) error {
 func (w *watchSender) fromStore(en *commonv1.LogEntry, snap *schedulerv1.Execution) error {
 	if w.max <= 1 {
 		return w.one(en, snap)
-	}
-	if len(w.entries) > 0 && w.window {
-		if err := w.flush(); err != nil {
-			return err
-		}
 	}
 	w.window = false
 	return w.add(en, snap)
@@ -181,7 +173,9 @@ func (w *watchSender) flush() error {
 	if err != nil {
 		return err
 	}
-	w.sent(w.entries[len(w.entries)-1])
+	// The cursor moved with each entry added (add), and may since have passed entries this
+	// stream filters out: only the time of the send is recorded.
+	w.lastSent = time.Now()
 	clear(w.entries)
 	w.entries, w.snap = w.entries[:0], nil
 	return nil
