@@ -7,11 +7,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding/gzip"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/grpcerr"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -191,4 +194,19 @@ func TestWatchExecutionBatchesEncodedOnce(t *testing.T) {
 		require.Positive(t, encodes)
 		require.Less(t, encodes, batches, "the streams shared their batches' encodings")
 	})
+}
+
+// max_entries_per_message outside 0–500 is refused with a field violation, before any stream.
+func TestWatchExecutionBatchOutOfRange(t *testing.T) {
+	t.Parallel()
+	_, b, e := startedDiamond(t, backends["sqlite"](t), "batch-range")
+	for _, n := range []int32{-1, 501} {
+		stream, err := b.client.WatchExecution(t.Context(), &schedulerv1.WatchExecutionRequest{ExecutionId: e.GetId(), MaxEntriesPerMessage: n})
+		require.NoError(t, err)
+		_, err = stream.Recv()
+		require.Equal(t, codes.InvalidArgument, status.Code(err), "%d", n)
+		v := grpcerr.Violations(err)
+		require.Len(t, v, 1, "%d", n)
+		require.Equal(t, "max_entries_per_message", v[0].Field)
+	}
 }
