@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -58,38 +59,76 @@ func TestHeldReadsVisitOnlyHeldRows(t *testing.T) {
 		}
 	}
 	require.NoError(t, conn.SendBatch(ctx, batch).Close())
-	explain := func(sql string) []byte {
+	explain := func(c *pgx.Conn, sql string) []byte {
 		t.Helper()
 		var out []byte
-		require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, "ex", "ex/t0").Scan(&out))
+		require.NoError(t, c.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, "ex", "ex/t0").Scan(&out))
 		return out
 	}
 	for name, sql := range map[string]string{"read": postgres.HeldReadSQL, "count": postgres.HeldCountSQL} {
 		// The reads run in every transaction: the first after a row stops being held may visit
-		// its entry; later ones must not.
-		explain(sql)
-		out := explain(sql)
-		var plans []struct {
-			Plan planNode `json:"Plan"`
-		}
-		require.NoError(t, json.Unmarshal(out, &plans))
-		require.Len(t, plans, 1)
-		var visited float64
-		var walk func(p planNode)
-		walk = func(p planNode) {
-			// Rows a scan node produced and rows it read and dropped: what it visited.
-			if p.RelationName != "" || p.IndexName != "" {
-				visited += p.ActualRows + p.RowsRemovedByFilter + p.RowsRemovedByIndexRecheck
+		// its entry and mark it dead; later ones must not visit it. An entry is marked only when
+		// its row is dead to every snapshot, and another session of this database (an
+		// autovacuum ANALYZE of a table the fixture filled, in a busy CI) may hold an older one
+		// for a while: wait until none does, and measure again (at most 6 times) if one appeared. Each
+		// measure is on a new session: a session that scanned while an older snapshot was held
+		// keeps that horizon until a new transaction id moves its snapshots' xmin.
+		var out []byte
+		var visited, pages float64
+		for attempt := 0; ; attempt++ {
+			waitNoOtherSnapshot(t, conn)
+			c, err := pgx.Connect(ctx, url)
+			require.NoError(t, err)
+			explain(c, sql)
+			out = explain(c, sql)
+			require.NoError(t, c.Close(ctx))
+			visited, pages = heldReadCost(t, out)
+			if pages <= 8 || attempt == 5 {
+				break
 			}
-			for _, c := range p.Plans {
-				walk(c)
-			}
 		}
-		walk(plans[0].Plan)
 		require.LessOrEqual(t, visited, float64(2*held), "the held %s visits %v rows of a run with %d held:\n%s", name, visited, held, out)
-		pages := plans[0].Plan.SharedHitBlocks + plans[0].Plan.SharedReadBlocks
 		require.LessOrEqual(t, pages, float64(8), "the held %s reads %v pages for %d held rows:\n%s", name, pages, held, out)
 	}
+}
+
+// heldReadCost is the rows the plan's scans visited and the pages the plan read.
+func heldReadCost(t *testing.T, out []byte) (visited, pages float64) {
+	t.Helper()
+	var plans []struct {
+		Plan planNode `json:"Plan"`
+	}
+	require.NoError(t, json.Unmarshal(out, &plans))
+	require.Len(t, plans, 1)
+	var walk func(p planNode)
+	walk = func(p planNode) {
+		// Rows a scan node produced and rows it read and dropped: what it visited.
+		if p.RelationName != "" || p.IndexName != "" {
+			visited += p.ActualRows + p.RowsRemovedByFilter + p.RowsRemovedByIndexRecheck
+		}
+		for _, c := range p.Plans {
+			walk(c)
+		}
+	}
+	walk(plans[0].Plan)
+	return visited, plans[0].Plan.SharedHitBlocks + plans[0].Plan.SharedReadBlocks
+}
+
+// otherSnapshots counts the other sessions of conn's database that hold a snapshot or a
+// transaction id, and so keep rows that died after it visible to them.
+func otherSnapshots(t *testing.T, conn *pgx.Conn) int {
+	t.Helper()
+	var n int
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()
+		  AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)`).Scan(&n))
+	return n
+}
+
+func waitNoOtherSnapshot(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	require.Eventually(t, func() bool { return otherSnapshots(t, conn) == 0 }, time.Minute, 10*time.Millisecond,
+		"another session of the test database kept a snapshot for a minute")
 }
 
 // planNode is the part of EXPLAIN (FORMAT JSON)'s nodes the test reads.
