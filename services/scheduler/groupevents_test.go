@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -97,9 +98,8 @@ func TestGroupedReportsAndCompletionsLogEveryEvent(t *testing.T) {
 		got := map[string]int{}
 		for i, en := range entries {
 			require.EqualValues(t, i+1, en.GetSeq(), "the log is dense")
-			if _, ok := want[en.GetMessage()]; ok || en.GetMessage() == fmt.Sprintf("report %d info", staleReport) ||
-				en.GetMessage() == fmt.Sprintf("completion %d info", staleCompletion) {
-				got[en.GetMessage()]++
+			if m := en.GetMessage(); strings.HasPrefix(m, "report ") || strings.HasPrefix(m, "completion ") || strings.HasPrefix(m, "later ") {
+				got[m]++ // an agent's event (the Scheduler's own entries start otherwise)
 			}
 		}
 		require.Equal(t, want, got, "every accepted event once, no refused one")

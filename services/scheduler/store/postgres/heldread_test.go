@@ -125,6 +125,7 @@ func otherSnapshots(t *testing.T, conn *pgx.Conn) int {
 	return n
 }
 
+// waitNoOtherSnapshot waits until no other session of conn's database holds a snapshot.
 func waitNoOtherSnapshot(t *testing.T, conn *pgx.Conn) {
 	t.Helper()
 	require.Eventually(t, func() bool { return otherSnapshots(t, conn) == 0 }, time.Minute, 10*time.Millisecond,
