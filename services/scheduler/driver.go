@@ -66,6 +66,7 @@ func (s *Server) drive(ctx context.Context) {
 	var release func()
 	defer func() {
 		if release != nil {
+			s.leading.Store(false)
 			release()
 		}
 	}()
@@ -80,6 +81,7 @@ func (s *Server) drive(ctx context.Context) {
 				s.log.Warn("scheduler driver: leadership", "err", err)
 			case ok:
 				release = rel
+				s.leading.Store(true)
 				s.log.Info("scheduler driver: this replica leads (reaper, verification)")
 			}
 		} else if canCheck {
@@ -87,6 +89,7 @@ func (s *Server) drive(ctx context.Context) {
 				if ctx.Err() == nil {
 					s.log.Warn("scheduler driver: leadership lost (the session holding it ended or did not answer); stepping down", "err", err)
 				}
+				s.leading.Store(false)
 				release()
 				release = nil
 			}
@@ -96,6 +99,7 @@ func (s *Server) drive(ctx context.Context) {
 				s.log.Warn("scheduler driver", "err", err)
 				// A store error may mean the session holding the leadership is gone: let it go
 				// and take it again on the next round.
+				s.leading.Store(false)
 				release()
 				release = nil
 			}

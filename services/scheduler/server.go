@@ -20,6 +20,7 @@ package scheduler
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	knowledgev1 "github.com/converge-dev/converge/gen/converge/knowledge/v1"
@@ -39,6 +40,7 @@ type Server struct {
 	log         *slog.Logger
 	driverEvery time.Duration
 	driverKick  chan struct{} // kickDriver: run the driver's next round now
+	leading     atomic.Bool   // the driver holds the leadership (tests wait on it without taking it)
 	planBudget  int64         // operations budget of one plan (plan.PlanContext)
 	lists       lists
 	wake        *signal

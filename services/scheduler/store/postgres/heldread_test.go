@@ -59,6 +59,10 @@ func TestHeldReadsVisitOnlyHeldRows(t *testing.T) {
 		}
 	}
 	require.NoError(t, conn.SendBatch(ctx, batch).Close())
+	// A transaction id newer than every one of the fixture's: once every snapshot is newer than
+	// it, the rows the fixture's updates left behind are dead to all.
+	var mark string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&mark))
 	explain := func(c *pgx.Conn, sql string) []byte {
 		t.Helper()
 		var out []byte
@@ -68,15 +72,17 @@ func TestHeldReadsVisitOnlyHeldRows(t *testing.T) {
 	for name, sql := range map[string]string{"read": postgres.HeldReadSQL, "count": postgres.HeldCountSQL} {
 		// The reads run in every transaction: the first after a row stops being held may visit
 		// its entry and mark it dead; later ones must not visit it. An entry is marked only when
-		// its row is dead to every snapshot, and another session of this database (an
-		// autovacuum ANALYZE of a table the fixture filled, in a busy CI) may hold an older one
-		// for a while: wait until none does, and measure again (at most 6 times) if one appeared. Each
-		// measure is on a new session: a session that scanned while an older snapshot was held
-		// keeps that horizon until a new transaction id moves its snapshots' xmin.
+		// its row is dead to every snapshot: to the measuring session's own (whose xmin is the
+		// oldest transaction running in any database of the server, as the other tests' that run
+		// beside this one) and to those of the other sessions of this database (an autovacuum
+		// ANALYZE of a table the fixture filled). Wait until none is older than the fixture, then
+		// measure on a new session (one that scanned under an older horizon keeps it until a new
+		// transaction id moves its snapshots' xmin), and again, at most 6 times, if it still read
+		// the dead entries.
 		var out []byte
 		var visited, pages float64
 		for attempt := 0; ; attempt++ {
-			waitNoOtherSnapshot(t, conn)
+			waitSnapshotsNewerThan(t, conn, mark)
 			c, err := pgx.Connect(ctx, url)
 			require.NoError(t, err)
 			explain(c, sql)
@@ -114,22 +120,31 @@ func heldReadCost(t *testing.T, out []byte) (visited, pages float64) {
 	return visited, plans[0].Plan.SharedHitBlocks + plans[0].Plan.SharedReadBlocks
 }
 
-// otherSnapshots counts the other sessions of conn's database that hold a snapshot or a
-// transaction id, and so keep rows that died after it visible to them.
-func otherSnapshots(t *testing.T, conn *pgx.Conn) int {
+// olderSnapshots counts what keeps a row that died before the transaction id mark visible to
+// some snapshot: a transaction (of any database) that was running when mark was assigned, which
+// conn's own new snapshots then count as running too, and the snapshots of the other sessions of
+// conn's database taken before mark.
+func olderSnapshots(t *testing.T, conn *pgx.Conn, mark string) int {
 	t.Helper()
+	var running bool
 	var n int
-	require.NoError(t, conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid()
-		  AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)`).Scan(&n))
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT
+		  pg_snapshot_xmin(pg_current_snapshot()) <= $1::xid8,
+		  (SELECT count(*) FROM pg_stat_activity
+		    WHERE datname = current_database() AND pid <> pg_backend_pid()
+		      AND age(backend_xmin) >= age(xid($1::xid8)))`, mark).Scan(&running, &n))
+	if running {
+		n++
+	}
 	return n
 }
 
-// waitNoOtherSnapshot waits until no other session of conn's database holds a snapshot.
-func waitNoOtherSnapshot(t *testing.T, conn *pgx.Conn) {
+// waitSnapshotsNewerThan waits until no snapshot older than the transaction id mark remains
+// (olderSnapshots).
+func waitSnapshotsNewerThan(t *testing.T, conn *pgx.Conn, mark string) {
 	t.Helper()
-	require.Eventually(t, func() bool { return otherSnapshots(t, conn) == 0 }, time.Minute, 10*time.Millisecond,
-		"another session of the test database kept a snapshot for a minute")
+	require.Eventually(t, func() bool { return olderSnapshots(t, conn, mark) == 0 }, time.Minute, 10*time.Millisecond,
+		"a snapshot older than the fixture was kept for a minute")
 }
 
 // planNode is the part of EXPLAIN (FORMAT JSON)'s nodes the test reads.
