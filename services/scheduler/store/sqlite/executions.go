@@ -185,21 +185,29 @@ const insertExecutionSQL = `INSERT INTO task_list_execution_runs (execution_id, 
 	total_attempts, last_seq, detail, created_at, updated_at, started_at, completed_at)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-const insertWaveSQL = `INSERT INTO parallel_execution_waves (wave_id, execution_id, wave_number, status,
+const (
+	insertWavesSQL = `INSERT INTO parallel_execution_waves (wave_id, execution_id, wave_number, status,
 	task_count, completed_count, failed_count, skipped_count, active_agents, base_commit,
 	integration_commit, detail, created_at, started_at, completed_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES `
+	waveTuple = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
 
 func waveArgs(r store.WaveRow, now time.Time) []any {
 	return []any{r.ID, r.ExecutionID, r.WaveNumber, r.Status, r.TaskCount, r.CompletedCount, r.FailedCount,
 		r.SkippedCount, r.ActiveAgents, r.BaseCommit, r.IntegrationCommit, r.Detail, ts(now), nts(r.StartTime), nts(r.EndTime)}
 }
 
-const insertAssignmentSQL = `INSERT INTO wave_task_assignments (assignment_id, execution_id, wave_id,
+const (
+	insertAssignmentsSQL = `INSERT INTO wave_task_assignments (assignment_id, execution_id, wave_id,
 	wave_number, kind, task_key, status, instance_id, attempt, fencing_token, lease_expires_at,
 	assigned_at, completed_at, last_report_seq, position, final_integration, previous_errors, merges,
 	detail, created_at, updated_at, session_id, ready_wave, unmet_deps)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES `
+	assignmentTuple = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// insertAssignmentSQL inserts one assignment.
+	insertAssignmentSQL = insertAssignmentsSQL + assignmentTuple
+)
 
 func assignmentArgs(r store.AssignmentRow, now time.Time) []any {
 	return []any{r.ID, r.ExecutionID, r.WaveID, r.WaveNumber, r.Kind, r.TaskKey, r.Status, r.InstanceID,
@@ -303,14 +311,12 @@ func (s *Store) CreateExecution(ctx context.Context, e *schedulerv1.Execution, w
 		if err != nil {
 			return uniqueExists(fmt.Errorf("insert execution: %w", err))
 		}
-		if err := insertEach(ctx, tx, "wave", insertWaveSQL, wrows, func(w store.WaveRow) (string, []any) {
-			return w.ID, waveArgs(w, t)
-		}); err != nil {
+		if err := insertRows(ctx, tx, "waves", insertWavesSQL, waveTuple, wrows,
+			func(w store.WaveRow) string { return w.ID }, func(w store.WaveRow) []any { return waveArgs(w, t) }); err != nil {
 			return err
 		}
-		if err := insertEach(ctx, tx, "assignment", insertAssignmentSQL, arows, func(a store.AssignmentRow) (string, []any) {
-			return a.ID, assignmentArgs(a, t)
-		}); err != nil {
+		if err := insertRows(ctx, tx, "assignments", insertAssignmentsSQL, assignmentTuple, arows,
+			func(a store.AssignmentRow) string { return a.ID }, func(a store.AssignmentRow) []any { return assignmentArgs(a, t) }); err != nil {
 			return err
 		}
 		logs, err = insertLog(ctx, tx, e.GetId(), 0, t, entries)
@@ -335,25 +341,6 @@ func uniqueExists(err error) error {
 		return fmt.Errorf("%w: %w", store.ErrAlreadyExists, err)
 	}
 	return err
-}
-
-// insertEach inserts rows with one prepared statement.
-func insertEach[R any](ctx context.Context, tx *sql.Tx, what, query string, rows []R, args func(R) (string, []any)) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	ins, err := tx.PrepareContext(ctx, query)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = ins.Close() }()
-	for _, r := range rows {
-		id, a := args(r)
-		if _, err := ins.ExecContext(ctx, a...); err != nil {
-			return uniqueExists(fmt.Errorf("insert %s %q: %w", what, id, err))
-		}
-	}
-	return nil
 }
 
 // AssignmentExecution returns the execution of an assignment.

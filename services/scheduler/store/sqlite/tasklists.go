@@ -52,36 +52,38 @@ func (s *Store) CreateTaskList(ctx context.Context, id string, spec *schedulerv1
 		if err != nil {
 			return fmt.Errorf("insert task list: %w", err)
 		}
-		insertTask, err := tx.PrepareContext(ctx, `INSERT INTO tasks (task_list_id, task_key, title,
-			description, action, action_declared, file, files, depends_on, phase, priority, requirements,
-			steps, command, code_template, validation_command, validation_expected,
-			validation_expected_exit_code, validation_timeout_ms, position, status, requires_signoff)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
-		if err != nil {
-			return fmt.Errorf("insert tasks: %w", err)
+		// The tasks in multi-row INSERTs (insertRows' chunks), each answering its rows' ids by
+		// key (the order of RETURNING's rows is not defined), then their file impacts likewise.
+		ids := make(map[string]int64, len(tasks))
+		var args []any
+		rest := tasks
+		for _, k := range chunkSizes(len(tasks)) {
+			chunk := rest[:k]
+			args = args[:0]
+			for _, t := range chunk {
+				args = append(args, id, t.Key, t.Title, t.Description, t.Action, t.ActionDeclared,
+					t.File, t.Files, t.DependsOn, t.Phase, t.Priority, t.Requirements, t.Steps, t.Command,
+					t.CodeTemplate, t.ValidationCommand, t.ValidationExpected, t.ValidationExpectedExitCode,
+					t.ValidationTimeoutMS, t.Position, t.Status, t.RequiresSignoff)
+			}
+			if err := insertReturningIDs(ctx, tx, multiRowSQL(insertTasksSQL, taskTuple, ` RETURNING task_key, id`, k), args, ids); err != nil {
+				return fmt.Errorf("insert tasks %q to %q: %w", chunk[0].Key, chunk[k-1].Key, err)
+			}
+			rest = rest[k:]
 		}
-		defer insertTask.Close()
-		insertImpact, err := tx.PrepareContext(ctx, `INSERT INTO task_file_impacts (task_id, path, kind, operation, source)
-			VALUES (?, ?, ?, ?, ?)`)
-		if err != nil {
-			return fmt.Errorf("insert file impacts: %w", err)
-		}
-		defer insertImpact.Close()
+		var rows []impactRow
 		for i, t := range tasks {
-			var taskID int64
-			if err := insertTask.QueryRowContext(ctx, id, t.Key, t.Title, t.Description, t.Action, t.ActionDeclared,
-				t.File, t.Files, t.DependsOn, t.Phase, t.Priority, t.Requirements, t.Steps, t.Command,
-				t.CodeTemplate, t.ValidationCommand, t.ValidationExpected, t.ValidationExpectedExitCode,
-				t.ValidationTimeoutMS, t.Position, t.Status, t.RequiresSignoff).Scan(&taskID); err != nil {
-				return fmt.Errorf("insert task %q: %w", t.Key, err)
+			taskID, ok := ids[t.Key]
+			if !ok {
+				return fmt.Errorf("insert task %q: no id returned", t.Key)
 			}
 			for _, im := range impacts[i] {
-				if _, err := insertImpact.ExecContext(ctx, taskID, im.Path, im.Kind, im.Operation, im.Source); err != nil {
-					return fmt.Errorf("insert file impact %q of task %q: %w", im.Path, t.Key, err)
-				}
+				rows = append(rows, impactRow{taskID: taskID, key: t.Key, path: im.Path, kind: im.Kind, operation: im.Operation, source: im.Source})
 			}
 		}
-		return nil
+		return insertRows(ctx, tx, "file impacts", insertImpactsSQL, impactTuple, rows,
+			func(r impactRow) string { return r.key + " " + r.path },
+			func(r impactRow) []any { return []any{r.taskID, r.path, r.kind, r.operation, r.source} })
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrAlreadyExists) {
@@ -278,4 +280,39 @@ func (s *Store) DeleteTaskList(ctx context.Context, id string) error {
 		return fmt.Errorf("scheduler store: delete task list %q: %w", id, err)
 	}
 	return err
+}
+
+const (
+	insertTasksSQL = `INSERT INTO tasks (task_list_id, task_key, title,
+	description, action, action_declared, file, files, depends_on, phase, priority, requirements,
+	steps, command, code_template, validation_command, validation_expected,
+	validation_expected_exit_code, validation_timeout_ms, position, status, requires_signoff)
+	VALUES `
+	taskTuple        = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertImpactsSQL = `INSERT INTO task_file_impacts (task_id, path, kind, operation, source) VALUES `
+	impactTuple      = `(?, ?, ?, ?, ?)`
+)
+
+// impactRow is a task's file impact with the task's row id, as stored.
+type impactRow struct {
+	taskID                             int64
+	key, path, kind, operation, source string
+}
+
+// insertReturningIDs runs a multi-row INSERT … RETURNING key, id and adds each row's id to ids.
+func insertReturningIDs(ctx context.Context, tx querier, query string, args []any, ids map[string]int64) error {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var id int64
+		if err := rows.Scan(&key, &id); err != nil {
+			return err
+		}
+		ids[key] = id
+	}
+	return rows.Err()
 }

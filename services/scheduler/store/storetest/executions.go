@@ -20,6 +20,7 @@ import (
 // executionTests is the execution part of the suite: executions, waves, assignments, the log and leadership.
 var executionTests = []test{
 	{"CreateAndGet", testExecutionCreateAndGet},
+	{"CreateLarge", testExecutionCreateLarge},
 	{"PlacementsAreTheCallers", testPlacementsAreTheCallers},
 	{"NotFound", testExecutionNotFound},
 	{"ReadsSeeWrites", testExecutionReadsSeeWrites},
@@ -108,6 +109,35 @@ func testExecutionCreateAndGet(t *testing.T, newStore func(t *testing.T) store.S
 	require.NoError(t, err)
 	require.EqualValues(t, 2, tl.RunCount)
 	require.Equal(t, "ex-2", tl.LatestExecutionID)
+}
+
+// testExecutionCreateLarge: a run of 1,001 assignments in 3 waves reads back as given (a store
+// that inserts rows in chunks has chunks of every size, down to one row).
+func testExecutionCreateLarge(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	const n = 1001
+	newList(t, s, "tl", n)
+	var waves [3][]string
+	for i := range n {
+		waves[i%3] = append(waves[i%3], fmt.Sprintf("t%d", i))
+	}
+	r := newRun("ex", "tl", waves[:]...).create(t, s)
+	_, gotWaves, err := s.GetExecution(ctx, "ex")
+	require.NoError(t, err)
+	requireProtos(t, r.waves, gotWaves)
+	var all []*store.Assignment
+	for offset := 0; ; {
+		as, next, err := s.ListAssignments(ctx, store.ListAssignmentsQuery{ExecutionID: "ex", PageSize: 500, Offset: offset})
+		require.NoError(t, err)
+		all = append(all, as...)
+		if next == 0 {
+			break
+		}
+		offset = next
+	}
+	requireAssignments(t, r.as, all)
 }
 
 func testExecutionNotFound(t *testing.T, newStore func(t *testing.T) store.Store) {

@@ -224,10 +224,22 @@ func testTaskListCreateIsAtomic(t *testing.T, newStore func(t *testing.T) store.
 func testTaskListLargeList(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Parallel()
 	s := newStore(t)
-	spec := listOf("large", 2000)
+	// 2,001 tasks: a store that inserts them in chunks has a last chunk of one row.
+	spec := listOf("large", 2001)
 	created, err := s.CreateTaskList(t.Context(), "tl", spec, nil)
 	require.NoError(t, err)
 	require.True(t, proto.Equal(pending(spec), created.Spec))
+	got, err := s.GetTaskList(t.Context(), "tl", store.ViewFull)
+	require.NoError(t, err)
+	require.True(t, proto.Equal(pending(spec), got.Spec))
+	// Each task's file impact (listOf: task tN writes fN.go) is stored with that task.
+	sqlStore := harness.RequireSQL(t, s)
+	var impacts, own int
+	require.NoError(t, sqlStore.DB().QueryRowContext(t.Context(), harness.Rebind(sqlStore.Dialect(), `
+		SELECT count(*), count(*) FILTER (WHERE i.path = 'f' || substr(t.task_key, 2) || '.go')
+		FROM task_file_impacts i JOIN tasks t ON t.id = i.task_id WHERE t.task_list_id = 'tl'`)).Scan(&impacts, &own))
+	require.Equal(t, 2001, impacts)
+	require.Equal(t, 2001, own, "file impacts stored with another task")
 }
 
 func testTaskListNotFound(t *testing.T, newStore func(t *testing.T) store.Store) {
