@@ -94,11 +94,15 @@ func (l *lease) progress(percent int32, msg string) {
 	l.w.setState(func(s *Status) { s.ProgressPercent, s.ProgressMessage = percent, msg })
 }
 
-// takeEvents removes up to 100 queued events.
+// maxEventsPerMessage is how many events one ReportProgress or CompleteTask carries (the
+// contract's max_items).
+const maxEventsPerMessage = 100
+
+// takeEvents removes up to maxEventsPerMessage queued events.
 func (l *lease) takeEvents() []*schedulerv1.AgentEvent {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := min(len(l.events), 100)
+	n := min(len(l.events), maxEventsPerMessage)
 	out := l.events[:n:n]
 	l.events = l.events[n:]
 	return out
@@ -159,6 +163,37 @@ func (l *lease) report(ctx context.Context) bool {
 		l.mu.Unlock()
 	}
 	return true
+}
+
+// queued is how many events wait for a report or the completion.
+func (l *lease) queued() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.events)
+}
+
+// flushEvents sends, as progress reports, the queued events beyond what the completion carries
+// (maxEventsPerMessage): a task that queued more since its last report (warnings of discoveries
+// Knowledge refused, many tries within one heartbeat interval) would lose the rest. A report the
+// Scheduler does not answer requeues its events and is tried again, with backoff, for up to
+// 30 s, as the completion is; a lost lease ends it (the completion is then dropped too).
+func (l *lease) flushEvents(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	for retry := 0; l.queued() > maxEventsPerMessage; {
+		before := l.queued()
+		if !l.report(ctx) {
+			return
+		}
+		if l.queued() < before {
+			retry = 0
+			continue
+		}
+		retry++
+		if backoff.Wait(ctx, min(time.Duration(retry)*200*time.Millisecond, 2*time.Second)) != nil {
+			return
+		}
+	}
 }
 
 // reportTimeout bounds a progress report, which the end of the work does not cancel (report).
@@ -346,6 +381,7 @@ func (w *Worker) runLeased(ctx context.Context, l *lease, log *slog.Logger) (nex
 	interrupted := work.Err() != nil
 	stop()
 	<-keeperDone
+	l.flushEvents(ctx)
 
 	l.mu.Lock()
 	lost, cancelled := l.lost, l.cancel

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -267,4 +268,28 @@ func TestUnresolvedOptionsAreRefused(t *testing.T) {
 	require.Equal(t, "OPTIONS", c.GetError().GetCode())
 	require.Contains(t, c.GetError().GetMessage(), "options.task_timeout")
 	require.NoFileExists(t, count, "nothing ran")
+}
+
+// A task that queued more events than one completion carries (100) sends the rest as reports
+// first: none is dropped. Here 150 warnings (150 discoveries Knowledge refused), and no report
+// during the task (startedGrace outlasts it), so every event waits for the completion.
+func TestEventsBeyondOneCompletionAreReported(t *testing.T) {
+	t.Parallel()
+	h := startWorker(t, func(c *Config) {
+		c.Knowledge = refusingKnowledge{}
+		c.startedGrace = time.Hour
+	})
+	h.sched.push(claimed(t, &commonv1.Task{Id: "12", Title: "learn a lot",
+		Command: `i=0; while [ $i -lt 150 ]; do echo "GOTCHA: g$i"; i=$((i+1)); done`}, ""))
+	c := h.complete()
+	require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c.GetError())
+	require.LessOrEqual(t, len(c.GetEvents()), 100)
+	warnings := eventsOf(h.sched.events(c), commonv1.EventType_EVENT_TYPE_WARNING)
+	require.Equal(t, 150, len(warnings), "warnings sent")
+	for i, w := range warnings {
+		require.Contains(t, w.GetMessage(), "GOTCHA not recorded in Knowledge", i)
+		require.Equal(t, fmt.Sprintf("g%d", i), w.GetContext().GetFields()["content"].GetStringValue(), "in order")
+	}
+	started := eventsOf(h.sched.events(c), commonv1.EventType_EVENT_TYPE_TASK_STARTED)
+	require.Len(t, started, 1)
 }
