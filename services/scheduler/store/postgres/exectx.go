@@ -356,6 +356,12 @@ func (t *execTx) Assignments(q store.ListAssignmentsQuery) ([]*store.Assignment,
 	return list, nil
 }
 
+// nextPendingTaskSQL picks the first pending task of execution $1's wave $2 in claim order: an
+// index scan of the claimable index (migration 0011), which holds that whole order.
+const nextPendingTaskSQL = `(SELECT p.assignment_id FROM wave_task_assignments p
+			WHERE p.execution_id = $1 AND p.wave_number = $2 AND p.status = 'pending' AND p.kind = 'task'
+			ORDER BY p.position, p.assignment_id LIMIT 1)`
+
 func (t *execTx) NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKind) (*store.Assignment, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
@@ -377,9 +383,7 @@ func (t *execTx) NextPending(waveNumber int32, kinds []schedulerv1.AssignmentKin
 			AND i.kind = 'integration' AND i.status = 'pending')`)
 	}
 	if len(kinds) == 0 || slices.Contains(kinds, schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK) {
-		picks = append(picks, `(SELECT p.assignment_id FROM wave_task_assignments p
-			WHERE p.execution_id = $1 AND p.wave_number = $2 AND p.status = 'pending' AND p.kind = 'task'
-			ORDER BY p.position, p.assignment_id LIMIT 1)`)
+		picks = append(picks, nextPendingTaskSQL)
 	}
 	if len(picks) == 0 {
 		return nil, nil

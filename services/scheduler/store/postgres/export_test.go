@@ -6,3 +6,10 @@ const SatisfyDependenciesSQL = satisfyDependenciesSQL
 // HeldReadSQL and HeldCountSQL are the lock batch's reads of an execution's held assignments,
 // for their plans' test.
 var HeldReadSQL, HeldCountSQL = heldReadSQL, heldCountSQL
+
+// NextPendingTaskSQL is NextPending's pick of a wave's first pending task ($1 execution, $2
+// wave), and PrefetchNextSQL the lock batch's read of the start of a wave's pending assignments
+// ($1 execution, $2 an assignment of the wave), for their plans' test.
+const NextPendingTaskSQL = nextPendingTaskSQL
+
+var PrefetchNextSQL = prefetchNextSQL

@@ -32,6 +32,20 @@ type nextPending struct {
 	pre     *prefetched         // the hinted assignment, read in the same batch (its wave)
 }
 
+// prefetchNextSQL reads the wave of assignment $2 (of execution $1): its pending integration,
+// then its first pending tasks in claim order, at most limit (an SQL expression) of them.
+func prefetchNextSQL(limit string) string {
+	const wave = `(SELECT h.wave_number FROM wave_task_assignments h WHERE h.assignment_id = $2 AND h.execution_id = $1)`
+	return `(SELECT ` + assignmentColumns + ` FROM wave_task_assignments a WHERE a.assignment_id =
+		(SELECT i.assignment_id FROM wave_task_assignments i WHERE i.wave_id =
+			(SELECT w.wave_id FROM parallel_execution_waves w WHERE w.execution_id = $1 AND w.wave_number = ` + wave + `)
+			AND i.kind = 'integration' AND i.status = 'pending'))
+		UNION ALL
+		(SELECT ` + assignmentColumns + ` FROM wave_task_assignments a
+			WHERE a.execution_id = $1 AND a.wave_number = ` + wave + ` AND a.status = 'pending' AND a.kind = 'task'
+			ORDER BY a.position, a.assignment_id LIMIT ` + limit + `)`
+}
+
 // prefetchNext queues, after prefetch's reads in b, the start of the pending assignments of the
 // wave of the hinted assignment, when the next-pending hint is on: its pending integration and
 // its first pending task, for the leader's NextPending, and one more task for each other
@@ -47,15 +61,7 @@ func prefetchNext(b *pgx.Batch, execution, hint string, on bool, pre *prefetched
 	if held != nil {
 		limit = `LEAST(1 + (` + heldCountSQL + `), ` + strconv.Itoa(1+heldReadLimit) + `)`
 	}
-	const wave = `(SELECT h.wave_number FROM wave_task_assignments h WHERE h.assignment_id = $2 AND h.execution_id = $1)`
-	b.Queue(`(SELECT `+assignmentColumns+` FROM wave_task_assignments a WHERE a.assignment_id =
-		(SELECT i.assignment_id FROM wave_task_assignments i WHERE i.wave_id =
-			(SELECT w.wave_id FROM parallel_execution_waves w WHERE w.execution_id = $1 AND w.wave_number = `+wave+`)
-			AND i.kind = 'integration' AND i.status = 'pending'))
-		UNION ALL
-		(SELECT `+assignmentColumns+` FROM wave_task_assignments a
-			WHERE a.execution_id = $1 AND a.wave_number = `+wave+` AND a.status = 'pending' AND a.kind = 'task'
-			ORDER BY a.position, a.assignment_id LIMIT `+limit+`)`, execution, hint).Query(func(rows pgx.Rows) error {
+	b.Queue(prefetchNextSQL(limit), execution, hint).Query(func(rows pgx.Rows) error {
 		n.fetched = true
 		for rows.Next() {
 			a, err := scanAssignment(rows)
