@@ -64,10 +64,15 @@ type leadChecker interface {
 
 func (s *Server) drive(ctx context.Context) {
 	var release func()
+	// stepDown lets the leadership go.
+	stepDown := func() {
+		s.leading.Store(false)
+		release()
+		release = nil
+	}
 	defer func() {
 		if release != nil {
-			s.leading.Store(false)
-			release()
+			stepDown()
 		}
 	}()
 	checker, canCheck := s.store.(leadChecker)
@@ -89,9 +94,7 @@ func (s *Server) drive(ctx context.Context) {
 				if ctx.Err() == nil {
 					s.log.Warn("scheduler driver: leadership lost (the session holding it ended or did not answer); stepping down", "err", err)
 				}
-				s.leading.Store(false)
-				release()
-				release = nil
+				stepDown()
 			}
 		}
 		if release != nil {
@@ -99,9 +102,7 @@ func (s *Server) drive(ctx context.Context) {
 				s.log.Warn("scheduler driver", "err", err)
 				// A store error may mean the session holding the leadership is gone: let it go
 				// and take it again on the next round.
-				s.leading.Store(false)
-				release()
-				release = nil
+				stepDown()
 			}
 		}
 		select {

@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -28,11 +27,7 @@ func TestClaimReadsStopAtTheFirstPendingTask(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	const n = 1000
-	tasks := make([]string, n)
-	for i := range tasks {
-		tasks[i] = fmt.Sprintf("t%d", i)
-	}
-	oneWaveRun(t, s, "claims", tasks...)
+	oneWaveRun(t, s, "claims", taskKeys(n)...)
 
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
@@ -61,22 +56,12 @@ func TestClaimReadsStopAtTheFirstPendingTask(t *testing.T) {
 			require.NoError(t, err)
 			var out []byte
 			require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args[name]...).Scan(&out))
-			var plans []struct {
-				Plan planNode `json:"Plan"`
-			}
-			require.NoError(t, json.Unmarshal(out, &plans))
-			require.Len(t, plans, 1)
 			var pending float64 // rows the claimable index answered
-			var walk func(p planNode)
-			walk = func(p planNode) {
+			explained(t, out).walk(func(p planNode) {
 				if p.IndexName == "wave_task_assignments_claimable_idx" {
 					pending += p.ActualRows
 				}
-				for _, c := range p.Plans {
-					walk(c)
-				}
-			}
-			walk(plans[0].Plan)
+			})
 			require.Positive(t, pending, "%s (%s) did not read the claimable index:\n%s", name, mode, out)
 			require.LessOrEqual(t, pending, float64(2), "%s (%s) read %v pending rows of the wave to answer one:\n%s", name, mode, pending, out)
 		}

@@ -9,7 +9,7 @@ var HeldReadSQL, HeldCountSQL = heldReadSQL, heldCountSQL
 
 // NextPendingTaskSQL is NextPending's pick of a wave's first pending task ($1 execution, $2
 // wave), and PrefetchNextSQL the lock batch's read of the start of a wave's pending assignments
-// ($1 execution, $2 an assignment of the wave), for their plans' test.
+// ($1 execution, $2 an assignment of the wave) with a limit given as SQL, for their plans' test.
 const NextPendingTaskSQL = nextPendingTaskSQL
 
 var PrefetchNextSQL = prefetchNextSQL

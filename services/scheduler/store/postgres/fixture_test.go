@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -52,4 +53,13 @@ func oneWaveExecution(t *testing.T, s *postgres.Store, ex string, tasks ...strin
 	e := &schedulerv1.Execution{Id: ex, TaskListId: "tl", Status: schedulerv1.ExecutionStatus_EXECUTION_STATUS_RUNNING,
 		WaveCount: 1, CurrentWave: 1, TotalTasks: n}
 	require.NoError(t, s.CreateExecution(context.Background(), e, []*schedulerv1.Wave{w}, as, nil))
+}
+
+// taskKeys are n task keys t0, t1, …
+func taskKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("t%d", i)
+	}
+	return keys
 }

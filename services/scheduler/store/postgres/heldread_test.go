@@ -33,10 +33,7 @@ func TestHeldReadsVisitOnlyHeldRows(t *testing.T) {
 	// claims and completions) but the last held ones, which agents hold: a fan-out near its end.
 	// Two executions, so that an index of every held row of every execution finds the other's.
 	const n, held = 1000, 2
-	tasks := make([]string, n)
-	for i := range tasks {
-		tasks[i] = fmt.Sprintf("t%d", i)
-	}
+	tasks := taskKeys(n)
 	oneWaveRun(t, s, "held", tasks...)
 	oneWaveExecution(t, s, "ex2", tasks...)
 
@@ -101,23 +98,33 @@ func TestHeldReadsVisitOnlyHeldRows(t *testing.T) {
 // heldReadCost is the rows the plan's scans visited and the pages the plan read.
 func heldReadCost(t *testing.T, out []byte) (visited, pages float64) {
 	t.Helper()
+	plan := explained(t, out)
+	plan.walk(func(p planNode) {
+		// Rows a scan node produced and rows it read and dropped: what it visited.
+		if p.RelationName != "" || p.IndexName != "" {
+			visited += p.ActualRows + p.RowsRemovedByFilter + p.RowsRemovedByIndexRecheck
+		}
+	})
+	return visited, plan.SharedHitBlocks + plan.SharedReadBlocks
+}
+
+// explained is the plan of one statement's EXPLAIN (FORMAT JSON).
+func explained(t *testing.T, out []byte) planNode {
+	t.Helper()
 	var plans []struct {
 		Plan planNode `json:"Plan"`
 	}
 	require.NoError(t, json.Unmarshal(out, &plans))
 	require.Len(t, plans, 1)
-	var walk func(p planNode)
-	walk = func(p planNode) {
-		// Rows a scan node produced and rows it read and dropped: what it visited.
-		if p.RelationName != "" || p.IndexName != "" {
-			visited += p.ActualRows + p.RowsRemovedByFilter + p.RowsRemovedByIndexRecheck
-		}
-		for _, c := range p.Plans {
-			walk(c)
-		}
+	return plans[0].Plan
+}
+
+// walk calls fn on p and every node under it.
+func (p planNode) walk(fn func(planNode)) {
+	fn(p)
+	for _, c := range p.Plans {
+		c.walk(fn)
 	}
-	walk(plans[0].Plan)
-	return visited, plans[0].Plan.SharedHitBlocks + plans[0].Plan.SharedReadBlocks
 }
 
 // olderSnapshots counts what keeps a row that died before the transaction id mark visible to

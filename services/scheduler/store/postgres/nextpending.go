@@ -46,6 +46,13 @@ func prefetchNextSQL(limit string) string {
 			ORDER BY a.position, a.assignment_id LIMIT ` + limit + `)`
 }
 
+// The read-ahead's two texts, built once: the start of the wave for the leader alone, and with one
+// more task for each other held assignment of the execution (at most heldReadLimit more).
+var (
+	prefetchNextOneSQL  = prefetchNextSQL("1")
+	prefetchNextHeldSQL = prefetchNextSQL(`LEAST(1 + (` + heldCountSQL + `), ` + strconv.Itoa(1+heldReadLimit) + `)`)
+)
+
 // prefetchNext queues, after prefetch's reads in b, the start of the pending assignments of the
 // wave of the hinted assignment, when the next-pending hint is on: its pending integration and
 // its first pending task, for the leader's NextPending, and one more task for each other
@@ -57,11 +64,11 @@ func prefetchNext(b *pgx.Batch, execution, hint string, on bool, pre *prefetched
 		return nil
 	}
 	n := &nextPending{pre: pre}
-	limit := "1"
+	query := prefetchNextOneSQL
 	if held != nil {
-		limit = `LEAST(1 + (` + heldCountSQL + `), ` + strconv.Itoa(1+heldReadLimit) + `)`
+		query = prefetchNextHeldSQL
 	}
-	b.Queue(prefetchNextSQL(limit), execution, hint).Query(func(rows pgx.Rows) error {
+	b.Queue(query, execution, hint).Query(func(rows pgx.Rows) error {
 		n.fetched = true
 		for rows.Next() {
 			a, err := scanAssignment(rows)

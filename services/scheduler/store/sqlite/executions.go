@@ -215,8 +215,11 @@ func assignmentArgs(r store.AssignmentRow, now time.Time) []any {
 		r.Position, r.FinalIntegration, r.PreviousErrors, r.Merges, r.Detail, ts(now), ts(now), r.SessionID, r.ReadyWave, r.UnmetDeps}
 }
 
-const insertLogSQL = `INSERT INTO task_execution_log (execution_id, seq, task_key, instance_id,
+const (
+	insertLogSQL = `INSERT INTO task_execution_log (execution_id, seq, task_key, instance_id,
 	wave_number, event_type, message, context, created_at, source_time) VALUES `
+	logTuple = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
 
 // logRowsPerInsert is how many log rows one INSERT stores (10 parameters each).
 const logRowsPerInsert = 32
@@ -232,22 +235,17 @@ func insertLog(ctx context.Context, tx *sql.Tx, id string, lastSeq int64, now ti
 }
 
 // insertLogRows stores log rows with one multi-row INSERT per logRowsPerInsert rows: one
-// statement per transaction's worth of entries instead of one per entry.
+// statement per transaction's worth of entries instead of one per entry (its text built once,
+// multiRowSQL).
 func insertLogRows(ctx context.Context, tx querier, rows []store.LogRow) error {
 	for len(rows) > 0 {
 		n := min(len(rows), logRowsPerInsert)
-		var q strings.Builder
-		q.WriteString(insertLogSQL)
 		args := make([]any, 0, 10*n)
-		for i, r := range rows[:n] {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		for _, r := range rows[:n] {
 			args = append(args, r.ExecutionID, r.Seq, r.TaskKey, r.InstanceID, r.WaveNumber, r.EventType,
 				r.Message, r.Context, ts(r.Time), nts(r.SourceTime))
 		}
-		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, multiRowSQL(insertLogSQL, logTuple, "", n), args...); err != nil {
 			return fmt.Errorf("insert log entries %d to %d: %w", rows[0].Seq, rows[n-1].Seq, err)
 		}
 		rows = rows[n:]
