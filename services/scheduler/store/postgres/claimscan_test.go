@@ -8,8 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/converge-dev/converge/platform/database"
-	"github.com/converge-dev/converge/platform/database/dbtest"
 	"github.com/converge-dev/converge/services/scheduler/store/postgres"
 )
 
@@ -22,10 +20,7 @@ import (
 func TestClaimReadsStopAtTheFirstPendingTask(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := dbtest.Postgres(t)
-	s, err := postgres.New(ctx, url, database.WithMigrate())
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
+	s, url := migratedStore(t)
 	const n = 1000
 	oneWaveRun(t, s, "claims", taskKeys(n)...)
 

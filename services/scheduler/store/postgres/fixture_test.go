@@ -63,3 +63,14 @@ func taskKeys(n int) []string {
 	}
 	return keys
 }
+
+// migratedStore is a store on a fresh database of its own, migrated, closed when the test ends,
+// and that database's URL.
+func migratedStore(t *testing.T) (*postgres.Store, string) {
+	t.Helper()
+	url := dbtest.Postgres(t)
+	s, err := postgres.New(context.Background(), url, database.WithMigrate())
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s, url
+}

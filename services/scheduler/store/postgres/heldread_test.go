@@ -10,8 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/converge-dev/converge/platform/database"
-	"github.com/converge-dev/converge/platform/database/dbtest"
 	"github.com/converge-dev/converge/services/scheduler/store/postgres"
 )
 
@@ -24,10 +22,7 @@ import (
 func TestHeldReadsVisitOnlyHeldRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := dbtest.Postgres(t)
-	s, err := postgres.New(ctx, url, database.WithMigrate())
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
+	s, url := migratedStore(t)
 
 	// One wave of n tasks, each leased then completed in turn (two updates, as a fan-out's
 	// claims and completions) but the last held ones, which agents hold: a fan-out near its end.

@@ -11,8 +11,6 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
-	"github.com/converge-dev/converge/platform/database"
-	"github.com/converge-dev/converge/platform/database/dbtest"
 	"github.com/converge-dev/converge/services/scheduler/store"
 	"github.com/converge-dev/converge/services/scheduler/store/postgres"
 )
@@ -24,17 +22,14 @@ import (
 func TestSatisfyDependenciesProbesEachTask(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := dbtest.Postgres(t)
-	s, err := postgres.New(ctx, url, database.WithMigrate())
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
+	s, url := migratedStore(t)
 
 	const n = 400
 	spec := &schedulerv1.TaskListSpec{Name: "satisfy"}
 	for i := range n {
 		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: fmt.Sprintf("t%d", i), Title: "task", File: fmt.Sprintf("t%d.go", i)})
 	}
-	_, err = s.CreateTaskList(ctx, "tl", spec, nil)
+	_, err := s.CreateTaskList(ctx, "tl", spec, nil)
 	require.NoError(t, err)
 	waves := []*schedulerv1.Wave{
 		{Id: "ex/w1", WaveNumber: 1, Status: schedulerv1.WaveStatus_WAVE_STATUS_RUNNING, TaskCount: 1},
