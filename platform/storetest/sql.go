@@ -275,6 +275,8 @@ type SchemaSpec struct {
 	// SQLiteCases run on SQLite only: Postgres parses any spelling of a timestamptz into an
 	// instant, SQLite keeps text, so its CHECKs accept the canonical form only.
 	SQLiteCases []Case
+	// PostgresCases run on Postgres only: for a column one backend keeps where the other does not.
+	PostgresCases []Case
 }
 
 // RunSchema runs the checks every service's store shares, as parallel subtests: ping and close,
@@ -303,8 +305,11 @@ func RunSchema[S Pinger](t *testing.T, newStore func(t *testing.T) S, spec Schem
 		t.Parallel()
 		s := RequireSQL(t, newStore(t))
 		cases := slices.Clone(spec.Cases)
-		if s.Dialect() == database.DialectSQLite {
+		switch s.Dialect() {
+		case database.DialectSQLite:
 			cases = append(cases, spec.SQLiteCases...)
+		case database.DialectPostgres:
+			cases = append(cases, spec.PostgresCases...)
 		}
 		RunCases(t, s, cases)
 	})

@@ -22,10 +22,14 @@ const (
 	r.request_id, r.previous_execution_id, r.feature_build_id, r.total_tasks, r.completed_tasks,
 	r.failed_tasks, r.skipped_tasks, r.running_tasks, r.current_wave, r.wave_count, r.total_attempts,
 	r.last_seq, r.detail, r.created_at, r.updated_at, r.started_at, r.completed_at`
+	// waveColumns read from waveTables: a wave's placements (its detail) are a table of their own
+	// (migration 0012), so that the wave row a claim or a completion updates holds counters alone.
 	waveColumns = `w.wave_id, w.execution_id, w.wave_number, w.status, w.task_count, w.completed_count,
 	w.failed_count, w.skipped_count, w.active_agents, w.base_commit, w.integration_commit,
-	w.detail, w.started_at, w.completed_at`
-	// waveCountColumns are waveColumns without the placements (the detail), for ExecTx.
+	coalesce(p.detail, '{}'), w.started_at, w.completed_at`
+	waveTables = `parallel_execution_waves w LEFT JOIN parallel_execution_wave_placements p ON p.wave_id = w.wave_id`
+	// waveCountColumns are waveColumns without the placements (the detail), for ExecTx: they
+	// read parallel_execution_waves alone.
 	waveCountColumns = `w.wave_id, w.execution_id, w.wave_number, w.status, w.task_count, w.completed_count,
 	w.failed_count, w.skipped_count, w.active_agents, w.base_commit, w.integration_commit,
 	'{}', w.started_at, w.completed_at`
@@ -188,14 +192,34 @@ const insertExecutionSQL = `INSERT INTO task_list_execution_runs (execution_id, 
 const (
 	insertWavesSQL = `INSERT INTO parallel_execution_waves (wave_id, execution_id, wave_number, status,
 	task_count, completed_count, failed_count, skipped_count, active_agents, base_commit,
-	integration_commit, detail, created_at, started_at, completed_at)
+	integration_commit, created_at, started_at, completed_at)
 	VALUES `
-	waveTuple = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	waveTuple = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// insertPlacementsSQL stores the placements (detail) of the waves that have any.
+	insertPlacementsSQL = `INSERT INTO parallel_execution_wave_placements (wave_id, detail) VALUES `
+	placementTuple      = `(?, ?)`
 )
 
 func waveArgs(r store.WaveRow, now time.Time) []any {
 	return []any{r.ID, r.ExecutionID, r.WaveNumber, r.Status, r.TaskCount, r.CompletedCount, r.FailedCount,
-		r.SkippedCount, r.ActiveAgents, r.BaseCommit, r.IntegrationCommit, r.Detail, ts(now), nts(r.StartTime), nts(r.EndTime)}
+		r.SkippedCount, r.ActiveAgents, r.BaseCommit, r.IntegrationCommit, ts(now), nts(r.StartTime), nts(r.EndTime)}
+}
+
+// insertWaves stores a run's waves, then the placements of those that have any.
+func insertWaves(ctx context.Context, tx querier, rows []store.WaveRow, now time.Time) error {
+	id := func(w store.WaveRow) string { return w.ID }
+	if err := insertRows(ctx, tx, "waves", insertWavesSQL, waveTuple, rows, id,
+		func(w store.WaveRow) []any { return waveArgs(w, now) }); err != nil {
+		return err
+	}
+	var placed []store.WaveRow
+	for _, w := range rows {
+		if w.Detail != "{}" && w.Detail != "" {
+			placed = append(placed, w)
+		}
+	}
+	return insertRows(ctx, tx, "wave placements", insertPlacementsSQL, placementTuple, placed, id,
+		func(w store.WaveRow) []any { return []any{w.ID, w.Detail} })
 }
 
 const (
@@ -309,8 +333,7 @@ func (s *Store) CreateExecution(ctx context.Context, e *schedulerv1.Execution, w
 		if err != nil {
 			return uniqueExists(fmt.Errorf("insert execution: %w", err))
 		}
-		if err := insertRows(ctx, tx, "waves", insertWavesSQL, waveTuple, wrows,
-			func(w store.WaveRow) string { return w.ID }, func(w store.WaveRow) []any { return waveArgs(w, t) }); err != nil {
+		if err := insertWaves(ctx, tx, wrows, t); err != nil {
 			return err
 		}
 		if err := insertRows(ctx, tx, "assignments", insertAssignmentsSQL, assignmentTuple, arows,
@@ -409,7 +432,7 @@ func (s *Store) Execution(ctx context.Context, id string) (*schedulerv1.Executio
 }
 
 func readWaves(ctx context.Context, q querier, id string) ([]*schedulerv1.Wave, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+waveColumns+` FROM parallel_execution_waves w
+	rows, err := q.QueryContext(ctx, `SELECT `+waveColumns+` FROM `+waveTables+`
 		WHERE w.execution_id = ? ORDER BY w.wave_number`, id)
 	return collect(rows, err, scanWave)
 }

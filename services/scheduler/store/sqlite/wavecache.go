@@ -73,7 +73,7 @@ func clonePlacements(ps []*schedulerv1.WavePlacement) []*schedulerv1.WavePlaceme
 // readWavesCached is readWaves with the placements of a wave whose detail did not change since
 // the last read taken from the cache.
 func (s *Store) readWavesCached(ctx context.Context, q querier, id string) ([]*schedulerv1.Wave, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+waveColumns+` FROM parallel_execution_waves w
+	rows, err := q.QueryContext(ctx, `SELECT `+waveColumns+` FROM `+waveTables+`
 		WHERE w.execution_id = ? ORDER BY w.wave_number`, id)
 	return collect(rows, err, func(row scanner) (*schedulerv1.Wave, error) {
 		r, err := scanWaveRowRaw(row)

@@ -65,7 +65,7 @@ func TestPlacementsReadAgainWhenTheDetailChanges(t *testing.T) {
 			t.Fatalf("placements %v, want %v", got, want)
 		}
 	}
-	if _, err := s.DB().ExecContext(ctx, `UPDATE parallel_execution_waves SET detail = ? WHERE wave_id = 'ex/w1'`,
+	if _, err := s.DB().ExecContext(ctx, `UPDATE parallel_execution_wave_placements SET detail = ? WHERE wave_id = 'ex/w1'`,
 		`{"placements":[{"taskId":"other","message":"rewritten"}]}`); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@
 package storetest
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/converge-dev/converge/platform/database"
@@ -22,15 +23,22 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	harness.RunSchema(t, newStore, harness.SchemaSpec{
 		Tables:  schema,
 		Indexes: indexes,
-		Adjust: func(d database.Dialect, _ harness.Schema, idx map[string]harness.Index) {
-			// Postgres only (its migration 0010): an MVCC index for the lock batch's read of an
-			// execution's held assignments, which the SQLite store does not make.
-			if d == database.DialectPostgres {
+		Adjust: func(d database.Dialect, tables harness.Schema, idx map[string]harness.Index) {
+			switch d {
+			case database.DialectPostgres:
+				// Its migration 0010: an MVCC index for the lock batch's read of an execution's
+				// held assignments, which the SQLite store does not make.
 				idx["wave_task_assignments_exec_held_idx"] = harness.Index{Table: "wave_task_assignments", Partial: true}
+			case database.DialectSQLite:
+				// Its migration 0012: a wave's placements in a table of their own.
+				tables["parallel_execution_waves"] = slices.DeleteFunc(slices.Clone(tables["parallel_execution_waves"]),
+					func(c string) bool { return c == "detail" })
+				tables["parallel_execution_wave_placements"] = []string{"wave_id", "detail"}
 			}
 		},
-		Cases: constraintCases(),
-		SQLiteCases: []harness.Case{{
+		Cases:         constraintCases(),
+		PostgresCases: postgresWaveCases,
+		SQLiteCases: append(slices.Clone(sqliteWaveCases), []harness.Case{{
 			Name:  "timestamp not in canonical form",
 			Setup: fixtures,
 			Stmt:  harness.S(`UPDATE task_list_execution_runs SET started_at = '2026-01-16 10:00:00' WHERE execution_id = 'ex1'`),
@@ -40,7 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 			Setup: fixtures,
 			Stmt:  harness.S(`UPDATE tasks SET requires_signoff = 2`),
 			Want:  database.CheckViolation,
-		}},
+		}}...),
 	})
 	t.Run("TaskLists", func(t *testing.T) {
 		t.Parallel()
