@@ -31,18 +31,50 @@ func migrationsBefore(t *testing.T, version string) fs.FS {
 	return out
 }
 
+// storeFrom is a store opened (and so migrated to the newest version) on a database that was
+// migrated to the versions below version and then given the rows of seed: a migration's test of
+// what it does to a database's existing rows.
+func storeFrom(t *testing.T, version string, seed ...string) *Store {
+	t.Helper()
+	ctx := t.Context()
+	path := dbtest.SQLite(t)
+	db, err := database.OpenSQLite(path)
+	require.NoError(t, err)
+	_, err = database.MigrateSQLite(ctx, db, store.Service, migrationsBefore(t, version))
+	require.NoError(t, err)
+	for _, stmt := range seed {
+		_, err := db.ExecContext(ctx, stmt)
+		require.NoError(t, err, stmt)
+	}
+	require.NoError(t, db.Close())
+	s, err := New(ctx, path, database.WithMigrate())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// queryStrings answers the one text column of query's rows, in order.
+func queryStrings(t *testing.T, s *Store, query string, args ...any) []string {
+	t.Helper()
+	rows, err := s.DB().QueryContext(t.Context(), query, args...)
+	require.NoError(t, err)
+	var out []string
+	for rows.Next() {
+		var v string
+		require.NoError(t, rows.Scan(&v))
+		out = append(out, v)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
 // TestLogTableWithoutRowidKeepsTheLog: migration 0010 stores the execution log clustered on
 // (execution_id, seq) (one B-tree insert less per entry) and carries a database's existing
 // entries over, every column and index as before.
 func TestLogTableWithoutRowidKeepsTheLog(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	path := dbtest.SQLite(t)
-	db, err := database.OpenSQLite(path)
-	require.NoError(t, err)
-	_, err = database.MigrateSQLite(ctx, db, store.Service, migrationsBefore(t, "0010"))
-	require.NoError(t, err)
-	for _, stmt := range []string{
+	s := storeFrom(t, "0010",
 		`INSERT INTO task_lists (id, name) VALUES ('tl', 'l')`,
 		`INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number, last_seq) VALUES ('ex1', 'tl', 1, 3)`,
 		`INSERT INTO task_execution_log (execution_id, seq, event_type, message, created_at)
@@ -53,30 +85,14 @@ func TestLogTableWithoutRowidKeepsTheLog(t *testing.T) {
 		`INSERT INTO task_execution_log (execution_id, seq, task_key, wave_number, instance_id, event_type, message,
 			context, created_at) VALUES ('ex1', 3, 't1', 1, 'agent-1', 'task_failed', 'boom',
 			'{"error": {"code": "TIMEOUT"}}', '2026-01-16T10:00:02.000Z')`,
-	} {
-		_, err := db.ExecContext(ctx, stmt)
-		require.NoError(t, err, stmt)
-	}
-	require.NoError(t, db.Close())
-
-	s, err := New(ctx, path, database.WithMigrate())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	)
 
 	var ddl string
 	require.NoError(t, s.DB().QueryRowContext(ctx,
 		`SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'task_execution_log'`).Scan(&ddl))
 	require.Contains(t, ddl, "WITHOUT ROWID")
-	var indexes []string
-	rows, err := s.DB().QueryContext(ctx,
+	indexes := queryStrings(t, s,
 		`SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'task_execution_log' AND sql IS NOT NULL ORDER BY name`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var n string
-		require.NoError(t, rows.Scan(&n))
-		indexes = append(indexes, n)
-	}
-	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"idx_exec_log_created_at", "idx_exec_log_errors", "idx_exec_log_task"}, indexes)
 
 	entries, _, last, err := s.ReadLog(ctx, store.LogQuery{ExecutionID: "ex1", Limit: 10})

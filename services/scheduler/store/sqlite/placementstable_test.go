@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-dev/converge/platform/database"
-	"github.com/converge-dev/converge/platform/database/dbtest"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -19,47 +18,18 @@ import (
 func TestWavePlacementsTableKeepsThePlacements(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	path := dbtest.SQLite(t)
-	db, err := database.OpenSQLite(path)
-	require.NoError(t, err)
-	_, err = database.MigrateSQLite(ctx, db, store.Service, migrationsBefore(t, "0012"))
-	require.NoError(t, err)
 	const placements = `{"placements":[{"taskId":"t1","reason":"PLACEMENT_REASON_DEPENDENCY_LEVEL","message":"no dependencies"}]}`
-	for _, stmt := range []string{
+	s := storeFrom(t, "0012",
 		`INSERT INTO task_lists (id, name) VALUES ('tl', 'l')`,
 		`INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number, wave_count) VALUES ('ex1', 'tl', 1, 2)`,
 		`INSERT INTO parallel_execution_waves (wave_id, execution_id, wave_number, task_count, detail)
-			VALUES ('ex1/w1', 'ex1', 1, 1, '` + placements + `')`,
+			VALUES ('ex1/w1', 'ex1', 1, 1, '`+placements+`')`,
 		`INSERT INTO parallel_execution_waves (wave_id, execution_id, wave_number, task_count) VALUES ('ex1/w2', 'ex1', 2, 0)`,
-	} {
-		_, err := db.ExecContext(ctx, stmt)
-		require.NoError(t, err, stmt)
-	}
-	require.NoError(t, db.Close())
+	)
 
-	s, err := New(ctx, path, database.WithMigrate())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-
-	var columns []string
-	rows, err := s.DB().QueryContext(ctx, `SELECT name FROM pragma_table_info('parallel_execution_waves') WHERE name = 'detail'`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var c string
-		require.NoError(t, rows.Scan(&c))
-		columns = append(columns, c)
-	}
-	require.NoError(t, rows.Err())
+	columns := queryStrings(t, s, `SELECT name FROM pragma_table_info('parallel_execution_waves') WHERE name = 'detail'`)
 	require.Empty(t, columns, "the wave rows keep no detail column")
-	var moved []string
-	rows, err = s.DB().QueryContext(ctx, `SELECT wave_id || ' ' || detail FROM parallel_execution_wave_placements ORDER BY wave_id`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var m string
-		require.NoError(t, rows.Scan(&m))
-		moved = append(moved, m)
-	}
-	require.NoError(t, rows.Err())
+	moved := queryStrings(t, s, `SELECT wave_id || ' ' || detail FROM parallel_execution_wave_placements ORDER BY wave_id`)
 	require.Equal(t, []string{"ex1/w1 " + placements}, moved, "only the wave with placements has a row")
 
 	_, waves, err := s.GetExecution(ctx, "ex1")
