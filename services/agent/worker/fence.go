@@ -25,14 +25,21 @@ func (l *lease) setLocks(locks []heldLock, ttl time.Duration) {
 	l.mu.Unlock()
 }
 
-// heldLocks answers the locks the work holds now (a lapsed lock taken again has a new token),
-// after any renewal round in flight.
-func (l *lease) heldLocks() []heldLock {
+// releaseLocks releases the locks the work holds, once. It takes them from the lease first,
+// after any renewal round in flight (renewMu), so it releases the tokens that round stored, and a
+// keeper or fence round that comes after finds no lock: without that, a round that ran while the
+// release was on its way (a Registry waiting for its Redis answers slowly) found the released lock
+// free, took it again with a new token and left it held for a whole lease after the work.
+func (l *lease) releaseLocks(ctx context.Context) {
 	l.renewMu.Lock()
-	defer l.renewMu.Unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]heldLock(nil), l.locks...)
+	locks := l.locks
+	l.locks = nil
+	l.mu.Unlock()
+	l.renewMu.Unlock()
+	if len(locks) > 0 {
+		l.w.unlock(ctx, locks)
+	}
 }
 
 // renewLocks extends every lock with its token. A lock that lapsed (expired, or lost with the

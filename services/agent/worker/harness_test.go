@@ -209,6 +209,9 @@ type fakeRegistry struct {
 	// unavailable answers that many AcquireLocks calls Unavailable (a Registry whose Redis is
 	// restarting) before it grants; acquireCalls counts every AcquireLocks call.
 	unavailable, acquireCalls int
+	// releaseUnavailable answers that many ReleaseLocks calls Unavailable before it releases;
+	// releaseCalls counts every ReleaseLocks call.
+	releaseUnavailable, releaseCalls int
 	// replaced, when set, is a session whose heartbeats are answered Aborted.
 	replaced string
 	// onHeartbeat, when set, sees every heartbeat.
@@ -341,6 +344,11 @@ func (f *fakeRegistry) ReleaseLocks(_ context.Context, req *registryv1.ReleaseLo
 	defer f.mu.Unlock()
 	if f.noBatch {
 		return nil, status.Error(codes.Unimplemented, "unknown method ReleaseLocks")
+	}
+	f.releaseCalls++
+	if f.releaseUnavailable > 0 {
+		f.releaseUnavailable--
+		return nil, status.Error(codes.Unavailable, "the store cannot answer now: retry later")
 	}
 	var rs []string
 	for _, l := range req.GetLocks() {

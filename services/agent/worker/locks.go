@@ -131,11 +131,17 @@ func lockTTL(ca *schedulerv1.ClaimedAssignment) time.Duration {
 	return max(ca.GetLeaseDuration().AsDuration(), time.Second)
 }
 
+// releaseTimeout bounds the release of a task's locks, retries included: a lock the Registry
+// could not be told of expires with its lease.
+const releaseTimeout = 10 * time.Second
+
 // unlock releases locks, also when ctx was cancelled: one ReleaseLocks call per 1,000 locks
-// (one AcquireLock per lock on a Registry that does not serve it). A lock the Registry no longer
-// counts as ours (expired, taken again) is left to its holder.
+// (one ReleaseLock per lock on a Registry that does not serve it). A call the Registry cannot
+// answer (restarting, its Redis away) is retried with backoff for up to releaseTimeout, as the
+// acquire is: a release given up at once left the lock held for a whole lease. A lock the
+// Registry no longer counts as ours (expired, taken again) is left to its holder.
 func (w *Worker) unlock(ctx context.Context, locks []heldLock) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	for len(locks) > 0 {
 		batch := locks[:min(len(locks), maxLockBatch)]
@@ -144,7 +150,9 @@ func (w *Worker) unlock(ctx context.Context, locks []heldLock) {
 		for i, lk := range batch {
 			grants[i] = &registryv1.LockGrant{Resource: lk.resource, Token: lk.token}
 		}
-		r, err := w.cfg.Registry.ReleaseLocks(rctx, &registryv1.ReleaseLocksRequest{Holder: w.cfg.InstanceID, Locks: grants})
+		r, err := retryLock(rctx, releaseTimeout, func() (*registryv1.ReleaseLocksResponse, error) {
+			return w.cfg.Registry.ReleaseLocks(rctx, &registryv1.ReleaseLocksRequest{Holder: w.cfg.InstanceID, Locks: grants})
+		})
 		switch {
 		case status.Code(err) == codes.Unimplemented:
 			w.unlockOneByOne(rctx, append(batch, locks...))
@@ -162,7 +170,10 @@ func (w *Worker) unlock(ctx context.Context, locks []heldLock) {
 // unlockOneByOne releases locks one ReleaseLock at a time.
 func (w *Worker) unlockOneByOne(ctx context.Context, locks []heldLock) {
 	for _, lk := range locks {
-		if _, err := w.cfg.Registry.ReleaseLock(ctx, &registryv1.ReleaseLockRequest{Resource: lk.resource, Holder: w.cfg.InstanceID, Token: lk.token}); err != nil {
+		_, err := retryLock(ctx, releaseTimeout, func() (*registryv1.ReleaseLockResponse, error) {
+			return w.cfg.Registry.ReleaseLock(ctx, &registryv1.ReleaseLockRequest{Resource: lk.resource, Holder: w.cfg.InstanceID, Token: lk.token})
+		})
+		if err != nil {
 			w.log.Warn("release lock", "resource", lk.resource, "err", err)
 		}
 	}

@@ -48,7 +48,7 @@ func TestTaskLocksItsFilesInOneCall(t *testing.T) {
 }
 
 // A lock request the Registry cannot answer (its Redis restarting) is retried, and the task runs
-// once it answers; a Registry that stays down gives the task back to the queue (CANCELLED, which
+// once it answers; so is a release; a Registry that stays down gives the task back to the queue (CANCELLED, which
 // the Scheduler requeues) instead of failing it and with it the run.
 func TestLocksWaitOutARegistryThatCannotAnswer(t *testing.T) {
 	t.Parallel()
@@ -68,6 +68,20 @@ func TestLocksWaitOutARegistryThatCannotAnswer(t *testing.T) {
 		defer h.reg.mu.Unlock()
 		require.Equal(t, 3, h.reg.acquireCalls, "two answered Unavailable, the third granted")
 		require.Equal(t, [][]string{{"ex_1/a.txt"}}, h.reg.releases, "the granted lock released")
+	})
+	t.Run("release after two tries", func(t *testing.T) {
+		t.Parallel()
+		h := startWorker(t, nil)
+		h.reg.mu.Lock()
+		h.reg.releaseUnavailable = 2
+		h.reg.mu.Unlock()
+		h.sched.push(claimed(t, task("t3"), origin(t)))
+		c := h.complete()
+		require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c)
+		h.reg.mu.Lock()
+		defer h.reg.mu.Unlock()
+		require.Equal(t, 3, h.reg.releaseCalls, "two answered Unavailable, the third released")
+		require.Equal(t, [][]string{{"ex_1/a.txt"}}, h.reg.releases, "released, not left held for a lease")
 	})
 	t.Run("down for good", func(t *testing.T) {
 		t.Parallel()

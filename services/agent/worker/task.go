@@ -120,7 +120,7 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	l.setLocks(pr.locks, lockTTL(ca))
 	defer func() {
 		if w.replacedErr() == nil { // a replaced session's locks were released by the Registry: not ours
-			w.unlock(ctx, l.heldLocks())
+			l.releaseLocks(ctx)
 		}
 	}()
 	l.clock.mark(phasePrime)
