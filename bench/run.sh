@@ -183,15 +183,17 @@ want dag && run dag.json bench/dag go run . --json --agents "$AGENTS" --chain-ta
 want floor && run dag-floor.json bench/dag go run . --floor --mode postgres --json --agents "$AGENTS" \
 	--tasks "$(( DAG_TASKS < 1024 ? DAG_TASKS : 1024 ))" --peer-rounds "$PEER_ROUNDS"
 # R8: the same run of LOAD_AGENTS agents without WatchExecution streams (the peer), with
-# LOAD_STREAMS of them taking up to 100 entries per message, and with as many taking one entry per
-# message (as clients did before max_entries_per_message), one after the other.
+# LOAD_STREAMS of them taking up to 100 entries per message (the client reading each entry's seq
+# and time), the same with the client decoding every field, and with as many taking one entry per
+# message (as clients did before max_entries_per_message, decoded in full), one after the other.
 if want load; then
-	# LOAD_ROUNDS alternated rounds of the three (50 agent processes starting make one run's wall
+	# LOAD_ROUNDS alternated rounds of the four (50 agent processes starting make one run's wall
 	# vary more than the streams cost); bench/report takes each kind's median.
 	for r in $(seq "$LOAD_ROUNDS"); do
 		run "load-0.$r.json" bench/load go run . --json --streams 0 --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
 		run "load-streams.$r.json" bench/load go run . --json --streams "$LOAD_STREAMS" --batch 100 --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
-		run "load-streams-single.$r.json" bench/load go run . --json --streams "$LOAD_STREAMS" --batch 1 --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
+		run "load-streams-full.$r.json" bench/load go run . --json --streams "$LOAD_STREAMS" --batch 100 --decode full --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
+		run "load-streams-single.$r.json" bench/load go run . --json --streams "$LOAD_STREAMS" --batch 1 --decode full --agents "$LOAD_AGENTS" --tasks "$LOAD_TASKS" --width 50 --conns 4
 	done
 fi
 

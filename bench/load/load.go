@@ -30,12 +30,13 @@ import (
 
 // config is one load run.
 type config struct {
-	Streams int // WatchExecution streams
-	Batch   int // max_entries_per_message of each stream (0 or 1: one entry per message)
-	Conns   int // client connections the streams are spread over
-	Agents  int // converge-agent processes
-	Tasks   int // tasks of the execution, each `true`
-	Width   int // tasks per layer: task i depends on task i-Width (Tasks/Width waves)
+	Streams int    // WatchExecution streams
+	Batch   int    // max_entries_per_message of each stream (0 or 1: one entry per message)
+	Conns   int    // client connections the streams are spread over
+	Decode  string // decodeSeq: each entry's seq and time only; decodeFull: every entry
+	Agents  int    // converge-agent processes
+	Tasks   int    // tasks of the execution, each `true`
+	Width   int    // tasks per layer: task i depends on task i-Width (Tasks/Width waves)
 
 	PostgresURL string // server; a private database is made and dropped
 	RedisURL    string
@@ -138,6 +139,50 @@ func heapInuse(metricsAddr string) int64 {
 	}
 	return 0
 }
+
+// openWatch opens a WatchExecution stream and answers its receive: the entries of the next
+// message (none for a keep-alive or an execution snapshot), io.EOF at its end. decode "seq" reads
+// each entry's seq and time only (lite.go), "full" every entry into the generated types.
+func openWatch(ctx context.Context, cc *grpc.ClientConn, req *schedulerv1.WatchExecutionRequest, decode string) (func() ([]liteEntry, error), error) {
+	if decode == decodeFull {
+		stream, err := schedulerv1.NewSchedulerServiceClient(cc).WatchExecution(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		var out []liteEntry
+		return func() ([]liteEntry, error) {
+			msg, err := stream.Recv()
+			if err != nil {
+				return nil, err
+			}
+			out = out[:0]
+			for _, en := range msg.GetEntries() {
+				out = append(out, liteEntry{seq: en.GetSeq(), at: en.GetTime().AsTime()})
+			}
+			if en := msg.GetEntry(); en != nil {
+				out = append(out, liteEntry{seq: en.GetSeq(), at: en.GetTime().AsTime()})
+			}
+			return out, nil
+		}, nil
+	}
+	stream, err := liteWatch(ctx, cc, req)
+	if err != nil {
+		return nil, err
+	}
+	var msg liteMessage
+	return func() ([]liteEntry, error) {
+		if err := stream.RecvMsg(&msg); err != nil {
+			return nil, err
+		}
+		return msg.entries, nil
+	}, nil
+}
+
+// The streams' decodes (config.Decode).
+const (
+	decodeSeq  = "seq"
+	decodeFull = "full"
+)
 
 // streamResult is what one WatchExecution stream saw.
 type streamResult struct {
@@ -269,8 +314,7 @@ func measure(ctx context.Context, tb clustertest.TB, cfg config, logs string) (r
 		go func(i int) {
 			defer wg.Done()
 			r := &results[i]
-			c := schedulerv1.NewSchedulerServiceClient(conns[i%len(conns)])
-			stream, err := c.WatchExecution(watchCtx, &schedulerv1.WatchExecutionRequest{ExecutionId: id, MaxEntriesPerMessage: int32(cfg.Batch)})
+			recv, err := openWatch(watchCtx, conns[i%len(conns)], &schedulerv1.WatchExecutionRequest{ExecutionId: id, MaxEntriesPerMessage: int32(cfg.Batch)}, cfg.Decode)
 			if err != nil {
 				r.err = err
 				if opened.Add(1) == int64(cfg.Streams) {
@@ -280,7 +324,7 @@ func measure(ctx context.Context, tb clustertest.TB, cfg config, logs string) (r
 			}
 			first := true
 			for {
-				msg, err := stream.Recv()
+				entries, err := recv()
 				now := time.Now()
 				if first {
 					first = false
@@ -295,19 +339,15 @@ func measure(ctx context.Context, tb clustertest.TB, cfg config, logs string) (r
 					r.err = err
 					return
 				}
-				entries := msg.GetEntries()
-				if en := msg.GetEntry(); en != nil {
-					entries = append(entries, en)
-				}
 				if len(entries) == 0 {
 					continue // keep-alive
 				}
 				messages.Add(1)
 				for _, en := range entries {
 					delivered.Add(1)
-					r.seqs = append(r.seqs, en.GetSeq())
-					if lf := liveFrom.Load(); lf != 0 && en.GetTime().AsTime().UnixNano() >= lf {
-						r.lat = append(r.lat, now.Sub(en.GetTime().AsTime()))
+					r.seqs = append(r.seqs, en.seq)
+					if lf := liveFrom.Load(); lf != 0 && en.at.UnixNano() >= lf {
+						r.lat = append(r.lat, now.Sub(en.at))
 					}
 				}
 			}

@@ -10,18 +10,22 @@ import (
 // A scaled-down load run (300 streams: more than one principal's default quota of 256 open
 // streams, which the run raises; 5 agents, 40 tasks) on the real binaries, Postgres and Redis:
 // the execution converges and every stream sees exactly the log, in batched messages and one
-// entry per message. No timed assertion: the figures are logged.
+// entry per message, read by the light client (seq and time) and decoded in full. No timed
+// assertion: the figures are logged.
 func TestLoadScaledDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the real binaries")
 	}
-	for _, batch := range []int{1, 100} {
-		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) { loadScaledDown(t, batch) })
+	for _, tc := range []struct {
+		batch  int
+		decode string
+	}{{1, decodeFull}, {100, decodeSeq}} {
+		t.Run(fmt.Sprintf("batch=%d/decode=%s", tc.batch, tc.decode), func(t *testing.T) { loadScaledDown(t, tc.batch, tc.decode) })
 	}
 }
 
-func loadScaledDown(t *testing.T, batch int) {
-	cfg := config{Streams: 300, Batch: batch, Conns: 2, Agents: 5, Tasks: 40, Width: 10, Timeout: 10 * time.Minute,
+func loadScaledDown(t *testing.T, batch int, decode string) {
+	cfg := config{Streams: 300, Batch: batch, Decode: decode, Conns: 2, Agents: 5, Tasks: 40, Width: 10, Timeout: 10 * time.Minute,
 		PostgresURL: envOr("CONVERGE_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
 		RedisURL:    envOr("CONVERGE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
 		Logf:        t.Logf}

@@ -29,6 +29,7 @@ func main() {
 	flag.IntVar(&cfg.Streams, "streams", 1000, "WatchExecution streams, from cursor 0, held for the whole run")
 	flag.IntVar(&cfg.Batch, "batch", 100, "entries per message a stream asks for (WatchExecution's max_entries_per_message; 0 or 1: one per message)")
 	flag.IntVar(&cfg.Conns, "conns", 4, "client connections the streams are spread over")
+	flag.StringVar(&cfg.Decode, "decode", decodeSeq, "what the streams' client decodes of each entry: seq (its seq and time, as a watcher that counts entries) or full (every field, into the generated types)")
 	flag.IntVar(&cfg.Agents, "agents", 50, "converge-agent processes")
 	flag.IntVar(&cfg.Tasks, "tasks", 300, "tasks of the execution, each `true`")
 	flag.IntVar(&cfg.Width, "width", 50, "tasks per layer (task i depends on task i-width)")
@@ -39,6 +40,10 @@ func main() {
 	results := flag.String("results", "", "also write the table to this markdown file")
 	jsonOut := flag.Bool("json", false, "print the figures as one JSON object instead of the table (bench/run.sh feeds it to bench/report)")
 	flag.Parse()
+	if cfg.Decode != decodeSeq && cfg.Decode != decodeFull {
+		fmt.Fprintf(os.Stderr, "load: --decode %q: want %s or %s\n", cfg.Decode, decodeSeq, decodeFull)
+		os.Exit(2)
+	}
 	cfg.Logf = func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "%s load: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
@@ -74,6 +79,14 @@ func envOr(name, def string) string {
 	return def
 }
 
+// decodeWhat says in words what the streams' client decoded.
+func decodeWhat(decode string) string {
+	if decode == decodeFull {
+		return "every entry in full"
+	}
+	return "each entry's seq and time"
+}
+
 func mib(kb int64) string { return fmt.Sprintf("%.1f MiB", float64(kb)/1024) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
@@ -88,7 +101,7 @@ func printTable(w io.Writer, r result) {
 		{"log entries", fmt.Sprint(r.Events)},
 		{"WatchExecution streams", fmt.Sprintf("%d from cursor 0 over %d connections (opened in %s)", c.Streams, c.Conns, r.StreamsOpen.Round(time.Millisecond))},
 		{"streams that saw every entry", fmt.Sprintf("%d / %d (same seqs as GetExecutionLog, no gap, no duplicate, in order)", r.StreamsExact, c.Streams)},
-		{"entries delivered", fmt.Sprintf("%d in %d messages (max_entries_per_message %d)", r.Delivered, r.Messages, c.Batch)},
+		{"entries delivered", fmt.Sprintf("%d in %d messages (max_entries_per_message %d); the client decoded %s", r.Delivered, r.Messages, c.Batch, decodeWhat(c.Decode))},
 		{"run wall time", fmt.Sprintf("%.1f s (resume → execution ended)", r.Wall.Seconds())},
 		{"CPU, resume → every stream closed", fmt.Sprintf("Scheduler %.2f s; the streams' client (this process) %.2f s", r.SchedCPU.Seconds(), r.ClientCPU.Seconds())},
 		{"delivery latency p50 / p99 / max", fmt.Sprintf("%s / %s / %s (store time → received, %d samples)", ms(r.LatP50), ms(r.LatP99), ms(r.LatMax), r.LatSamples)},
@@ -115,6 +128,7 @@ func writeJSON(w io.Writer, r result, runErr error) {
 	out := struct {
 		Streams        int      `json:"streams"`
 		Batch          int      `json:"batch"`     // max_entries_per_message
+		Decode         string   `json:"decode"`    // what the client decoded: seq or full
 		Delivered      int64    `json:"delivered"` // entries received over every stream
 		Messages       int64    `json:"messages"`  // in this many messages
 		Agents         int      `json:"agents"`
@@ -135,7 +149,7 @@ func writeJSON(w io.Writer, r result, runErr error) {
 		SchedHeapPeak  int64    `json:"scheduler_heap_peak_bytes"`
 		StreamErrors   []string `json:"stream_errors,omitempty"` // the streams that were not exact, the first few
 		Error          string   `json:"error,omitempty"`
-	}{Streams: r.Config.Streams, Batch: r.Config.Batch, Delivered: r.Delivered, Messages: r.Messages, Agents: r.Config.Agents, Tasks: r.Config.Tasks, Width: r.Config.Width, Outcome: r.Outcome,
+	}{Streams: r.Config.Streams, Batch: r.Config.Batch, Decode: r.Config.Decode, Delivered: r.Delivered, Messages: r.Messages, Agents: r.Config.Agents, Tasks: r.Config.Tasks, Width: r.Config.Width, Outcome: r.Outcome,
 		Events: r.Events, WallS: r.Wall.Seconds(), SchedCPUS: r.SchedCPU.Seconds(), ClientCPUS: r.ClientCPU.Seconds(), StreamsExact: r.StreamsExact, StreamsOpenS: r.StreamsOpen.Seconds(),
 		LatP50Ms: float64(r.LatP50.Microseconds()) / 1000, LatP99Ms: float64(r.LatP99.Microseconds()) / 1000,
 		SchedRSSIdleKB: r.SchedRSSIdleKB, SchedRSSPeakKB: r.SchedRSSPeakKB, SchedHeapIdle: r.SchedHeapIdle, SchedHeapPeak: r.SchedHeapPeak,

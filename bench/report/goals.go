@@ -461,6 +461,7 @@ func median(v []float64) float64 {
 type loadRun struct {
 	Streams        int     `json:"streams"`
 	Batch          int     `json:"batch"`     // max_entries_per_message of each stream
+	Decode         string  `json:"decode"`    // what the streams' client decoded: seq, full ("": full, before the field)
 	Delivered      int64   `json:"delivered"` // entries received over every stream
 	Messages       int64   `json:"messages"`  // in this many messages
 	Agents         int     `json:"agents"`
@@ -529,11 +530,29 @@ func singleLoadRun(dir string) (loadRun, bool) {
 	return r, err == nil && r.WallS > 0
 }
 
+// fullLoadRun is the (median) run whose batched streams' client decoded every entry in full
+// (load-streams-full), when this run made it.
+func fullLoadRun(dir string) (loadRun, bool) {
+	r, _, err := loadKind(dir, "load-streams-full")
+	return r, err == nil && r.WallS > 0
+}
+
+// decoded says what a run's streams' client decoded of each entry.
+func decoded(r loadRun) string {
+	if r.Streams == 0 {
+		return "—"
+	}
+	if r.Decode == "seq" {
+		return "seq and time"
+	}
+	return "every field"
+}
+
 // loadRounds says how many rounds of each kind this run made and their walls, when more than one.
 func loadRounds(dir string) string {
 	var parts []string
 	n := 0
-	for _, k := range [][2]string{{"load-0", "no streams"}, {"load-streams", "batched"}, {"load-streams-single", "one per message"}} {
+	for _, k := range [][2]string{{"load-0", "no streams"}, {"load-streams", "batched"}, {"load-streams-full", "batched, decoded in full"}, {"load-streams-single", "one per message"}} {
 		_, walls, err := loadKind(dir, k[0])
 		if err != nil {
 			continue
@@ -573,12 +592,16 @@ func watchersGoal(dir string) goal {
 	g.measure = fmt.Sprintf("%s WatchExecution streams during a run of %d tasks, %d agents (`bench/load`), wall vs the same run without streams",
 		thousands(with.Streams), with.Tasks, with.Agents)
 	g.peer = fmt.Sprintf("%.1f s (0 streams)", without.WallS)
-	g.ours = fmt.Sprintf("%.1f s (%d / %d streams exact; entries per message %s)", with.WallS, with.StreamsExact, with.Streams, perMessage(with))
+	g.ours = fmt.Sprintf("%.1f s (%d / %d streams exact; entries per message %s; the client decodes %s)", with.WallS, with.StreamsExact, with.Streams, perMessage(with), decoded(with))
 	if rounds := loadRounds(dir); rounds != "" {
 		g.ours += "; " + rounds
 	}
 	g.ratio = x(div(with.WallS, without.WallS))
 	g.met = verdict(div(with.WallS, without.WallS) <= 1.1 && with.StreamsExact == with.Streams && with.Error == "" && without.Error == "")
+	if full, ok := fullLoadRun(dir); ok && with.Decode == "seq" {
+		g.met += fmt.Sprintf(" (the client decoding every field: %s, its CPU %.2f s against %.2f s, the Scheduler's %.2f s against %.2f s)",
+			x(div(full.WallS, without.WallS)), full.ClientCPUS, with.ClientCPUS, full.SchedCPUS, with.SchedCPUS)
+	}
 	if single, ok := singleLoadRun(dir); ok && with.Batch > 1 {
 		g.met += fmt.Sprintf(" (one entry per message: %s; the Scheduler's CPU %.2f s batched, %.2f s one per message, %.2f s without streams)",
 			x(div(single.WallS, without.WallS)), with.SchedCPUS, single.SchedCPUS, without.SchedCPUS)
@@ -603,10 +626,15 @@ func watchers(w io.Writer, dir string) {
 	fmt.Fprintf(w, "from the resume of the paused run to its end; a stream is exact when it received the log's seqs in\n")
 	fmt.Fprintf(w, "order with no gap and no duplicate. CPU is from the resume until every stream closed: the\n")
 	fmt.Fprintf(w, "Scheduler process's, and the streams' client's (bench/load itself, receiving and decoding), both on\n")
-	fmt.Fprintf(w, "the same 2 cores as the run.\n\n")
-	fmt.Fprintf(w, "| run | entries per message | outcome | log entries | wall | × no streams | Scheduler CPU | client CPU | streams exact | delivery p50 | delivery p99 | Scheduler RSS peak | Scheduler heap peak |\n")
-	fmt.Fprintf(w, "|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(w, "the same 2 cores as the run. The client reads each entry's seq and time only (a watcher following\n")
+	fmt.Fprintf(w, "progress), or, where this run made it, decodes every field into the generated types: its CPU\n")
+	fmt.Fprintf(w, "then competes with the run's for the same 2 cores.\n\n")
+	fmt.Fprintf(w, "| run | entries per message | client decodes | outcome | log entries | wall | × no streams | Scheduler CPU | client CPU | streams exact | delivery p50 | delivery p99 | Scheduler RSS peak | Scheduler heap peak |\n")
+	fmt.Fprintf(w, "|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	runs := []loadRun{without, with}
+	if full, ok := fullLoadRun(dir); ok {
+		runs = append(runs, full)
+	}
 	if single, ok := singleLoadRun(dir); ok {
 		runs = append(runs, single)
 	}
@@ -619,7 +647,7 @@ func watchers(w io.Writer, dir string) {
 		if r.Error != "" {
 			outcome += "; error: " + r.Error
 		}
-		fmt.Fprintf(w, "| %s streams | %s | %s | %d | %.1f s | %s | %.2f s | %.2f s | %s | %s | %s | %.1f MiB | %.1f MiB |\n", thousands(r.Streams), per, outcome, r.Events, r.WallS,
+		fmt.Fprintf(w, "| %s streams | %s | %s | %s | %d | %.1f s | %s | %.2f s | %.2f s | %s | %s | %s | %.1f MiB | %.1f MiB |\n", thousands(r.Streams), per, decoded(r), outcome, r.Events, r.WallS,
 			x(div(r.WallS, without.WallS)), r.SchedCPUS, r.ClientCPUS, exact, p50, p99, float64(r.SchedRSSPeakKB)/1024, float64(r.SchedHeapPeak)/(1<<20))
 	}
 }

@@ -13,6 +13,7 @@
 //	fanout.txt         go test -bench BenchmarkFanout output (services/scheduler): the growth benchmark
 //	fanout-meta.txt    "key: value" lines: when, at which commit and by which command fanout.txt was made
 //	load-0.json        bench/load --json without streams; load-streams.json: with them, batched;
+//	                   load-streams-full.json: batched, the client decoding every field;
 //	                   load-streams-single.json: with them, one entry per message (R8)
 //	load.txt           the load average every 30 s during the run ("HH:MM:SS 1min 5min 15min")
 //

@@ -289,18 +289,20 @@ func TestPostgresBackendsCPUInGrowth(t *testing.T) {
 }
 
 // TestWatchersBatchedAndSingle: R8's row is the batched streams' run, names how many entries a
-// message carried and the one-entry-per-message run beside it; the section lists all three runs.
+// message carried, what its client decoded, and the full-decode and one-entry-per-message runs
+// beside it; the section lists all four runs.
 func TestWatchersBatchedAndSingle(t *testing.T) {
 	dir := t.TempDir()
-	run := func(streams, batch int, wall float64, messages int64, cpu float64) string {
-		return fmt.Sprintf(`{"streams": %d, "batch": %d, "delivered": %d, "messages": %d, "agents": 50, "tasks": 300, "width": 50,
+	run := func(streams, batch int, decode string, wall float64, messages int64, cpu float64) string {
+		return fmt.Sprintf(`{"streams": %d, "batch": %d, "decode": %q, "delivered": %d, "messages": %d, "agents": 50, "tasks": 300, "width": 50,
  "outcome": "CONVERGED_PENDING_HUMAN", "events": 1200, "wall_s": %g, "scheduler_cpu_s": %g, "client_cpu_s": 3.5, "streams_exact": %d}`,
-			streams, batch, 1200*streams, messages, wall, cpu, streams)
+			streams, batch, decode, 1200*streams, messages, wall, cpu, streams)
 	}
 	for name, body := range map[string]string{
-		"load-0.json":              run(0, 0, 2.0, 0, 0.5),
-		"load-streams.json":        run(1000, 100, 2.1, 300000, 0.9),
-		"load-streams-single.json": run(1000, 1, 5.0, 1200000, 4.2),
+		"load-0.json":              run(0, 0, "seq", 2.0, 0, 0.5),
+		"load-streams.json":        run(1000, 100, "seq", 2.1, 300000, 0.9),
+		"load-streams-full.json":   run(1000, 100, "full", 2.4, 300000, 0.95),
+		"load-streams-single.json": run(1000, 1, "", 5.0, 1200000, 4.2),
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -309,12 +311,15 @@ func TestWatchersBatchedAndSingle(t *testing.T) {
 	var b bytes.Buffer
 	write(&b, dir)
 	row := rowOf(b.String(), "R8")
-	for _, want := range []string{"2.1 s (1000 / 1000 streams exact; entries per message ≤ 100 (4.0 on average))", "| 1.05× |", "met (one entry per message: 2.50×; the Scheduler's CPU 0.90 s batched, 4.20 s one per message, 0.50 s without streams)"} {
+	for _, want := range []string{"2.1 s (1000 / 1000 streams exact; entries per message ≤ 100 (4.0 on average); the client decodes seq and time)", "| 1.05× |",
+		"met (the client decoding every field: 1.20×, its CPU 3.50 s against 3.50 s, the Scheduler's 0.95 s against 0.90 s)",
+		"(one entry per message: 2.50×; the Scheduler's CPU 0.90 s batched, 4.20 s one per message, 0.50 s without streams)"} {
 		if !strings.Contains(row, want) {
 			t.Errorf("R8 row lacks %q: %s", want, row)
 		}
 	}
-	for _, want := range []string{"| 1,000 streams | ≤ 100 (4.0 on average) |", "| 1,000 streams | 1 | CONVERGED_PENDING_HUMAN | 1200 | 5.0 s | 2.50× | 4.20 s | 3.50 s |", "| 0 streams | — |"} {
+	for _, want := range []string{"| 1,000 streams | ≤ 100 (4.0 on average) | seq and time |", "| 1,000 streams | ≤ 100 (4.0 on average) | every field | CONVERGED_PENDING_HUMAN | 1200 | 2.4 s | 1.20× |",
+		"| 1,000 streams | 1 | every field | CONVERGED_PENDING_HUMAN | 1200 | 5.0 s | 2.50× | 4.20 s | 3.50 s |", "| 0 streams | — | — |"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("R8 section lacks %q", want)
 		}
