@@ -25,21 +25,20 @@ func (l *lease) setLocks(locks []heldLock, ttl time.Duration) {
 	l.mu.Unlock()
 }
 
-// releaseLocks releases the locks the work holds, once. It takes them from the lease first,
-// after any renewal round in flight (renewMu), so it releases the tokens that round stored, and a
-// keeper or fence round that comes after finds no lock: without that, a round that ran while the
-// release was on its way (a Registry waiting for its Redis answers slowly) found the released lock
-// free, took it again with a new token and left it held for a whole lease after the work.
-func (l *lease) releaseLocks(ctx context.Context) {
+// takeLocks answers the locks the work holds and forgets them, once the work is over (its
+// release, or a replaced session's, whose locks the Registry released). It waits for any
+// renewal round in flight (renewMu), so it answers the tokens that round stored, and a keeper or
+// fence round that comes after finds no lock: without that, a round that ran while the release
+// was on its way (a Registry waiting for its restarted Redis answers slowly) found the released
+// lock free, took it again with a new token and left it held for a whole lease after the work.
+func (l *lease) takeLocks() []heldLock {
 	l.renewMu.Lock()
+	defer l.renewMu.Unlock()
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	locks := l.locks
 	l.locks = nil
-	l.mu.Unlock()
-	l.renewMu.Unlock()
-	if len(locks) > 0 {
-		l.w.unlock(ctx, locks)
-	}
+	return locks
 }
 
 // renewLocks extends every lock with its token. A lock that lapsed (expired, or lost with the

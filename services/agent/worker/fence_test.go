@@ -132,7 +132,7 @@ func TestReleaseEndsTheLocksRenewals(t *testing.T) {
 	released := make(chan struct{})
 	go func() {
 		defer close(released)
-		l.releaseLocks(context.Background())
+		w.unlock(context.Background(), l.takeLocks())
 	}()
 	<-reg.releasing
 	require.NoError(t, l.renewLocks(context.Background()), "a keeper round while the release is at the Registry")

@@ -119,8 +119,9 @@ func (w *Worker) runTask(ctx context.Context, l *lease) outcome {
 	pr := w.prime(ctx, ca)
 	l.setLocks(pr.locks, lockTTL(ca))
 	defer func() {
+		locks := l.takeLocks()
 		if w.replacedErr() == nil { // a replaced session's locks were released by the Registry: not ours
-			l.releaseLocks(ctx)
+			w.unlock(ctx, locks)
 		}
 	}()
 	l.clock.mark(phasePrime)
