@@ -145,14 +145,14 @@ func RequireSchema(t *testing.T, s SQLStore, want Schema) {
 		wantTables = append(wantTables, table)
 	}
 	var tables []string
-	for _, table := range queryStrings(t, s, tablesQuery[s.Dialect()]) {
+	for _, table := range QueryStrings(t, s, tablesQuery[s.Dialect()]) {
 		if !versionTable.MatchString(table) {
 			tables = append(tables, table)
 		}
 	}
 	require.ElementsMatch(t, wantTables, tables, "tables")
 	for table, columns := range want {
-		require.ElementsMatch(t, columns, queryStrings(t, s, columnsQuery[s.Dialect()], table), "columns of %s", table)
+		require.ElementsMatch(t, columns, QueryStrings(t, s, columnsQuery[s.Dialect()], table), "columns of %s", table)
 	}
 }
 
@@ -240,12 +240,14 @@ func RequireMigrated(t *testing.T, s SQLStore) {
 	require.NoError(t, err)
 	require.Equal(t, before, after)
 
-	tables := queryStrings(t, s, tablesQuery[s.Dialect()])
+	tables := QueryStrings(t, s, tablesQuery[s.Dialect()])
 	require.Contains(t, tables, table)
 	require.NotContains(t, tables, "goose_db_version", "migrations must not use goose's default table")
 }
 
-func queryStrings(t *testing.T, s SQLStore, query string, args ...any) []string {
+// QueryStrings answers the one text column of query's rows (written with ? placeholders, rebound
+// for the store's dialect), sorted.
+func QueryStrings(t *testing.T, s SQLStore, query string, args ...any) []string {
 	t.Helper()
 	rows, err := s.DB().QueryContext(t.Context(), Rebind(s.Dialect(), query), args...)
 	require.NoError(t, err, "%s", query)

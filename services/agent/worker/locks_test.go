@@ -48,40 +48,40 @@ func TestTaskLocksItsFilesInOneCall(t *testing.T) {
 }
 
 // A lock request the Registry cannot answer (its Redis restarting) is retried, and the task runs
-// once it answers; so is a release; a Registry that stays down gives the task back to the queue (CANCELLED, which
-// the Scheduler requeues) instead of failing it and with it the run.
+// once it answers; so is a release; a Registry that stays down gives the task back to the queue
+// (CANCELLED, which the Scheduler requeues) instead of failing it and with it the run.
 func TestLocksWaitOutARegistryThatCannotAnswer(t *testing.T) {
 	t.Parallel()
 	task := func(id string) *commonv1.Task {
 		return &commonv1.Task{Id: id, Title: "one file", File: "a.txt", Command: "true"}
 	}
-	t.Run("back after two tries", func(t *testing.T) {
-		t.Parallel()
+	// runOne runs one task against the fake Registry, set as set, and answers the Registry once
+	// the task succeeded.
+	runOne := func(t *testing.T, id string, set func(*fakeRegistry)) *fakeRegistry {
 		h := startWorker(t, nil)
 		h.reg.mu.Lock()
-		h.reg.unavailable = 2
+		set(h.reg)
 		h.reg.mu.Unlock()
-		h.sched.push(claimed(t, task("t1"), origin(t)))
+		h.sched.push(claimed(t, task(id), origin(t)))
 		c := h.complete()
 		require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c)
-		h.reg.mu.Lock()
-		defer h.reg.mu.Unlock()
-		require.Equal(t, 3, h.reg.acquireCalls, "two answered Unavailable, the third granted")
-		require.Equal(t, [][]string{{"ex_1/a.txt"}}, h.reg.releases, "the granted lock released")
+		return h.reg
+	}
+	t.Run("back after two tries", func(t *testing.T) {
+		t.Parallel()
+		reg := runOne(t, "t1", func(r *fakeRegistry) { r.unavailable = 2 })
+		reg.mu.Lock()
+		defer reg.mu.Unlock()
+		require.Equal(t, 3, reg.acquireCalls, "two answered Unavailable, the third granted")
+		require.Equal(t, [][]string{{"ex_1/a.txt"}}, reg.releases, "the granted lock released")
 	})
 	t.Run("release after two tries", func(t *testing.T) {
 		t.Parallel()
-		h := startWorker(t, nil)
-		h.reg.mu.Lock()
-		h.reg.releaseUnavailable = 2
-		h.reg.mu.Unlock()
-		h.sched.push(claimed(t, task("t3"), origin(t)))
-		c := h.complete()
-		require.Equal(t, schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, c.GetResult(), "%v", c)
-		h.reg.mu.Lock()
-		defer h.reg.mu.Unlock()
-		require.Equal(t, 3, h.reg.releaseCalls, "two answered Unavailable, the third released")
-		require.Equal(t, [][]string{{"ex_1/a.txt"}}, h.reg.releases, "released, not left held for a lease")
+		reg := runOne(t, "t3", func(r *fakeRegistry) { r.releaseUnavailable = 2 })
+		reg.mu.Lock()
+		defer reg.mu.Unlock()
+		require.Equal(t, 3, reg.releaseCalls, "two answered Unavailable, the third released")
+		require.Equal(t, [][]string{{"ex_1/a.txt"}}, reg.releases, "released, not left held for a lease")
 	})
 	t.Run("down for good", func(t *testing.T) {
 		t.Parallel()

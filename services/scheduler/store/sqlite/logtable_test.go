@@ -11,6 +11,7 @@ import (
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/database/dbtest"
+	platformstoretest "github.com/converge-dev/converge/platform/storetest"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -53,21 +54,6 @@ func storeFrom(t *testing.T, version string, seed ...string) *Store {
 	return s
 }
 
-// queryStrings answers the one text column of query's rows, in order.
-func queryStrings(t *testing.T, s *Store, query string, args ...any) []string {
-	t.Helper()
-	rows, err := s.DB().QueryContext(t.Context(), query, args...)
-	require.NoError(t, err)
-	var out []string
-	for rows.Next() {
-		var v string
-		require.NoError(t, rows.Scan(&v))
-		out = append(out, v)
-	}
-	require.NoError(t, rows.Err())
-	return out
-}
-
 // TestLogTableWithoutRowidKeepsTheLog: migration 0010 stores the execution log clustered on
 // (execution_id, seq) (one B-tree insert less per entry) and carries a database's existing
 // entries over, every column and index as before.
@@ -91,7 +77,7 @@ func TestLogTableWithoutRowidKeepsTheLog(t *testing.T) {
 	require.NoError(t, s.DB().QueryRowContext(ctx,
 		`SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'task_execution_log'`).Scan(&ddl))
 	require.Contains(t, ddl, "WITHOUT ROWID")
-	indexes := queryStrings(t, s,
+	indexes := platformstoretest.QueryStrings(t, s,
 		`SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'task_execution_log' AND sql IS NOT NULL ORDER BY name`)
 	require.Equal(t, []string{"idx_exec_log_created_at", "idx_exec_log_errors", "idx_exec_log_task"}, indexes)
 

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-dev/converge/platform/database"
+	platformstoretest "github.com/converge-dev/converge/platform/storetest"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -27,9 +28,9 @@ func TestWavePlacementsTableKeepsThePlacements(t *testing.T) {
 		`INSERT INTO parallel_execution_waves (wave_id, execution_id, wave_number, task_count) VALUES ('ex1/w2', 'ex1', 2, 0)`,
 	)
 
-	columns := queryStrings(t, s, `SELECT name FROM pragma_table_info('parallel_execution_waves') WHERE name = 'detail'`)
+	columns := platformstoretest.QueryStrings(t, s, `SELECT name FROM pragma_table_info('parallel_execution_waves') WHERE name = 'detail'`)
 	require.Empty(t, columns, "the wave rows keep no detail column")
-	moved := queryStrings(t, s, `SELECT wave_id || ' ' || detail FROM parallel_execution_wave_placements ORDER BY wave_id`)
+	moved := platformstoretest.QueryStrings(t, s, `SELECT wave_id || ' ' || detail FROM parallel_execution_wave_placements ORDER BY wave_id`)
 	require.Equal(t, []string{"ex1/w1 " + placements}, moved, "only the wave with placements has a row")
 
 	_, waves, err := s.GetExecution(ctx, "ex1")
