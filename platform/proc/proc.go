@@ -151,7 +151,7 @@ func Run(ctx context.Context, spec Spec) Result {
 		}
 		argv = append([]string{p}, argv[1:]...)
 	}
-	cmd := command(runCtx, argv)
+	cmd := command(argv)
 	if spec.Sandbox != nil {
 		path, args, err := spec.Sandbox.argv(argv)
 		if err != nil {
@@ -188,11 +188,6 @@ func Run(ctx context.Context, spec Spec) Result {
 	// Whatever is left in the run's cgroup (setsid children included) goes when Run returns; an
 	// emptied cgroup goes back to the pool (cgroup.go).
 	defer func() { cg.release() }()
-	var killed atomic.Bool
-	cmd.Cancel = func() error {
-		killed.Store(true)
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
 	// Bounds the stdin copy (the output pipes are read by Run itself, see below).
 	cmd.WaitDelay = waitDelay
 
@@ -207,16 +202,30 @@ func Run(ctx context.Context, spec Spec) Result {
 	if spec.Groups != nil {
 		ticks = bootTicks()
 	}
+	if err := runCtx.Err(); err != nil { // as exec.CommandContext's Start does
+		pipes.abort()
+		return Result{ExitCode: -1, Err: err}
+	}
 	if err := cmd.Start(); err != nil {
 		pipes.abort()
 		return Result{ExitCode: -1, Err: err, Duration: time.Since(start)}
 	}
+	// The end of ctx (or of the timeout) kills the group. A callback rather than
+	// exec.CommandContext's goroutine per run, which waits on ctx and the exit (issue 17: a
+	// goroutine started, scheduled and woken per task).
+	var killed atomic.Bool
+	pid := cmd.Process.Pid
+	stopKill := context.AfterFunc(runCtx, func() {
+		killed.Store(true)
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	})
 	pipes.started()
 	if spec.Groups != nil {
 		record(spec.Groups, cmd.Process.Pid, ticks)
 	}
 
 	_ = cmd.Wait() // ProcessState says how it ended
+	stopKill()
 	duration := time.Since(start)
 	// Whatever the process left running in its group goes with it; this also closes the
 	// output pipes those processes held.
@@ -247,13 +256,13 @@ func Run(ctx context.Context, spec Spec) Result {
 	return res
 }
 
-// command is exec.CommandContext of argv, with the shell of a Spec.Shell looked up in the PATH
+// command is exec.Command of argv (Run kills it when its context ends), with the shell of a Spec.Shell looked up in the PATH
 // once per PATH rather than per run (exec's LookPath stats each PATH entry before it: a tenth of
 // the spawn's CPU in the agent's profile, issue 17). Any other program is looked up per run, as
 // exec does (one installed since is found).
-func command(ctx context.Context, argv []string) *exec.Cmd {
+func command(argv []string) *exec.Cmd {
 	if argv[0] != "sh" {
-		return exec.CommandContext(ctx, argv[0], argv[1:]...)
+		return exec.Command(argv[0], argv[1:]...)
 	}
 	path := os.Getenv("PATH")
 	shell.mu.Lock()
@@ -262,14 +271,14 @@ func command(ctx context.Context, argv []string) *exec.Cmd {
 	if !ok {
 		p, err := exec.LookPath("sh")
 		if err != nil {
-			return exec.CommandContext(ctx, argv[0], argv[1:]...) // its Err says why
+			return exec.Command(argv[0], argv[1:]...) // its Err says why
 		}
 		found = p
 		shell.mu.Lock()
 		shell.found[path] = p
 		shell.mu.Unlock()
 	}
-	cmd := exec.CommandContext(ctx, found, argv[1:]...)
+	cmd := exec.Command(found, argv[1:]...)
 	cmd.Args[0] = argv[0]
 	return cmd
 }
