@@ -50,6 +50,9 @@ import (
 //     before the completion, as converge-agent does for a task longer than its started grace (and
 //     as agents before it did for every task): one more Scheduler transaction per task;
 //
+//   - CONVERGE_FANOUT_SQLITE_MEMORY (any value) runs the SQLite backend on an in-memory database, as
+//     `converge dev --in-memory` (bench/dag's embedded runs) does, instead of a file in WAL mode;
+//
 //   - CONVERGE_FANOUT_SQL (any value) prints every statement's count per task, on Postgres with its
 //     mean time ([b]: sent in a batch), and on Postgres each table's and index's pages and entries
 //     read per task; roundtrips/task and statements/task are always reported on Postgres; on
@@ -122,7 +125,11 @@ func benchStore(b *testing.B, name string, tracer *sqlCounter) (store.Store, str
 		url = dbtest.Postgres(b)
 		st, err = postgres.New(b.Context(), url, opts...)
 	} else {
-		st, err = sqlite.New(b.Context(), dbtest.SQLite(b), database.WithMigrate())
+		path := dbtest.SQLite(b)
+		if os.Getenv("CONVERGE_FANOUT_SQLITE_MEMORY") != "" {
+			path = database.SQLiteMemory // converge dev --in-memory's, as bench/dag runs it
+		}
+		st, err = sqlite.New(b.Context(), path, database.WithMigrate())
 	}
 	if err != nil {
 		b.Fatal(err)
