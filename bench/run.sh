@@ -11,6 +11,8 @@
 #
 # Sizes (environment), defaults as in issue 17's table: AGENTS (2: converge agents, ninja/make -j),
 # CHAIN_TASKS (300), DAG_TASKS (1000), DAG_EDGES (5000), DAG_SEED (1), PEER_ROUNDS (3),
+# DAG_ROUNDS (3: bench/dag runs each converge configuration this many times, alternated, and
+# reports its median-wall round, as it reports ninja's and make's median of PEER_ROUNDS),
 # REGISTRY_CLIENTS (50), REGISTRY_DURATION (5s), REGISTRY_ROUNDS (3), REGISTRY_SET_REQUESTS
 # (100000), KNOWLEDGE_ITEMS (1000000), KNOWLEDGE_QUERIES (20000), PLAN_BENCHTIME (3x),
 # VERIFY_BENCHTIME (5x), FANOUT_SIZES (100,1000,10000; growth: 100,1000,10000,100000),
@@ -47,6 +49,7 @@ DAG_TASKS=${DAG_TASKS:-1000}
 DAG_EDGES=${DAG_EDGES:-5000}
 DAG_SEED=${DAG_SEED:-1}
 PEER_ROUNDS=${PEER_ROUNDS:-3}
+DAG_ROUNDS=${DAG_ROUNDS:-3}
 REGISTRY_CLIENTS=${REGISTRY_CLIENTS:-50}
 REGISTRY_DURATION=${REGISTRY_DURATION:-5s}
 REGISTRY_ROUNDS=${REGISTRY_ROUNDS:-3}
@@ -124,6 +127,7 @@ pgurl=${CONVERGE_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 	echo "chain note: $CHAIN_NOTE"
 	echo "seed: $DAG_SEED"
 	echo "peer rounds: $PEER_ROUNDS"
+	echo "dag rounds: $DAG_ROUNDS"
 	echo "registry duration: $REGISTRY_DURATION"
 	echo "knowledge items: $KNOWLEDGE_ITEMS"
 	echo "benchmarks: $BENCH_ONLY"
@@ -179,7 +183,7 @@ want registry && run registry.json bench/registry go run . --json --clients "$RE
 	--duration "$REGISTRY_DURATION" --rounds "$REGISTRY_ROUNDS" --set-requests "$REGISTRY_SET_REQUESTS"
 want knowledge && run knowledge.json bench/knowledge go run . --json --items "$KNOWLEDGE_ITEMS" --queries "$KNOWLEDGE_QUERIES"
 want dag && run dag.json bench/dag go run . --json --agents "$AGENTS" --chain-tasks "$CHAIN_TASKS" --tasks "$DAG_TASKS" \
-	--edges "$DAG_EDGES" --seed "$DAG_SEED" --peer-rounds "$PEER_ROUNDS"
+	--edges "$DAG_EDGES" --seed "$DAG_SEED" --peer-rounds "$PEER_ROUNDS" --rounds "$DAG_ROUNDS"
 want floor && run dag-floor.json bench/dag go run . --floor --mode postgres --json --agents "$AGENTS" \
 	--tasks "$(( DAG_TASKS < 1024 ? DAG_TASKS : 1024 ))" --peer-rounds "$PEER_ROUNDS"
 # R8: the same run of LOAD_AGENTS agents without WatchExecution streams (the peer), with

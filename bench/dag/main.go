@@ -50,10 +50,13 @@ type options struct {
 	edges              int
 	seed               uint64
 	agents, peerRounds int
-	mode               string
-	pgURL, redisURL    string
-	jsonOut            bool
-	timeout            time.Duration
+	// rounds is how many times each converge configuration runs, the configurations alternated
+	// round by round; each row is its median-wall round.
+	rounds          int
+	mode            string
+	pgURL, redisURL string
+	jsonOut         bool
+	timeout         time.Duration
 	// dispatch are the Scheduler's dispatch modes to run each graph with, side by side.
 	dispatch []string
 	// maxParallel is converge's max_parallel; 0: the graph's task count (waves are the
@@ -73,6 +76,7 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the random DAG")
 	flag.IntVar(&o.agents, "agents", 4, "converge agent processes, and -j of ninja and make")
 	flag.IntVar(&o.peerRounds, "peer-rounds", 5, "runs of ninja and of make per shape (the median is reported)")
+	flag.IntVar(&o.rounds, "rounds", 1, "runs of each converge configuration per shape, alternated round by round with the other configurations; each row is its median-wall round, with every round's wall beside it")
 	flag.StringVar(&o.mode, "mode", "both", "converge deployments: embedded, postgres, both, or none (peers only)")
 	flag.StringVar(&o.pgURL, "postgres-url", envOr("CONVERGE_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "Postgres server (a fresh database is made and dropped per run)")
 	flag.StringVar(&o.redisURL, "redis-url", envOr("CONVERGE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis")
@@ -175,6 +179,9 @@ type side struct {
 	Requeued   int     `json:"requeued,omitempty"`
 	Waves      int     `json:"waves,omitempty"`
 	PeerRounds int     `json:"peer_rounds,omitempty"`
+	// RoundWallsS are the walls of a converge configuration's --rounds runs in the order run;
+	// the row's figures are all its median-wall round's.
+	RoundWallsS []float64 `json:"round_walls_s,omitempty"`
 	// EarlyLeases are the leases granted before the task's wave opened (eager dispatch).
 	EarlyLeases int `json:"early_leases,omitempty"`
 	// StartMs is the run's start inside the wall, from before CreateTaskList to the first
@@ -304,28 +311,11 @@ func run(o options) (report, error) {
 			r.Name = fmt.Sprintf("%s -j %d", p.name, o.agents)
 			sr.Runs = append(sr.Runs, r)
 		}
-		if o.mode == "embedded" || o.mode == "both" {
-			for _, d := range modesFor(g, o) {
-				for _, a := range o.embeddedAgents {
-					fmt.Fprintf(os.Stderr, "dag-bench: %s on converge dev, %s agents, %s dispatch\n", g.shape, a, d)
-					r, err := withCPU(len(g.deps), func() (side, error) { return embedded(g, o, d, a == "local") })
-					if err != nil {
-						return rep, fmt.Errorf("%s embedded, %s agents, %s: %w", g.shape, a, d, err)
-					}
-					sr.Runs = append(sr.Runs, r)
-				}
-			}
+		runs, err := convergeRuns(g, o)
+		if err != nil {
+			return rep, err
 		}
-		if o.mode == "postgres" || o.mode == "both" {
-			for _, d := range modesFor(g, o) {
-				fmt.Fprintf(os.Stderr, "dag-bench: %s on Postgres + Redis, %s dispatch\n", g.shape, d)
-				r, err := withCPU(len(g.deps), func() (side, error) { return production(g, o, d) })
-				if err != nil {
-					return rep, fmt.Errorf("%s postgres %s: %w", g.shape, d, err)
-				}
-				sr.Runs = append(sr.Runs, r)
-			}
-		}
+		sr.Runs = append(sr.Runs, runs...)
 		ninja := sr.Runs[0].WallS
 		for i := range sr.Runs {
 			sr.Runs[i].OverheadMsPerTask = (sr.Runs[i].WallS - ninja) * 1000 / float64(sr.Tasks)
@@ -357,6 +347,11 @@ func printTables(rep report) {
 			}
 			fmt.Printf("| %s | %s | %.3f s | %.1f | %.2f ms | %s | %s | %s | %d |\n", r.Name, r.Outcome, r.WallS, r.RatioToNinja, r.OverheadMsPerTask, p50, p99, tps, r.EarlyLeases)
 		}
+		for _, r := range s.Runs {
+			if len(r.RoundWallsS) > 1 {
+				fmt.Printf("\n%s: the median of %d rounds, walls %s s\n", r.Name, len(r.RoundWallsS), wallList(r.RoundWallsS))
+			}
+		}
 		for _, line := range eagerVsStrict(s.Runs) {
 			fmt.Println(line)
 		}
@@ -376,6 +371,15 @@ func printTables(rep report) {
 			}
 		}
 	}
+}
+
+// wallList words walls in seconds, comma-separated.
+func wallList(walls []float64) string {
+	parts := make([]string, len(walls))
+	for i, w := range walls {
+		parts[i] = fmt.Sprintf("%.3f", w)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // phaseOrder is the order of a task's phases in the agent (services/agent/worker/phases.go).

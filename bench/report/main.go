@@ -302,22 +302,23 @@ type dagReport struct {
 		Edges  int    `json:"edges"`
 		Levels int    `json:"levels"`
 		Runs   []struct {
-			Name              string  `json:"name"`
-			Dispatch          string  `json:"dispatch"`
-			Outcome           string  `json:"outcome"`
-			WallS             float64 `json:"wall_s"`
-			OverheadMsPerTask float64 `json:"overhead_ms_per_task"`
-			RatioToNinja      float64 `json:"ratio_to_ninja"`
-			Latency           string  `json:"latency"`
-			LatP50Ms          float64 `json:"latency_p50_ms"`
-			LatP99Ms          float64 `json:"latency_p99_ms"`
-			TasksPerS         float64 `json:"tasks_per_s"`
-			Completed         int     `json:"completed"`
-			Requeued          int     `json:"requeued"`
-			Waves             int     `json:"waves"`
-			PeerRounds        int     `json:"peer_rounds"`
-			EarlyLeases       int     `json:"early_leases"`
-			CPUMsPerTask      float64 `json:"cpu_ms_per_task"`
+			Name              string    `json:"name"`
+			Dispatch          string    `json:"dispatch"`
+			Outcome           string    `json:"outcome"`
+			WallS             float64   `json:"wall_s"`
+			OverheadMsPerTask float64   `json:"overhead_ms_per_task"`
+			RatioToNinja      float64   `json:"ratio_to_ninja"`
+			Latency           string    `json:"latency"`
+			LatP50Ms          float64   `json:"latency_p50_ms"`
+			LatP99Ms          float64   `json:"latency_p99_ms"`
+			TasksPerS         float64   `json:"tasks_per_s"`
+			Completed         int       `json:"completed"`
+			Requeued          int       `json:"requeued"`
+			Waves             int       `json:"waves"`
+			PeerRounds        int       `json:"peer_rounds"`
+			RoundWallsS       []float64 `json:"round_walls_s"`
+			EarlyLeases       int       `json:"early_leases"`
+			CPUMsPerTask      float64   `json:"cpu_ms_per_task"`
 			ProcessCPU        []struct {
 				Name       string  `json:"name"`
 				SelfMs     float64 `json:"self_ms_per_task"`
@@ -341,7 +342,12 @@ func dag(w io.Writer, dir string, set kvs) {
 	fmt.Fprintf(w, "the design's embedded default: the agents in its process, calling the services in-process through\n")
 	fmt.Fprintf(w, "the server's interceptor chain, without the gRPC transport): \"local agents\" beside \"agent processes\";\n")
 	fmt.Fprintf(w, "converge dev's CPU there includes the agents' and, as its children's, the task commands'.\n")
-	fmt.Fprintf(w, "ninja and make: median wall time of %s runs each. converge: one run, wall time from\n", set.get("peer rounds"))
+	converge := "one run"
+	if n := set.get("dag rounds"); n != "?" && n != "1" {
+		converge = fmt.Sprintf("the median-wall round of %s per configuration (each row's figures are that round's; the\n"+
+			"configurations alternate round by round, and every round's wall follows its table)", n)
+	}
+	fmt.Fprintf(w, "ninja and make: median wall time of %s runs each. converge: %s, wall time from\n", set.get("peer rounds"), converge)
 	fmt.Fprintf(w, "`CreateTaskList` to the end of the execution. Overhead per task = (wall − ninja wall) / tasks.\n")
 	fmt.Fprintf(w, "Latency = dependency done → dependent start from the execution log's store times (the last\n")
 	fmt.Fprintf(w, "dependency's TASK_COMPLETED → the dependent's TASK_STARTED; it spans the wave barrier: a task\n")
@@ -403,6 +409,11 @@ func dag(w io.Writer, dir string, set kvs) {
 				early = strconv.Itoa(r.EarlyLeases)
 			}
 			fmt.Fprintf(w, "| %s | %s | %.3f s | %s | %s | %s | %s | %s | %s | %s |\n", r.Name, outcome, r.WallS, x(r.RatioToNinja), over, p50, p99, tps, waves, early)
+		}
+		for _, r := range s.Runs {
+			if len(r.RoundWallsS) > 1 {
+				fmt.Fprintf(w, "\n%s: the median of %d rounds; walls %s.\n", r.Name, len(r.RoundWallsS), walls(r.RoundWallsS))
+			}
 		}
 		// CPU per task by process, and the RPCs served per task (bench/dag reads them as the
 		// execution ends).

@@ -174,6 +174,37 @@ func TestLocalAgentsLine(t *testing.T) {
 	}
 }
 
+// TestDagRoundsNamed: a configuration run in several rounds (bench/dag --rounds) shows its
+// median-wall round in the tables, says so in the text, lists every round's wall below its table
+// and in issue 17's row.
+func TestDagRoundsNamed(t *testing.T) {
+	dir := t.TempDir()
+	dag := `{"agents": 2, "shapes": [{"shape": "fanout", "tasks": 1000, "runs": [
+  {"name": "ninja -j 2", "outcome": "ok", "wall_s": 0.40, "ratio_to_ninja": 1},
+  {"name": "converge, embedded (SQLite), 2 local agents, eager", "dispatch": "eager", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 0.82, "ratio_to_ninja": 2.05,
+   "round_walls_s": [0.824, 0.788, 0.929]}]}]}`
+	if err := os.WriteFile(filepath.Join(dir, "dag.json"), []byte(dag), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "settings.txt"), []byte("peer rounds: 3\ndag rounds: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	write(&b, dir)
+	got := b.String()
+	for _, want := range []string{
+		"converge: the median-wall round of 3 per configuration",
+		"converge, embedded (SQLite), 2 local agents, eager: the median of 3 rounds; walls 0.82, 0.79, 0.93 s.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in the output:\n%s", want, got)
+		}
+	}
+	if row := rowOf(got, "P1"); !strings.Contains(row, "the median-wall round of 3: 0.82, 0.79, 0.93 s") {
+		t.Errorf("P1's row does not name its rounds: %s", row)
+	}
+}
+
 // TestFloorRowsOnlyWhenRun: the Postgres floor's section is printed from dag-floor.json, with
 // each part's median and its ratio to ninja, and not at all without that file.
 func TestFloorRowsOnlyWhenRun(t *testing.T) {
