@@ -11,8 +11,8 @@
 #
 # Sizes (environment), defaults as in issue 17's table: AGENTS (2: converge agents, ninja/make -j),
 # CHAIN_TASKS (300), DAG_TASKS (1000), DAG_EDGES (5000), DAG_SEED (1), PEER_ROUNDS (3),
-# DAG_ROUNDS (3: bench/dag runs each converge configuration this many times, alternated, and
-# reports its median-wall round, as it reports ninja's and make's median of PEER_ROUNDS),
+# DAG_ROUNDS (3: bench/dag runs each graph in this many rounds, each running ninja and make
+# PEER_ROUNDS times and every converge configuration once, and reports each side's median round),
 # REGISTRY_CLIENTS (50), REGISTRY_DURATION (5s), REGISTRY_ROUNDS (3), REGISTRY_SET_REQUESTS
 # (100000), KNOWLEDGE_ITEMS (1000000), KNOWLEDGE_QUERIES (20000), PLAN_BENCHTIME (3x),
 # VERIFY_BENCHTIME (5x), FANOUT_SIZES (100,1000,10000; growth: 100,1000,10000,100000),

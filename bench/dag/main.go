@@ -75,8 +75,8 @@ func main() {
 	flag.IntVar(&o.edges, "edges", 5000, "edges of the random DAG")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the random DAG")
 	flag.IntVar(&o.agents, "agents", 4, "converge agent processes, and -j of ninja and make")
-	flag.IntVar(&o.peerRounds, "peer-rounds", 5, "runs of ninja and of make per shape (the median is reported)")
-	flag.IntVar(&o.rounds, "rounds", 1, "runs of each converge configuration per shape, alternated round by round with the other configurations; each row is its median-wall round, with every round's wall beside it")
+	flag.IntVar(&o.peerRounds, "peer-rounds", 5, "runs of ninja and of make per shape and round (their median is the round's)")
+	flag.IntVar(&o.rounds, "rounds", 1, "rounds per shape, each running ninja and make (--peer-rounds runs each) and then every converge configuration once; each row is its median-wall round, with every round's wall beside it")
 	flag.StringVar(&o.mode, "mode", "both", "converge deployments: embedded, postgres, both, or none (peers only)")
 	flag.StringVar(&o.pgURL, "postgres-url", envOr("CONVERGE_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "Postgres server (a fresh database is made and dropped per run)")
 	flag.StringVar(&o.redisURL, "redis-url", envOr("CONVERGE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis")
@@ -303,19 +303,11 @@ func run(o options) (report, error) {
 	for _, g := range graphs {
 		sr := shapeResult{Shape: g.shape, Tasks: len(g.deps), Edges: g.edges(), Levels: g.levels}
 		fmt.Fprintf(os.Stderr, "dag-bench: %s, %d tasks, %d edges, depth %d\n", g.shape, sr.Tasks, sr.Edges, sr.Levels)
-		for _, p := range []struct{ name, tool string }{{"ninja", "ninja"}, {"make", "make"}} {
-			r, err := peer(p.tool, g, o.agents, o.peerRounds)
-			if err != nil {
-				return rep, fmt.Errorf("%s %s: %w", g.shape, p.tool, err)
-			}
-			r.Name = fmt.Sprintf("%s -j %d", p.name, o.agents)
-			sr.Runs = append(sr.Runs, r)
-		}
-		runs, err := convergeRuns(g, o)
+		runs, err := shapeRuns(g, o)
 		if err != nil {
 			return rep, err
 		}
-		sr.Runs = append(sr.Runs, runs...)
+		sr.Runs = runs
 		ninja := sr.Runs[0].WallS
 		for i := range sr.Runs {
 			sr.Runs[i].OverheadMsPerTask = (sr.Runs[i].WallS - ninja) * 1000 / float64(sr.Tasks)

@@ -12,23 +12,34 @@ type configuration struct {
 	run  func() (side, error)
 }
 
-// convergeRuns runs g on every converge configuration o asks for, o.rounds times each, the
-// configurations alternated round by round (a host whose load drifts moves every configuration's
-// rounds alike), and answers each configuration's median-wall round with every round's wall.
-func convergeRuns(g graph, o options) ([]side, error) {
+// shapeRuns runs g on ninja and make (--peer-rounds runs each, their median) and on every
+// converge configuration o asks for, in o.rounds rounds: each round runs the peers and then each
+// configuration once, so a host whose speed drifts moves every side's rounds alike, and each
+// side's row is its median-wall round, with every round's wall. Its answer starts with ninja's.
+func shapeRuns(g graph, o options) ([]side, error) {
 	var configs []configuration
+	for _, p := range []struct{ name, tool string }{{"ninja", "ninja"}, {"make", "make"}} {
+		configs = append(configs, configuration{fmt.Sprintf("%s on %s", g.shape, p.name), func() (side, error) {
+			r, err := peer(p.tool, g, o.agents, o.peerRounds)
+			r.Name = fmt.Sprintf("%s -j %d", p.name, o.agents)
+			return r, err
+		}})
+	}
+	convergeCPU := func(run func() (side, error)) func() (side, error) {
+		return func() (side, error) { return withCPU(len(g.deps), run) }
+	}
 	if o.mode == "embedded" || o.mode == "both" {
 		for _, d := range modesFor(g, o) {
 			for _, a := range o.embeddedAgents {
 				configs = append(configs, configuration{fmt.Sprintf("%s on converge dev, %s agents, %s dispatch", g.shape, a, d),
-					func() (side, error) { return embedded(g, o, d, a == "local") }})
+					convergeCPU(func() (side, error) { return embedded(g, o, d, a == "local") })})
 			}
 		}
 	}
 	if o.mode == "postgres" || o.mode == "both" {
 		for _, d := range modesFor(g, o) {
 			configs = append(configs, configuration{fmt.Sprintf("%s on Postgres + Redis, %s dispatch", g.shape, d),
-				func() (side, error) { return production(g, o, d) }})
+				convergeCPU(func() (side, error) { return production(g, o, d) })})
 		}
 	}
 	rounds := max(o.rounds, 1)
@@ -36,7 +47,7 @@ func convergeRuns(g graph, o options) ([]side, error) {
 	for r := range rounds {
 		for i, c := range configs {
 			fmt.Fprintf(os.Stderr, "dag-bench: %s (round %d of %d)\n", c.what, r+1, rounds)
-			res, err := withCPU(len(g.deps), c.run)
+			res, err := c.run()
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", c.what, err)
 			}

@@ -342,12 +342,13 @@ func dag(w io.Writer, dir string, set kvs) {
 	fmt.Fprintf(w, "the design's embedded default: the agents in its process, calling the services in-process through\n")
 	fmt.Fprintf(w, "the server's interceptor chain, without the gRPC transport): \"local agents\" beside \"agent processes\";\n")
 	fmt.Fprintf(w, "converge dev's CPU there includes the agents' and, as its children's, the task commands'.\n")
-	converge := "one run"
 	if n := set.get("dag rounds"); n != "?" && n != "1" {
-		converge = fmt.Sprintf("the median-wall round of %s per configuration (each row's figures are that round's; the\n"+
-			"configurations alternate round by round, and every round's wall follows its table)", n)
+		fmt.Fprintf(w, "Each graph runs in %s rounds: in each, ninja and make run %s times each (their median is the round's)\n", n, set.get("peer rounds"))
+		fmt.Fprintf(w, "and then every converge configuration once; each row is that side's median-wall round (all of\n")
+		fmt.Fprintf(w, "its figures from that round), every round's wall follows its table. converge's wall time runs from\n")
+	} else {
+		fmt.Fprintf(w, "ninja and make: median wall time of %s runs each. converge: one run, wall time from\n", set.get("peer rounds"))
 	}
-	fmt.Fprintf(w, "ninja and make: median wall time of %s runs each. converge: %s, wall time from\n", set.get("peer rounds"), converge)
 	fmt.Fprintf(w, "`CreateTaskList` to the end of the execution. Overhead per task = (wall − ninja wall) / tasks.\n")
 	fmt.Fprintf(w, "Latency = dependency done → dependent start from the execution log's store times (the last\n")
 	fmt.Fprintf(w, "dependency's TASK_COMPLETED → the dependent's TASK_STARTED; it spans the wave barrier: a task\n")

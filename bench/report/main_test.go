@@ -193,7 +193,7 @@ func TestDagRoundsNamed(t *testing.T) {
 	write(&b, dir)
 	got := b.String()
 	for _, want := range []string{
-		"converge: the median-wall round of 3 per configuration",
+		"Each graph runs in 3 rounds: in each, ninja and make run 3 times each",
 		"converge, embedded (SQLite), 2 local agents, eager: the median of 3 rounds; walls 0.82, 0.79, 0.93 s.",
 	} {
 		if !strings.Contains(got, want) {
