@@ -50,8 +50,8 @@ type options struct {
 	edges              int
 	seed               uint64
 	agents, peerRounds int
-	// rounds is how many times each converge configuration runs, the configurations alternated
-	// round by round; each row is its median-wall round.
+	// rounds is how many rounds each shape runs in, each running the peers and every converge
+	// configuration once; each side's row is its median-wall round (rounds.go).
 	rounds          int
 	mode            string
 	pgURL, redisURL string
@@ -179,8 +179,8 @@ type side struct {
 	Requeued   int     `json:"requeued,omitempty"`
 	Waves      int     `json:"waves,omitempty"`
 	PeerRounds int     `json:"peer_rounds,omitempty"`
-	// RoundWallsS are the walls of a converge configuration's --rounds runs in the order run;
-	// the row's figures are all its median-wall round's.
+	// RoundWallsS are the walls of this side's --rounds rounds in the order run (a peer's: its
+	// median of each round); the row's figures are all its median-wall round's.
 	RoundWallsS []float64 `json:"round_walls_s,omitempty"`
 	// EarlyLeases are the leases granted before the task's wave opened (eager dispatch).
 	EarlyLeases int `json:"early_leases,omitempty"`

@@ -6,7 +6,8 @@ import (
 	"sort"
 )
 
-// configuration is one converge deployment, agents and dispatch mode to run a graph on.
+// configuration is one side to run a graph on: a peer (ninja, make) or a converge deployment
+// with its agents and dispatch mode.
 type configuration struct {
 	what string // for messages
 	run  func() (side, error)

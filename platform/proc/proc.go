@@ -256,10 +256,10 @@ func Run(ctx context.Context, spec Spec) Result {
 	return res
 }
 
-// command is exec.Command of argv (Run kills it when its context ends), with the shell of a Spec.Shell looked up in the PATH
-// once per PATH rather than per run (exec's LookPath stats each PATH entry before it: a tenth of
-// the spawn's CPU in the agent's profile, issue 17). Any other program is looked up per run, as
-// exec does (one installed since is found).
+// command is exec.Command of argv (Run kills it when its context ends), with the shell of a
+// Spec.Shell looked up in the PATH once per PATH rather than per run (exec's LookPath stats each
+// PATH entry before it: a tenth of the spawn's CPU in the agent's profile, issue 17). Any other
+// program is looked up per run, as exec does (one installed since is found).
 func command(argv []string) *exec.Cmd {
 	if argv[0] != "sh" {
 		return exec.Command(argv[0], argv[1:]...)
