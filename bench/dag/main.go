@@ -101,6 +101,10 @@ func main() {
 		return
 	}
 	o.dispatch = strings.Split(*dispatch, ",")
+	if o.rounds < 1 {
+		fmt.Fprintf(os.Stderr, "dag-bench: --rounds %d: want 1 or more\n", o.rounds)
+		os.Exit(2)
+	}
 	for _, d := range o.dispatch {
 		if _, ok := dispatchModes[d]; !ok {
 			fmt.Fprintf(os.Stderr, "dag-bench: --dispatch %q: want strict, eager or both\n", d)

@@ -43,7 +43,7 @@ func shapeRuns(g graph, o options) ([]side, error) {
 				convergeCPU(func() (side, error) { return production(g, o, d) })})
 		}
 	}
-	rounds := max(o.rounds, 1)
+	rounds := max(o.rounds, 1) // main refuses fewer than 1
 	results := make([][]side, len(configs))
 	for r := range rounds {
 		for i, c := range configs {
