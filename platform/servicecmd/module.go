@@ -85,6 +85,9 @@ func Main(m Module) { os.Exit(Execute(m.Command())) }
 // Command is m's root command: `converge-<name> [flags]`.
 func (m Module) Command() *cobra.Command {
 	var flags Flags
+	// cpuProfile is the service binaries' own (converge dev and converge-agent, which bind the
+	// common flags too, have a --cpuprofile of their own).
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "converge-" + m.Name,
 		Short: m.Short,
@@ -108,12 +111,19 @@ func (m Module) Command() *cobra.Command {
 					return err
 				}
 			}
-			ctx, stop := server.SignalContext(cmd.Context())
-			defer stop()
 			logger, err := flags.Logger(os.Stderr)
 			if err != nil {
 				return err
 			}
+			if cpuProfile != "" {
+				stopProfile, err := StartCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stopProfile()
+			}
+			ctx, stop := server.SignalContext(cmd.Context())
+			defer stop()
 			b, err := m.Build(ctx, Runtime{Flags: &flags, Logger: logger})
 			if b.Close != nil {
 				defer b.Close()
@@ -134,6 +144,7 @@ func (m Module) Command() *cobra.Command {
 		},
 	}
 	flags.Bind(cmd, m.Listen, m.Needs)
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", env("CONVERGE_SERVICE_CPUPROFILE", ""), "write a CPU profile (pprof) of the whole run to this file when the service stops; a %p in it is replaced by the process id [CONVERGE_SERVICE_CPUPROFILE]")
 	if m.Bind != nil {
 		m.Bind(cmd.Flags())
 	}

@@ -138,6 +138,55 @@ func TestExecutionDetailMemo(t *testing.T) {
 	}
 }
 
+// TestDetailMemoLearnsTheDatabaseText: Postgres's jsonb answers the detail in its own form (key
+// order, spaces), not the text written. The first read of that form decodes it; as it is the
+// memo's message, the memo keeps the form as an alias: the next read of it is a clone, and a write
+// of the unchanged detail still reuses the memo's own encoding. A read of a changed detail in
+// either form is decoded.
+func TestDetailMemoLearnsTheDatabaseText(t *testing.T) {
+	m := newDetailMemo[*schedulerv1.Execution]()
+	e := &schedulerv1.Execution{BaseCommit: "abc", RunBranch: "run/1"}
+	text, err := m.encode("e1", proto.CloneOf(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonb := `{"runBranch": "run/1", "baseCommit": "abc"}` // as jsonb::text prints it
+	got, err := m.decode("e1", jsonb)
+	if err != nil || !proto.Equal(got, e) {
+		t.Fatalf("decode of the database's form = %v, %v; want %v", got, err, e)
+	}
+	if m.m["e1"].alias != jsonb || m.m["e1"].text != text || !m.m["e1"].ours {
+		t.Fatalf("entry after the database's form: %+v; want the alias kept beside the memo's own text", m.m["e1"])
+	}
+	// The alias is a hit: the memo's message, cloned. A poisoned memo message shows a hit.
+	m.m["e1"].detail.StatusMessage = "from the memo"
+	got, err = m.decode("e1", jsonb)
+	if err != nil || got.GetStatusMessage() != "from the memo" {
+		t.Fatalf("decode of the alias = %v, %v; want the memo's message", got, err)
+	}
+	if got == m.m["e1"].detail {
+		t.Fatal("decode handed out the memo's own message")
+	}
+	m.m["e1"].detail.StatusMessage = ""
+	again, err := m.encode("e1", proto.CloneOf(e))
+	if err != nil || again != text {
+		t.Fatalf("encode of the unchanged detail = %s, %v; want the memo's own %s", again, err, text)
+	}
+	// Another replica's change, in the database's form: decoded, and it replaces the entry.
+	changed := `{"runBranch": "run/2", "baseCommit": "abc"}`
+	got, err = m.decode("e1", changed)
+	if err != nil || got.GetRunBranch() != "run/2" {
+		t.Fatalf("decode of a changed detail = %v, %v", got, err)
+	}
+	if m.m["e1"].text != changed || m.m["e1"].ours || m.m["e1"].alias != "" {
+		t.Fatalf("entry after a changed detail: %+v; want the new text, not ours, no alias", m.m["e1"])
+	}
+	got, err = m.decode("e1", jsonb)
+	if err != nil || got.GetRunBranch() != "run/1" {
+		t.Fatalf("decode of the old form after a change = %v, %v; want it decoded", got, err)
+	}
+}
+
 // TestEncodeWaveDetail: a wave without placements (every other field is a column) is stored with
 // the detail protojson gives it, "{}", without encoding; one with placements keeps them.
 func TestEncodeWaveDetail(t *testing.T) {
