@@ -15,6 +15,7 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/clustertest"
 )
 
 // edgeEntries answers the store time of the first LEASE_GRANTED and of the last TASK_COMPLETED
@@ -41,7 +42,9 @@ func edgeEntries(entries []*commonv1.LogEntry) (first, last time.Time) {
 // costs more: its tail reads the store after every commit, ≈ 8 % of converge dev's CPU on the
 // fan-out with local agents, 2026-12-01). Until 2026-12 the wall ran to the read that found the
 // end, up to followPace after it.
-func followLog(ctx context.Context, c schedulerv1.SchedulerServiceClient, id string, start time.Time, timeout time.Duration) ([]*commonv1.LogEntry, time.Duration, error) {
+// alive, when set, is asked before each wait: an error ends the follow with it (a process the
+// run needs has exited).
+func followLog(ctx context.Context, c schedulerv1.SchedulerServiceClient, id string, start time.Time, timeout time.Duration, alive func() error) ([]*commonv1.LogEntry, time.Duration, error) {
 	var out []*commonv1.LogEntry
 	after := int64(0)
 	for {
@@ -67,8 +70,24 @@ func followLog(ctx context.Context, c schedulerv1.SchedulerServiceClient, id str
 		if time.Since(start) > timeout {
 			return out, 0, fmt.Errorf("execution %s did not end in %s", id, timeout)
 		}
+		if alive != nil {
+			if err := alive(); err != nil {
+				return out, 0, fmt.Errorf("execution %s: %w", id, err)
+			}
+		}
 		time.Sleep(followPace)
 	}
+}
+
+// exited is an error naming the first of procs that has exited, with its log's tail; nil while
+// every one runs.
+func exited(procs []*clustertest.Process) error {
+	for _, p := range procs {
+		if p.Exited() {
+			return fmt.Errorf("%s exited before the run ended (%v); its log ends:\n%s", p.Name, p.ExitErr(), p.Tail(20))
+		}
+	}
+	return nil
 }
 
 // followPace is how often followLog reads the log when it is caught up.

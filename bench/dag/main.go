@@ -435,7 +435,7 @@ func embedded(g graph, o options, dispatch string, local bool) (r side, err erro
 		rpcsBefore, cpuBefore := handledRPCs(devMetrics), processesCPU(procs)
 		var cpuAfter []cpuSample
 		var rpcsAfter map[string]float64
-		r, err = execute(name, schedulerv1.NewSchedulerServiceClient(clustertest.Dial(tb, addr)), g, o, dispatch,
+		r, err = execute(name, schedulerv1.NewSchedulerServiceClient(clustertest.Dial(tb, addr)), g, o, dispatch, procs,
 			func() { cpuAfter, rpcsAfter = processesCPU(procs), handledRPCs(devMetrics) })
 		if err == nil {
 			r.ProcessCPU = cpuPerTask(cpuBefore, cpuAfter, len(g.deps))
@@ -503,7 +503,7 @@ func production(g graph, o options, dispatch string) (r side, err error) {
 		cpuBefore := processesCPU(procs)
 		var cpuAfter []cpuSample
 		var pgAfter map[int]time.Duration
-		r, err = execute(fmt.Sprintf("converge, Postgres + Redis, %d agents, %s", o.agents, dispatch), c.SchedulerClient(0), g, o, dispatch,
+		r, err = execute(fmt.Sprintf("converge, Postgres + Redis, %d agents, %s", o.agents, dispatch), c.SchedulerClient(0), g, o, dispatch, procs,
 			func() { cpuAfter = processesCPU(procs); pgAfter = mon.sample() })
 		if err == nil {
 			r.ProcessCPU = append(cpuPerTask(cpuBefore, cpuAfter, len(g.deps)), backendsPerTask(pgBefore, pgAfter, len(g.deps))...)
@@ -516,8 +516,10 @@ func production(g graph, o options, dispatch string) (r side, err error) {
 
 // execute creates and runs the list on the deployment's Scheduler and reads the figures from the
 // log. The wall time runs from CreateTaskList to the execution's end, as ninja's includes parsing
-// its file. atEnd, when set, is called as the execution has ended, before the log is read.
-func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o options, dispatch string, atEnd func()) (side, error) {
+// its file. atEnd, when set, is called as the execution has ended, before the log is read. A
+// process of procs (the deployment's servers and agents) that exits before the end ends the run
+// at once with its log's tail, instead of a wait for --timeout on work nobody can do.
+func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o options, dispatch string, procs []*clustertest.Process, atEnd func()) (side, error) {
 	ctx := context.Background()
 	spec := &schedulerv1.TaskListSpec{Name: "dag " + g.shape}
 	for i, ds := range g.deps {
@@ -545,7 +547,7 @@ func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o optio
 	// are the figures' input too): polling GetExecution every 20 ms cost the Scheduler ≈ 8 % of
 	// its CPU on the fan-out, and WatchExecution's tail reads the execution's snapshot per batch
 	// of entries (issue 17).
-	entries, wall, err := followLog(ctx, c, id, start, o.timeout)
+	entries, wall, err := followLog(ctx, c, id, start, o.timeout, func() error { return exited(procs) })
 	if err != nil {
 		_, _ = c.CancelExecution(ctx, &schedulerv1.CancelExecutionRequest{ExecutionId: id})
 		return side{}, err
