@@ -42,9 +42,8 @@ func edgeEntries(entries []*commonv1.LogEntry) (first, last time.Time) {
 // costs more: its tail reads the store after every commit, ≈ 8 % of converge dev's CPU on the
 // fan-out with local agents, 2026-12-01). Until 2026-12 the wall ran to the read that found the
 // end, up to followPace after it.
-// alive, when set, is asked before each wait: an error ends the follow with it (a process the
-// run needs has exited).
-func followLog(ctx context.Context, c schedulerv1.SchedulerServiceClient, id string, start time.Time, timeout time.Duration, alive func() error) ([]*commonv1.LogEntry, time.Duration, error) {
+// A process of procs (the deployment's) that has exited ends the follow with its log's tail.
+func followLog(ctx context.Context, c schedulerv1.SchedulerServiceClient, id string, start time.Time, timeout time.Duration, procs []*clustertest.Process) ([]*commonv1.LogEntry, time.Duration, error) {
 	var out []*commonv1.LogEntry
 	after := int64(0)
 	for {
@@ -70,10 +69,8 @@ func followLog(ctx context.Context, c schedulerv1.SchedulerServiceClient, id str
 		if time.Since(start) > timeout {
 			return out, 0, fmt.Errorf("execution %s did not end in %s", id, timeout)
 		}
-		if alive != nil {
-			if err := alive(); err != nil {
-				return out, 0, fmt.Errorf("execution %s: %w", id, err)
-			}
+		if err := exited(procs); err != nil {
+			return out, 0, fmt.Errorf("execution %s: %w", id, err)
 		}
 		time.Sleep(followPace)
 	}

@@ -547,7 +547,7 @@ func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o optio
 	// are the figures' input too): polling GetExecution every 20 ms cost the Scheduler ≈ 8 % of
 	// its CPU on the fan-out, and WatchExecution's tail reads the execution's snapshot per batch
 	// of entries (issue 17).
-	entries, wall, err := followLog(ctx, c, id, start, o.timeout, func() error { return exited(procs) })
+	entries, wall, err := followLog(ctx, c, id, start, o.timeout, procs)
 	if err != nil {
 		_, _ = c.CancelExecution(ctx, &schedulerv1.CancelExecutionRequest{ExecutionId: id})
 		return side{}, err

@@ -28,8 +28,8 @@ func TestStartCPUProfile(t *testing.T) {
 }
 
 // Every service binary takes --cpuprofile from CONVERGE_SERVICE_CPUPROFILE and writes the profile
-// when it stops, even when it stops on an error (bench/dag's Scheduler, Registry and Knowledge
-// processes are profiled this way).
+// when it stops, even when it stops on an error (bench/dag's Scheduler and Registry processes
+// are profiled this way).
 func TestModuleWritesItsCPUProfile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "svc-%p.prof")
 	t.Setenv("CONVERGE_SERVICE_CPUPROFILE", path)
