@@ -33,6 +33,8 @@ import (
 // bearer token's identity, without the transport.
 type agentPool struct {
 	logger *slog.Logger
+	// prefetch: each worker holds one assignment ahead (worker.Config.Prefetch).
+	prefetch bool
 
 	mu      sync.Mutex
 	workers []*worker.Worker
@@ -68,6 +70,7 @@ func (p *agentPool) create(n int, conn grpc.ClientConnInterface, dir string, roo
 			DataDir:    data,
 			Logger:     p.logger.With("agent", id),
 			Roots:      allowed,
+			Prefetch:   p.prefetch,
 		})
 		if err != nil {
 			return fmt.Errorf("local agent %d: %w", i, err)

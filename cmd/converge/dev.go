@@ -39,6 +39,9 @@ type devOptions struct {
 	VerifierAllowedRoots []string
 	// Agents is how many local agent workers run in the process (0 = none).
 	Agents int
+	// AgentPrefetch makes each local agent hold one assignment ahead of the one it runs
+	// (worker.Config.Prefetch).
+	AgentPrefetch bool
 	// AgentAllowedRoots are where the local agents may build in local repositories (paths and
 	// file:// URLs, symbolic links resolved); nil = anywhere (the CLI always gives at least the
 	// working directory, `converge run` the repository it builds in).
@@ -79,6 +82,9 @@ func devCommand() *cobra.Command {
 				return usagef("--agents %d: want 0 or more", opts.Agents)
 			}
 			devGCPercent(os.LookupEnv)
+			if err := servicecmd.BoolFromEnv(cmd, "agent-prefetch", "CONVERGE_AGENT_PREFETCH"); err != nil {
+				return err
+			}
 			for flag, env := range servicecmd.LimitDurationEnv {
 				if err := servicecmd.DurationFromEnv(cmd, flag, env); err != nil {
 					return err
@@ -114,6 +120,7 @@ func devCommand() *cobra.Command {
 	cmd.Flags().StringArrayVar(&opts.VerifierAllowedRoots, "verifier-allowed-root", verifier.AllowedRootsFromEnv("."), "directory the Verifier may check as a local_dir target, repeatable (default: the working directory) ["+verifier.EnvAllowedRoots+", ':'-separated]")
 	cmd.Flags().IntVar(&opts.Agents, "agents", 0, "local agent workers to run in the process (they claim work from this server)")
 	cmd.Flags().StringArrayVar(&opts.AgentAllowedRoots, "agent-allowed-root", agentRootsFromEnv("."), "directory under which the local agents may build in and push to local repositories, repeatable (default: the working directory) [CONVERGE_ALLOWED_ROOTS, ':'-separated]")
+	cmd.Flags().BoolVar(&opts.AgentPrefetch, "agent-prefetch", false, "each local agent holds one assignment ahead of the one it runs: the next starts the moment the current one's work ends (for many short tasks: the one held ahead waits for its agent even when another is idle) [CONVERGE_AGENT_PREFETCH]")
 	cmd.Flags().DurationVar(&opts.AgentDrainTimeout, "agent-drain-timeout", 30*time.Second, "on stop, how long the local agents may finish their current assignment before it is cancelled")
 	cmd.Flags().BoolVar(&opts.InsecureNoAuth, "insecure-no-auth", false, "no dev token: every local user may call the suite (and run commands as you through the Verifier)")
 	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", envOr("CONVERGE_DEV_CPUPROFILE", ""), "write a CPU profile (pprof) of the whole run to this file when it stops; a %p in it is replaced by the process id [CONVERGE_DEV_CPUPROFILE]")
@@ -214,7 +221,7 @@ func runDev(ctx context.Context, opts devOptions, lis net.Listener, logOut io.Wr
 	}
 	// The local agents are made now (the Agent service shows the first) and started once every
 	// service is SERVING.
-	pool := &agentPool{logger: logger}
+	pool := &agentPool{logger: logger, prefetch: opts.AgentPrefetch}
 	local := &localConn{self: self}
 	if err := pool.create(opts.Agents, local, filepath.Join(base, "agents"), opts.AgentAllowedRoots); err != nil {
 		_ = lis.Close()

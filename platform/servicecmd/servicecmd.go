@@ -242,6 +242,19 @@ func DurationFromEnv(cmd *cobra.Command, flag, env string) error {
 	return cmd.Flags().Set(flag, v)
 }
 
+// BoolFromEnv is DurationFromEnv for a boolean flag: a value strconv.ParseBool does not read
+// (true, false, 1, 0, …) is an error naming the variable and the flag.
+func BoolFromEnv(cmd *cobra.Command, flag, env string) error {
+	v, ok := os.LookupEnv(env)
+	if !ok || v == "" || cmd.Flags().Changed(flag) {
+		return nil
+	}
+	if _, err := strconv.ParseBool(v); err != nil {
+		return fmt.Errorf("%s=%q (--%s): want true or false", env, v, flag)
+	}
+	return cmd.Flags().Set(flag, v)
+}
+
 // Execute runs cmd and answers the process exit code, printing the error (once) on failure.
 func Execute(cmd *cobra.Command) int {
 	cmd.SilenceUsage = true

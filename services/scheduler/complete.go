@@ -176,7 +176,13 @@ func (r *runner) complete(a *store.Assignment, req *schedulerv1.CompleteTaskRequ
 		// The agent stopped on its own (drain deadline), or gave the task back for a reason of its
 		// own (its error's code, e.g. LOCK_UNAVAILABLE: the Registry could not answer): the task
 		// was not done; it goes back to the queue.
-		if code := a.GetError().GetCode(); code != "" && code != "CANCELLED" {
+		code := a.GetError().GetCode()
+		if code == codeNotStarted {
+			// Held ahead (the agent's prefetch) and given back before anything of it ran: back in
+			// the queue without using one of the task's attempts.
+			return r.putBack(a, w, code, "the agent gave the task back before starting it: "+a.GetError().GetMessage(), false)
+		}
+		if code != "" && code != "CANCELLED" {
 			return r.requeue(a, w, code, "the agent gave the task back: "+a.GetError().GetMessage())
 		}
 		return r.requeue(a, w, "CANCELLED", "the agent stopped before finishing: "+a.GetError().GetMessage())
@@ -211,12 +217,22 @@ func (r *runner) complete(a *store.Assignment, req *schedulerv1.CompleteTaskRequ
 	return r.taskEnded(a, w)
 }
 
+// codeNotStarted is the error code of a CANCELLED completion by which an agent gives back an
+// assignment it held ahead of its current one (converge-agent --prefetch) and never started.
+const codeNotStarted = "NOT_STARTED"
+
 // requeue puts a held assignment back in the queue with attempt + 1, or fails it once it has
 // used its attempts.
 func (r *runner) requeue(a *store.Assignment, w *schedulerv1.Wave, code, why string) error {
+	return r.putBack(a, w, code, why, true)
+}
+
+// putBack is requeue; attempted says the assignment's work ran (or may have run), which uses
+// one of its attempts; one given back unstarted keeps its attempt number.
+func (r *runner) putBack(a *store.Assignment, w *schedulerv1.Wave, code, why string, attempted bool) error {
 	errCtx := &commonv1.ErrorContext{Code: code, Message: why, TaskId: a.GetTaskId(), Timestamp: r.now()}
 	a.PreviousErrors = lastErrors(append(a.PreviousErrors, errCtx))
-	if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK && a.GetAttempt() > r.e.GetOptions().GetMaxRetries() {
+	if attempted && a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK && a.GetAttempt() > r.e.GetOptions().GetMaxRetries() {
 		a.Status = schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_FAILED
 		a.Result = schedulerv1.CompletionResult_COMPLETION_RESULT_FAILED
 		a.Error = &commonv1.ErrorContext{Code: code, Message: fmt.Sprintf("%s (attempt %d of %d)", why, a.GetAttempt(), r.e.GetOptions().GetMaxRetries()+1), TaskId: a.GetTaskId(), Timestamp: r.now()}
@@ -233,7 +249,9 @@ func (r *runner) requeue(a *store.Assignment, w *schedulerv1.Wave, code, why str
 		return r.taskEnded(a, w)
 	}
 	a.Status = schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_PENDING
-	a.Attempt++
+	if attempted {
+		a.Attempt++
+	}
 	a.Result, a.CompleteTime = 0, nil
 	if err := r.tx.PutAssignment(a); err != nil {
 		return err

@@ -394,3 +394,37 @@ func TestTaskGivenBackIsRequeuedWithTheAgentsReason(t *testing.T) {
 		require.Zero(t, got.GetFailedTasks())
 	})
 }
+
+// An assignment an agent held ahead and gives back unstarted (CANCELLED, NOT_STARTED: converge-agent
+// --prefetch draining) goes back to the queue without using an attempt: given back more times
+// than max_retries allows, it still runs, as attempt 1.
+func TestTaskGivenBackUnstartedKeepsItsAttempt(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		b := runBundle(t, st)
+		zero := int32(0)
+		e := b.start(t, b.createList(t, diamond("held-ahead")), &schedulerv1.ExecutionOptions{MaxRetries: &zero})
+		var task string
+		for range 3 {
+			c := b.claim(t, "agent-1", time.Second)
+			require.NotNil(t, c)
+			require.Equal(t, int32(1), c.GetAssignment().GetAttempt())
+			if task == "" {
+				task = c.GetTask().GetId()
+			}
+			require.Equal(t, task, c.GetTask().GetId(), "the same task, back in the queue")
+			_, err := b.client.CompleteTask(t.Context(), &schedulerv1.CompleteTaskRequest{AssignmentId: c.GetAssignment().GetId(),
+				InstanceId: "agent-1", FencingToken: c.GetAssignment().GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED,
+				Error: &commonv1.ErrorContext{Code: "NOT_STARTED", Message: "the worker is draining or stopping"}})
+			require.NoError(t, err)
+		}
+		again := b.claim(t, "agent-2", time.Second)
+		require.NotNil(t, again)
+		require.Equal(t, int32(1), again.GetAssignment().GetAttempt())
+		require.Equal(t, "NOT_STARTED", again.GetPreviousErrors()[0].GetCode())
+		require.Equal(t, "the agent gave the task back before starting it: the worker is draining or stopping", again.GetPreviousErrors()[0].GetMessage())
+		got, _ := b.execution(t, e.GetId())
+		require.Zero(t, got.GetFailedTasks())
+		require.Equal(t, int32(1), got.GetRunningTasks(), "only agent-2's claim runs")
+	})
+}

@@ -53,6 +53,39 @@ type lease struct {
 	clock *phaseClock
 	// started: the TASK_STARTED event is queued (taskStarted).
 	started bool
+	// log names the assignment in the worker's log.
+	log *slog.Logger
+	// work is the assignment's context from when it is held (hold) to its end: cancelled by a
+	// CANCEL directive, a lost lease, a drain deadline or the end of the work (stop); the keeper
+	// runs on it and closes keeperDone when it returns.
+	work       context.Context
+	stop       context.CancelFunc
+	keeperDone chan struct{}
+}
+
+// hold starts holding claimed assignment ca: its lease is kept (reports, lock renewals) from now
+// on, whether its work starts now or after the assignment the worker is running (Config.Prefetch).
+func (w *Worker) hold(ctx context.Context, ca *schedulerv1.ClaimedAssignment) *lease {
+	a := ca.GetAssignment()
+	log := w.log.With("assignment", a.GetId(), "execution", a.GetExecutionId(), "attempt", a.GetAttempt())
+	if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION {
+		log = log.With("wave", a.GetWaveNumber())
+	} else {
+		log = log.With("task", a.GetTaskId())
+	}
+	l := &lease{w: w, ca: ca, clock: w.phaseClock(), log: log, keeperDone: make(chan struct{})}
+	l.work, l.stop = context.WithCancel(ctx)
+	go func() {
+		defer close(l.keeperDone)
+		l.keep(l.work, l.stop)
+	}()
+	return l
+}
+
+// end stops the lease's work and keeper and waits for the keeper.
+func (l *lease) end() {
+	l.stop()
+	<-l.keeperDone
 }
 
 // waitTold waits until the Registry was told of the claim (or the telling failed, or ctx ended):
@@ -274,38 +307,19 @@ type outcome struct {
 	levels        []*schedulerv1.ValidationLevelResult
 }
 
-// runAssignment does one claimed assignment from lease to CompleteTask. The completion also
-// claims the agent's next assignment (claim_next) while the worker is neither draining nor
-// stopping; runAssignment answers it (nil when there is none). fused says ca came so, with the
-// previous assignment's completion: the agent was RUNNING all along.
-func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssignment, fused bool) (next *schedulerv1.ClaimedAssignment) {
-	a := ca.GetAssignment()
-	log := w.log.With("assignment", a.GetId(), "execution", a.GetExecutionId(), "attempt", a.GetAttempt())
-	if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION {
-		log = log.With("wave", a.GetWaveNumber())
-	} else {
-		log = log.With("task", a.GetTaskId())
-	}
-	l := &lease{w: w, ca: ca, clock: w.phaseClock()}
+// runAssignment does the work of held assignment l and answers its completion request (nil: the
+// result is dropped: the lease was lost or the session replaced); the caller sends it (complete).
+// fused says l came with the previous assignment's completion or was held ahead of it: the agent
+// was RUNNING all along.
+func (w *Worker) runAssignment(ctx context.Context, l *lease, fused bool) *schedulerv1.CompleteTaskRequest {
+	ca, a := l.ca, l.ca.GetAssignment()
+	l.clock = w.phaseClock() // the work starts now, whenever it was claimed
 	w.setState(func(s *Status) {
 		s.State = commonv1.AgentStatus_AGENT_STATUS_RUNNING
 		s.Assignment, s.Task = a, ca.GetTask()
+		s.ProgressPercent, s.ProgressMessage = 0, ""
 		s.Claimed++
 	})
-	defer func() {
-		if next != nil {
-			// Fused complete-and-claim: the agent goes straight on to its next assignment, whose
-			// own claim heartbeat tells the Registry; an IDLE heartbeat between the two would
-			// only delay that one (heartbeats are sent in order).
-			w.setState(func(s *Status) { s.ProgressPercent, s.ProgressMessage = 0, "" })
-			return
-		}
-		w.setState(func(s *Status) {
-			s.State = commonv1.AgentStatus_AGENT_STATUS_IDLE
-			s.Assignment, s.Task, s.ProgressPercent, s.ProgressMessage = nil, nil, 0, ""
-		})
-		w.kick() // the Registry learns at once that the agent is idle again
-	}()
 	// The Registry learns at once that this agent holds work, before the work starts: were the
 	// agent to die now, it is found stale after one stale window, whatever it reported before.
 	// A task's heartbeat goes out now and is waited for before the task's command runs
@@ -315,13 +329,13 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 	// sent by the heartbeat loop (in order with the others) and not waited for.
 	if fused {
 		w.kick()
-		return w.runLeased(ctx, l, log)
+		return w.runLeased(ctx, l)
 	}
 	told := make(chan struct{})
 	go func() {
 		defer close(told)
 		if err := w.heartbeat(ctx, commonv1.AgentStatus_AGENT_STATUS_RUNNING, a.GetTaskId()); err != nil && w.replacedErr() == nil {
-			log.Warn("heartbeat after the claim failed; the work goes on", "err", err)
+			l.log.Warn("heartbeat after the claim failed; the work goes on", "err", err)
 		}
 	}()
 	l.told = told
@@ -329,22 +343,21 @@ func (w *Worker) runAssignment(ctx context.Context, ca *schedulerv1.ClaimedAssig
 		l.waitTold(ctx)
 	}
 	defer func() { <-told }() // no heartbeat of this assignment outlives it
-	return w.runLeased(ctx, l, log)
+	return w.runLeased(ctx, l)
 }
 
-// runLeased runs the work of lease l, its keeper beside it, and completes it.
-func (w *Worker) runLeased(ctx context.Context, l *lease, log *slog.Logger) (next *schedulerv1.ClaimedAssignment) {
-	ca, a := l.ca, l.ca.GetAssignment()
+// runLeased runs the work of lease l beside its keeper and answers its completion request.
+func (w *Worker) runLeased(ctx context.Context, l *lease) *schedulerv1.CompleteTaskRequest {
+	ca, a, log := l.ca, l.ca.GetAssignment(), l.log
 
-	// work is cancelled by a CANCEL directive, a lost lease, or a drain deadline.
-	work, stop := context.WithCancel(ctx)
-	defer stop()
+	// l.work is cancelled by a CANCEL directive, a lost lease, or a drain deadline.
+	defer l.stop()
 	w.mu.Lock()
-	w.hardStop = stop
+	w.hardStop = l.stop
 	replaced := w.replaced != nil
 	w.mu.Unlock()
 	if replaced {
-		stop()
+		l.stop()
 	}
 	defer func() {
 		w.mu.Lock()
@@ -352,13 +365,8 @@ func (w *Worker) runLeased(ctx context.Context, l *lease, log *slog.Logger) (nex
 		w.mu.Unlock()
 	}()
 	if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK {
-		l.taskStarted() // in the keeper's first report, or the completion (startedGrace)
+		l.taskStarted() // in the keeper's next report, or the completion (startedGrace)
 	}
-	keeperDone := make(chan struct{})
-	go func() {
-		defer close(keeperDone)
-		l.keep(work, stop)
-	}()
 
 	var out outcome
 	func() {
@@ -370,17 +378,16 @@ func (w *Worker) runLeased(ctx context.Context, l *lease, log *slog.Logger) (nex
 			}
 		}()
 		if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION {
-			out = w.integrate(work, l)
+			out = w.integrate(l.work, l)
 		} else {
-			out = w.runTask(work, l)
+			out = w.runTask(l.work, l)
 		}
 	}()
 	// Whether the work was interrupted (CANCEL directive, lost lease or lock, drain deadline,
-	// shutdown) is read before stop() below, which cancels work in every case: a task that failed
+	// shutdown) is read before end() below, which cancels work in every case: a task that failed
 	// on its own is FAILED with its reason, not CANCELLED (which would requeue it).
-	interrupted := work.Err() != nil
-	stop()
-	<-keeperDone
+	interrupted := l.work.Err() != nil
+	l.end()
 	l.flushEvents(ctx)
 
 	l.mu.Lock()
@@ -388,11 +395,11 @@ func (w *Worker) runLeased(ctx context.Context, l *lease, log *slog.Logger) (nex
 	l.mu.Unlock()
 	if lost != nil {
 		log.Warn("lease lost: the result is dropped (the task was requeued)", "err", lost)
-		return
+		return nil
 	}
 	if err := w.replacedErr(); err != nil {
 		log.Warn("session replaced: the result is dropped (the newer process's Registry record took the work back)", "result", out.result.String())
-		return
+		return nil
 	}
 	if out.result == schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED {
 		// Done, even if cancelled right after: still report it.
@@ -431,9 +438,22 @@ func (w *Worker) runLeased(ctx context.Context, l *lease, log *slog.Logger) (nex
 	if u := l.usage; !u.Zero() {
 		req.Usage = &schedulerv1.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUsdMicros: u.CostUSDMicros}
 	}
-	if ctx.Err() == nil && !w.Draining() && !l.draining && out.result != schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED {
-		req.ClaimNext = w.claimRequest(0)
-	}
+	return req
+}
+
+// mayClaimAfter says whether l's completion req may also claim the agent's next assignment: the
+// worker is neither stopping nor draining, l's run is not paused (DRAIN) and the work was not
+// given back.
+func (w *Worker) mayClaimAfter(ctx context.Context, l *lease, req *schedulerv1.CompleteTaskRequest) bool {
+	l.mu.Lock()
+	draining := l.draining
+	l.mu.Unlock()
+	return w.mayClaim(ctx) && !draining && req.GetResult() != schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED
+}
+
+// complete sends l's completion req and answers the next assignment claimed with it (claim_next),
+// nil when there is none.
+func (w *Worker) complete(ctx context.Context, l *lease, req *schedulerv1.CompleteTaskRequest) (next *schedulerv1.ClaimedAssignment) {
 	// The completion must reach the Scheduler even when the worker is shutting down, and across
 	// a Scheduler replica's restart or a Postgres failover: it is retried (with backoff) for up to
 	// 30 s while the answer is not final; the fencing token makes a retried completion idempotent.
@@ -444,24 +464,22 @@ func (w *Worker) runLeased(ctx context.Context, l *lease, log *slog.Logger) (nex
 	for {
 		res, err := w.cfg.Scheduler.CompleteTask(cctx, req)
 		if err == nil {
-			log.Info("assignment completed", "result", out.result.String(), "commit", out.commit)
-			next = res.GetNext()
-			break
+			l.log.Info("assignment completed", "result", req.GetResult().String(), "commit", req.GetCommitSha())
+			return res.GetNext()
 		}
 		// A retry claims nothing more: the first attempt's next assignment, if its answer was
 		// lost, is requeued when its lease runs out.
 		req.ClaimNext = nil
 		if c := status.Code(err); c == codes.Aborted || c == codes.NotFound || c == codes.InvalidArgument || c == codes.FailedPrecondition {
-			log.Warn("completion refused", "err", err)
-			break
+			l.log.Warn("completion refused", "err", err)
+			return nil
 		}
 		retry++
 		if backoff.Wait(cctx, min(time.Duration(retry)*200*time.Millisecond, 2*time.Second)) != nil {
-			log.Warn("completion not delivered within 30 s: the lease will run out and the task be requeued", "err", err)
-			break
+			l.log.Warn("completion not delivered within 30 s: the lease will run out and the task be requeued", "err", err)
+			return nil
 		}
 	}
-	return next
 }
 
 // tail keeps the last n bytes of s.

@@ -62,6 +62,9 @@ type fakeScheduler struct {
 	// under f.mu): as on a real server, a caller that gave up meanwhile gets its context's error
 	// although the report was recorded.
 	answerReport func(ctx context.Context)
+	// gate, when set, runs after a completion was recorded and before it is answered (not under
+	// f.mu): a test holds a completion in flight.
+	gate func(*schedulerv1.CompleteTaskRequest)
 }
 
 func (f *fakeScheduler) RecordCheckpoint(_ context.Context, req *schedulerv1.RecordCheckpointRequest, _ ...grpc.CallOption) (*schedulerv1.RecordCheckpointResponse, error) {
@@ -162,6 +165,12 @@ func (f *fakeScheduler) CompleteTask(_ context.Context, req *schedulerv1.Complet
 	}
 	f.completed <- proto.Clone(req).(*schedulerv1.CompleteTaskRequest)
 	res := &schedulerv1.CompleteTaskResponse{Directive: schedulerv1.Directive_DIRECTIVE_CONTINUE}
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		gate(req)
+	}
 	f.mu.Lock()
 	if f.fuse && req.GetClaimNext() != nil && len(f.queue) > 0 {
 		res.Next, f.queue = f.queue[0], f.queue[1:]

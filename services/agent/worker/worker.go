@@ -50,6 +50,11 @@ type Config struct {
 	ExecutionID string
 	// ClaimWait is how long one ClaimTask long-polls (default 10 s).
 	ClaimWait time.Duration
+	// Prefetch holds one assignment ahead of the one the worker runs, so that the next starts
+	// the moment the current one's work ends and the completion's round trip runs beside it
+	// (pipeline.go). For many short tasks; with a few long ones, an idle agent may wait while the
+	// assignment held ahead waits for this agent.
+	Prefetch bool
 	// RegistryRetry is how long a task's lock request is retried while the Registry cannot
 	// answer (Unavailable: restarting, unreachable) before the task goes back to the queue
 	// (default 30 s).
@@ -393,12 +398,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 			return nil // claimed by a replaced session: the Scheduler takes it back
 		}
 		// Each completion may hand over the next assignment (fused complete-and-claim).
-		for next, fused := res.GetAssignment(), false; next != nil; fused = true {
-			if w.replacedErr() != nil {
-				return nil
-			}
-			next = w.runAssignment(ctx, next, fused)
-		}
+		w.work(ctx, res.GetAssignment())
 	}
 }
 

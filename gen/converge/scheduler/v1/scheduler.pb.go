@@ -718,7 +718,9 @@ const (
 	CompletionResult_COMPLETION_RESULT_BLOCKED_DCR CompletionResult = 4
 	// Stopped on a CANCEL directive or a drain deadline, or given back by the agent (error.code
 	// says why, e.g. LOCK_UNAVAILABLE: the Registry could not answer for the task's locks); rolled
-	// back, locks released. The Scheduler requeues the task (bounded by max_retries).
+	// back, locks released. The Scheduler requeues the task (bounded by max_retries). error.code
+	// NOT_STARTED gives back an assignment the agent held ahead of its current one (converge-agent
+	// --prefetch) and never started: requeued without using an attempt.
 	CompletionResult_COMPLETION_RESULT_CANCELLED CompletionResult = 5
 )
 
@@ -3730,7 +3732,7 @@ func (x *Wave) GetEndTime() *timestamppb.Timestamp {
 
 // Assignment is one task (or one wave integration) leased to agents (the seed's
 // wave_task_assignments plus lease, fencing and result). One per task per wave; a requeue increments
-// attempt on the same assignment.
+// attempt on the same assignment (not when the agent gave it back unstarted: NOT_STARTED).
 type Assignment struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server id, "as_<ulid>".

@@ -46,6 +46,7 @@ type agentFlags struct {
 	allowedRoots, allowEnv         []string
 	sandbox                        string
 	cpuProfile                     string
+	prefetch                       bool
 }
 
 func envOr(name, def string) string {
@@ -80,6 +81,9 @@ func command() *cobra.Command {
 				if _, err := time.ParseDuration(v); err != nil {
 					return fmt.Errorf("CONVERGE_AGENT_DRAIN_TIMEOUT %q: want a duration such as 30s", v)
 				}
+			}
+			if err := servicecmd.BoolFromEnv(cmd, "prefetch", "CONVERGE_AGENT_PREFETCH"); err != nil {
+				return err
 			}
 			token, err := f.clientToken(cmd, logger)
 			if err != nil {
@@ -122,7 +126,7 @@ func command() *cobra.Command {
 			defer rc.Close()
 			cfg := worker.Config{InstanceID: f.instanceID, Scheduler: schedulerv1.NewSchedulerServiceClient(sc),
 				Registry: registryv1.NewRegistryServiceClient(rc), DataDir: f.dataDir, Capabilities: f.capabilities,
-				ExecutionID: f.execution, Logger: logger, Roots: roots, AllowedEnv: f.allowEnv, Sandbox: sandbox}
+				ExecutionID: f.execution, Logger: logger, Roots: roots, AllowedEnv: f.allowEnv, Sandbox: sandbox, Prefetch: f.prefetch}
 			if f.knowledge != "" {
 				kc, err := dial(f.knowledge)
 				if err != nil {
@@ -215,6 +219,7 @@ func command() *cobra.Command {
 	fl.StringSliceVar(&f.capabilities, "capabilities", splitEnv("CONVERGE_AGENT_CAPABILITIES"), "capabilities announced to the Scheduler; empty = "+strings.Join(worker.DefaultCapabilities, ",")+" [CONVERGE_AGENT_CAPABILITIES]")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", envOr("CONVERGE_AGENT_CPUPROFILE", ""), "write a CPU profile (pprof) of the whole run to this file at exit; a %p in it is replaced by the process id [CONVERGE_AGENT_CPUPROFILE]")
 	_ = fl.MarkHidden("cpuprofile")
+	fl.BoolVar(&f.prefetch, "prefetch", false, "hold one assignment ahead of the one running: the next starts the moment the current one's work ends, its completion goes to the Scheduler meanwhile (for many short tasks: the one held ahead waits for this agent even when another is idle) [CONVERGE_AGENT_PREFETCH]")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", envDuration("CONVERGE_AGENT_DRAIN_TIMEOUT"), "on SIGTERM, cancel work still running after this long (0 = let it finish) [CONVERGE_AGENT_DRAIN_TIMEOUT]")
 	return cmd
 }
