@@ -41,6 +41,9 @@ type clusterOptions struct {
 	refusingVerifier bool
 	// execOptions adjusts the execution's options.
 	execOptions func(*schedulerv1.ExecutionOptions)
+	// prefetch runs every agent with --prefetch: each holds one assignment ahead of the one it
+	// runs, so a fault takes out two leases at once.
+	prefetch bool
 }
 
 // cluster is the running deployment of one scenario.
@@ -81,6 +84,9 @@ func newCluster(t *testing.T, cfg config, pg *clustertest.Postgres, db string, o
 	}
 	o := clustertest.Options{Schedulers: 2, Agents: cfg.agents, Postgres: pg, Database: db, Redis: clustertest.StartRedis(t),
 		ProxySchedulerPostgres: true, ProxyAgents: true, LogDir: filepath.Join(resultsDir(t), db), VerifierNoAllowedRoot: opts.refusingVerifier}
+	if opts.prefetch {
+		o.AgentArgs = append(o.AgentArgs, "--prefetch")
+	}
 	if opts.stale > 0 {
 		// The Registry's stale window (STALE status; GONE after a multiple of it), where this
 		// build has the flag.

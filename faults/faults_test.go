@@ -499,8 +499,16 @@ func scenarios() []scenario {
 		{name: "postgres-restart", inject: restartPostgres},
 		{name: "proxy-faults", inject: proxyFaults},
 		{name: "agent-stop", sleep: "0.4", inject: stopAgent},
+		// The same faults with agents holding one assignment ahead (--prefetch): a killed or
+		// stopped agent takes two leases out, one of a task it never started.
+		{name: "agent-kill-prefetch", cluster: withPrefetch, inject: killAgents},
+		{name: "agent-stop-prefetch", cluster: withPrefetch, sleep: "0.4", inject: stopAgent},
+		{name: "proxy-faults-prefetch", cluster: withPrefetch, inject: proxyFaults},
 	}, failurePaths()...)
 }
+
+// withPrefetch runs the scenario's agents with --prefetch.
+func withPrefetch(config) clusterOptions { return clusterOptions{prefetch: true} }
 
 // 1. kill -9 a random agent holding a task, spread over the run; a replacement starts each time.
 // A victim whose completion (fused with its next claim) was committed between the pick and the

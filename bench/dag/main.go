@@ -65,6 +65,11 @@ type options struct {
 	// embeddedAgents are the embedded runs' agents, side by side: "processes" (converge-agent
 	// processes) and/or "local" (converge dev --agents N).
 	embeddedAgents []string
+	// prefetch are the agents' prefetch settings to run each converge configuration with, side
+	// by side (converge-agent --prefetch, converge dev --agent-prefetch); aheadOn is the one of
+	// the run at hand.
+	prefetch []bool
+	aheadOn  bool
 }
 
 func main() {
@@ -89,7 +94,17 @@ func main() {
 	floorInstance := flag.String("floor-instance", "agent-01", "internal: the floor agent's instance id")
 	flag.IntVar(&o.maxParallel, "max-parallel", 0, "converge's max_parallel (tasks per wave, and at once); 0 = the task count, so waves are the dependency levels (eager dispatch still starts a task as soon as its dependencies completed: none commits here)")
 	embeddedAgents := flag.String("embedded-agents", "processes,local", "the embedded runs' agents, each run side by side: processes (--agents converge-agent processes beside converge dev), local (converge dev --agents N: in its process, calling the services in-process), or both comma-separated")
+	prefetch := flag.String("prefetch", "off", "the agents' prefetch (converge-agent --prefetch: one assignment held ahead of the running one), each run side by side: off, on, or off,on")
 	flag.Parse()
+	for _, p := range strings.Split(*prefetch, ",") {
+		switch p {
+		case "off", "on":
+			o.prefetch = append(o.prefetch, p == "on")
+		default:
+			fmt.Fprintf(os.Stderr, "dag-bench: --prefetch %q: want off, on or off,on\n", p)
+			os.Exit(2)
+		}
+	}
 	o.embeddedAgents = strings.Split(*embeddedAgents, ",")
 	for _, a := range o.embeddedAgents {
 		if a != "processes" && a != "local" {
@@ -165,7 +180,9 @@ type shapeResult struct {
 type side struct {
 	Name string `json:"name"`
 	// Dispatch is converge's dispatch mode (strict or eager); "" for ninja and make.
-	Dispatch string  `json:"dispatch,omitempty"`
+	Dispatch string `json:"dispatch,omitempty"`
+	// Prefetch: converge's agents held one assignment ahead (--prefetch).
+	Prefetch bool    `json:"prefetch,omitempty"`
 	Outcome  string  `json:"outcome"`
 	WallS    float64 `json:"wall_s"`
 	// OverheadMsPerTask is (wall − ninja wall) / tasks; RatioToNinja is wall / ninja wall.
@@ -420,16 +437,19 @@ func embedded(g graph, o options, dispatch string, local bool) (r side, err erro
 	err = clustertest.Run(nil, func(tb clustertest.TB) error {
 		addr, devMetrics := clustertest.FreeAddr(tb), clustertest.FreeAddr(tb)
 		args := []string{"dev", "--in-memory", "--insecure-no-auth", "--listen", addr, "--log-level", "warn", "--metrics-listen", devMetrics}
-		name := fmt.Sprintf("converge, embedded (SQLite), %d agent processes, %s", o.agents, dispatch)
+		name := fmt.Sprintf("converge, embedded (SQLite), %d agent processes%s, %s", o.agents, prefetchSuffix(o), dispatch)
 		if local {
 			args = append(args, "--agents", strconv.Itoa(o.agents))
-			name = fmt.Sprintf("converge, embedded (SQLite), %d local agents, %s", o.agents, dispatch)
+			name = fmt.Sprintf("converge, embedded (SQLite), %d local agents%s, %s", o.agents, prefetchSuffix(o), dispatch)
+			if o.aheadOn {
+				args = append(args, "--agent-prefetch")
+			}
 		}
 		dev := clustertest.StartProcess(tb, clustertest.ProcessSpec{Name: "converge-dev", Bin: clustertest.Binary(tb, "converge"), Args: args})
 		clustertest.WaitHealth(tb, dev, addr, "", healthpb.HealthCheckResponse_SERVING, 0)
 		procs, metrics := []*clustertest.Process{dev}, []string{devMetrics}
 		if !local {
-			agents, am := startAgents(tb, o.agents, addr, addr)
+			agents, am := startAgents(tb, o, addr, addr)
 			procs, metrics = append(procs, agents...), am
 		}
 		rpcsBefore, cpuBefore := handledRPCs(devMetrics), processesCPU(procs)
@@ -469,19 +489,31 @@ func childrenCPU() time.Duration {
 
 // startAgents starts n converge-agent processes on the Scheduler and Registry addresses, each
 // with its own metrics address (answered, for agentPhases).
-func startAgents(tb clustertest.TB, n int, scheduler, registry string) ([]*clustertest.Process, []string) {
+func startAgents(tb clustertest.TB, o options, scheduler, registry string) ([]*clustertest.Process, []string) {
 	work := tb.TempDir()
 	var metrics []string
 	var procs []*clustertest.Process
-	for i := range n {
+	for i := range o.agents {
 		id := fmt.Sprintf("agent-%02d", i+1)
 		m := clustertest.FreeAddr(tb)
 		metrics = append(metrics, m)
+		args := []string{"--listen", clustertest.FreeAddr(tb), "--scheduler", scheduler, "--registry", registry,
+			"--instance-id", id, "--data-dir", filepath.Join(work, id), "--log-level", "warn", "--metrics-listen", m}
+		if o.aheadOn {
+			args = append(args, "--prefetch")
+		}
 		procs = append(procs, clustertest.StartProcess(tb, clustertest.ProcessSpec{Name: id, Bin: clustertest.Binary(tb, "converge-agent"), LogDir: work,
-			Args: []string{"--listen", clustertest.FreeAddr(tb), "--scheduler", scheduler, "--registry", registry,
-				"--instance-id", id, "--data-dir", filepath.Join(work, id), "--log-level", "warn", "--metrics-listen", m}}))
+			Args: args}))
 	}
 	return procs, metrics
+}
+
+// prefetchSuffix names a run whose agents held one assignment ahead.
+func prefetchSuffix(o options) string {
+	if o.aheadOn {
+		return ", prefetch"
+	}
+	return ""
 }
 
 // production runs it on separate Scheduler and Registry processes on a fresh database of the
@@ -490,7 +522,7 @@ func production(g graph, o options, dispatch string) (r side, err error) {
 	err = clustertest.Run(nil, func(tb clustertest.TB) error {
 		c := clustertest.Start(tb, clustertest.Options{Without: []string{"knowledge", "verifier"}, LogLevel: "warn",
 			Postgres: clustertest.UsePostgres(tb, o.pgURL), Redis: clustertest.UseRedis(tb, o.redisURL)})
-		agents, metrics := startAgents(tb, o.agents, c.SchedulerAddr(0), c.RegistryAddr)
+		agents, metrics := startAgents(tb, o, c.SchedulerAddr(0), c.RegistryAddr)
 		procs := append([]*clustertest.Process{c.Scheduler(0), c.Service("registry")}, agents...)
 		// The Postgres backends of the cluster's database (the Scheduler's and Registry's
 		// connections), read from /proc as the processes are.
@@ -503,7 +535,7 @@ func production(g graph, o options, dispatch string) (r side, err error) {
 		cpuBefore := processesCPU(procs)
 		var cpuAfter []cpuSample
 		var pgAfter map[int]time.Duration
-		r, err = execute(fmt.Sprintf("converge, Postgres + Redis, %d agents, %s", o.agents, dispatch), c.SchedulerClient(0), g, o, dispatch, procs,
+		r, err = execute(fmt.Sprintf("converge, Postgres + Redis, %d agents%s, %s", o.agents, prefetchSuffix(o), dispatch), c.SchedulerClient(0), g, o, dispatch, procs,
 			func() { cpuAfter = processesCPU(procs); pgAfter = mon.sample() })
 		if err == nil {
 			r.ProcessCPU = append(cpuPerTask(cpuBefore, cpuAfter, len(g.deps)), backendsPerTask(pgBefore, pgAfter, len(g.deps))...)
@@ -560,7 +592,7 @@ func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o optio
 		return side{}, err
 	}
 	e := res.GetExecution()
-	r := side{Name: name, Dispatch: dispatch, WallS: wall.Seconds(), Outcome: strings.TrimPrefix(e.GetOutcome().String(), "OUTCOME_")}
+	r := side{Name: name, Dispatch: dispatch, Prefetch: o.aheadOn, WallS: wall.Seconds(), Outcome: strings.TrimPrefix(e.GetOutcome().String(), "OUTCOME_")}
 	figures(&r, g, entries)
 	r.CreateMs, r.StartExecMs = msf(created.Sub(start)), msf(startedExec.Sub(created))
 	if first, last := edgeEntries(entries); !first.IsZero() {

@@ -29,18 +29,30 @@ func shapeRuns(g graph, o options) ([]side, error) {
 	convergeCPU := func(run func() (side, error)) func() (side, error) {
 		return func() (side, error) { return withCPU(len(g.deps), run) }
 	}
-	if o.mode == "embedded" || o.mode == "both" {
-		for _, d := range modesFor(g, o) {
-			for _, a := range o.embeddedAgents {
-				configs = append(configs, configuration{fmt.Sprintf("%s on converge dev, %s agents, %s dispatch", g.shape, a, d),
-					convergeCPU(func() (side, error) { return embedded(g, o, d, a == "local") })})
+	prefetch := o.prefetch
+	if len(prefetch) == 0 {
+		prefetch = []bool{false}
+	}
+	for _, ahead := range prefetch {
+		o := o
+		o.aheadOn = ahead
+		what := ""
+		if ahead {
+			what = ", agents prefetching"
+		}
+		if o.mode == "embedded" || o.mode == "both" {
+			for _, d := range modesFor(g, o) {
+				for _, a := range o.embeddedAgents {
+					configs = append(configs, configuration{fmt.Sprintf("%s on converge dev, %s agents%s, %s dispatch", g.shape, a, what, d),
+						convergeCPU(func() (side, error) { return embedded(g, o, d, a == "local") })})
+				}
 			}
 		}
-	}
-	if o.mode == "postgres" || o.mode == "both" {
-		for _, d := range modesFor(g, o) {
-			configs = append(configs, configuration{fmt.Sprintf("%s on Postgres + Redis, %s dispatch", g.shape, d),
-				convergeCPU(func() (side, error) { return production(g, o, d) })})
+		if o.mode == "postgres" || o.mode == "both" {
+			for _, d := range modesFor(g, o) {
+				configs = append(configs, configuration{fmt.Sprintf("%s on Postgres + Redis%s, %s dispatch", g.shape, what, d),
+					convergeCPU(func() (side, error) { return production(g, o, d) })})
+			}
 		}
 	}
 	rounds := max(o.rounds, 1) // main refuses fewer than 1
