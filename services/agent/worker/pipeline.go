@@ -147,7 +147,7 @@ func (w *Worker) giveBack(ctx context.Context, l *lease, why string) {
 	a := l.ca.GetAssignment()
 	w.complete(ctx, l, &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(), InstanceId: w.cfg.InstanceID,
 		FencingToken: a.GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_CANCELLED,
-		Error: &commonv1.ErrorContext{Code: codeNotStarted, Message: why, TaskId: a.GetTaskId(), Timestamp: now()},
+		Error:  &commonv1.ErrorContext{Code: codeNotStarted, Message: why, TaskId: a.GetTaskId(), Timestamp: now()},
 		Events: l.takeEvents()})
 }
 
