@@ -18,7 +18,9 @@
 # VERIFY_BENCHTIME (5x), FANOUT_SIZES (100,1000,10000; growth: 100,1000,10000,100000),
 # FANOUT_MAX_PARALLEL (1024), FANOUT_STARTED_REPORT (empty: the fan-out's agents send TASK_STARTED
 # with the completion, as converge-agent does for a short task; non-empty: in a report of its own),
-# LOAD_STREAMS (1000), LOAD_AGENTS (50), LOAD_TASKS (300), LOAD_ROUNDS (3).
+# LOAD_STREAMS (1000), LOAD_AGENTS (50), LOAD_TASKS (300), LOAD_ROUNDS (3), DAG_PREFETCH (off:
+# bench/dag's agents without --prefetch; off,on runs every converge configuration both ways, side
+# by side).
 # BENCH_ONLY (space-separated, default all): plan fanout verifier registry knowledge dag load; also
 # floor (not in the default: about 2 min): bench/dag --floor --mode postgres, the Postgres deployment's
 # floor of a no-op task beside ninja and the real P1 Postgres run, PEER_ROUNDS rounds.
@@ -48,6 +50,7 @@ CHAIN_TASKS=${CHAIN_TASKS:-300}
 DAG_TASKS=${DAG_TASKS:-1000}
 DAG_EDGES=${DAG_EDGES:-5000}
 DAG_SEED=${DAG_SEED:-1}
+DAG_PREFETCH=${DAG_PREFETCH:-off}
 PEER_ROUNDS=${PEER_ROUNDS:-3}
 DAG_ROUNDS=${DAG_ROUNDS:-3}
 REGISTRY_CLIENTS=${REGISTRY_CLIENTS:-50}
@@ -183,7 +186,7 @@ want registry && run registry.json bench/registry go run . --json --clients "$RE
 	--duration "$REGISTRY_DURATION" --rounds "$REGISTRY_ROUNDS" --set-requests "$REGISTRY_SET_REQUESTS"
 want knowledge && run knowledge.json bench/knowledge go run . --json --items "$KNOWLEDGE_ITEMS" --queries "$KNOWLEDGE_QUERIES"
 want dag && run dag.json bench/dag go run . --json --agents "$AGENTS" --chain-tasks "$CHAIN_TASKS" --tasks "$DAG_TASKS" \
-	--edges "$DAG_EDGES" --seed "$DAG_SEED" --peer-rounds "$PEER_ROUNDS" --rounds "$DAG_ROUNDS"
+	--edges "$DAG_EDGES" --seed "$DAG_SEED" --peer-rounds "$PEER_ROUNDS" --rounds "$DAG_ROUNDS" --prefetch "$DAG_PREFETCH"
 want floor && run dag-floor.json bench/dag go run . --floor --mode postgres --json --agents "$AGENTS" \
 	--tasks "$(( DAG_TASKS < 1024 ? DAG_TASKS : 1024 ))" --peer-rounds "$PEER_ROUNDS"
 # R8: the same run of LOAD_AGENTS agents without WatchExecution streams (the peer), with

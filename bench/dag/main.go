@@ -70,6 +70,9 @@ type options struct {
 	// the run at hand.
 	prefetch []bool
 	aheadOn  bool
+	// agentLatency delays each way of the Postgres deployment's agents' connections to the
+	// Scheduler and the Registry (a TCP proxy, platform/clustertest): agents on other hosts.
+	agentLatency time.Duration
 }
 
 func main() {
@@ -94,6 +97,7 @@ func main() {
 	floorInstance := flag.String("floor-instance", "agent-01", "internal: the floor agent's instance id")
 	flag.IntVar(&o.maxParallel, "max-parallel", 0, "converge's max_parallel (tasks per wave, and at once); 0 = the task count, so waves are the dependency levels (eager dispatch still starts a task as soon as its dependencies completed: none commits here)")
 	embeddedAgents := flag.String("embedded-agents", "processes,local", "the embedded runs' agents, each run side by side: processes (--agents converge-agent processes beside converge dev), local (converge dev --agents N: in its process, calling the services in-process), or both comma-separated")
+	flag.DurationVar(&o.agentLatency, "agent-latency", 0, "with --mode postgres: delay each way of the agents' connections to the Scheduler and the Registry by this much (a TCP proxy: agents on other hosts; the round trip grows by twice it); 0 = none")
 	prefetch := flag.String("prefetch", "off", "the agents' prefetch (converge-agent --prefetch: one assignment held ahead of the running one), each run side by side: off, on, or off,on")
 	flag.Parse()
 	for _, p := range strings.Split(*prefetch, ",") {
@@ -522,7 +526,14 @@ func production(g graph, o options, dispatch string) (r side, err error) {
 	err = clustertest.Run(nil, func(tb clustertest.TB) error {
 		c := clustertest.Start(tb, clustertest.Options{Without: []string{"knowledge", "verifier"}, LogLevel: "warn",
 			Postgres: clustertest.UsePostgres(tb, o.pgURL), Redis: clustertest.UseRedis(tb, o.redisURL)})
-		agents, metrics := startAgents(tb, o, c.SchedulerAddr(0), c.RegistryAddr)
+		schedAddr, regAddr := c.SchedulerAddr(0), c.RegistryAddr
+		if o.agentLatency > 0 {
+			sp, rp := clustertest.StartProxy(tb, schedAddr), clustertest.StartProxy(tb, regAddr)
+			sp.SetLatency(o.agentLatency)
+			rp.SetLatency(o.agentLatency)
+			schedAddr, regAddr = sp.Addr, rp.Addr
+		}
+		agents, metrics := startAgents(tb, o, schedAddr, regAddr)
 		procs := append([]*clustertest.Process{c.Scheduler(0), c.Service("registry")}, agents...)
 		// The Postgres backends of the cluster's database (the Scheduler's and Registry's
 		// connections), read from /proc as the processes are.
@@ -535,7 +546,11 @@ func production(g graph, o options, dispatch string) (r side, err error) {
 		cpuBefore := processesCPU(procs)
 		var cpuAfter []cpuSample
 		var pgAfter map[int]time.Duration
-		r, err = execute(fmt.Sprintf("converge, Postgres + Redis, %d agents%s, %s", o.agents, prefetchSuffix(o), dispatch), c.SchedulerClient(0), g, o, dispatch, procs,
+		name := fmt.Sprintf("converge, Postgres + Redis, %d agents%s, %s", o.agents, prefetchSuffix(o), dispatch)
+		if o.agentLatency > 0 {
+			name = fmt.Sprintf("converge, Postgres + Redis, %d agents %s away%s, %s", o.agents, o.agentLatency, prefetchSuffix(o), dispatch)
+		}
+		r, err = execute(name, c.SchedulerClient(0), g, o, dispatch, procs,
 			func() { cpuAfter = processesCPU(procs); pgAfter = mon.sample() })
 		if err == nil {
 			r.ProcessCPU = append(cpuPerTask(cpuBefore, cpuAfter, len(g.deps)), backendsPerTask(pgBefore, pgAfter, len(g.deps))...)
