@@ -45,3 +45,33 @@ func TestLimitFlagsFromEnvironment(t *testing.T) {
 		require.Contains(t, cmd.Flags().Lookup(name).Usage, "[CONVERGE_", name)
 	}
 }
+
+// BoolFromEnv sets a boolean flag from its variable unless the command line gives it, and refuses
+// a value that is not a boolean, naming the variable and the flag.
+func TestBoolFromEnv(t *testing.T) {
+	run := func(args ...string) (bool, error) {
+		var on bool
+		cmd := &cobra.Command{Use: "x", RunE: func(cmd *cobra.Command, _ []string) error {
+			return servicecmd.BoolFromEnv(cmd, "prefetch", "CONVERGE_TEST_PREFETCH")
+		}}
+		cmd.Flags().BoolVar(&on, "prefetch", false, "x [CONVERGE_TEST_PREFETCH]")
+		cmd.SetArgs(args)
+		cmd.SilenceErrors, cmd.SilenceUsage = true, true
+		err := cmd.Execute()
+		return on, err
+	}
+	t.Setenv("CONVERGE_TEST_PREFETCH", "true")
+	on, err := run()
+	require.NoError(t, err)
+	require.True(t, on)
+	on, err = run("--prefetch=false")
+	require.NoError(t, err)
+	require.False(t, on, "the command line wins")
+	t.Setenv("CONVERGE_TEST_PREFETCH", "yes please")
+	_, err = run()
+	require.EqualError(t, err, `CONVERGE_TEST_PREFETCH="yes please" (--prefetch): want true or false`)
+	t.Setenv("CONVERGE_TEST_PREFETCH", "")
+	on, err = run()
+	require.NoError(t, err)
+	require.False(t, on)
+}
