@@ -57,9 +57,18 @@ func (w *Worker) mayClaim(ctx context.Context) bool {
 	return ctx.Err() == nil && !w.Draining() && w.replacedErr() == nil
 }
 
+// aheadRequest is the claim of an assignment to hold ahead: tasks only. A wave's integration is
+// the run's barrier: held behind a long task it would stop every agent, so it is only ever claimed
+// to start at once.
+func (w *Worker) aheadRequest() *schedulerv1.ClaimTaskRequest {
+	r := w.claimRequest(0)
+	r.Kinds = []schedulerv1.AssignmentKind{schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK}
+	return r
+}
+
 // claimAhead claims, without waiting, an assignment to hold ahead of the current one.
 func (w *Worker) claimAhead(ctx context.Context) *schedulerv1.ClaimedAssignment {
-	res, err := w.cfg.Scheduler.ClaimTask(ctx, w.claimRequest(0))
+	res, err := w.cfg.Scheduler.ClaimTask(ctx, w.aheadRequest())
 	if err != nil {
 		if ctx.Err() == nil {
 			w.log.Debug("claim ahead failed; the next claim follows the completion", "err", err)
@@ -113,6 +122,9 @@ func (w *Worker) work(ctx context.Context, first *schedulerv1.ClaimedAssignment)
 		if req != nil {
 			if w.mayClaimAfter(ctx, cur, req) {
 				req.ClaimNext = w.claimRequest(0)
+				if after != nil {
+					req.ClaimNext = w.aheadRequest() // what it claims waits for after
+				}
 			}
 			if after != nil {
 				// The next runs now; this completion (and the claim of the one after) goes beside it.

@@ -108,3 +108,32 @@ func TestPrefetchGivesBackWhatItHeldWhenDraining(t *testing.T) {
 	require.NoError(t, h.wait())
 	require.False(t, exists(ranB), "the assignment given back ran")
 }
+
+// What the worker claims to hold ahead is a task, never a wave's integration (the run's barrier,
+// which must not wait behind a task): the claim ahead and the completions sent beside the next
+// task ask for tasks only; a completion with nothing held asks for any kind.
+func TestPrefetchHoldsOnlyTasksAhead(t *testing.T) {
+	t.Parallel()
+	h := startWorker(t, func(c *Config) { c.Prefetch = true })
+	h.sched.mu.Lock()
+	h.sched.fuse = true
+	h.sched.mu.Unlock()
+	for _, id := range []string{"a", "b", "c"} {
+		h.sched.push(claimed(t, &commonv1.Task{Id: id, Title: id, Command: "true"}, ""))
+	}
+	byID := map[string]*schedulerv1.CompleteTaskRequest{}
+	for range 3 {
+		c := h.complete()
+		byID[c.GetAssignmentId()] = c
+	}
+	task := []schedulerv1.AssignmentKind{schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK}
+	h.sched.mu.Lock()
+	require.GreaterOrEqual(t, len(h.sched.claims), 2)
+	require.Empty(t, h.sched.claims[0].GetKinds(), "the first claim, to start at once, takes any kind")
+	require.Equal(t, task, h.sched.claims[1].GetKinds(), "the claim ahead takes tasks only")
+	h.sched.mu.Unlock()
+	// a completes beside b (held ahead): it claims a task only; c, with nothing held, any kind.
+	require.Equal(t, task, byID["as_a"].GetClaimNext().GetKinds())
+	require.NotNil(t, byID["as_c"].GetClaimNext())
+	require.Empty(t, byID["as_c"].GetClaimNext().GetKinds())
+}
