@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -48,33 +49,7 @@ func TestDevLocalAgentsCallInProcess(t *testing.T) {
 	logs := &lockedBuffer{}
 	opts := devOptions{InMemory: true, Agents: 2, AgentDrainTimeout: 5 * time.Second, DevToken: "tok-local-agents"}
 	opts.LogFormat, opts.LogLevel = "text", "info"
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	ready := make(chan struct{})
-	opts.Ready = func(string) { close(ready) }
-	go func() { done <- runDev(ctx, opts, lis, logs) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(60 * time.Second):
-			t.Error("converge dev did not stop within 60s of its context ending")
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("converge dev stopped before it was ready: %v", err)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("converge dev was never ready")
-	}
-
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := serveDev(t, opts, logs)
 	sched := schedulerv1.NewSchedulerServiceClient(conn)
 	cctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer tok-local-agents")
 	const tasks = 8
@@ -116,4 +91,38 @@ func TestDevLocalAgentsCallInProcess(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, claims, 1)
 	require.Equal(t, tasks, completes)
+}
+
+// serveDev runs `converge dev` with opts on a free loopback port until the test ends (its stop
+// must be clean) and answers a connection to it, once it is ready.
+func serveDev(t *testing.T, opts devOptions, logs io.Writer) *grpc.ClientConn {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan struct{})
+	opts.Ready = func(string) { close(ready) }
+	go func() { done <- runDev(ctx, opts, lis, logs) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(60 * time.Second):
+			t.Error("converge dev did not stop within 60s of its context ending")
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("converge dev stopped before it was ready: %v", err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("converge dev was never ready")
+	}
+
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }

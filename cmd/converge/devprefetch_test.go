@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
@@ -25,32 +21,7 @@ func TestDevLocalAgentsPrefetch(t *testing.T) {
 	t.Parallel()
 	opts := devOptions{InMemory: true, Agents: 2, AgentPrefetch: true, AgentDrainTimeout: 5 * time.Second, DevToken: "tok-prefetch"}
 	opts.LogFormat, opts.LogLevel = "text", "warn"
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	ready := make(chan struct{})
-	opts.Ready = func(string) { close(ready) }
-	go func() { done <- runDev(ctx, opts, lis, &lockedBuffer{}) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(60 * time.Second):
-			t.Error("converge dev did not stop within 60s of its context ending")
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("converge dev stopped before it was ready: %v", err)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("converge dev was never ready")
-	}
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := serveDev(t, opts, &lockedBuffer{})
 	sched := schedulerv1.NewSchedulerServiceClient(conn)
 	cctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer tok-prefetch")
 	const tasks = 40
