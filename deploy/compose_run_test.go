@@ -137,6 +137,19 @@ git clone -q --bare %[1]s %[2]s/app.git`, seed, repos))
 		health, _ = sh(composeDir, 30*time.Second, "grpcurl -plaintext 127.0.0.1:7071 grpc.health.v1.Health/Check")
 		return strings.Contains(health, "SERVING") && !strings.Contains(health, "NOT_SERVING")
 	}, 5*time.Minute, time.Second, "the Scheduler never served: %s", health)
+	// And the Scheduler's peers: podman-compose starts a service without waiting for depends_on's
+	// conditions (the migrate job included), and podman here runs no healthcheck timer, so nothing
+	// reports (healthy). Each peer's own healthcheck, run in its container, says when its schema is
+	// current; a run that reached Verify Done before that would end BLOCKED.
+	for _, svc := range []string{"registry", "knowledge", "verifier"} {
+		var probe string
+		require.Eventually(t, func() bool {
+			var err error
+			probe, err = sh(composeDir, 30*time.Second, fmt.Sprintf(`c=$(%s --filter label=com.docker.compose.service=%s --format '{{.Names}}' | head -n 1)
+test -n "$c" && podman exec "$c" /usr/local/bin/converge-healthcheck`, ps, svc))
+			return err == nil
+		}, 5*time.Minute, time.Second, "the %s never became healthy: %s", svc, probe)
+	}
 
 	// Block 2, in deploy/compose: the token, health, converge run.
 	use := strings.Join(blocks[1], "\n")
