@@ -139,9 +139,17 @@ func (s *Server) updateWith(ctx context.Context, id string, tl *store.TaskList, 
 }
 
 // afterCommit wakes this replica's waiters once a transaction of execution id ended with err,
-// after ran out, and kicks the driver when Verify Done is due.
+// after ran out, and kicks the driver when Verify Done is due. A transaction that failed, or in
+// which no request applied, changed nothing and wakes nobody: a long-polling claim that found
+// nothing for it (claim.go) would otherwise wake itself and every other waiter, and all of them
+// try again at once, for as long as they wait (TestAClaimThatFindsNothingForItDoesNotWakeItself).
+// A commit whose outcome is unknown (the connection lost during COMMIT) wakes nobody here; if it
+// did commit, its notification (Postgres) or the next poll finds it.
 func (s *Server) afterCommit(id string, err error, out ran) {
-	if err == nil && out.ended {
+	if err != nil || !out.applied {
+		return
+	}
+	if out.ended {
 		// Claims filtered on it answer at once (claim.go).
 		s.wake.end(id)
 	}
@@ -151,12 +159,15 @@ func (s *Server) afterCommit(id string, err error, out ran) {
 	}
 }
 
-// ran is what a committed transaction asks of this replica: verifyDue, the driver should start
-// Verify Done; ended, the execution ended.
-type ran struct{ verifyDue, ended bool }
+// ran is what a committed transaction asks of this replica: applied, a request's function
+// succeeded (what it changed is committed with the transaction); verifyDue, the driver should
+// start Verify Done; ended, the execution ended.
+type ran struct{ applied, verifyDue, ended bool }
 
 // merge is what two requests of one transaction ask.
-func (a ran) merge(b ran) ran { return ran{a.verifyDue || b.verifyDue, a.ended || b.ended} }
+func (a ran) merge(b ran) ran {
+	return ran{a.applied || b.applied, a.verifyDue || b.verifyDue, a.ended || b.ended}
+}
 
 // run runs fn with a runner on tx and stores what it changed.
 func (s *Server) run(tx store.ExecTx, tl *store.TaskList, idx map[string]int, fn func(r *runner) error) (ran, error) {
@@ -164,7 +175,7 @@ func (s *Server) run(tx store.ExecTx, tl *store.TaskList, idx map[string]int, fn
 	if err := fn(r); err != nil {
 		return ran{}, err
 	}
-	out := ran{verifyDue: r.verifyDue, ended: ended(r.e)}
+	out := ran{applied: true, verifyDue: r.verifyDue, ended: ended(r.e)}
 	for _, w := range r.dirty {
 		if err := tx.PutWave(w); err != nil {
 			return ran{}, err

@@ -1,0 +1,57 @@
+package scheduler
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/services/scheduler/store"
+)
+
+// txCounter is a real store that counts the transactions of executions.
+type txCounter struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (c *txCounter) UpdateExecution(ctx context.Context, id string, fn func(tx store.ExecTx) error) error {
+	c.n.Add(1)
+	return c.Store.UpdateExecution(ctx, id, fn)
+}
+
+// A long-polling claim that finds an execution claimable but nothing in it for this agent (here:
+// the only pending assignment is an integration, and the agent cannot integrate) waits for the
+// next change or the poll, not for its own failed attempt: a transaction that changed nothing
+// wakes nobody. Before, each failed attempt woke every waiter, the claim itself included, and it
+// tried again at once for its whole wait: a busy loop of transactions on the execution's lock.
+func TestAClaimThatFindsNothingForItDoesNotWakeItself(t *testing.T) {
+	t.Parallel()
+	const commit = "1111111111111111111111111111111111111111"
+	forEachBackend(t, func(t *testing.T, st store.Store) {
+		tc := &txCounter{Store: st}
+		b := setup(t, tc)
+		b.start(t, b.createList(t, chainOf("waiting", 2)), strictWaves)
+		c := b.claim(t, "agent-1", time.Second)
+		require.Equal(t, "t1", c.GetAssignment().GetTaskId())
+		a := c.GetAssignment()
+		_, err := b.client.CompleteTask(t.Context(), &schedulerv1.CompleteTaskRequest{AssignmentId: a.GetId(), InstanceId: "agent-1",
+			FencingToken: a.GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, Tries: 1, CommitSha: commit})
+		require.NoError(t, err) // wave 1's integration is pending now
+
+		const wait = time.Second
+		before := tc.n.Load()
+		res, err := b.client.ClaimTask(t.Context(), &schedulerv1.ClaimTaskRequest{InstanceId: "agent-2",
+			Capabilities: []string{"executor:command"}, Wait: durationpb.New(wait)})
+		require.NoError(t, err)
+		require.Nil(t, res.GetAssignment(), "an agent without the integration capability is given no integration")
+		tries := tc.n.Load() - before
+		// One attempt at the start and at most one per poll interval after it (the poll is the
+		// fallback when nothing wakes the claim); a busy loop makes thousands.
+		require.LessOrEqual(t, tries, int64(wait/claimPollInterval)+2, "transactions of one waiting claim")
+	})
+}
