@@ -1,28 +1,29 @@
 package scheduler
 
 import (
-	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
-// txCounter is a real store that counts the transactions of executions.
-type txCounter struct {
-	store.Store
-	n atomic.Int64
-}
-
-func (c *txCounter) UpdateExecution(ctx context.Context, id string, fn func(tx store.ExecTx) error) error {
-	c.n.Add(1)
-	return c.Store.UpdateExecution(ctx, id, fn)
+// requireClaimWaitsQuietly runs req (a claim that must find nothing for its whole wait) and
+// checks how many transactions it made: one attempt at the start and at most one per poll
+// interval after it (the poll is the fallback when nothing wakes the claim); a busy loop makes
+// thousands.
+func requireClaimWaitsQuietly(t *testing.T, b *testBundle, cs *countingStore, req *schedulerv1.ClaimTaskRequest, why string) {
+	t.Helper()
+	const wait = time.Second
+	req.Wait = durationpb.New(wait)
+	before := cs.updateExecution.Load()
+	res, err := b.client.ClaimTask(t.Context(), req)
+	require.NoError(t, err)
+	require.Nil(t, res.GetAssignment(), why)
+	require.LessOrEqual(t, cs.updateExecution.Load()-before, int64(wait/claimPollInterval)+2, "transactions of one waiting claim")
 }
 
 // A long-polling claim that finds an execution claimable but nothing in it for this agent (here:
@@ -34,8 +35,8 @@ func TestAClaimThatFindsNothingForItDoesNotWakeItself(t *testing.T) {
 	t.Parallel()
 	const commit = "1111111111111111111111111111111111111111"
 	forEachBackend(t, func(t *testing.T, st store.Store) {
-		tc := &txCounter{Store: st}
-		b := setup(t, tc)
+		cs := &countingStore{Store: st}
+		b := setup(t, cs)
 		b.start(t, b.createList(t, chainOf("waiting", 2)), strictWaves)
 		c := b.claim(t, "agent-1", time.Second)
 		require.Equal(t, "t1", c.GetAssignment().GetTaskId())
@@ -44,16 +45,8 @@ func TestAClaimThatFindsNothingForItDoesNotWakeItself(t *testing.T) {
 			FencingToken: a.GetFencingToken(), Result: schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED, Tries: 1, CommitSha: commit})
 		require.NoError(t, err) // wave 1's integration is pending now
 
-		const wait = time.Second
-		before := tc.n.Load()
-		res, err := b.client.ClaimTask(t.Context(), &schedulerv1.ClaimTaskRequest{InstanceId: "agent-2",
-			Capabilities: []string{"executor:command"}, Wait: durationpb.New(wait)})
-		require.NoError(t, err)
-		require.Nil(t, res.GetAssignment(), "an agent without the integration capability is given no integration")
-		tries := tc.n.Load() - before
-		// One attempt at the start and at most one per poll interval after it (the poll is the
-		// fallback when nothing wakes the claim); a busy loop makes thousands.
-		require.LessOrEqual(t, tries, int64(wait/claimPollInterval)+2, "transactions of one waiting claim")
+		requireClaimWaitsQuietly(t, b, cs, &schedulerv1.ClaimTaskRequest{InstanceId: "agent-2", Capabilities: []string{"executor:command"}},
+			"an agent without the integration capability is given no integration")
 	})
 }
 
@@ -64,21 +57,13 @@ func TestAClaimThatFindsNothingForItDoesNotWakeItself(t *testing.T) {
 func TestAClaimWaitingOutMaxParallelDoesNotWakeItself(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, st store.Store) {
-		tc := &txCounter{Store: st}
-		b := setup(t, tc)
-		task := func(id string) *commonv1.Task {
-			return &commonv1.Task{Id: id, Title: "task " + id, Action: commonv1.TaskAction_TASK_ACTION_RUN, Command: "true", File: "out/" + id}
-		}
-		b.start(t, b.createList(t, &schedulerv1.TaskListSpec{Name: "one at a time", Tasks: []*commonv1.Task{task("A"), task("B")}}),
+		cs := &countingStore{Store: st}
+		b := setup(t, cs)
+		b.start(t, b.createList(t, eagerList("one at a time")),
 			&schedulerv1.ExecutionOptions{MaxParallel: 1, Dispatch: schedulerv1.DispatchMode_DISPATCH_MODE_EAGER})
 		require.NotNil(t, b.claim(t, "agent-1", time.Second), "the first task")
 
-		const wait = time.Second
-		before := tc.n.Load()
-		res, err := b.client.ClaimTask(t.Context(), &schedulerv1.ClaimTaskRequest{InstanceId: "agent-2",
-			Capabilities: agentCaps, Wait: durationpb.New(wait)})
-		require.NoError(t, err)
-		require.Nil(t, res.GetAssignment(), "max_parallel 1: nothing while the first task runs")
-		require.LessOrEqual(t, tc.n.Load()-before, int64(wait/claimPollInterval)+2, "transactions of one waiting claim")
+		requireClaimWaitsQuietly(t, b, cs, &schedulerv1.ClaimTaskRequest{InstanceId: "agent-2", Capabilities: agentCaps},
+			"max_parallel 1: nothing while the first task runs")
 	})
 }

@@ -16,10 +16,16 @@ import (
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
-// countingStore is a real store that counts the log and execution reads (what a watcher costs).
+// countingStore is a real store that counts the log and execution reads (what a watcher costs)
+// and the transactions of executions (what a waiting claim costs, claimwake_test.go).
 type countingStore struct {
 	store.Store
-	readLog, getExecution atomic.Int64
+	readLog, getExecution, updateExecution atomic.Int64
+}
+
+func (c *countingStore) UpdateExecution(ctx context.Context, id string, fn func(tx store.ExecTx) error) error {
+	c.updateExecution.Add(1)
+	return c.Store.UpdateExecution(ctx, id, fn)
 }
 
 func (c *countingStore) ReadLog(ctx context.Context, q store.LogQuery) ([]*commonv1.LogEntry, bool, int64, error) {
