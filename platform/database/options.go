@@ -16,6 +16,7 @@ type options struct {
 	migrate  bool
 	logger   *slog.Logger
 	tracer   pgx.QueryTracer
+	sessions *Sessions
 }
 
 func collectOptions(opts []Option) options {

@@ -43,7 +43,7 @@ func OpenPostgres(ctx context.Context, rawURL string, opts ...Option) (*pgxpool.
 
 // ParsePostgresConfig is the parsing half of [OpenPostgres]: it validates rawURL and returns the
 // pool configuration with converge's defaults applied (application_name from [WithService],
-// a connect timeout, [WithMaxConns]).
+// a connect timeout, [WithMaxConns], [WithTracer], [WithSessions]).
 func ParsePostgresConfig(rawURL string, opts ...Option) (*pgxpool.Config, error) {
 	o := collectOptions(opts)
 	if err := validatePostgresURL(rawURL); err != nil {
@@ -70,6 +70,9 @@ func ParsePostgresConfig(rawURL string, opts ...Option) (*pgxpool.Config, error)
 	}
 	if o.tracer != nil {
 		config.ConnConfig.Tracer = o.tracer
+	}
+	if o.sessions != nil {
+		config.AfterConnect, config.BeforeClose = o.sessions.afterConnect, o.sessions.beforeClose
 	}
 	return config, nil
 }

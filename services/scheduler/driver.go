@@ -45,11 +45,12 @@ func (s *Server) Start(ctx context.Context) {
 }
 
 // changeListener is a store that announces every committed change of an execution to every
-// replica (Postgres LISTEN/NOTIFY): long polls and streams wake at once on any replica, and
-// polling is only the fallback.
+// other replica (Postgres LISTEN/NOTIFY): long polls and streams wake at once on any replica, and
+// polling is only the fallback. A replica's own commits wake its waiters in afterCommit and are
+// not announced back to it.
 type changeListener interface {
-	// Listen calls changed after each committed change, with the execution's id when the change
-	// ended it.
+	// Listen calls changed after each change committed by another replica, with the execution's
+	// id when the change ended it.
 	Listen(ctx context.Context, changed func(ended string))
 }
 

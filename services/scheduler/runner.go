@@ -144,7 +144,8 @@ func (s *Server) updateWith(ctx context.Context, id string, tl *store.TaskList, 
 // nothing for it (claim.go) would otherwise wake itself and every other waiter, and all of them
 // try again at once, for as long as they wait (TestAClaimThatFindsNothingForItDoesNotWakeItself).
 // A commit whose outcome is unknown (the connection lost during COMMIT) wakes nobody here; if it
-// did commit, its notification (Postgres) or the next poll finds it.
+// did commit, other replicas hear of it (Postgres NOTIFY) and this one's waiters find it at their
+// next poll (the store does not announce this replica's own commits back to it: listen.go).
 func (s *Server) afterCommit(id string, err error, out ran) {
 	if err != nil || !out.applied {
 		return

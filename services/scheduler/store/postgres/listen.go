@@ -28,8 +28,11 @@ func changePayload(e *schedulerv1.Execution) string {
 	return e.GetId()
 }
 
-// Listen calls changed after every change of an execution committed by any replica (this one
-// included), until ctx ends, with the execution's id when the change ended it ("" otherwise).
+// Listen calls changed after every change of an execution committed by another replica (or any
+// other store on the database), until ctx ends, with the execution's id when the change ended it
+// ("" otherwise). The notifications of this store's own commits are skipped: the Scheduler wakes
+// its waiters itself once it has committed (runner.go's afterCommit), and waking them a second
+// time would send every long-polling claim into another transaction that finds nothing.
 // It holds one connection of the pool for as long as it listens and takes a new one (with
 // backoff) when that one is lost; changed("") is also called then, since notifications may have
 // been missed. Polling stays the callers' fallback.
@@ -52,6 +55,7 @@ func (s *Store) listenOnce(ctx context.Context, changed func(ended string), retr
 	}
 	// The connection will have a LISTEN on it: it leaves the pool for good.
 	conn := pc.Hijack()
+	s.sessions.Forget(conn.PgConn().PID())
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	if _, err := conn.Exec(ctx, "LISTEN "+ChangesChannel); err != nil {
 		return err
@@ -61,6 +65,9 @@ func (s *Store) listenOnce(ctx context.Context, changed func(ended string), retr
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
+		}
+		if s.sessions.Has(n.PID) {
+			continue // sent by one of this store's connections: already acted on
 		}
 		id, ended := strings.CutSuffix(n.Payload, endedSuffix)
 		if !ended {

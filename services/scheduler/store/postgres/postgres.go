@@ -14,6 +14,9 @@ import (
 type Store struct {
 	*database.Postgres
 	leads *leads // the leaderships this store holds (lead.go)
+	// sessions are the backends of the pool's connections: Listen skips the notifications of
+	// this store's own commits, whose waiters the Scheduler has already woken.
+	sessions *database.Sessions
 }
 
 var _ store.Store = (*Store)(nil)
@@ -23,11 +26,13 @@ var _ store.Store = (*Store)(nil)
 // [database.WithMigrate] asks it to apply pending migrations first. See
 // [database.NewPostgres] for the other options.
 func New(ctx context.Context, url string, opts ...database.Option) (*Store, error) {
+	sessions := database.NewSessions()
+	opts = append(opts[:len(opts):len(opts)], database.WithSessions(sessions))
 	db, err := database.NewPostgres(ctx, url, store.Service, store.Migrations(database.DialectPostgres), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler store: %w", err)
 	}
-	return &Store{Postgres: db, leads: &leads{}}, nil
+	return &Store{Postgres: db, leads: &leads{}, sessions: sessions}, nil
 }
 
 // GroupCommits reports that the Scheduler should group the requests of one execution into one
