@@ -53,6 +53,11 @@ import (
 //   - CONVERGE_FANOUT_SQLITE_MEMORY (any value) runs the SQLite backend on an in-memory database, as
 //     `converge dev --in-memory` (bench/dag's embedded runs) does, instead of a file in WAL mode;
 //
+//   - CONVERGE_FANOUT_WARMUP (any value) first runs a fan-out of 2×agents tasks on the same
+//     Scheduler and store, untimed (warmUp): the timed run then measures a Scheduler that has
+//     served a run before (its pool's connections open, their statements prepared, the
+//     database's catalogs read), without the first run's cost of a fresh process and database;
+//
 //   - CONVERGE_FANOUT_SQL (any value) prints every statement's count per task, on Postgres with its
 //     mean time ([b]: sent in a batch), and on Postgres each table's and index's pages and entries
 //     read per task; roundtrips/task and statements/task are always reported on Postgres; on
@@ -152,6 +157,9 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	}
 	c, ctx, cancel := serveBench(b, st)
 	defer cancel()
+	if os.Getenv("CONVERGE_FANOUT_WARMUP") != "" {
+		warmUp(b, ctx, c, agents, fused)
+	}
 	// A task list holds at most maxListTasks tasks (the contract's limit): a larger fan-out is
 	// that many lists' executions at once, which the agents claim from without an execution
 	// filter — n tasks in the Scheduler's store and its claim path at the same time.
@@ -251,6 +259,41 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(int64(after.HeapInuse)-int64(before.HeapInuse))/float64(n), "heap-B/task")
 	b.StartTimer()
+}
+
+// warmUp runs a fan-out of 2×agents tasks on the Scheduler before the timed run, untimed: the
+// store's connections opened and their statements prepared, the database's catalogs read, the
+// validators built, as in a Scheduler that has served a run before.
+func warmUp(b *testing.B, ctx context.Context, c schedulerv1.SchedulerServiceClient, agents int, fused bool) {
+	spec := &schedulerv1.TaskListSpec{Name: "warm-up"}
+	for i := range 2 * agents {
+		id := fmt.Sprintf("w%03d", i)
+		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: id, Title: "warm-up " + id, Action: commonv1.TaskAction_TASK_ACTION_RUN,
+			Command: "true", File: "warm/" + id + ".txt"})
+	}
+	tl, err := c.CreateTaskList(ctx, &schedulerv1.CreateTaskListRequest{Spec: spec})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := c.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId(),
+		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(2 * agents)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, agents)
+	for i := range agents {
+		wg.Go(func() {
+			errs <- benchAgent(ctx, c, fmt.Sprintf("agent-%d", i), []string{e.GetExecution().GetId()}, fused, nil)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // maxListTasks is the most tasks CreateTaskList takes in one list.
