@@ -170,8 +170,7 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 		}
 		id := fmt.Sprintf("t%06d", i)
 		spec := specs[len(specs)-1]
-		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: id, Title: "task " + id, Action: commonv1.TaskAction_TASK_ACTION_RUN,
-			Command: "true", File: "out/" + id + ".txt"})
+		spec.Tasks = append(spec.Tasks, fanoutTask(id))
 	}
 	var before runtime.MemStats
 	runtime.GC()
@@ -189,33 +188,9 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 	start := time.Now()
 	var executions []string
 	for _, spec := range specs {
-		tl, err := c.CreateTaskList(ctx, &schedulerv1.CreateTaskListRequest{Spec: spec})
-		if err != nil {
-			b.Fatal(err)
-		}
-		e, err := c.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId(),
-			Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(width)}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		executions = append(executions, e.GetExecution().GetId())
+		executions = append(executions, startRun(b, ctx, c, spec, width))
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, agents)
-	for i := range agents {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- benchAgent(ctx, c, fmt.Sprintf("agent-%d", i), executions, fused, mem)
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
+	runAgents(b, ctx, c, agents, executions, fused, mem)
 	// The run's wall ends at its last completion, as bench/dag's ends with the execution: after it
 	// an agent's long-poll ClaimTask may still wait out its 200 ms before the agent sees the
 	// executions ended, which is the benchmark's own end detection (reported as drain-ms).
@@ -267,25 +242,37 @@ func fanout(b *testing.B, backend string, n, agents, width int, fused bool) {
 func warmUp(b *testing.B, ctx context.Context, c schedulerv1.SchedulerServiceClient, agents int, fused bool) {
 	spec := &schedulerv1.TaskListSpec{Name: "warm-up"}
 	for i := range 2 * agents {
-		id := fmt.Sprintf("w%03d", i)
-		spec.Tasks = append(spec.Tasks, &commonv1.Task{Id: id, Title: "warm-up " + id, Action: commonv1.TaskAction_TASK_ACTION_RUN,
-			Command: "true", File: "warm/" + id + ".txt"})
+		spec.Tasks = append(spec.Tasks, fanoutTask(fmt.Sprintf("t%06d", i)))
 	}
+	runAgents(b, ctx, c, agents, []string{startRun(b, ctx, c, spec, 2*agents)}, fused, nil)
+}
+
+// fanoutTask is a fan-out's no-op task id.
+func fanoutTask(id string) *commonv1.Task {
+	return &commonv1.Task{Id: id, Title: "task " + id, Action: commonv1.TaskAction_TASK_ACTION_RUN,
+		Command: "true", File: "out/" + id + ".txt"}
+}
+
+// startRun creates spec's task list and starts its execution with maxParallel: the execution's id.
+func startRun(b *testing.B, ctx context.Context, c schedulerv1.SchedulerServiceClient, spec *schedulerv1.TaskListSpec, maxParallel int) string {
 	tl, err := c.CreateTaskList(ctx, &schedulerv1.CreateTaskListRequest{Spec: spec})
 	if err != nil {
 		b.Fatal(err)
 	}
 	e, err := c.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId(),
-		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(2 * agents)}})
+		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(maxParallel)}})
 	if err != nil {
 		b.Fatal(err)
 	}
+	return e.GetExecution().GetId()
+}
+
+// runAgents runs agents benchAgents on executions until they have nothing left.
+func runAgents(b *testing.B, ctx context.Context, c schedulerv1.SchedulerServiceClient, agents int, executions []string, fused bool, mem *memWatch) {
 	var wg sync.WaitGroup
 	errs := make(chan error, agents)
 	for i := range agents {
-		wg.Go(func() {
-			errs <- benchAgent(ctx, c, fmt.Sprintf("agent-%d", i), []string{e.GetExecution().GetId()}, fused, nil)
-		})
+		wg.Go(func() { errs <- benchAgent(ctx, c, fmt.Sprintf("agent-%d", i), executions, fused, mem) })
 	}
 	wg.Wait()
 	close(errs)
