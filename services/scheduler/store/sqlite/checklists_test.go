@@ -1,8 +1,8 @@
 package sqlite
 
 import (
-	"database/sql"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/pressly/goose/v3"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/platform/database/dbtest"
+	platformstoretest "github.com/converge-dev/converge/platform/storetest"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -17,35 +18,14 @@ import (
 // building an ephemeral table each time.
 var constantList = regexp.MustCompile(`(?i)\bIN\s*\(\s*(?:'[^']*'|\d+)\s*,\s*(?:'[^']*'|\d+)\s*,`)
 
-// tableTexts are the CREATE statements of the Scheduler's tables, by name.
-func tableTexts(t *testing.T, db *sql.DB) map[string]string {
+// tableTexts are the CREATE statements of the Scheduler's tables in h's database, by name.
+func tableTexts(t *testing.T, h platformstoretest.SQLStore) map[string]string {
 	t.Helper()
-	rows, err := db.QueryContext(t.Context(), `SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND sql IS NOT NULL`)
-	require.NoError(t, err)
-	defer func() { _ = rows.Close() }()
 	out := map[string]string{}
-	for rows.Next() {
-		var name, text string
-		require.NoError(t, rows.Scan(&name, &text))
+	for _, row := range platformstoretest.QueryStrings(t, h, `SELECT name || char(10) || sql FROM sqlite_schema WHERE type = 'table' AND sql IS NOT NULL`) {
+		name, text, _ := strings.Cut(row, "\n")
 		out[name] = text
 	}
-	require.NoError(t, rows.Err())
-	return out
-}
-
-// queryStrings is the one-column result of query on db.
-func queryStrings(t *testing.T, db *sql.DB, query string) []string {
-	t.Helper()
-	rows, err := db.QueryContext(t.Context(), query)
-	require.NoError(t, err, query)
-	defer func() { _ = rows.Close() }()
-	var out []string
-	for rows.Next() {
-		var v string
-		require.NoError(t, rows.Scan(&v))
-		out = append(out, v)
-	}
-	require.NoError(t, rows.Err())
 	return out
 }
 
@@ -60,11 +40,10 @@ func TestCheckListsAsComparisons(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	path := dbtest.SQLite(t)
-	db, err := database.OpenSQLite(path)
+	at12, err := database.NewSQLite(ctx, path, store.Service, migrationsBefore(t, "0013"), database.WithMigrate())
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	_, err = database.MigrateSQLite(ctx, db, store.Service, migrationsBefore(t, "0013"))
-	require.NoError(t, err)
+	t.Cleanup(func() { _ = at12.Close() })
+	db := at12.DB()
 	for _, stmt := range []string{
 		`INSERT INTO task_lists (id, name) VALUES ('tl', 'l')`,
 		`INSERT INTO task_list_execution_runs (execution_id, task_list_id, run_number, last_seq) VALUES ('ex1', 'tl', 1, 1)`,
@@ -74,9 +53,9 @@ func TestCheckListsAsComparisons(t *testing.T) {
 		_, err := db.ExecContext(ctx, stmt)
 		require.NoError(t, err, stmt)
 	}
-	before := tableTexts(t, db)
-	indexes := `SELECT name || ': ' || sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL ORDER BY name`
-	indexesBefore := queryStrings(t, db, indexes)
+	before := tableTexts(t, at12)
+	indexes := `SELECT name || ': ' || sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL`
+	indexesBefore := platformstoretest.QueryStrings(t, at12, indexes)
 	var lists int
 	for _, text := range before {
 		lists += len(constantList.FindAllString(text, -1))
@@ -95,16 +74,16 @@ func TestCheckListsAsComparisons(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 
-	after := tableTexts(t, s.DB())
+	after := tableTexts(t, s)
 	require.Len(t, after, len(before))
 	for name, text := range after {
 		require.Empty(t, constantList.FindAllString(text, -1), "table %s still checks a list of constants", name)
 	}
 	require.Contains(t, after["task_execution_log"], `(event_type = 'task_started'`)
-	require.Equal(t, indexesBefore, queryStrings(t, s.DB(), indexes),
+	require.Equal(t, indexesBefore, platformstoretest.QueryStrings(t, s, indexes),
 		"the indexes are untouched")
-	require.Equal(t, []string{"ok"}, queryStrings(t, s.DB(), `PRAGMA integrity_check`))
-	require.Equal(t, []string{"execution_started"}, queryStrings(t, s.DB(), `SELECT event_type FROM task_execution_log`))
+	require.Equal(t, []string{"ok"}, platformstoretest.QueryStrings(t, s, `PRAGMA integrity_check`))
+	require.Equal(t, []string{"execution_started"}, platformstoretest.QueryStrings(t, s, `SELECT event_type FROM task_execution_log`))
 
 	// The rules hold, on a new connection and on the one that read the old schema: a value
 	// outside the list is refused by the new check (SQLite's message quotes its text), a value
@@ -130,9 +109,9 @@ func TestCheckListsAsComparisons(t *testing.T) {
 	require.NoError(t, err)
 	_, err = p.DownTo(ctx, 12)
 	require.NoError(t, err)
-	require.Equal(t, before, tableTexts(t, s.DB()))
-	require.Equal(t, []string{"ok"}, queryStrings(t, s.DB(), `PRAGMA integrity_check`))
+	require.Equal(t, before, tableTexts(t, s))
+	require.Equal(t, []string{"ok"}, platformstoretest.QueryStrings(t, s, `PRAGMA integrity_check`))
 	_, err = p.Up(ctx)
 	require.NoError(t, err)
-	require.Equal(t, after, tableTexts(t, s.DB()))
+	require.Equal(t, after, tableTexts(t, s))
 }
