@@ -567,7 +567,7 @@ func (t *execTx) SatisfyDependencies(taskIDs []string) error {
 	if len(tasks) == 0 {
 		return nil
 	}
-	t.dropAssignments() // unmet_deps of rows of the tasks' dependents change below
+	t.forgetUnmet(tasks) // unmet_deps of rows of these tasks change below
 	// One statement per distinct count (a completion names each dependent once: one statement),
 	// the tasks as a JSON array: one statement text, prepared once per connection, instead of a
 	// statement per dependent.

@@ -45,12 +45,16 @@ type rowCache struct {
 	executions       map[string]store.ExecutionRow
 	assignments      map[string]store.AssignmentRow
 	waves            map[waveKey]store.WaveRow
-	hits             int // rows answered from the cache, for tests
+	// unmet is the ids of the assignment rows kept whose unmet_deps is above 0: the only rows a
+	// SatisfyDependencies can change (a dependent not yet claimable), found without a walk of
+	// every row kept.
+	unmet map[string]struct{}
+	hits  int // rows answered from the cache, for tests
 }
 
 // drop forgets every row.
 func (c *rowCache) drop() {
-	c.conn, c.executions, c.assignments, c.waves = nil, nil, nil, nil
+	c.conn, c.executions, c.assignments, c.waves, c.unmet = nil, nil, nil, nil, nil
 }
 
 // txRows are the rows a transaction read or wrote, as they are in it.
@@ -137,11 +141,16 @@ func (s *Store) commitCached(t *execTx) error {
 	c.changes = changes
 	if len(c.assignments)+len(t.rows.assignments) > rowCacheRows || len(c.waves)+len(t.rows.waves) > rowCacheRows ||
 		len(c.executions) >= rowCacheRows {
-		c.executions, c.assignments, c.waves = nil, nil, nil
+		c.executions, c.assignments, c.waves, c.unmet = nil, nil, nil, nil
 	}
 	c.executions = put(c.executions, t.ID(), t.rows.execution)
 	for id, r := range t.rows.assignments {
 		c.assignments = put(c.assignments, id, r)
+		if r.UnmetDeps > 0 {
+			c.unmet = put(c.unmet, id, struct{}{})
+		} else {
+			delete(c.unmet, id)
+		}
 	}
 	for k, r := range t.rows.waves {
 		c.waves = put(c.waves, k, r)
@@ -242,11 +251,37 @@ func (t *execTx) wroteExecution(r store.ExecutionRow, updated time.Time) {
 	t.rows.execution = base
 }
 
-// dropAssignments forgets every assignment row of the transaction and of the cache: a statement
-// changed rows the transaction does not follow.
-func (t *execTx) dropAssignments() {
-	t.rows.assignments = nil
-	t.cache.assignments = nil
+// forgetUnmet forgets the assignment rows of this execution's tasks that SatisfyDependencies
+// lowers the unmet_deps of (the rows of tasks whose unmet_deps is above 0), in the transaction's
+// rows and in the cache's: their next read is the database's. Every other row kept is still the
+// database's, so the completion that satisfies its dependents keeps the rows it and the next
+// transaction read (the held assignment, the claimed one). Forgetting cache rows in the middle
+// of a transaction is safe whether it commits or not: a row not kept is read again.
+func (t *execTx) forgetUnmet(tasks []string) {
+	var set map[string]bool // built when a row may be one of them (there are most often none)
+	changed := func(r store.AssignmentRow) bool {
+		if r.ExecutionID != t.ID() || r.UnmetDeps <= 0 || r.TaskKey == nil {
+			return false
+		}
+		if set == nil {
+			set = make(map[string]bool, len(tasks))
+			for _, k := range tasks {
+				set[k] = true
+			}
+		}
+		return set[*r.TaskKey]
+	}
+	for id, r := range t.rows.assignments {
+		if changed(r) {
+			delete(t.rows.assignments, id)
+		}
+	}
+	for id := range t.cache.unmet {
+		if r, ok := t.cache.assignments[id]; !ok || changed(r) {
+			delete(t.cache.assignments, id)
+			delete(t.cache.unmet, id)
+		}
+	}
 }
 
 // asStored is a time as a read of the column it is written to answers it: at SQLite's

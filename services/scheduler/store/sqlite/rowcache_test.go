@@ -327,3 +327,54 @@ func (s checkedStore) UpdateExecution(ctx context.Context, id string, fn func(tx
 	checkCachedRows(s.t, s.Store)
 	return err
 }
+
+// TestRowCacheKeepsWhatSatisfyDependenciesLeaves: a transaction that satisfies dependencies
+// forgets only the rows of the dependents it changes (one it read itself included), so the next
+// completion reads the held assignment, the wave and the execution from the cache, as an eager
+// run's completions do; and what it reads afterwards is the database's.
+func TestRowCacheKeepsWhatSatisfyDependenciesLeaves(t *testing.T) {
+	s, _ := placementsRunAt(t, database.SQLiteMemory, 3)
+	ctx := t.Context()
+	exec(t, s, `UPDATE wave_task_assignments SET unmet_deps = 2 WHERE assignment_id IN ('ex/t0001', 'ex/t0002')`)
+	if err := claim(t, s, "t0000", nil); err != nil {
+		t.Fatal(err)
+	}
+	read(t, s, "t0002") // kept with unmet_deps 2
+	if err := s.UpdateExecution(ctx, "ex", func(tx store.ExecTx) error {
+		a, err := tx.Assignment("ex/t0001") // read in the transaction, before the statement
+		if err != nil {
+			return err
+		}
+		if a.UnmetDeps != 2 {
+			t.Errorf("t0001 before: unmet dependencies %d, want 2", a.UnmetDeps)
+		}
+		if err := tx.SatisfyDependencies([]string{"t0001", "t0002", "t0002"}); err != nil {
+			return err
+		}
+		for task, want := range map[string]int32{"t0001": 1, "t0002": 0} {
+			a, err := tx.Assignment("ex/" + task)
+			if err != nil {
+				return err
+			}
+			if a.UnmetDeps != want {
+				t.Errorf("%s in the transaction that satisfied it: unmet dependencies %d, want %d", task, a.UnmetDeps, want)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	hits := s.rows.hits
+	if got := read(t, s, "t0000"); got.status != schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_ASSIGNED {
+		t.Fatalf("t0000: %+v, want it assigned", got)
+	}
+	if n := s.rows.hits - hits; n != 3 {
+		t.Fatalf("%d rows answered from the cache after the dependencies were satisfied, want 3 (the execution, t0000, the wave)", n)
+	}
+	for task, want := range map[string]int32{"t0001": 1, "t0002": 0} {
+		if got := read(t, s, task); got.unmetDeps != want {
+			t.Fatalf("%s after: unmet dependencies %d, want %d", task, got.unmetDeps, want)
+		}
+	}
+	checkCacheIsTheDatabase(t, s)
+}
