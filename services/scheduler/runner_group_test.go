@@ -170,7 +170,7 @@ func TestGroupedRequestThatPanicsDoesNotWedgeTheQueue(t *testing.T) {
 func TestGroupedRequestsReadAheadInOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	const n = 6
-	sqls := newSQLCounter()
+	sqls := newSQLDetail()
 	st, err := postgres.New(t.Context(), dbtest.Postgres(t), database.WithMigrate(), database.WithTracer(sqls))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })

@@ -46,9 +46,9 @@ func sqliteTraceStmt(_ *libc.TLS, _ uint32, _, _, x uintptr) int32 {
 		return 0
 	}
 	text := sqlKey(libc.GoString(x))
+	c.queries.Add(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.queries++
 	st := c.byText[text]
 	if st == nil {
 		st = &sqlStat{}
