@@ -71,8 +71,15 @@ func (s *Store) updateOnce(ctx context.Context, id string, fn func(tx store.Exec
 		return err
 	})
 	pre := prefetch(b, id, store.AssignmentHint(ctx))
-	held := prefetchHeld(b, id, store.AssignmentHint(ctx))
-	next := prefetchNext(b, id, store.AssignmentHint(ctx), store.NextPendingHint(ctx), pre, held)
+	hint := store.AssignmentHint(ctx)
+	if hint != "" {
+		b.Queue(heldPlanSQL)
+	}
+	held := prefetchHeld(b, id, hint)
+	next := prefetchNext(b, id, hint, store.NextPendingHint(ctx), pre, held)
+	if hint != "" {
+		b.Queue(heldPlanEndSQL)
+	}
 	err = conn.SendBatch(ctx, b).Close()
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("execution %q: %w", id, store.ErrNotFound)

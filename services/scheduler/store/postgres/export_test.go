@@ -13,3 +13,7 @@ var HeldReadSQL, HeldCountSQL = heldReadSQL, heldCountSQL
 const NextPendingTaskSQL = nextPendingTaskSQL
 
 var PrefetchNextSQL = prefetchNextSQL
+
+// HeldPlanSQL and HeldPlanEndSQL surround the held reads in the lock's batch, for their plans'
+// test.
+const HeldPlanSQL, HeldPlanEndSQL = heldPlanSQL, heldPlanEndSQL
