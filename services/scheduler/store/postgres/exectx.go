@@ -70,8 +70,8 @@ func (s *Store) updateOnce(ctx context.Context, id string, fn func(tx store.Exec
 		e, err = scanExecution(row, &now)
 		return err
 	})
-	pre := prefetch(b, id, store.AssignmentHint(ctx))
 	hint := store.AssignmentHint(ctx)
+	pre := prefetch(b, id, hint)
 	if hint != "" {
 		b.Queue(heldPlanSQL)
 	}

@@ -2,13 +2,10 @@ package postgres_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/converge-dev/converge/services/scheduler/store"
@@ -24,36 +21,17 @@ import (
 func TestHeldReadsPlanAnIndexScanOnALargeTableWithoutStatistics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, url := migratedStore(t)
 	const n, held = 1000, 2
-	tasks := taskKeys(n)
-	oneWaveRun(t, s, "held", tasks...)
-	oneWaveExecution(t, s, "ex2", tasks...)
-
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	_, err = conn.Exec(ctx, `ALTER TABLE wave_task_assignments SET (autovacuum_enabled = false)`)
-	require.NoError(t, err)
+	// Execution ex's tasks leased and completed in turn but the last held ones: the held index's
+	// entries of the rows no longer held, as in a run.
+	_, conn := heldFixture(t, n, held, "ex")
 	// A run's worth of finished assignments of another execution: the table large, never
 	// analysed.
-	_, err = conn.Exec(ctx, `INSERT INTO wave_task_assignments (assignment_id, execution_id, wave_id, wave_number, kind,
+	_, err := conn.Exec(ctx, `INSERT INTO wave_task_assignments (assignment_id, execution_id, wave_id, wave_number, kind,
 		task_key, status, instance_id, attempt, position, assigned_at, completed_at)
 		SELECT 'ex2/f' || i, 'ex2', 'ex2/w1', 1, 'task', 'f' || i, 'completed', 'agent-1', 1, $1 + i, now(), now()
 		FROM generate_series(1, 100000) i`, n)
 	require.NoError(t, err)
-	// Execution ex's tasks leased and completed in turn but the last held ones: the held index's
-	// entries of the rows no longer held, as in a run.
-	batch := &pgx.Batch{}
-	for i := range n {
-		id := fmt.Sprintf("ex/t%d", i)
-		batch.Queue(`UPDATE wave_task_assignments SET status = 'assigned', instance_id = $2, lease_expires_at = now() + interval '1 hour'
-			WHERE assignment_id = $1`, id, fmt.Sprintf("agent-%d", i%2))
-		if i < n-held {
-			batch.Queue(`UPDATE wave_task_assignments SET status = 'completed', lease_expires_at = NULL WHERE assignment_id = $1`, id)
-		}
-	}
-	require.NoError(t, conn.SendBatch(ctx, batch).Close())
 
 	// scans names the scan nodes of sql's plan, run in a transaction after the statements before.
 	scans := func(sql string, before ...string) []string {
@@ -67,12 +45,8 @@ func TestHeldReadsPlanAnIndexScanOnALargeTableWithoutStatistics(t *testing.T) {
 		}
 		var out []byte
 		require.NoError(t, tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+sql, "ex", "ex/t0").Scan(&out))
-		var plans []struct {
-			Plan planNode `json:"Plan"`
-		}
-		require.NoError(t, json.Unmarshal(out, &plans))
 		var names []string
-		plans[0].Plan.walk(func(p planNode) {
+		explained(t, out).walk(func(p planNode) {
 			if p.RelationName != "" || p.IndexName != "" {
 				names = append(names, p.NodeType+" "+p.IndexName)
 			}

@@ -22,35 +22,8 @@ import (
 func TestHeldReadsVisitOnlyHeldRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, url := migratedStore(t)
-
-	// One wave of n tasks, each leased then completed in turn (two updates, as a fan-out's
-	// claims and completions) but the last held ones, which agents hold: a fan-out near its end.
-	// Two executions, so that an index of every held row of every execution finds the other's.
 	const n, held = 1000, 2
-	tasks := taskKeys(n)
-	oneWaveRun(t, s, "held", tasks...)
-	oneWaveExecution(t, s, "ex2", tasks...)
-
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	// No autovacuum while the test runs (its database is its own): the index entries of the rows
-	// no longer held stay until a scan marks them dead, as in a run between two vacuums.
-	_, err = conn.Exec(ctx, `ALTER TABLE wave_task_assignments SET (autovacuum_enabled = false)`)
-	require.NoError(t, err)
-	batch := &pgx.Batch{}
-	for _, ex := range []string{"ex", "ex2"} {
-		for i := range n {
-			id := fmt.Sprintf("%s/t%d", ex, i)
-			batch.Queue(`UPDATE wave_task_assignments SET status = 'assigned', instance_id = $2, lease_expires_at = now() + interval '1 hour'
-				WHERE assignment_id = $1`, id, fmt.Sprintf("agent-%d", i%2))
-			if i < n-held {
-				batch.Queue(`UPDATE wave_task_assignments SET status = 'completed', lease_expires_at = NULL WHERE assignment_id = $1`, id)
-			}
-		}
-	}
-	require.NoError(t, conn.SendBatch(ctx, batch).Close())
+	url, conn := heldFixture(t, n, held, "ex", "ex2")
 	// A transaction id newer than every one of the fixture's: once every snapshot is newer than
 	// it, the rows the fixture's updates left behind are dead to all.
 	var mark string
@@ -88,6 +61,41 @@ func TestHeldReadsVisitOnlyHeldRows(t *testing.T) {
 		require.LessOrEqual(t, visited, float64(2*held), "the held %s visits %v rows of a run with %d held:\n%s", name, visited, held, out)
 		require.LessOrEqual(t, pages, float64(8), "the held %s reads %v pages for %d held rows:\n%s", name, pages, held, out)
 	}
+}
+
+// heldFixture is a fresh migrated database and a connection to it, holding task list "tl" of n
+// tasks and its two running executions "ex" and "ex2" (one wave each: two executions, so that an
+// index of every held row of every execution finds the other's). Autovacuum is off for the
+// assignments while the test runs (its database is its own): the index entries of the rows no
+// longer held stay until a scan marks them dead, as in a run between two vacuums. In each
+// execution of churn every task is leased then completed in turn (two updates, as a fan-out's
+// claims and completions) but the last held ones, which agents hold: a fan-out near its end.
+func heldFixture(t *testing.T, n, held int, churn ...string) (url string, conn *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	s, url := migratedStore(t)
+	tasks := taskKeys(n)
+	oneWaveRun(t, s, "held", tasks...)
+	oneWaveExecution(t, s, "ex2", tasks...)
+
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	_, err = conn.Exec(ctx, `ALTER TABLE wave_task_assignments SET (autovacuum_enabled = false)`)
+	require.NoError(t, err)
+	batch := &pgx.Batch{}
+	for _, ex := range churn {
+		for i := range n {
+			id := fmt.Sprintf("%s/t%d", ex, i)
+			batch.Queue(`UPDATE wave_task_assignments SET status = 'assigned', instance_id = $2, lease_expires_at = now() + interval '1 hour'
+				WHERE assignment_id = $1`, id, fmt.Sprintf("agent-%d", i%2))
+			if i < n-held {
+				batch.Queue(`UPDATE wave_task_assignments SET status = 'completed', lease_expires_at = NULL WHERE assignment_id = $1`, id)
+			}
+		}
+	}
+	require.NoError(t, conn.SendBatch(ctx, batch).Close())
+	return url, conn
 }
 
 // heldReadCost is the rows the plan's scans visited and the pages the plan read.
