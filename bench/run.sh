@@ -18,7 +18,7 @@
 # VERIFY_BENCHTIME (5x), FANOUT_SIZES (100,1000,10000; growth: 100,1000,10000,100000),
 # FANOUT_MAX_PARALLEL (1024), FANOUT_STARTED_REPORT (empty: the fan-out's agents send TASK_STARTED
 # with the completion, as converge-agent does for a short task; non-empty: in a report of its own),
-# LOAD_STREAMS (1000), LOAD_AGENTS (50), LOAD_TASKS (300), LOAD_ROUNDS (3), DAG_PREFETCH (off:
+# LOAD_STREAMS (1000), LOAD_AGENTS (50), LOAD_TASKS (300), LOAD_ROUNDS (5), DAG_PREFETCH (off:
 # bench/dag's agents without --prefetch; off,on runs every converge configuration both ways, side
 # by side).
 # BENCH_ONLY (space-separated, default all): plan fanout verifier registry knowledge dag load; also
@@ -68,7 +68,7 @@ FANOUT_STARTED_REPORT=${FANOUT_STARTED_REPORT:-}
 LOAD_STREAMS=${LOAD_STREAMS:-1000}
 LOAD_AGENTS=${LOAD_AGENTS:-50}
 LOAD_TASKS=${LOAD_TASKS:-300}
-LOAD_ROUNDS=${LOAD_ROUNDS:-3}
+LOAD_ROUNDS=${LOAD_ROUNDS:-5}
 
 out=${BENCH_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/converge-bench-XXXXXX")}
 mkdir -p "$out"

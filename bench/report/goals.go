@@ -577,7 +577,7 @@ func loadRounds(dir string) string {
 		n = max(n, len(walls))
 		s := make([]string, len(walls))
 		for i, w := range walls {
-			s[i] = fmt.Sprintf("%.1f", w)
+			s[i] = fmt.Sprintf("%.2f", w)
 		}
 		parts = append(parts, k[1]+" "+strings.Join(s, ", ")+" s")
 	}
@@ -608,8 +608,8 @@ func watchersGoal(dir string) goal {
 	}
 	g.measure = fmt.Sprintf("%s WatchExecution streams during a run of %d tasks, %d agents (`bench/load`), wall vs the same run without streams",
 		thousands(with.Streams), with.Tasks, with.Agents)
-	g.peer = fmt.Sprintf("%.1f s (0 streams)", without.WallS)
-	g.ours = fmt.Sprintf("%.1f s (%d / %d streams exact; entries per message %s; the client decodes %s)", with.WallS, with.StreamsExact, with.Streams, perMessage(with), decoded(with))
+	g.peer = fmt.Sprintf("%.2f s (0 streams)", without.WallS)
+	g.ours = fmt.Sprintf("%.2f s (%d / %d streams exact; entries per message %s; the client decodes %s)", with.WallS, with.StreamsExact, with.Streams, perMessage(with), decoded(with))
 	if rounds := loadRounds(dir); rounds != "" {
 		g.ours += "; " + rounds
 	}
@@ -664,7 +664,7 @@ func watchers(w io.Writer, dir string) {
 		if r.Error != "" {
 			outcome += "; error: " + r.Error
 		}
-		fmt.Fprintf(w, "| %s streams | %s | %s | %s | %d | %.1f s | %s | %.2f s | %.2f s | %s | %s | %s | %.1f MiB | %.1f MiB |\n", thousands(r.Streams), per, decoded(r), outcome, r.Events, r.WallS,
+		fmt.Fprintf(w, "| %s streams | %s | %s | %s | %d | %.2f s | %s | %.2f s | %.2f s | %s | %s | %s | %.1f MiB | %.1f MiB |\n", thousands(r.Streams), per, decoded(r), outcome, r.Events, r.WallS,
 			x(div(r.WallS, without.WallS)), r.SchedCPUS, r.ClientCPUS, exact, p50, p99, float64(r.SchedRSSPeakKB)/1024, float64(r.SchedHeapPeak)/(1<<20))
 	}
 }

@@ -342,15 +342,15 @@ func TestWatchersBatchedAndSingle(t *testing.T) {
 	var b bytes.Buffer
 	write(&b, dir)
 	row := rowOf(b.String(), "R8")
-	for _, want := range []string{"2.1 s (1000 / 1000 streams exact; entries per message ≤ 100 (4.0 on average); the client decodes seq and time)", "| 1.05× |",
+	for _, want := range []string{"2.10 s (1000 / 1000 streams exact; entries per message ≤ 100 (4.0 on average); the client decodes seq and time)", "| 1.05× |",
 		"met (the client decoding every field: 1.20×, its CPU 3.50 s against 3.50 s, the Scheduler's 0.95 s against 0.90 s)",
 		"(one entry per message: 2.50×; the Scheduler's CPU 0.90 s batched, 4.20 s one per message, 0.50 s without streams)"} {
 		if !strings.Contains(row, want) {
 			t.Errorf("R8 row lacks %q: %s", want, row)
 		}
 	}
-	for _, want := range []string{"| 1,000 streams | ≤ 100 (4.0 on average) | seq and time |", "| 1,000 streams | ≤ 100 (4.0 on average) | every field | CONVERGED_PENDING_HUMAN | 1200 | 2.4 s | 1.20× |",
-		"| 1,000 streams | 1 | every field | CONVERGED_PENDING_HUMAN | 1200 | 5.0 s | 2.50× | 4.20 s | 3.50 s |", "| 0 streams | — | — |"} {
+	for _, want := range []string{"| 1,000 streams | ≤ 100 (4.0 on average) | seq and time |", "| 1,000 streams | ≤ 100 (4.0 on average) | every field | CONVERGED_PENDING_HUMAN | 1200 | 2.40 s | 1.20× |",
+		"| 1,000 streams | 1 | every field | CONVERGED_PENDING_HUMAN | 1200 | 5.00 s | 2.50× | 4.20 s | 3.50 s |", "| 0 streams | — | — |"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("R8 section lacks %q", want)
 		}
@@ -379,8 +379,8 @@ func TestWatchersMedianOfRounds(t *testing.T) {
 	var b bytes.Buffer
 	write(&b, dir)
 	row := rowOf(b.String(), "R8")
-	for _, want := range []string{"2.3 s (1000 / 1000 streams exact", "| 1.05× |",
-		"each kind's median of 3 alternated rounds (walls: no streams 2.0, 2.2, 3.0 s; batched 2.1, 2.3, 9.0 s; one per message 3.0, 3.1, 3.2 s)"} {
+	for _, want := range []string{"2.30 s (1000 / 1000 streams exact", "| 1.05× |",
+		"each kind's median of 3 alternated rounds (walls: no streams 2.00, 2.20, 3.00 s; batched 2.10, 2.30, 9.00 s; one per message 3.00, 3.10, 3.20 s)"} {
 		if !strings.Contains(row, want) {
 			t.Errorf("R8 row lacks %q: %s", want, row)
 		}
