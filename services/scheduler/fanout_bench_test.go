@@ -28,7 +28,7 @@ import (
 )
 
 // BenchmarkFanout runs a fan-out of n no-op tasks through the Scheduler's gRPC server (bufconn,
-// interceptors) with two in-process agents doing what converge-agent does per task: ClaimTask,
+// interceptors) with two in-process agents (CONVERGE_FANOUT_AGENTS) doing what converge-agent does per task: ClaimTask,
 // then CompleteTask (fused with the next claim when the sub-benchmark says so) carrying the
 // TASK_STARTED event with the time the task started, as converge-agent sends it for a task that
 // ends within its started grace (no ReportProgress; CONVERGE_FANOUT_STARTED_REPORT below). It reports per task the wall and CPU time, the bytes allocated and the
@@ -45,6 +45,10 @@ import (
 //   - CONVERGE_FANOUT_MAX_PARALLEL is the execution's max_parallel (tasks per wave): 2 (the
 //     agents, so n/2 waves of two: a wave barrier every second completion) unless set; bench/run.sh
 //     sets 1024 (the contract's maximum, as bench/dag does: n/1024 waves, the fan-out);
+//
+//   - CONVERGE_FANOUT_AGENTS is how many agents run (2, as bench/dag's and ninja -j 2, unless
+//     set): every change of an execution is one transaction at a time, which takes the requests
+//     waiting when it starts, so the agents' count is the size of a transaction's group;
 //
 //   - CONVERGE_FANOUT_STARTED_REPORT (any value) sends TASK_STARTED in its own ReportProgress
 //     before the completion, as converge-agent does for a task longer than its started grace (and
@@ -89,12 +93,20 @@ func BenchmarkFanout(b *testing.B) {
 			sizes = append(sizes, n)
 		}
 	}
+	agents := 2
+	if env := os.Getenv("CONVERGE_FANOUT_AGENTS"); env != "" {
+		a, err := strconv.Atoi(env)
+		if err != nil || a <= 0 || a > 64 {
+			b.Fatalf("CONVERGE_FANOUT_AGENTS: %q is not an agent count from 1 to 64", env)
+		}
+		agents = a
+	}
 	for _, name := range []string{"sqlite", "postgres"} {
 		for _, fused := range []bool{false, true} {
 			for _, n := range sizes {
 				b.Run(fmt.Sprintf("%s/fused=%v/tasks=%d", name, fused, n), func(b *testing.B) {
 					for range b.N {
-						fanout(b, name, n, 2, min(width, n), fused)
+						fanout(b, name, n, agents, min(width, n), fused)
 					}
 				})
 			}
