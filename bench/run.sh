@@ -180,6 +180,8 @@ if want verifier; then
 		t1=$(date +%s%N)
 		echo "$t0 $t1" | awk '{printf "%.4f\n", ($2 - $1) / 1e9}' >>"$out/verifier-peer.txt"
 	done
+	# Its floor: the same 100 `sleep 0.1` from 8 goroutines with os/exec, nothing else.
+	run verifier-floor.txt services/verifier go test -run '^$' -bench BenchmarkSpawnFloor -benchtime "$VERIFY_BENCHTIME" .
 fi
 
 want registry && run registry.json bench/registry go run . --json --clients "$REGISTRY_CLIENTS" \

@@ -450,7 +450,23 @@ func verifierGoal(dir string) goal {
 	}
 	g.ratio = x(s / 1.25)
 	g.met = verdict(s/1.25 <= 1.05)
+	if floor, ok := spawnFloor(dir); ok {
+		g.peer += fmt.Sprintf("; floor (8 goroutines running the 100 `sleep 0.1` with os/exec, nothing else) %.3f s", floor)
+		if s/1.25 > 1.05 && floor/1.25 > 1.05 {
+			g.met += fmt.Sprintf(" (the bare spawn floor's own %s: converge %s the floor)", x(floor/1.25), x(s/floor))
+		}
+	}
 	return g
+}
+
+// spawnFloor is P6's floor from verifier-floor.txt (BenchmarkSpawnFloor's wall of the 100), when
+// this run measured it.
+func spawnFloor(dir string) (float64, bool) {
+	lines, err := readBench(filepath.Join(dir, "verifier-floor.txt"))
+	if err != nil || lines[0].metrics["s/verify"] <= 0 {
+		return 0, false
+	}
+	return lines[0].metrics["s/verify"], true
 }
 
 func readFloats(path string) []float64 {

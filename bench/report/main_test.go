@@ -136,6 +136,39 @@ func TestSandboxedVerifierRows(t *testing.T) {
 	}
 }
 
+// TestVerifierFloor: where this run measured BenchmarkSpawnFloor, the P6 row names it beside its
+// peers and, when neither meets the goal, says the floor misses it too; the verifier's table has
+// its row. Without verifier-floor.txt, neither.
+func TestVerifierFloor(t *testing.T) {
+	dir := t.TempDir()
+	write1 := func(name, out string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write1("verifier.txt", "BenchmarkVerifyParallelCommands-2   \t       5\t1335006245 ns/op\t        74.91 checks/s\t         1.335 s/verify\t         1.068 x-ideal\n")
+	var b bytes.Buffer
+	write(&b, dir)
+	if row := rowOf(b.String(), "P6"); strings.Contains(row, "floor") {
+		t.Errorf("P6 names a floor this run did not measure: %s", row)
+	}
+	write1("verifier-floor.txt", "BenchmarkSpawnFloor-2               \t       5\t1324978081 ns/op\t         1.325 s/verify\t         1.060 x-ideal\n")
+	b.Reset()
+	write(&b, dir)
+	got := b.String()
+	row := rowOf(got, "P6")
+	for _, want := range []string{"floor (8 goroutines running the 100 `sleep 0.1` with os/exec, nothing else) 1.325 s",
+		"**not met** (the bare spawn floor's own 1.06×: converge 1.01× the floor)"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("P6 row without %q: %s", want, row)
+		}
+	}
+	if want := "| floor: 8 goroutines running the 100 `sleep 0.1` with os/exec (no Verifier, RPC, sandbox or report) | — | 1.325 s | 1.06× |"; !strings.Contains(got, want) {
+		t.Errorf("no %q in the verifier's table:\n%s", want, got)
+	}
+}
+
 // TestLocalAgentsLine: bench/dag's embedded run with converge dev's own local agents is printed
 // as its own line beside the agent processes' one, in the DAG table, with its CPU per process,
 // and in issue 17's table as a P1 row of its own.

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -116,4 +118,46 @@ func cpuTime() time.Duration {
 		}
 	}
 	return total
+}
+
+// BenchmarkSpawnFloor is P6's floor: the same 100 `sleep 0.1` run by 8 goroutines with os/exec,
+// each taking the next as soon as its last ended — no Verifier, no RPC, no sandbox, no report.
+// No runner that starts a process per check can do better on this host: with 8 slots the
+// checks need 13 rounds of 0.1 s (1.3 s), and each round also pays a process's exec and exit.
+// s/verify is the wall of the 100, x-ideal its ratio to 1.25 s as BenchmarkVerifyParallelCommands
+// reports its own.
+//
+//	go test -run '^$' -bench BenchmarkSpawnFloor -benchtime 5x .
+func BenchmarkSpawnFloor(b *testing.B) {
+	const (
+		checks      = 100
+		parallelism = 8
+	)
+	ideal := time.Duration(checks) * 100 * time.Millisecond / parallelism
+	var total time.Duration
+	for b.Loop() {
+		start := time.Now()
+		var next atomic.Int64
+		errs := make(chan error, parallelism)
+		var wg sync.WaitGroup
+		for range parallelism {
+			wg.Go(func() {
+				for next.Add(1) <= checks {
+					if err := exec.Command("sleep", "0.1").Run(); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		total += time.Since(start)
+		close(errs)
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	per := total / time.Duration(b.N)
+	b.ReportMetric(per.Seconds(), "s/verify")
+	b.ReportMetric(per.Seconds()/ideal.Seconds(), "x-ideal")
 }
