@@ -94,13 +94,9 @@ func BenchmarkFanout(b *testing.B) {
 			sizes = append(sizes, n)
 		}
 	}
-	agents := 2
-	if env := os.Getenv("CONVERGE_FANOUT_AGENTS"); env != "" {
-		a, err := strconv.Atoi(env)
-		if err != nil || a <= 0 || a > 64 {
-			b.Fatalf("CONVERGE_FANOUT_AGENTS: %q is not an agent count from 1 to 64", env)
-		}
-		agents = a
+	agents := dagEnvInt(b, "CONVERGE_FANOUT_AGENTS", 2)
+	if agents > 64 {
+		b.Fatalf("CONVERGE_FANOUT_AGENTS: %d is not an agent count from 1 to 64", agents)
 	}
 	for _, name := range []string{"sqlite", "postgres"} {
 		for _, fused := range []bool{false, true} {
