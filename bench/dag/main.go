@@ -590,17 +590,19 @@ func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o optio
 	}
 	startedExec := time.Now()
 	id := ex.GetExecution().GetId()
-	// The end is seen in the log, read as it grows (each poll reads only the new entries, which
-	// are the figures' input too): polling GetExecution every 20 ms cost the Scheduler ≈ 8 % of
-	// its CPU on the fan-out, and WatchExecution's tail reads the execution's snapshot per batch
-	// of entries (issue 17).
-	entries, wall, err := followLog(ctx, c, id, start, o.timeout, procs)
+	// The end is seen in the log, by a read of only the ending entry since the last poll; the
+	// figures' entries are read after it and after atEnd's samples (waitEnd).
+	wall, err := waitEnd(ctx, c, id, start, o.timeout, procs)
 	if err != nil {
 		_, _ = c.CancelExecution(ctx, &schedulerv1.CancelExecutionRequest{ExecutionId: id})
 		return side{}, err
 	}
 	if atEnd != nil {
 		atEnd()
+	}
+	entries, err := readLog(ctx, c, id)
+	if err != nil {
+		return side{}, err
 	}
 	res, err := c.GetExecution(ctx, &schedulerv1.GetExecutionRequest{ExecutionId: id})
 	if err != nil {
