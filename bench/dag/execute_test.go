@@ -8,7 +8,7 @@ import (
 )
 
 // A run on converge dev is watched by its ending entry alone (waitEnd) and its figures come from
-// the whole log read afterwards (readLog): every task's completion is in them, the wall ends at
+// the whole log read afterwards (clustertest.ExecutionLog): every task's completion is in them, the wall ends at
 // the ending entry (after the last completion: EndMs ≥ 0), and the observer's reads during the
 // run are the cheap polls, fewer than one per task.
 func TestEmbeddedRunReadsTheWholeLogAfterItsEnd(t *testing.T) {

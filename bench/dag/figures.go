@@ -41,7 +41,7 @@ func edgeEntries(entries []*commonv1.LogEntry) (first, last time.Time) {
 // Each poll asks only for an ending entry newer than the last poll's newest seq (the response's
 // last_seq): the store scans the entries written since then and decodes none, so the observer
 // costs the run one cheap read per followPace. The entries, the figures' input, are read after
-// the run (readLog), outside its wall and its CPU figures. Until 2026-12-07 the log was read as
+// the run (clustertest.ExecutionLog), outside its wall and its CPU figures. Until 2026-12-07 the log was read as
 // it grew, every entry decoded and sent during the run: on the 1,000-task fan-out with agent
 // processes, 8.7 % of converge dev's CPU samples on a loaded host, and 1.525 → 1.46 ms of its CPU
 // per task (medians of 8 alternated quiet pairs) once it stopped. Polling GetExecution every 20 ms
@@ -70,24 +70,6 @@ func waitEnd(ctx context.Context, c schedulerv1.SchedulerServiceClient, id strin
 			return 0, fmt.Errorf("execution %s: %w", id, err)
 		}
 		time.Sleep(followPace)
-	}
-}
-
-// readLog reads every entry of the execution's log, in seq order.
-func readLog(ctx context.Context, c schedulerv1.SchedulerServiceClient, id string) ([]*commonv1.LogEntry, error) {
-	var out []*commonv1.LogEntry
-	for after := int64(0); ; {
-		res, err := c.GetExecutionLog(ctx, &schedulerv1.GetExecutionLogRequest{ExecutionId: id, AfterSeq: after, Limit: 500})
-		if err != nil {
-			return nil, err
-		}
-		for _, en := range res.GetEntries() {
-			out = append(out, en)
-			after = en.GetSeq()
-		}
-		if !res.GetHasMore() {
-			return out, nil
-		}
 	}
 }
 

@@ -600,7 +600,7 @@ func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o optio
 	if atEnd != nil {
 		atEnd()
 	}
-	entries, err := readLog(ctx, c, id)
+	entries, err := clustertest.ExecutionLog(ctx, c, id)
 	if err != nil {
 		return side{}, err
 	}
