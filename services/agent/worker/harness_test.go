@@ -90,10 +90,12 @@ func newFakeScheduler() *fakeScheduler {
 	return &fakeScheduler{wake: make(chan struct{}, 1), completed: make(chan *schedulerv1.CompleteTaskRequest, 16)}
 }
 
-// push queues an assignment for the next ClaimTask.
-func (f *fakeScheduler) push(ca *schedulerv1.ClaimedAssignment) {
+// push queues assignments for the next ClaimTasks, all of them at once: a worker already waiting
+// in ClaimTask sees every one of them queued when it takes the first (a prefetching worker's
+// claim ahead, which does not wait, would otherwise race the next push).
+func (f *fakeScheduler) push(cas ...*schedulerv1.ClaimedAssignment) {
 	f.mu.Lock()
-	f.queue = append(f.queue, ca)
+	f.queue = append(f.queue, cas...)
 	f.mu.Unlock()
 	select {
 	case f.wake <- struct{}{}:

@@ -42,10 +42,9 @@ func TestPrefetchRunsTheNextWhileTheCompletionIsInFlight(t *testing.T) {
 		}
 	}
 	h.sched.mu.Unlock()
-	for _, task := range []*commonv1.Task{{Id: "a", Title: "first", Command: "true"},
-		{Id: "b", Title: "second", Command: "touch " + shq(ranB)}, {Id: "c", Title: "third", Command: "true"}} {
-		h.sched.push(claimed(t, task, ""))
-	}
+	h.sched.push(claimed(t, &commonv1.Task{Id: "a", Title: "first", Command: "true"}, ""),
+		claimed(t, &commonv1.Task{Id: "b", Title: "second", Command: "touch " + shq(ranB)}, ""),
+		claimed(t, &commonv1.Task{Id: "c", Title: "third", Command: "true"}, ""))
 	got := map[string]int{}
 	for range 3 {
 		c := h.complete()
@@ -72,8 +71,8 @@ func TestPrefetchKeepsTheLeaseOfTheAssignmentHeldAhead(t *testing.T) {
 		}
 	}
 	h.sched.mu.Unlock()
-	h.sched.push(claimed(t, &commonv1.Task{Id: "a", Title: "long", Command: "while [ ! -f " + shq(kept) + " ]; do sleep 0.01; done"}, ""))
-	h.sched.push(claimed(t, &commonv1.Task{Id: "b", Title: "held", Command: "true"}, ""))
+	h.sched.push(claimed(t, &commonv1.Task{Id: "a", Title: "long", Command: "while [ ! -f " + shq(kept) + " ]; do sleep 0.01; done"}, ""),
+		claimed(t, &commonv1.Task{Id: "b", Title: "held", Command: "true"}, ""))
 	for _, want := range []string{"as_a", "as_b"} {
 		c := h.complete()
 		require.Equal(t, want, c.GetAssignmentId())
@@ -87,8 +86,8 @@ func TestPrefetchGivesBackWhatItHeldWhenDraining(t *testing.T) {
 	t.Parallel()
 	release, ranB := tmpFile(t, "release"), tmpFile(t, "ran-b")
 	h := startWorker(t, func(c *Config) { c.Prefetch = true })
-	h.sched.push(claimed(t, &commonv1.Task{Id: "a", Title: "running", Command: "while [ ! -f " + shq(release) + " ]; do sleep 0.01; done"}, ""))
-	h.sched.push(claimed(t, &commonv1.Task{Id: "b", Title: "held", Command: "touch " + shq(ranB)}, ""))
+	h.sched.push(claimed(t, &commonv1.Task{Id: "a", Title: "running", Command: "while [ ! -f " + shq(release) + " ]; do sleep 0.01; done"}, ""),
+		claimed(t, &commonv1.Task{Id: "b", Title: "held", Command: "touch " + shq(ranB)}, ""))
 	eventually(t, 20*time.Second, func() bool {
 		h.sched.mu.Lock()
 		defer h.sched.mu.Unlock()
@@ -118,9 +117,9 @@ func TestPrefetchHoldsOnlyTasksAhead(t *testing.T) {
 	h.sched.mu.Lock()
 	h.sched.fuse = true
 	h.sched.mu.Unlock()
-	for _, id := range []string{"a", "b", "c"} {
-		h.sched.push(claimed(t, &commonv1.Task{Id: id, Title: id, Command: "true"}, ""))
-	}
+	h.sched.push(claimed(t, &commonv1.Task{Id: "a", Title: "a", Command: "true"}, ""),
+		claimed(t, &commonv1.Task{Id: "b", Title: "b", Command: "true"}, ""),
+		claimed(t, &commonv1.Task{Id: "c", Title: "c", Command: "true"}, ""))
 	byID := map[string]*schedulerv1.CompleteTaskRequest{}
 	for range 3 {
 		c := h.complete()
