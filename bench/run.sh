@@ -22,8 +22,10 @@
 # bench/dag's agents without --prefetch; off,on runs every converge configuration both ways, side
 # by side).
 # BENCH_ONLY (space-separated, default all): plan fanout verifier registry knowledge dag load; also
-# floor (not in the default: about 2 min): bench/dag --floor --mode postgres, the Postgres deployment's
-# floor of a no-op task beside ninja and the real P1 Postgres run, PEER_ROUNDS rounds.
+# floor (not in the default: about 3 min): bench/dag --floor --mode postgres, the Postgres deployment's
+# floor of a no-op task beside ninja and the real P1 Postgres run, and --floor --mode sqlite, the
+# embedded deployment's with agent processes beside the real P1 embedded run with agent processes,
+# PEER_ROUNDS rounds each.
 # FANOUT_FROM: the output directory of an earlier `make bench-growth` (or several, space-separated),
 # whose growth figures RESULTS.md then shows (with each run's date, commit and command) instead of
 # running it again.
@@ -191,6 +193,8 @@ want dag && run dag.json bench/dag go run . --json --agents "$AGENTS" --chain-ta
 	--edges "$DAG_EDGES" --seed "$DAG_SEED" --peer-rounds "$PEER_ROUNDS" --rounds "$DAG_ROUNDS" --prefetch "$DAG_PREFETCH"
 want floor && run dag-floor.json bench/dag go run . --floor --mode postgres --json --agents "$AGENTS" \
 	--tasks "$(( DAG_TASKS < 1024 ? DAG_TASKS : 1024 ))" --peer-rounds "$PEER_ROUNDS"
+want floor && run dag-floor-sqlite.json bench/dag go run . --floor --mode sqlite --json --agents "$AGENTS" \
+	--tasks "$DAG_TASKS" --peer-rounds "$PEER_ROUNDS"
 # R8: the same run of LOAD_AGENTS agents without WatchExecution streams (the peer), with
 # LOAD_STREAMS of them taking up to 100 entries per message (the client reading each entry's seq
 # and time), the same with the client decoding every field, and with as many taking one entry per

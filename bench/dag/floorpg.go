@@ -57,6 +57,10 @@ type floorTx struct {
 	txs, reqs atomic.Int64 // transactions committed and requests in them
 }
 
+func (f *floorTx) ids() (string, string)  { return f.execution, f.taskList }
+func (f *floorTx) counts() (int64, int64) { return f.txs.Load(), f.reqs.Load() }
+func (f *floorTx) close()                 { _ = f.conn.Close(context.Background()) }
+
 // maxGroup is the store's bound on a grouped transaction's requests.
 const maxGroup = 32
 

@@ -23,17 +23,31 @@ import (
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 )
 
-// The Postgres floor's processes (--floor --mode postgres): bench/dag runs itself as a floor
-// Scheduler (--floor-serve: a bare grpc.Server answering ClaimTask and CompleteTask with the
-// floor's transaction, grouped) and as --agents floor agents (--floor-work: per task proc.Run of
-// `sh -c true` as the agent spawns it, then one CompleteTask fused with the next claim), each its
-// own process as in P1 Postgres. The parent starts them, reads their CPU and the Postgres
-// backends' from /proc around the run, and tells them when to go and end over their stdin.
+// The floor's processes (--floor --mode postgres, --floor --mode sqlite): bench/dag runs itself
+// as a floor Scheduler (--floor-serve: a bare grpc.Server answering ClaimTask and CompleteTask
+// with the floor's transaction, grouped, on Postgres or on an in-memory SQLite database) and as
+// --agents floor agents (--floor-work: per task proc.Run of `sh -c true` as the agent spawns it,
+// then one CompleteTask fused with the next claim), each its own process as in P1 Postgres and P1
+// embedded with agent processes. The parent starts them, reads their CPU (and the Postgres
+// backends') from /proc around the run, and tells them when to go and end over their stdin.
+
+// floorStore is the floor Scheduler's transactions: floorTx (Postgres) or floorSQLite.
+type floorStore interface {
+	// do answers one request once its transaction committed.
+	do(ctx context.Context, r *floorReq) floorAns
+	// run commits the queued requests, one transaction at a time, until ctx ends.
+	run(ctx context.Context)
+	// ids answers the execution and its task list.
+	ids() (execution, taskList string)
+	// counts answers the transactions committed and the requests in them.
+	counts() (txs, reqs int64)
+	close()
+}
 
 // floorScheduler answers the floor agents' claims and completions.
 type floorScheduler struct {
 	schedulerv1.UnimplementedSchedulerServiceServer
-	f *floorTx
+	f floorStore
 }
 
 // claimed shapes a floor answer as the Scheduler's claimed assignment (nil when none).
@@ -42,12 +56,13 @@ func (s *floorScheduler) claimed(a floorAns, instance string) *schedulerv1.Claim
 		return nil
 	}
 	now := timestamppb.Now()
+	execution, taskList := s.f.ids()
 	return &schedulerv1.ClaimedAssignment{
-		Assignment: &schedulerv1.Assignment{Id: a.next, Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK, ExecutionId: s.f.execution,
+		Assignment: &schedulerv1.Assignment{Id: a.next, Kind: schedulerv1.AssignmentKind_ASSIGNMENT_KIND_TASK, ExecutionId: execution,
 			WaveNumber: 1, TaskId: a.task, Status: schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_ASSIGNED,
 			InstanceId: instance, Attempt: 1, FencingToken: a.token, LeaseExpireTime: now, AssignTime: now},
 		Task:         &commonv1.Task{Id: a.task, Title: "true", Command: "true", Action: commonv1.TaskAction_TASK_ACTION_RUN},
-		TaskListId:   s.f.taskList,
+		TaskListId:   taskList,
 		TaskListName: "dag fanout",
 		Options: &schedulerv1.ExecutionOptions{MaxParallel: 1000,
 			AgentConfig: &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(10 * time.Second)}},
@@ -67,22 +82,33 @@ func (s *floorScheduler) CompleteTask(ctx context.Context, req *schedulerv1.Comp
 	if a.err != nil {
 		return nil, a.err
 	}
+	execution, _ := s.f.ids()
 	return &schedulerv1.CompleteTaskResponse{
-		Assignment: &schedulerv1.Assignment{Id: req.GetAssignmentId(), ExecutionId: s.f.execution, Status: schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_COMPLETED,
+		Assignment: &schedulerv1.Assignment{Id: req.GetAssignmentId(), ExecutionId: execution, Status: schedulerv1.AssignmentStatus_ASSIGNMENT_STATUS_COMPLETED,
 			InstanceId: req.GetInstanceId(), FencingToken: req.GetFencingToken(), CompleteTime: timestamppb.Now()},
 		Next: s.claimed(a, req.GetInstanceId())}, nil
 }
 
-// floorServeMain is --floor-serve: the floor Scheduler of one execution. It prints its address,
-// serves until its stdin closes, then prints the transactions and requests it committed.
-func floorServeMain(url, execution string) error {
+// floorServeMain is --floor-serve: the floor Scheduler of one execution on Postgres at url, or
+// with execution "sqlite" of a fan-out of tasks on an in-memory SQLite database it makes. It
+// prints its address, serves until its stdin closes, then prints the transactions and requests
+// it committed.
+func floorServeMain(url, execution string, tasks int) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f, err := newFloorTx(ctx, url, execution, true)
+	var (
+		f   floorStore
+		err error
+	)
+	if execution == floorServeSQLite {
+		f, err = newFloorSQLite(ctx, tasks)
+	} else {
+		f, err = newFloorTx(ctx, url, execution, true)
+	}
 	if err != nil {
 		return err
 	}
-	defer func() { _ = f.conn.Close(context.Background()) }()
+	defer f.close()
 	go f.run(ctx)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -94,9 +120,13 @@ func floorServeMain(url, execution string) error {
 	fmt.Println(lis.Addr().String())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	srv.Stop()
-	fmt.Println(f.txs.Load(), f.reqs.Load())
+	txs, reqs := f.counts()
+	fmt.Println(txs, reqs)
 	return nil
 }
+
+// floorServeSQLite is --floor-serve's execution for the SQLite floor store.
+const floorServeSQLite = "sqlite"
 
 // floorWorkMain is --floor-work: a floor agent. Connected, it prints "ready", waits for a line on
 // its stdin, runs tasks until none is left, prints "done <tasks>" and exits when stdin closes.
@@ -227,11 +257,12 @@ func since(before, after map[int]time.Duration) time.Duration {
 	return d
 }
 
-// floorProcesses runs one execution's tasks with a floor Scheduler process and agents floor
-// agents, and answers the part with each kind of process's CPU per task.
-func floorProcesses(ctx context.Context, url, execution string, agents int, mon backends) (floorPart, error) {
-	part := floorPart{Name: fmt.Sprintf("floor: %d agent processes, a Scheduler process, Postgres (spawn + 1 round trip + 1 grouped transaction)", agents)}
-	srv, err := startFloorChild("--floor-serve", execution, "--postgres-url", url)
+// floorProcesses runs one execution's tasks with a floor Scheduler process (started with
+// serve, its --floor-serve arguments) and agents floor agents, and answers the part with each
+// kind of process's CPU per task; mon reads the Postgres backends' (nil: SQLite, none).
+func floorProcesses(ctx context.Context, name string, serve []string, agents int, mon *backends) (floorPart, error) {
+	part := floorPart{Name: name}
+	srv, err := startFloorChild(append([]string{"--floor-serve"}, serve...)...)
 	if err != nil {
 		return part, err
 	}
@@ -262,7 +293,9 @@ func floorProcesses(ctx context.Context, url, execution string, agents int, mon 
 			self, sys, children, _ := statCPU(w.cmd.Process.Pid)
 			agentCPU.self, agentCPU.sys, agentCPU.children = agentCPU.self+self, agentCPU.sys+sys, agentCPU.children+children
 		}
-		pg, err = mon.cpu(ctx)
+		if mon != nil {
+			pg, err = mon.cpu(ctx)
+		}
 		return srvCPU, agentCPU, pg, err
 	}
 	s0, a0, pg0, err := sample()
@@ -307,7 +340,9 @@ func floorProcesses(ctx context.Context, url, execution string, agents int, mon 
 	part.Processes = []processCPU{
 		{Name: "floor Scheduler", SelfMs: per(s1.self - s0.self), SelfSysMs: per(s1.sys - s0.sys)},
 		{Name: "floor agents", SelfMs: per(a1.self - a0.self), SelfSysMs: per(a1.sys - a0.sys), ChildrenMs: per(a1.children - a0.children)},
-		{Name: "postgres backends", SelfMs: per(since(pg0, pg1))},
+	}
+	if mon != nil {
+		part.Processes = append(part.Processes, processCPU{Name: "postgres backends", SelfMs: per(since(pg0, pg1))})
 	}
 	for _, p := range part.Processes {
 		part.CPUMs += p.SelfMs + p.ChildrenMs

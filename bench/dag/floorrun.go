@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -75,7 +76,8 @@ func runFloorPostgres(o options) (floorReport, error) {
 				rp.CPUMs += p.SelfMs + p.ChildrenMs
 			}
 			rep.Parts = append(rep.Parts, rp)
-			fp, err := floorProcesses(ctx, c.PostgresURL, ids[r-1][0], o.agents, mon)
+			fp, err := floorProcesses(ctx, fmt.Sprintf("floor: %d agent processes, a Scheduler process, Postgres (spawn + 1 round trip + 1 grouped transaction)", o.agents),
+				[]string{ids[r-1][0], "--postgres-url", c.PostgresURL}, o.agents, &mon)
 			if err != nil {
 				return err
 			}
@@ -94,6 +96,44 @@ func runFloorPostgres(o options) (floorReport, error) {
 		return nil
 	})
 	return rep, err
+}
+
+// runFloorSQLite is --floor --mode sqlite: per round, one after the other, ninja on the fan-out,
+// the real P1 embedded run with agent processes (converge dev --in-memory and --agents
+// converge-agent processes, eager dispatch, as P1's row), and the embedded deployment's floor
+// with processes (floorProcesses on a floor Scheduler with an in-memory SQLite database:
+// floorsqlite.go). What P1 embedded with agent processes cannot go below in this design: each
+// task's spawn, one round trip between two processes, one grouped SQLite transaction.
+func runFloorSQLite(o options) (floorReport, error) {
+	rounds := max(o.peerRounds, 1)
+	rep := floorReport{Tasks: o.tasks, Cores: numCPU(), Time: time.Now().UTC(), Mode: "sqlite"}
+	g := graph{shape: "fanout", deps: make([][]int, o.tasks), levels: 1}
+	ctx := context.Background()
+	for r := 1; r <= rounds; r++ {
+		ninja, err := measure(fmt.Sprintf("ninja -j %d", o.agents), r, o.tasks, func() error { _, err := peer("ninja", g, o.agents, 1); return err })
+		if err != nil {
+			return rep, err
+		}
+		rep.Parts = append(rep.Parts, ninja)
+		real, err := embedded(g, o, "eager", false)
+		if err != nil {
+			return rep, fmt.Errorf("P1 embedded: %w", err)
+		}
+		rp := floorPart{Name: fmt.Sprintf("converge P1 embedded (real): %d agent processes, converge dev --in-memory", o.agents), Round: r,
+			WallMs: real.WallS * 1000 / float64(o.tasks), Processes: real.ProcessCPU}
+		for _, p := range real.ProcessCPU {
+			rp.CPUMs += p.SelfMs + p.ChildrenMs
+		}
+		rep.Parts = append(rep.Parts, rp)
+		fp, err := floorProcesses(ctx, fmt.Sprintf("floor: %d agent processes, a Scheduler process, SQLite in memory (spawn + 1 round trip + 1 grouped transaction)", o.agents),
+			[]string{floorServeSQLite, "--tasks", strconv.Itoa(o.tasks)}, o.agents, nil)
+		if err != nil {
+			return rep, err
+		}
+		fp.Round = r
+		rep.Parts = append(rep.Parts, fp)
+	}
+	return rep, nil
 }
 
 // startFanout creates and starts a fan-out of n no-op tasks (one wave) and answers its id.
@@ -155,10 +195,14 @@ func pgTestFsync() []string {
 	return lines
 }
 
-// printFloorPostgres words --floor --mode postgres's figures: a table per round, the processes'
-// CPU per task, the medians beside ninja's.
-func printFloorPostgres(rep floorReport) {
-	fmt.Printf("\nfloor of a no-op task, Postgres deployment: %d tasks, %d cores, %s\n\n", rep.Tasks, rep.Cores, rep.Time.Format(time.RFC3339))
+// printFloorDeployment words --floor --mode postgres's and --mode sqlite's figures: a table per
+// round, the processes' CPU per task, the medians beside ninja's.
+func printFloorDeployment(rep floorReport) {
+	deployment := "Postgres deployment"
+	if rep.Mode == "sqlite" {
+		deployment = "embedded deployment with agent processes"
+	}
+	fmt.Printf("\nfloor of a no-op task, %s: %d tasks, %d cores, %s\n\n", deployment, rep.Tasks, rep.Cores, rep.Time.Format(time.RFC3339))
 	fmt.Println("| round | part | wall ms/task | CPU ms/task | by process (own + children) |\n|---|---|--:|--:|---|")
 	for _, p := range rep.Parts {
 		var by []string
@@ -212,11 +256,13 @@ func floorMain(o options, floor bool, serve, work, instance string) bool {
 	)
 	switch {
 	case serve != "":
-		err = floorServeMain(o.pgURL, serve)
+		err = floorServeMain(o.pgURL, serve, o.tasks)
 	case work != "":
 		err = floorWorkMain(work, instance)
 	case o.mode == "postgres":
 		rep, err = runFloorPostgres(o)
+	case o.mode == "sqlite":
+		rep, err = runFloorSQLite(o)
 	default:
 		rep, err = runFloor(o.tasks, max(o.peerRounds, 1), o.agents)
 	}
@@ -228,8 +274,8 @@ func floorMain(o options, floor bool, serve, work, instance string) bool {
 	case !floor:
 	case o.jsonOut:
 		printJSON(rep)
-	case rep.Mode == "postgres":
-		printFloorPostgres(rep)
+	case rep.Mode == "postgres" || rep.Mode == "sqlite":
+		printFloorDeployment(rep)
 	default:
 		printFloor(rep)
 	}

@@ -29,25 +29,44 @@ type floorReport struct {
 	Fsync []string `json:"fsync"`
 }
 
-// floor prints the Postgres deployment's floor rows when run.sh ran them (BENCH_ONLY=floor):
-// nothing at all otherwise (it is not part of the default run).
+// floorFiles are the deployments' floors bench/dag --floor writes (run.sh, BENCH_ONLY=floor):
+// each file's section title and what its parts are.
+var floorFiles = []struct{ file, title, intro string }{
+	{"dag-floor.json", "The floor of a no-op task on Postgres + Redis (`bench/dag --floor --mode postgres`)",
+		"Per round, one after the other on %d tasks of the fan-out: ninja, the real P1 Postgres run, the\n" +
+			"deployment's floor (agent processes spawning `sh -c true`, one CompleteTask round trip each to a\n" +
+			"bare Scheduler process, one grouped Postgres transaction with the least a completion writes) and\n" +
+			"those transactions alone from goroutines (P1b Postgres's floor). Medians of the rounds; CPU per\n" +
+			"task by process from /proc, the Postgres backends of the run's database included.\n\n"},
+	{"dag-floor-sqlite.json", "The floor of a no-op task, embedded with agent processes (`bench/dag --floor --mode sqlite`)",
+		"Per round, one after the other on %d tasks of the fan-out: ninja, the real P1 embedded run with agent\n" +
+			"processes (`converge dev --in-memory` and `converge-agent` processes, eager), and the deployment's\n" +
+			"floor (agent processes spawning `sh -c true`, one CompleteTask round trip each to a bare Scheduler\n" +
+			"process, one grouped transaction on an in-memory SQLite database with the least a completion\n" +
+			"writes). Medians of the rounds; CPU per task by process from /proc.\n\n"},
+}
+
+// floor prints the deployments' floor sections when run.sh ran them (BENCH_ONLY=floor): nothing
+// at all otherwise (they are not part of the default run).
 func floor(w io.Writer, dir string) {
-	if _, err := os.Stat(filepath.Join(dir, "dag-floor.json")); err != nil {
-		return
+	for _, f := range floorFiles {
+		if _, err := os.Stat(filepath.Join(dir, f.file)); err != nil {
+			continue
+		}
+		fmt.Fprintf(w, "\n## %s\n\n", f.title)
+		var rep floorReport
+		if err := readJSON(dir, f.file, &rep); err != nil {
+			notMeasured(w, dir, f.file, err)
+			continue
+		}
+		fmt.Fprintf(w, f.intro, rep.Tasks)
+		floorTable(w, rep)
 	}
-	fmt.Fprintf(w, "\n## The floor of a no-op task on Postgres + Redis (`bench/dag --floor --mode postgres`)\n\n")
-	var rep floorReport
-	if err := readJSON(dir, "dag-floor.json", &rep); err != nil {
-		notMeasured(w, dir, "dag-floor.json", err)
-		return
-	}
-	fmt.Fprintf(w, "Per round, one after the other on %d tasks of the fan-out: ninja, the real P1 Postgres run, the\n", rep.Tasks)
-	fmt.Fprintf(w, "deployment's floor (agent processes spawning `sh -c true`, one CompleteTask round trip each to a\n")
-	fmt.Fprintf(w, "bare Scheduler process, one grouped Postgres transaction with the least a completion writes) and\n")
-	fmt.Fprintf(w, "those transactions alone from goroutines (P1b Postgres's floor). Medians of the rounds; CPU per\n")
-	fmt.Fprintf(w, "task by process from /proc, the Postgres backends of the run's database included.\n\n")
-	fmt.Fprintf(w, "| part | wall per task | × ninja | CPU per task | by process (median round's) |\n|---|--:|--:|--:|---|\n")
-	var names []string
+}
+
+// floorMedians answers each part's name in order of first appearance, with the index of its
+// median-wall and median-CPU rounds.
+func floorMedians(rep floorReport) (names []string, wall, cpu map[string]int) {
 	byName := map[string][]int{}
 	for i, p := range rep.Parts {
 		if _, ok := byName[p.Name]; !ok {
@@ -55,16 +74,25 @@ func floor(w io.Writer, dir string) {
 		}
 		byName[p.Name] = append(byName[p.Name], i)
 	}
-	median := func(idx []int, v func(int) float64) (float64, int) {
+	median := func(idx []int, v func(int) float64) int {
 		s := slices.Clone(idx)
 		slices.SortFunc(s, func(a, b int) int { return cmp.Compare(v(a), v(b)) })
-		m := s[len(s)/2]
-		return v(m), m
+		return s[len(s)/2]
 	}
+	wall, cpu = map[string]int{}, map[string]int{}
+	for _, n := range names {
+		wall[n] = median(byName[n], func(i int) float64 { return rep.Parts[i].WallMs })
+		cpu[n] = median(byName[n], func(i int) float64 { return rep.Parts[i].CPUMs })
+	}
+	return names, wall, cpu
+}
+
+func floorTable(w io.Writer, rep floorReport) {
+	fmt.Fprintf(w, "| part | wall per task | × ninja | CPU per task | by process (median round's) |\n|---|--:|--:|--:|---|\n")
+	names, wallAt, cpuAt := floorMedians(rep)
 	var ninja float64
 	for k, n := range names {
-		wall, _ := median(byName[n], func(i int) float64 { return rep.Parts[i].WallMs })
-		cpu, mi := median(byName[n], func(i int) float64 { return rep.Parts[i].CPUMs })
+		wall, cpu, mi := rep.Parts[wallAt[n]].WallMs, rep.Parts[cpuAt[n]].CPUMs, cpuAt[n]
 		if k == 0 {
 			ninja = wall
 		}
@@ -84,4 +112,44 @@ func floor(w io.Writer, dir string) {
 	if len(rep.Fsync) > 0 {
 		fmt.Fprintf(w, "\n`pg_test_fsync` on this machine: %s.\n", strings.Join(rep.Fsync, "; "))
 	}
+}
+
+// floorRatio answers, from a floor file of this run, the deployment's floor and its real run
+// as ratios to ninja's wall in the floor's own rounds (medians); ok is false without the file.
+func floorRatio(dir, file string) (floorX, realX float64, ok bool) {
+	var rep floorReport
+	if err := readJSON(dir, file, &rep); err != nil {
+		return 0, 0, false
+	}
+	names, wallAt, _ := floorMedians(rep)
+	if len(names) == 0 {
+		return 0, 0, false
+	}
+	ninja := rep.Parts[wallAt[names[0]]].WallMs
+	for _, n := range names[1:] {
+		switch r := div(rep.Parts[wallAt[n]].WallMs, ninja); {
+		case strings.HasPrefix(n, "floor:"):
+			floorX = r
+		case strings.HasPrefix(n, "converge P1"):
+			realX = r
+		}
+	}
+	return floorX, realX, floorX > 0
+}
+
+// floorNote is what P1's verdict adds for a deployment whose floor ran in this run (file): the
+// floor's ratio, and whether the goal (limit) is below it.
+func floorNote(dir, file string, limit float64) string {
+	floorX, realX, ok := floorRatio(dir, file)
+	if !ok {
+		return ""
+	}
+	real := ""
+	if realX > 0 {
+		real = fmt.Sprintf(", the real run %s", x(realX))
+	}
+	if floorX > limit {
+		return fmt.Sprintf(" (the deployment's floor, in its own rounds: %s%s; the goal is below the floor)", x(floorX), real)
+	}
+	return fmt.Sprintf(" (the deployment's floor, in its own rounds: %s%s)", x(floorX), real)
 }

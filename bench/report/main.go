@@ -4,6 +4,7 @@
 //	env.txt            "key: value" lines describing the machine (cores, memory, versions, date)
 //	dag.json           bench/dag --json
 //	dag-floor.json     bench/dag --floor --mode postgres --json (only when BENCH_ONLY names floor)
+//	dag-floor-sqlite.json  bench/dag --floor --mode sqlite --json (the same)
 //	registry.json      bench/registry --json
 //	knowledge.json     bench/knowledge --json
 //	plan.txt           go test -bench BenchmarkPlan100k output (services/scheduler/plan)

@@ -422,3 +422,66 @@ func TestWatchersMedianOfRounds(t *testing.T) {
 		t.Errorf("the one-per-message round that was not exact should be the one shown")
 	}
 }
+
+// TestEmbeddedProcessesFloor: the embedded deployment's floor with agent processes
+// (dag-floor-sqlite.json) gets its own section, and the P1 row of the agent processes names it in
+// its verdict (the floor's ratio and the real run's in the floor's rounds); the local agents' row
+// does not, and a floor above the goal says the goal is below it.
+func TestEmbeddedProcessesFloor(t *testing.T) {
+	dir := t.TempDir()
+	dag := `{"agents": 2, "shapes": [{"shape": "fanout", "tasks": 1000, "runs": [
+  {"name": "ninja -j 2", "outcome": "ok", "wall_s": 0.4, "ratio_to_ninja": 1},
+  {"name": "converge, embedded (SQLite), 2 agent processes, eager", "dispatch": "eager", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 1.4, "ratio_to_ninja": 3.5},
+  {"name": "converge, embedded (SQLite), 2 local agents, eager", "dispatch": "eager", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 0.9, "ratio_to_ninja": 2.25}]}]}`
+	floorJS := func(floorWall float64) string {
+		return fmt.Sprintf(`{"tasks": 1000, "parts": [
+	 {"name": "ninja -j 2", "round": 1, "cpu_ms_per_task": 0.9, "wall_ms_per_task": 0.5},
+	 {"name": "converge P1 embedded (real): 2 agent processes, converge dev --in-memory", "round": 1, "cpu_ms_per_task": 2.6, "wall_ms_per_task": 1.5},
+	 {"name": "floor: 2 agent processes, a Scheduler process, SQLite in memory (spawn + 1 round trip + 1 grouped transaction)", "round": 1,
+	  "cpu_ms_per_task": 1.7, "wall_ms_per_task": %g, "note": "980 transactions for 1002 requests (1.02 per commit)",
+	  "processes": [{"name": "floor Scheduler", "self_ms_per_task": 0.3}, {"name": "floor agents", "self_ms_per_task": 0.5, "children_ms_per_task": 0.9}]}]}`, floorWall)
+	}
+	for name, js := range map[string]string{"dag.json": dag, "dag-floor-sqlite.json": floorJS(0.7)} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(js), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b bytes.Buffer
+	write(&b, dir)
+	got := b.String()
+	for _, want := range []string{
+		"## The floor of a no-op task, embedded with agent processes (`bench/dag --floor --mode sqlite`)",
+		"| floor: 2 agent processes, a Scheduler process, SQLite in memory (spawn + 1 round trip + 1 grouped transaction) | 0.70 ms | 1.40× | 1.70 ms | floor Scheduler 0.300; floor agents 0.500 + commands 0.900; 980 transactions",
+		"| converge P1 embedded (real): 2 agent processes, converge dev --in-memory | 1.50 ms | 3.00× |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in the output:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "Postgres + Redis (`bench/dag --floor --mode postgres`)") {
+		t.Errorf("the Postgres floor's section without dag-floor.json:\n%s", got)
+	}
+	var processes, local string
+	for _, line := range strings.Split(got, "\n") {
+		if strings.HasPrefix(line, "| P1 |") && strings.Contains(line, "agent processes") {
+			processes = line
+		}
+		if strings.HasPrefix(line, "| P1 |") && strings.Contains(line, "local agents") {
+			local = line
+		}
+	}
+	if want := "**not met** (the deployment's floor, in its own rounds: 1.40×, the real run 3.00×)"; !strings.Contains(processes, want) {
+		t.Errorf("no %q in the agent processes' P1 row: %s", want, processes)
+	}
+	if strings.Contains(local, "floor") {
+		t.Errorf("the local agents' P1 row names the agent processes' floor: %s", local)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "dag-floor-sqlite.json"), []byte(floorJS(1.1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	write(&b, dir)
+	if want := "(the deployment's floor, in its own rounds: 2.20×, the real run 3.00×; the goal is below the floor)"; !strings.Contains(b.String(), want) {
+		t.Errorf("no %q in:\n%s", want, b.String())
+	}
+}
