@@ -53,8 +53,10 @@ type lease struct {
 	clock *phaseClock
 	// started: the TASK_STARTED event is queued (taskStarted).
 	started bool
-	// log names the assignment in the worker's log.
-	log *slog.Logger
+	// log is the worker's log naming the assignment, built at its first use: slog's With formats
+	// the attributes when called, and most assignments log nothing at the agent's level (issue
+	// 17: it was ≈ 5 % of an agent's CPU on a no-op task at --log-level warn).
+	log func() *slog.Logger
 	// work is the assignment's context from when it is held (hold) to its end: cancelled by a
 	// CANCEL directive, a lost lease, a drain deadline or the end of the work (stop); the keeper
 	// runs on it and closes keeperDone when it returns.
@@ -67,12 +69,12 @@ type lease struct {
 // on, whether its work starts now or after the assignment the worker is running (Config.Prefetch).
 func (w *Worker) hold(ctx context.Context, ca *schedulerv1.ClaimedAssignment) *lease {
 	a := ca.GetAssignment()
-	log := w.log.With("assignment", a.GetId(), "execution", a.GetExecutionId(), "attempt", a.GetAttempt())
-	if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION {
-		log = log.With("wave", a.GetWaveNumber())
-	} else {
-		log = log.With("task", a.GetTaskId())
-	}
+	log := sync.OnceValue(func() *slog.Logger {
+		if a.GetKind() == schedulerv1.AssignmentKind_ASSIGNMENT_KIND_INTEGRATION {
+			return w.log.With("assignment", a.GetId(), "execution", a.GetExecutionId(), "attempt", a.GetAttempt(), "wave", a.GetWaveNumber())
+		}
+		return w.log.With("assignment", a.GetId(), "execution", a.GetExecutionId(), "attempt", a.GetAttempt(), "task", a.GetTaskId())
+	})
 	l := &lease{w: w, ca: ca, clock: w.phaseClock(), log: log, keeperDone: make(chan struct{})}
 	l.work, l.stop = context.WithCancel(ctx)
 	go func() {
@@ -335,7 +337,7 @@ func (w *Worker) runAssignment(ctx context.Context, l *lease, fused bool) *sched
 	go func() {
 		defer close(told)
 		if err := w.heartbeat(ctx, commonv1.AgentStatus_AGENT_STATUS_RUNNING, a.GetTaskId()); err != nil && w.replacedErr() == nil {
-			l.log.Warn("heartbeat after the claim failed; the work goes on", "err", err)
+			l.log().Warn("heartbeat after the claim failed; the work goes on", "err", err)
 		}
 	}()
 	l.told = told
@@ -372,7 +374,7 @@ func (w *Worker) runLeased(ctx context.Context, l *lease) *schedulerv1.CompleteT
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
-				log.Error("panic in assignment", "panic", p)
+				log().Error("panic in assignment", "panic", p)
 				out = outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_FAILED,
 					err: &commonv1.ErrorContext{Code: "AGENT_PANIC", Message: fmt.Sprint(p), TaskId: a.GetTaskId(), StackTrace: truncate(string(debug.Stack()), 65536)}}
 			}
@@ -394,11 +396,11 @@ func (w *Worker) runLeased(ctx context.Context, l *lease) *schedulerv1.CompleteT
 	lost, cancelled := l.lost, l.cancel
 	l.mu.Unlock()
 	if lost != nil {
-		log.Warn("lease lost: the result is dropped (the task was requeued)", "err", lost)
+		log().Warn("lease lost: the result is dropped (the task was requeued)", "err", lost)
 		return nil
 	}
 	if err := w.replacedErr(); err != nil {
-		log.Warn("session replaced: the result is dropped (the newer process's Registry record took the work back)", "result", out.result.String())
+		log().Warn("session replaced: the result is dropped (the newer process's Registry record took the work back)", "result", out.result.String())
 		return nil
 	}
 	if out.result == schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED {
@@ -464,19 +466,19 @@ func (w *Worker) complete(ctx context.Context, l *lease, req *schedulerv1.Comple
 	for {
 		res, err := w.cfg.Scheduler.CompleteTask(cctx, req)
 		if err == nil {
-			l.log.Info("assignment completed", "result", req.GetResult().String(), "commit", req.GetCommitSha())
+			l.log().Info("assignment completed", "result", req.GetResult().String(), "commit", req.GetCommitSha())
 			return res.GetNext()
 		}
 		// A retry claims nothing more: the first attempt's next assignment, if its answer was
 		// lost, is requeued when its lease runs out.
 		req.ClaimNext = nil
 		if c := status.Code(err); c == codes.Aborted || c == codes.NotFound || c == codes.InvalidArgument || c == codes.FailedPrecondition {
-			l.log.Warn("completion refused", "err", err)
+			l.log().Warn("completion refused", "err", err)
 			return nil
 		}
 		retry++
 		if backoff.Wait(cctx, min(time.Duration(retry)*200*time.Millisecond, 2*time.Second)) != nil {
-			l.log.Warn("completion not delivered within 30 s: the lease will run out and the task be requeued", "err", err)
+			l.log().Warn("completion not delivered within 30 s: the lease will run out and the task be requeued", "err", err)
 			return nil
 		}
 	}
