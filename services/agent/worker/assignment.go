@@ -53,9 +53,9 @@ type lease struct {
 	clock *phaseClock
 	// started: the TASK_STARTED event is queued (taskStarted).
 	started bool
-	// log is the worker's log naming the assignment, built at its first use: slog's With formats
-	// the attributes when called, and most assignments log nothing at the agent's level (issue
-	// 17: it was ≈ 5 % of an agent's CPU on a no-op task at --log-level warn).
+	// log is the worker's log naming the assignment, built at its first use (logAt): slog's With
+	// formats the attributes when called, and most assignments log nothing at the agent's level
+	// (issue 17: it was ≈ 5 % of an agent's CPU on a no-op task at --log-level warn).
 	log func() *slog.Logger
 	// work is the assignment's context from when it is held (hold) to its end: cancelled by a
 	// CANCEL directive, a lost lease, a drain deadline or the end of the work (stop); the keeper
@@ -82,6 +82,14 @@ func (w *Worker) hold(ctx context.Context, ca *schedulerv1.ClaimedAssignment) *l
 		l.keep(l.work, l.stop)
 	}()
 	return l
+}
+
+// logAt logs msg at level with the assignment's attributes, if the worker's log takes level.
+func (l *lease) logAt(level slog.Level, msg string, args ...any) {
+	ctx := context.Background()
+	if l.w.log.Enabled(ctx, level) {
+		l.log().Log(ctx, level, msg, args...)
+	}
 }
 
 // end stops the lease's work and keeper and waits for the keeper.
@@ -337,7 +345,7 @@ func (w *Worker) runAssignment(ctx context.Context, l *lease, fused bool) *sched
 	go func() {
 		defer close(told)
 		if err := w.heartbeat(ctx, commonv1.AgentStatus_AGENT_STATUS_RUNNING, a.GetTaskId()); err != nil && w.replacedErr() == nil {
-			l.log().Warn("heartbeat after the claim failed; the work goes on", "err", err)
+			l.logAt(slog.LevelWarn, "heartbeat after the claim failed; the work goes on", "err", err)
 		}
 	}()
 	l.told = told
@@ -350,7 +358,7 @@ func (w *Worker) runAssignment(ctx context.Context, l *lease, fused bool) *sched
 
 // runLeased runs the work of lease l beside its keeper and answers its completion request.
 func (w *Worker) runLeased(ctx context.Context, l *lease) *schedulerv1.CompleteTaskRequest {
-	ca, a, log := l.ca, l.ca.GetAssignment(), l.log
+	ca, a := l.ca, l.ca.GetAssignment()
 
 	// l.work is cancelled by a CANCEL directive, a lost lease, or a drain deadline.
 	defer l.stop()
@@ -374,7 +382,7 @@ func (w *Worker) runLeased(ctx context.Context, l *lease) *schedulerv1.CompleteT
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
-				log().Error("panic in assignment", "panic", p)
+				l.logAt(slog.LevelError, "panic in assignment", "panic", p)
 				out = outcome{result: schedulerv1.CompletionResult_COMPLETION_RESULT_FAILED,
 					err: &commonv1.ErrorContext{Code: "AGENT_PANIC", Message: fmt.Sprint(p), TaskId: a.GetTaskId(), StackTrace: truncate(string(debug.Stack()), 65536)}}
 			}
@@ -396,11 +404,11 @@ func (w *Worker) runLeased(ctx context.Context, l *lease) *schedulerv1.CompleteT
 	lost, cancelled := l.lost, l.cancel
 	l.mu.Unlock()
 	if lost != nil {
-		log().Warn("lease lost: the result is dropped (the task was requeued)", "err", lost)
+		l.logAt(slog.LevelWarn, "lease lost: the result is dropped (the task was requeued)", "err", lost)
 		return nil
 	}
 	if err := w.replacedErr(); err != nil {
-		log().Warn("session replaced: the result is dropped (the newer process's Registry record took the work back)", "result", out.result.String())
+		l.logAt(slog.LevelWarn, "session replaced: the result is dropped (the newer process's Registry record took the work back)", "result", out.result.String())
 		return nil
 	}
 	if out.result == schedulerv1.CompletionResult_COMPLETION_RESULT_SUCCEEDED {
@@ -466,19 +474,19 @@ func (w *Worker) complete(ctx context.Context, l *lease, req *schedulerv1.Comple
 	for {
 		res, err := w.cfg.Scheduler.CompleteTask(cctx, req)
 		if err == nil {
-			l.log().Info("assignment completed", "result", req.GetResult().String(), "commit", req.GetCommitSha())
+			l.logAt(slog.LevelInfo, "assignment completed", "result", req.GetResult().String(), "commit", req.GetCommitSha())
 			return res.GetNext()
 		}
 		// A retry claims nothing more: the first attempt's next assignment, if its answer was
 		// lost, is requeued when its lease runs out.
 		req.ClaimNext = nil
 		if c := status.Code(err); c == codes.Aborted || c == codes.NotFound || c == codes.InvalidArgument || c == codes.FailedPrecondition {
-			l.log().Warn("completion refused", "err", err)
+			l.logAt(slog.LevelWarn, "completion refused", "err", err)
 			return nil
 		}
 		retry++
 		if backoff.Wait(cctx, min(time.Duration(retry)*200*time.Millisecond, 2*time.Second)) != nil {
-			l.log().Warn("completion not delivered within 30 s: the lease will run out and the task be requeued", "err", err)
+			l.logAt(slog.LevelWarn, "completion not delivered within 30 s: the lease will run out and the task be requeued", "err", err)
 			return nil
 		}
 	}
