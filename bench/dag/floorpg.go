@@ -64,6 +64,20 @@ func (f *floorTx) close()                 { _ = f.conn.Close(context.Background(
 // maxGroup is the store's bound on a grouped transaction's requests.
 const maxGroup = 32
 
+// takeQueued appends to reqs the requests waiting in queue, up to maxGroup in all, without
+// waiting for more.
+func takeQueued(queue chan *floorReq, reqs []*floorReq) []*floorReq {
+	for len(reqs) < maxGroup {
+		select {
+		case r := <-queue:
+			reqs = append(reqs, r)
+		default:
+			return reqs
+		}
+	}
+	return reqs
+}
+
 func newFloorTx(ctx context.Context, url, execution string, group bool) (*floorTx, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -80,14 +94,19 @@ func newFloorTx(ctx context.Context, url, execution string, group bool) (*floorT
 
 // run serves the queue until ctx ends (group commit); without group, callers use do directly.
 func (f *floorTx) run(ctx context.Context) {
+	serveQueue(ctx, f.queue, func(first *floorReq) { f.tx(ctx, first, true) })
+}
+
+// serveQueue calls fn with each request that reaches queue first, one at a time, until ctx ends
+// (fn takes those queued behind it, takeQueued).
+func serveQueue(ctx context.Context, queue chan *floorReq, fn func(first *floorReq)) {
 	for {
-		var first *floorReq
 		select {
 		case <-ctx.Done():
 			return
-		case first = <-f.queue:
+		case first := <-queue:
+			fn(first)
 		}
-		f.tx(ctx, first, true)
 	}
 }
 
@@ -155,15 +174,7 @@ func (f *floorTx) tx(ctx context.Context, first *floorReq, group bool) {
 		return
 	}
 	if group {
-	take:
-		for len(reqs) < maxGroup {
-			select {
-			case r := <-f.queue:
-				reqs = append(reqs, r)
-			default:
-				break take
-			}
-		}
+		reqs = takeQueued(f.queue, reqs)
 	}
 	var (
 		seqs             []int64

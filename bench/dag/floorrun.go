@@ -70,12 +70,7 @@ func runFloorPostgres(o options) (floorReport, error) {
 			if err != nil {
 				return fmt.Errorf("P1 Postgres: %w", err)
 			}
-			rp := floorPart{Name: fmt.Sprintf("converge P1 Postgres (real): %d agents, Scheduler, Registry", o.agents), Round: r,
-				WallMs: real.WallS * 1000 / float64(o.tasks), Processes: real.ProcessCPU}
-			for _, p := range real.ProcessCPU {
-				rp.CPUMs += p.SelfMs + p.ChildrenMs
-			}
-			rep.Parts = append(rep.Parts, rp)
+			rep.Parts = append(rep.Parts, realPart(fmt.Sprintf("converge P1 Postgres (real): %d agents, Scheduler, Registry", o.agents), r, o.tasks, real))
 			fp, err := floorProcesses(ctx, fmt.Sprintf("floor: %d agent processes, a Scheduler process, Postgres (spawn + 1 round trip + 1 grouped transaction)", o.agents),
 				[]string{ids[r-1][0], "--postgres-url", c.PostgresURL}, o.agents, &mon)
 			if err != nil {
@@ -119,12 +114,7 @@ func runFloorSQLite(o options) (floorReport, error) {
 		if err != nil {
 			return rep, fmt.Errorf("P1 embedded: %w", err)
 		}
-		rp := floorPart{Name: fmt.Sprintf("converge P1 embedded (real): %d agent processes, converge dev --in-memory", o.agents), Round: r,
-			WallMs: real.WallS * 1000 / float64(o.tasks), Processes: real.ProcessCPU}
-		for _, p := range real.ProcessCPU {
-			rp.CPUMs += p.SelfMs + p.ChildrenMs
-		}
-		rep.Parts = append(rep.Parts, rp)
+		rep.Parts = append(rep.Parts, realPart(fmt.Sprintf("converge P1 embedded (real): %d agent processes, converge dev --in-memory", o.agents), r, o.tasks, real))
 		fp, err := floorProcesses(ctx, fmt.Sprintf("floor: %d agent processes, a Scheduler process, SQLite in memory (spawn + 1 round trip + 1 grouped transaction)", o.agents),
 			[]string{floorServeSQLite, "--tasks", strconv.Itoa(o.tasks)}, o.agents, nil)
 		if err != nil {
@@ -134,6 +124,16 @@ func runFloorSQLite(o options) (floorReport, error) {
 		rep.Parts = append(rep.Parts, fp)
 	}
 	return rep, nil
+}
+
+// realPart is a real converge run of round r (tasks tasks) as a floor report's part: its wall and
+// its processes' CPU per task.
+func realPart(name string, r, tasks int, real side) floorPart {
+	p := floorPart{Name: name, Round: r, WallMs: real.WallS * 1000 / float64(tasks), Processes: real.ProcessCPU}
+	for _, c := range real.ProcessCPU {
+		p.CPUMs += c.SelfMs + c.ChildrenMs
+	}
+	return p
 }
 
 // startFanout creates and starts a fan-out of n no-op tasks (one wave) and answers its id.

@@ -110,23 +110,8 @@ func (f *floorSQLite) do(_ context.Context, r *floorReq) floorAns {
 
 // run serves the queue until ctx ends: one transaction at a time, each taking what queued.
 func (f *floorSQLite) run(ctx context.Context) {
-	for {
-		var first *floorReq
-		select {
-		case <-ctx.Done():
-			return
-		case first = <-f.queue:
-		}
-		reqs := []*floorReq{first}
-	take:
-		for len(reqs) < maxGroup {
-			select {
-			case r := <-f.queue:
-				reqs = append(reqs, r)
-			default:
-				break take
-			}
-		}
+	serveQueue(ctx, f.queue, func(first *floorReq) {
+		reqs := takeQueued(f.queue, []*floorReq{first})
 		answers, err := f.tx(ctx, reqs)
 		for i, r := range reqs {
 			if err != nil {
@@ -135,7 +120,7 @@ func (f *floorSQLite) run(ctx context.Context) {
 			}
 			r.done <- answers[i]
 		}
-	}
+	})
 }
 
 // tx runs one transaction for reqs and answers each one's claimed next assignment.

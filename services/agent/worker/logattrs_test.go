@@ -1,10 +1,8 @@
 package worker
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 
 	commonv1 "github.com/converge-dev/converge/gen/converge/common/v1"
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
+	"github.com/converge-dev/converge/platform/proc"
 )
 
 // countingHandler is a text handler that counts the loggers derived from it with attributes.
@@ -30,24 +29,6 @@ func (c countingHandler) WithGroup(name string) slog.Handler {
 	return countingHandler{Handler: c.Handler.WithGroup(name), withs: c.withs}
 }
 
-// lockedBuffer is a bytes.Buffer the worker's goroutines may write at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // An assignment's log lines name it (assignment, execution, attempt, task), and the logger
 // with those attributes is built only when a line is logged at the worker's level: at warn, a
 // task that logs nothing builds none (issue 17: slog's With formats the attributes at once).
@@ -56,10 +37,10 @@ func TestAssignmentLoggerIsBuiltOnlyToLog(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelWarn} {
 		t.Run(level.String(), func(t *testing.T) {
 			t.Parallel()
-			var out lockedBuffer
+			out := proc.NewTailBuffer(1 << 20) // safe for the worker's goroutines
 			withs := &atomic.Int64{}
 			h := startWorker(t, func(c *Config) {
-				c.Logger = slog.New(countingHandler{Handler: slog.NewTextHandler(&out, &slog.HandlerOptions{Level: level}), withs: withs})
+				c.Logger = slog.New(countingHandler{Handler: slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}), withs: withs})
 			})
 			h.sched.push(claimed(t, &commonv1.Task{Id: "l1", Title: "logged", Command: "true"}, ""))
 			c := h.complete()
