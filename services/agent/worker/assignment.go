@@ -55,7 +55,7 @@ type lease struct {
 	started bool
 	// log is the worker's log naming the assignment, built at its first use (logAt): slog's With
 	// formats the attributes when called, and most assignments log nothing at the agent's level
-	// (issue 17: it was ≈ 5 % of an agent's CPU on a no-op task at --log-level warn).
+	// (issue 17: ≈ 5 % of an agent's CPU samples in a profile of no-op tasks at --log-level warn).
 	log func() *slog.Logger
 	// work is the assignment's context from when it is held (hold) to its end: cancelled by a
 	// CANCEL directive, a lost lease, a drain deadline or the end of the work (stop); the keeper
