@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -38,13 +39,16 @@ const (
 )
 
 // newFloorSQLite makes the database with tasks pending assignments of one wave.
-func newFloorSQLite(ctx context.Context, tasks int) (*floorSQLite, error) {
+func newFloorSQLite(ctx context.Context, tasks int) (_ *floorSQLite, err error) {
 	db, err := database.OpenSQLite(database.SQLiteMemory)
 	if err != nil {
 		return nil, err
 	}
-	f := &floorSQLite{db: db, queue: make(chan *floorReq, 1024)}
-	f.tokens.Store(1000)
+	defer func() {
+		if err != nil {
+			_ = db.Close()
+		}
+	}()
 	stmts := []string{
 		`CREATE TABLE tasks (task_list_id TEXT NOT NULL, task_key TEXT NOT NULL, status TEXT NOT NULL
 			CHECK (status IN ('pending', 'in_progress', 'completed', 'failed', 'skipped')), updated_at TEXT NOT NULL,
@@ -63,39 +67,33 @@ func newFloorSQLite(ctx context.Context, tasks int) (*floorSQLite, error) {
 	}
 	for _, s := range stmts {
 		if _, err := db.ExecContext(ctx, s); err != nil {
-			_ = db.Close()
 			return nil, fmt.Errorf("floor store: %w", err)
 		}
 	}
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		_ = db.Close()
 		return nil, err
 	}
+	defer func() { _ = tx.Rollback() }() // after Commit: a no-op
 	for i := range tasks {
 		key := taskID(i)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO tasks VALUES (?, ?, 'pending', ?)`, floorSQLiteTaskList, key, now); err != nil {
-			_ = tx.Rollback()
-			_ = db.Close()
 			return nil, err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO assignments (assignment_id, execution_id, wave_number, task_key, position, status, updated_at)
 			VALUES (?, ?, 1, ?, ?, 'pending', ?)`, fmt.Sprintf("asg-%06d", i), floorSQLiteExecution, key, i, now); err != nil {
-			_ = tx.Rollback()
-			_ = db.Close()
 			return nil, err
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO executions VALUES (?, 0, 0, ?)`, floorSQLiteExecution, now); err != nil {
-		_ = tx.Rollback()
-		_ = db.Close()
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
-		_ = db.Close()
 		return nil, err
 	}
+	f := &floorSQLite{db: db, queue: make(chan *floorReq, 1024)}
+	f.tokens.Store(1000)
 	return f, nil
 }
 
@@ -149,7 +147,7 @@ func (f *floorSQLite) tx(ctx context.Context, reqs []*floorReq) (answers []floor
 		}
 		pending = append(pending, a)
 	}
-	if err := rows.Close(); err != nil {
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return nil, err
 	}
 	now := time.Now().UTC()
