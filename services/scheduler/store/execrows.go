@@ -545,14 +545,18 @@ func Created(e *schedulerv1.Execution, waves []*schedulerv1.Wave, assignments []
 	}
 }
 
-// KeepStored returns e as PutExecution stores it over stored, the execution as it is in the
-// transaction: the id, task list, run number, request id, create time and last seq are the
-// store's, and the update time is now.
-func KeepStored(e, stored *schedulerv1.Execution, now time.Time) *schedulerv1.Execution {
-	c := proto.CloneOf(e)
-	c.Id, c.TaskListId, c.RunNumber, c.RequestId = stored.GetId(), stored.GetTaskListId(), stored.GetRunNumber(), stored.GetRequestId()
-	c.CreateTime, c.LastSeq, c.UpdateTime = stored.GetCreateTime(), stored.GetLastSeq(), timestamppb.New(now)
-	return c
+// keepStored sets in r, the row of an execution PutExecution writes over stored (the execution as
+// it is in the transaction), the columns that are the store's: the id, task list, run number,
+// request id, create time and last seq as stored, and the update time now. (The detail holds none
+// of them.)
+func keepStored(r *ExecutionRow, stored *schedulerv1.Execution, now time.Time) {
+	r.ID, r.TaskListID, r.RunNumber = stored.GetId(), stored.GetTaskListId(), stored.GetRunNumber()
+	r.RequestID, r.LastSeq = nullable(stored.GetRequestId()), stored.GetLastSeq()
+	r.CreateTime = time.Time{}
+	if t := timeOf(stored.GetCreateTime()); t != nil {
+		r.CreateTime = *t
+	}
+	r.UpdateTime = timestamppb.New(now).AsTime()
 }
 
 // LogPage turns the rows a log read found into ReadLog's page. rows are in seq order and hold at

@@ -52,5 +52,10 @@ func (s *TxState) ExecutionRow(e *schedulerv1.Execution) (ExecutionRow, error) {
 	if e.GetId() != s.ID() {
 		return ExecutionRow{}, fmt.Errorf("scheduler store: put execution %q in the transaction of %q", e.GetId(), s.ID())
 	}
-	return EncodeExecution(KeepStored(e, s.Exec, s.At))
+	r, err := EncodeExecution(e)
+	if err != nil {
+		return r, err
+	}
+	keepStored(&r, s.Exec, s.At)
+	return r, nil
 }

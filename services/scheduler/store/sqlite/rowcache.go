@@ -6,6 +6,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/converge-dev/converge/platform/database"
 	"github.com/converge-dev/converge/services/scheduler/store"
 )
 
@@ -20,7 +21,8 @@ import (
 //     since it opened (rolled back or not): any other write on it since the last transaction's end
 //     (the in-memory database's single connection is everyone's) changes it;
 //   - data_version changes when another connection (of this pool, of another pool or another
-//     process on the same file) commits, and not for the connection's own commits.
+//     process on the same file) commits, and not for the connection's own commits. A private
+//     in-memory database has no other connection, and its data_version is not read.
 //
 // So the rows are used only when the transaction runs on the connection the last one committed
 // on, and both numbers are what that one left; anything else empties the cache, as does any
@@ -101,7 +103,12 @@ func (s *Store) beginCached(ctx context.Context) (*sql.Conn, error) {
 		return nil, err
 	}
 	var changes, version int64
-	err = conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&version)
+	if s.Path() != database.SQLiteMemory {
+		// A private in-memory database is one connection that no other pool or process can
+		// open (database.OpenSQLite): nothing else commits to it, so its data_version never
+		// changes and is not read (one statement less per transaction).
+		err = conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&version)
+	}
 	if err == nil {
 		err = conn.QueryRowContext(ctx, `SELECT total_changes()`).Scan(&changes)
 	}
