@@ -1,11 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	schedulerv1 "github.com/converge-dev/converge/gen/converge/scheduler/v1"
 )
@@ -91,6 +93,75 @@ func (d *detailMemo[M]) decode(id, text string) (M, error) {
 	}
 	d.mu.Unlock()
 	return e, nil
+}
+
+// encodeOf is the detail text of m: m without its column fields (those strip clears, the
+// fields columns lists). When the memo's own encoding of id's detail equals m's detail fields,
+// it is answered without a copy of m; otherwise m's copy, stripped, is encoded and kept (encode).
+// A transaction writes back the detail it read far more often than it changes it.
+func (d *detailMemo[M]) encodeOf(id string, m M, columns *detailColumns, strip func(c M)) (string, error) {
+	if id != "" {
+		d.mu.Lock()
+		e, ok := d.m[id]
+		d.mu.Unlock()
+		if ok && e.ours && columns.detailEqual(m.ProtoReflect(), e.detail.ProtoReflect()) {
+			return e.text, nil
+		}
+	}
+	c := proto.CloneOf(m)
+	strip(c)
+	return d.encode(id, c)
+}
+
+// detailColumns are the fields of a message type that are columns of its row, not detail.
+type detailColumns struct {
+	column []bool // by the field's index in its message
+	count  int
+}
+
+// newDetailColumns answers the column fields of m's type from their names; it panics on a name
+// m's type lacks (a programming error: the list and the proto disagree).
+func newDetailColumns(m proto.Message, names ...protoreflect.Name) *detailColumns {
+	fields := m.ProtoReflect().Descriptor().Fields()
+	c := &detailColumns{column: make([]bool, fields.Len())}
+	for _, n := range names {
+		fd := fields.ByName(n)
+		if fd == nil {
+			panic(fmt.Sprintf("store: %s has no field %q", m.ProtoReflect().Descriptor().FullName(), n))
+		}
+		if !c.column[fd.Index()] {
+			c.column[fd.Index()] = true
+			c.count++
+		}
+	}
+	return c
+}
+
+// isColumn reports whether fd, a field of the columns' message type, is a column.
+func (c *detailColumns) isColumn(fd protoreflect.FieldDescriptor) bool { return c.column[fd.Index()] }
+
+// detailEqual reports whether the detail fields of m (every field but the columns) equal those
+// of detail, a message of the same type holding only detail fields, as proto.Equal compares
+// them: the same fields set with equal values, and the same unknown fields.
+func (c *detailColumns) detailEqual(m, detail protoreflect.Message) bool {
+	if m.Descriptor() != detail.Descriptor() || !bytes.Equal(m.GetUnknown(), detail.GetUnknown()) {
+		return false
+	}
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		if c.column[i] {
+			continue
+		}
+		fd := fields.Get(i)
+		has := m.Has(fd)
+		if has != detail.Has(fd) {
+			return false
+		}
+		if has && !m.Get(fd).Equal(detail.Get(fd)) {
+			return false
+		}
+	}
+	return true
 }
 
 // encode is the detail text of c, a message holding only its detail fields, which the memo keeps

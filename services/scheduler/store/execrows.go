@@ -213,14 +213,23 @@ func EncodeExecution(e *schedulerv1.Execution) (ExecutionRow, error) {
 		}
 		r.Outcome = &name
 	}
-	c := proto.CloneOf(e)
+	r.Detail, err = execDetails.encodeOf(r.ID, e, executionColumns, stripExecutionColumns)
+	return r, err
+}
+
+// executionColumns are the fields of an Execution that are columns of its row; the rest is its
+// detail. stripExecutionColumns clears the same fields.
+var executionColumns = newDetailColumns(&schedulerv1.Execution{}, "id", "task_list_id", "run_number", "triggered_by",
+	"status", "outcome", "total_tasks", "completed_tasks", "failed_tasks", "skipped_tasks", "running_tasks",
+	"current_wave", "wave_count", "total_attempts", "previous_execution_id", "feature_build_id", "request_id",
+	"last_seq", "create_time", "start_time", "end_time", "update_time")
+
+func stripExecutionColumns(c *schedulerv1.Execution) {
 	c.Id, c.TaskListId, c.RunNumber, c.TriggeredBy, c.Status, c.Outcome = "", "", 0, 0, 0, 0
 	c.TotalTasks, c.CompletedTasks, c.FailedTasks, c.SkippedTasks, c.RunningTasks = 0, 0, 0, 0, 0
 	c.CurrentWave, c.WaveCount, c.TotalAttempts = 0, 0, 0
 	c.PreviousExecutionId, c.FeatureBuildId, c.RequestId, c.LastSeq = "", "", "", 0
 	c.CreateTime, c.StartTime, c.EndTime, c.UpdateTime = nil, nil, nil, nil
-	r.Detail, err = execDetails.encode(r.ID, c)
-	return r, err
 }
 
 // DecodeExecution builds an execution from its row: detail first, then the columns over it.
@@ -229,22 +238,32 @@ func DecodeExecution(r ExecutionRow) (*schedulerv1.Execution, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: execution %q: detail: %w", r.ID, err)
 	}
+	if err := SetExecutionColumns(e, r); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// SetExecutionColumns sets every field of e that is a column of its row to r's value, leaving
+// its detail fields: on a message decoded from a row with r's detail text, it makes the message
+// DecodeExecution(r) answers, without decoding the detail again.
+func SetExecutionColumns(e *schedulerv1.Execution, r ExecutionRow) error {
 	e.Id, e.TaskListId, e.RunNumber = r.ID, r.TaskListID, r.RunNumber
 	status, err := enumNumber(schedulerv1.ExecutionStatus(0).Descriptor(), executionStatusPrefix, r.Status)
 	if err != nil {
-		return nil, fmt.Errorf("execution %q: %w", r.ID, err)
+		return fmt.Errorf("execution %q: %w", r.ID, err)
 	}
 	e.Status = schedulerv1.ExecutionStatus(status)
 	trigger, err := enumNumber(schedulerv1.ExecutionTrigger(0).Descriptor(), executionTriggerPrefix, r.TriggeredBy)
 	if err != nil {
-		return nil, fmt.Errorf("execution %q: %w", r.ID, err)
+		return fmt.Errorf("execution %q: %w", r.ID, err)
 	}
 	e.TriggeredBy = schedulerv1.ExecutionTrigger(trigger)
 	e.Outcome = commonv1.Outcome_OUTCOME_UNSPECIFIED
 	if r.Outcome != nil {
 		o, err := enumNumber(commonv1.Outcome(0).Descriptor(), outcomePrefix, *r.Outcome)
 		if err != nil {
-			return nil, fmt.Errorf("execution %q: %w", r.ID, err)
+			return fmt.Errorf("execution %q: %w", r.ID, err)
 		}
 		e.Outcome = commonv1.Outcome(o)
 	}
@@ -254,7 +273,7 @@ func DecodeExecution(r ExecutionRow) (*schedulerv1.Execution, error) {
 	e.CurrentWave, e.WaveCount, e.TotalAttempts, e.LastSeq = r.CurrentWave, r.WaveCount, r.TotalAttempts, r.LastSeq
 	e.CreateTime, e.UpdateTime = timestamppb.New(r.CreateTime), timestamppb.New(r.UpdateTime)
 	e.StartTime, e.EndTime = stamp(r.StartTime), stamp(r.EndTime)
-	return e, nil
+	return nil
 }
 
 // EncodeWave returns the row of w. An UNSPECIFIED status is PENDING.
@@ -344,12 +363,20 @@ func EncodeAssignment(a *Assignment) (AssignmentRow, error) {
 	if r.Merges, err = protoList(a.Merges); err != nil {
 		return r, fmt.Errorf("assignment %q: %w", p.GetId(), err)
 	}
-	c := proto.CloneOf(p)
+	r.Detail, err = assignmentDetails.encodeOf(r.ID, p, assignmentColumns, stripAssignmentColumns)
+	return r, err
+}
+
+// assignmentColumns are the fields of an Assignment that are columns of its row; the rest is its
+// detail. stripAssignmentColumns clears the same fields.
+var assignmentColumns = newDetailColumns(&schedulerv1.Assignment{}, "id", "kind", "execution_id", "wave_id",
+	"wave_number", "task_id", "status", "instance_id", "attempt", "fencing_token", "lease_expire_time",
+	"assign_time", "complete_time")
+
+func stripAssignmentColumns(c *schedulerv1.Assignment) {
 	c.Id, c.Kind, c.ExecutionId, c.WaveId, c.WaveNumber, c.TaskId, c.Status = "", 0, "", "", 0, "", 0
 	c.InstanceId, c.Attempt, c.FencingToken = "", 0, 0
 	c.LeaseExpireTime, c.AssignTime, c.CompleteTime = nil, nil, nil
-	r.Detail, err = assignmentDetails.encode(r.ID, c)
-	return r, err
 }
 
 // DecodeAssignment builds an assignment from its row.

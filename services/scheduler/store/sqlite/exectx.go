@@ -182,7 +182,13 @@ func (t *execTx) PutExecution(e *schedulerv1.Execution) error {
 		return fmt.Errorf("scheduler store: put execution %q: %w", t.ID(), err)
 	}
 	t.storedSeq, t.storedExec = r.LastSeq, values
+	detail := t.rows.execution.Detail
 	t.wroteExecution(r, t.At)
+	if r.Detail == detail {
+		// t.Exec holds the detail of the row as it was (decoded from it, or kept here the same
+		// way), which is r's: only its columns change, and the detail is not decoded again.
+		return store.SetExecutionColumns(t.Exec, r)
+	}
 	if t.Exec, err = store.DecodeExecution(r); err != nil {
 		return err
 	}

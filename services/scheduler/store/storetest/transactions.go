@@ -45,6 +45,12 @@ func testUpdateCommits(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.EqualValues(t, 3, got.LastSeq)
 		require.EqualValues(t, 1, got.RunNumber)
 		require.True(t, got.UpdateTime.AsTime().Equal(tx.Now()))
+		// A put that changes only columns keeps the detail the last one wrote.
+		got.CompletedTasks = 2
+		require.NoError(t, tx.PutExecution(got))
+		again := tx.Execution()
+		require.Truef(t, proto.Equal(got, again), "after a put of columns only: %v, want %v", again, got)
+		require.Equal(t, "paused by test", again.StatusMessage)
 
 		waves, err := tx.Waves()
 		require.NoError(t, err)
