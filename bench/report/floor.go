@@ -153,3 +153,24 @@ func floorNote(dir, file string, limit float64) string {
 	}
 	return fmt.Sprintf(" (the deployment's floor, in its own rounds: %s%s)", x(floorX), real)
 }
+
+// randomFloorNote is what P2b's verdict adds for a deployment whose floor ran in this run (file):
+// a lower bound of its floor on the random DAG. The floor runs a fan-out, where no task waits for
+// another: every worker is busy from the first task to the last, so no graph of as many
+// identical tasks on as many workers ends sooner. Its wall, as a ratio to ninja's on the fan-out
+// in its own rounds, times ninja's fan-out wall over ninja's wall on this graph (both in bench/dag's
+// run, fanNinjaS and ninjaS), is the least this deployment's run of the graph can take against
+// ninja's. limit is the goal.
+func randomFloorNote(dir, file string, fanNinjaS, ninjaS, limit float64) string {
+	floorX, _, ok := floorRatio(dir, file)
+	if !ok || fanNinjaS <= 0 || ninjaS <= 0 {
+		return ""
+	}
+	bound := floorX * fanNinjaS / ninjaS
+	note := fmt.Sprintf(" (the deployment's floor on this graph is at least %s: its fan-out floor %s, in its own rounds, × ninja's fan-out wall %.2f s ÷ its wall here %.2f s",
+		x(bound), x(floorX), fanNinjaS, ninjaS)
+	if bound > limit {
+		return note + "; the goal is below the floor)"
+	}
+	return note + ")"
+}

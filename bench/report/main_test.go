@@ -485,3 +485,73 @@ func TestEmbeddedProcessesFloor(t *testing.T) {
 		t.Errorf("no %q in:\n%s", want, b.String())
 	}
 }
+
+// TestRandomFloorNote: a P2b row whose wall misses its goal names a lower bound of its
+// deployment's floor on the random DAG, from the fan-out's floor and ninja's walls on both
+// graphs, and says the goal is below it when it is; the local agents' row, a row that meets the
+// wall goal and a run without the floor's file name none.
+func TestRandomFloorNote(t *testing.T) {
+	dir := t.TempDir()
+	dag := `{"agents": 2, "shapes": [
+ {"shape": "fanout", "tasks": 1000, "runs": [
+  {"name": "ninja -j 2", "outcome": "ok", "wall_s": 0.4, "ratio_to_ninja": 1}]},
+ {"shape": "random", "tasks": 1000, "edges": 5000, "runs": [
+  {"name": "ninja -j 2", "outcome": "ok", "wall_s": 0.5, "ratio_to_ninja": 1, "latency": "dep", "latency_p50_ms": 20},
+  {"name": "converge, embedded (SQLite), 2 agent processes, eager", "dispatch": "eager", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 1.6, "ratio_to_ninja": 3.2, "latency_p50_ms": 40},
+  {"name": "converge, embedded (SQLite), 2 local agents, eager", "dispatch": "eager", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 1.75, "ratio_to_ninja": 3.5, "latency_p50_ms": 40},
+  {"name": "converge, Postgres + Redis, 2 agents, strict", "dispatch": "strict", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 2.5, "ratio_to_ninja": 5, "latency_p50_ms": 90},
+  {"name": "converge, Postgres + Redis, 2 agents, eager", "dispatch": "eager", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 1.4, "ratio_to_ninja": 2.8, "latency_p50_ms": 90}]}]}`
+	floorJS := func(real string, floorWall float64) string {
+		return fmt.Sprintf(`{"tasks": 1000, "parts": [
+	 {"name": "ninja -j 2", "round": 1, "cpu_ms_per_task": 0.9, "wall_ms_per_task": 0.5},
+	 {"name": "converge P1 %s", "round": 1, "cpu_ms_per_task": 2.6, "wall_ms_per_task": 1.5},
+	 {"name": "floor: the floor", "round": 1, "cpu_ms_per_task": 1.7, "wall_ms_per_task": %g}]}`, real, floorWall)
+	}
+	files := map[string]string{
+		"dag.json":              dag,
+		"dag-floor-sqlite.json": floorJS("embedded (real): 2 agent processes", 1.0),
+		"dag-floor.json":        floorJS("Postgres (real): 2 agents", 2.0),
+	}
+	for name, js := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(js), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := func() map[string]string {
+		var b bytes.Buffer
+		write(&b, dir)
+		out := map[string]string{}
+		for _, line := range strings.Split(b.String(), "\n") {
+			if !strings.HasPrefix(line, "| P2b |") {
+				continue
+			}
+			for _, who := range []string{"agent processes", "local agents", "2 agents, strict", "2 agents, eager"} {
+				if strings.Contains(line, who) {
+					out[who] = line
+				}
+			}
+		}
+		return out
+	}
+	got := rows()
+	// Embedded: floor 2.00× ninja on the fan-out (1.0 / 0.5 ms), × 0.4 s ÷ 0.5 s = 1.60×.
+	if want := "(the deployment's floor on this graph is at least 1.60×: its fan-out floor 2.00×, in its own rounds, × ninja's fan-out wall 0.40 s ÷ its wall here 0.50 s)"; !strings.Contains(got["agent processes"], want) {
+		t.Errorf("no %q in the agent processes' row: %s", want, got["agent processes"])
+	}
+	// Postgres: 4.00× × 0.8 = 3.20×, above the 3× goal.
+	if want := "is at least 3.20×: its fan-out floor 4.00×, in its own rounds, × ninja's fan-out wall 0.40 s ÷ its wall here 0.50 s; the goal is below the floor)"; !strings.Contains(got["2 agents, strict"], want) {
+		t.Errorf("no %q in the Postgres row: %s", want, got["2 agents, strict"])
+	}
+	if strings.Contains(got["local agents"], "floor") {
+		t.Errorf("the local agents' row names a floor: %s", got["local agents"])
+	}
+	if strings.Contains(got["2 agents, eager"], "floor") {
+		t.Errorf("a row within the wall goal names a floor: %s", got["2 agents, eager"])
+	}
+	if err := os.Remove(filepath.Join(dir, "dag-floor.json")); err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(); strings.Contains(got["2 agents, strict"], "floor") {
+		t.Errorf("a row names a floor that did not run: %s", got["2 agents, strict"])
+	}
+}
