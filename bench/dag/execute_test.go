@@ -22,6 +22,11 @@ func TestEmbeddedRunReadsTheWholeLogAfterItsEnd(t *testing.T) {
 	require.Equal(t, 40, r.Completed)
 	require.Positive(t, r.WallS)
 	require.GreaterOrEqual(t, r.EndMs, 0.0)
-	require.Positive(t, r.LatP50Ms)
+	// The claim → start figures come from the log's LEASE_GRANTED and TASK_STARTED entries. On a
+	// fast host most tasks start within the millisecond of store time their lease was granted in
+	// (the p50 is then 0 ms), not all 40 of them.
+	require.Equal(t, "claim→start", r.Latency)
+	require.Positive(t, r.LatMaxMs)
+	require.GreaterOrEqual(t, r.LatMaxMs, r.LatP50Ms)
 	require.Less(t, r.RPCsPerTask["SchedulerService/GetExecutionLog"], 1.0)
 }
