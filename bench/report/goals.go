@@ -106,14 +106,9 @@ func dagGoals(dir string) []goal {
 					limit, before = 3.0, "Postgres+Redis 17.3× (47 ms/task)"
 				}
 				met := verdict(r.RatioToNinja <= limit && ok(r.Outcome))
-				if r.RatioToNinja > limit {
+				if file := floorFile(r.Name, pg); r.RatioToNinja > limit && file != "" {
 					// The deployment's floor, when run.sh measured it (BENCH_ONLY=floor).
-					switch {
-					case pg:
-						met += floorNote(dir, "dag-floor.json", limit)
-					case strings.Contains(r.Name, "agent processes"):
-						met += floorNote(dir, "dag-floor-sqlite.json", limit)
-					}
+					met += floorNote(dir, file, limit)
 				}
 				out = append(out, goal{id: "P1", measure: fmt.Sprintf("%s-task no-op fan-out, wall vs `%s`: %s", thousands(s.Tasks), ninja.Name, who),
 					peer: fmt.Sprintf("%.2f s", ninja.WallS), ours: fmt.Sprintf("%.2f s (%s/task)%s", r.WallS, ms(r.WallS*1000/float64(s.Tasks)), medianOf(r.RoundWallsS)),
@@ -135,13 +130,8 @@ func dagGoals(dir string) []goal {
 				before := "7.1× (embedded) / 13.1× (Postgres); p50 1.17 s"
 				peer, ratio := fmt.Sprintf("%.2f s", ninja.WallS), x(r.RatioToNinja)
 				met := verdict(r.RatioToNinja <= 3 && r.LatP50Ms <= 50 && ok(r.Outcome))
-				if r.RatioToNinja > 3 && fanTasks == s.Tasks {
-					switch {
-					case pg:
-						met += randomFloorNote(dir, "dag-floor.json", fanNinjaS, ninja.WallS, 3)
-					case strings.Contains(r.Name, "agent processes"):
-						met += randomFloorNote(dir, "dag-floor-sqlite.json", fanNinjaS, ninja.WallS, 3)
-					}
+				if file := floorFile(r.Name, pg); r.RatioToNinja > 3 && fanTasks == s.Tasks && file != "" {
+					met += randomFloorNote(dir, file, fanNinjaS, ninja.WallS, 3)
 				}
 				if ninja.Latency != "" {
 					// ninja's own dep done → start, from its .ninja_log of the same graph and -j.
@@ -160,6 +150,18 @@ func dagGoals(dir string) []goal {
 		}
 	}
 	return out
+}
+
+// floorFile is the floor file of the deployment of converge run name (pg: on Postgres), "" for
+// one that has none (converge dev's local agents).
+func floorFile(name string, pg bool) string {
+	switch {
+	case pg:
+		return "dag-floor.json"
+	case strings.Contains(name, "agent processes"):
+		return "dag-floor-sqlite.json"
+	}
+	return ""
 }
 
 // medianOf words a row taken from the median-wall round of several (bench/dag --rounds), or "".
