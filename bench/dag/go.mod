@@ -16,8 +16,11 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require github.com/bmatcuk/doublestar/v4 v4.10.4 // indirect
+
 require (
 	buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go v1.36.12-20260825204119-511051f7f437.2 // indirect
+	github.com/converge-dev/converge/services/scheduler v0.0.0-00010101000000-000000000000
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -41,3 +44,5 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.61.1 // indirect
 )
+
+replace github.com/converge-dev/converge/services/scheduler => ../../services/scheduler

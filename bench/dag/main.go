@@ -23,7 +23,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -178,6 +177,8 @@ type shapeResult struct {
 	Levels int    `json:"levels"` // longest path in tasks: converge's waves
 	// Runs: ninja first (the baseline), then make, then the converge deployments.
 	Runs []side `json:"runs"`
+	// Model is the random DAG's uniform model (model.go) for each dispatch mode run.
+	Model []uniformModel `json:"model,omitempty"`
 }
 
 // side is one runner's figures on one graph.
@@ -237,6 +238,12 @@ type side struct {
 	// RPCsPerTask counts the RPCs the Scheduler's process served per task, by method
 	// (grpc_server_handled_total of converge dev's /metrics; embedded only).
 	RPCsPerTask map[string]float64 `json:"rpcs_per_task,omitempty"`
+	// ModelUnitMs is the random DAG run's time per unit of the uniform model of its dispatch mode
+	// (model.go): its wall between the first lease and the last completion (wall − StartMs −
+	// EndMs) over the model's WallUnits; ModelP50Ms the dependency done → dependent start p50
+	// the model predicts at that speed (its P50Units of it), beside LatP50Ms measured.
+	ModelUnitMs float64 `json:"model_unit_ms,omitempty"`
+	ModelP50Ms  float64 `json:"model_p50_ms,omitempty"`
 }
 
 // processCPU is one process's CPU time per task.
@@ -333,6 +340,11 @@ func run(o options) (report, error) {
 			return rep, err
 		}
 		sr.Runs = runs
+		if g.shape == "random" {
+			if err := modelRuns(&sr, g, o); err != nil {
+				return rep, err
+			}
+		}
 		ninja := sr.Runs[0].WallS
 		for i := range sr.Runs {
 			sr.Runs[i].OverheadMsPerTask = (sr.Runs[i].WallS - ninja) * 1000 / float64(sr.Tasks)
@@ -371,6 +383,16 @@ func printTables(rep report) {
 		}
 		for _, line := range eagerVsStrict(s.Runs) {
 			fmt.Println(line)
+		}
+		for _, m := range s.Model {
+			fmt.Printf("\nuniform model, %s (every task one unit, the Scheduler's claim order, %d workers): wall %d units, dep-done→start p50 %.0f, p99 %.0f units\n",
+				m.Dispatch, rep.Agents, m.WallUnits, m.P50Units, m.P99Units)
+		}
+		for _, r := range s.Runs {
+			if r.ModelUnitMs > 0 {
+				fmt.Printf("%s: %.3f ms per unit (its wall between the first lease and the last completion); the model's p50 at that speed %.1f ms, measured %.1f ms\n",
+					r.Name, r.ModelUnitMs, r.ModelP50Ms, r.LatP50Ms)
+			}
 		}
 		for _, r := range s.Runs {
 			if len(r.AgentPhaseMs) > 0 {
@@ -583,7 +605,7 @@ func execute(name string, c schedulerv1.SchedulerServiceClient, g graph, o optio
 	}
 	created := time.Now()
 	ex, err := c.StartExecution(ctx, &schedulerv1.StartExecutionRequest{TaskListId: tl.GetTaskList().GetId(),
-		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(min(cmp.Or(o.maxParallel, len(g.deps)), 1024)), Dispatch: dispatchModes[dispatch],
+		Options: &schedulerv1.ExecutionOptions{MaxParallel: int32(runMaxParallel(g, o)), Dispatch: dispatchModes[dispatch],
 			AgentConfig: &commonv1.AgentConfig{HeartbeatInterval: durationpb.New(10 * time.Second)}}})
 	if err != nil {
 		return side{}, err

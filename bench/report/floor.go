@@ -155,22 +155,50 @@ func floorNote(dir, file string, limit float64) string {
 }
 
 // randomFloorNote is what P2b's verdict adds for a deployment whose floor ran in this run (file):
-// a lower bound of its floor on the random DAG. The floor runs a fan-out, where no task waits for
-// another: every worker is busy from the first task to the last, so no graph of as many
-// identical tasks on as many workers ends sooner. Its wall, as a ratio to ninja's on the fan-out
-// in its own rounds, times ninja's fan-out wall over ninja's wall on this graph (both in bench/dag's
-// run, fanNinjaS and ninjaS), is the least this deployment's run of the graph can take against
-// ninja's. limit is the goal.
-func randomFloorNote(dir, file string, fanNinjaS, ninjaS, limit float64) string {
+// lower bounds of its floor on the random DAG. The floor runs a fan-out of fanTasks tasks on
+// agents workers, where no task waits for another: every worker is busy from the first task to
+// the last. Its wall, as a ratio to ninja's on the fan-out in its own rounds, times ninja's
+// fan-out wall in bench/dag's run (fanNinjaS), is the floor's wall at this run's speed; times
+// agents over fanTasks, the floor's time per task on a worker.
+//
+// Without a model, no graph of as many identical tasks on as many workers ends sooner than the
+// fan-out: the floor's fan-out wall over ninja's wall on this graph (ninjaS) bounds the wall's
+// ratio. With the uniform model of the run's dispatch mode (bench/dag's model.go: the schedule
+// the Scheduler's claim order makes when every task takes one unit), the floor's time per task
+// times the model's wall units is the least the graph takes at the floor's speed, and times its
+// p50 units the least dependency done → dependent start p50 (a latency in this schedule is a
+// wait for a free worker, in whole tasks' times; the floor adds its own claim → start to it).
+// wallLimit and p50Limit are the goals.
+func randomFloorNote(dir, file string, fanNinjaS, ninjaS float64, fanTasks, agents int, m *model, wallLimit, p50Limit float64) string {
 	floorX, _, ok := floorRatio(dir, file)
 	if !ok || fanNinjaS <= 0 || ninjaS <= 0 {
 		return ""
 	}
-	bound := floorX * fanNinjaS / ninjaS
-	note := fmt.Sprintf(" (the deployment's floor on this graph is at least %s: its fan-out floor %s, in its own rounds, × ninja's fan-out wall %.2f s ÷ its wall here %.2f s",
-		x(bound), x(floorX), fanNinjaS, ninjaS)
-	if bound > limit {
-		return note + "; the goal is below the floor)"
+	if m == nil || m.WallUnits <= 0 || fanTasks <= 0 || agents <= 0 {
+		bound := floorX * fanNinjaS / ninjaS
+		note := fmt.Sprintf(" (the deployment's floor on this graph is at least %s: its fan-out floor %s, in its own rounds, × ninja's fan-out wall %.2f s ÷ its wall here %.2f s",
+			x(bound), x(floorX), fanNinjaS, ninjaS)
+		if bound > wallLimit {
+			return note + "; the goal is below the floor)"
+		}
+		return note + ")"
+	}
+	unitMs := floorX * fanNinjaS * 1000 * float64(agents) / float64(fanTasks)
+	wall, p50 := unitMs*float64(m.WallUnits)/(ninjaS*1000), unitMs*m.P50Units
+	note := fmt.Sprintf(" (the deployment's floor on this graph, by the uniform model of its claim order: wall at least %s, dep done → start p50 at least %s: its fan-out floor %s, in its own rounds, × ninja's fan-out wall %.2f s is %s per task on each of %d workers; × the model's %d units of wall ÷ ninja's wall here %.2f s, × its p50 of %.0f units",
+		x(wall), ms(p50), x(floorX), fanNinjaS, ms(unitMs), agents, m.WallUnits, ninjaS, m.P50Units)
+	var below []string
+	if wall > wallLimit {
+		below = append(below, "the wall goal")
+	}
+	if p50 > p50Limit {
+		below = append(below, "the p50 goal")
+	}
+	switch len(below) {
+	case 1:
+		return note + "; " + below[0] + " is below the floor)"
+	case 2:
+		return note + "; " + below[0] + " and " + below[1] + " are below the floor)"
 	}
 	return note + ")"
 }

@@ -303,6 +303,7 @@ type dagReport struct {
 		Tasks  int    `json:"tasks"`
 		Edges  int    `json:"edges"`
 		Levels int    `json:"levels"`
+		Model  []model `json:"model"`
 		Runs   []struct {
 			Name              string    `json:"name"`
 			Dispatch          string    `json:"dispatch"`
@@ -330,6 +331,14 @@ type dagReport struct {
 			RPCsPerTask map[string]float64 `json:"rpcs_per_task"`
 		} `json:"runs"`
 	} `json:"shapes"`
+}
+
+// model is one dispatch mode's uniform model of the random DAG (bench/dag's model.go).
+type model struct {
+	Dispatch  string  `json:"dispatch"`
+	WallUnits int     `json:"wall_units"`
+	P50Units  float64 `json:"latency_p50_units"`
+	P99Units  float64 `json:"latency_p99_units"`
 }
 
 func dag(w io.Writer, dir string, set kvs) {
