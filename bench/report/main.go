@@ -299,10 +299,10 @@ func x(v float64) string {
 type dagReport struct {
 	Agents int `json:"agents"`
 	Shapes []struct {
-		Shape  string `json:"shape"`
-		Tasks  int    `json:"tasks"`
-		Edges  int    `json:"edges"`
-		Levels int    `json:"levels"`
+		Shape  string  `json:"shape"`
+		Tasks  int     `json:"tasks"`
+		Edges  int     `json:"edges"`
+		Levels int     `json:"levels"`
 		Model  []model `json:"model"`
 		Runs   []struct {
 			Name              string    `json:"name"`
