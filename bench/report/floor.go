@@ -166,8 +166,10 @@ func floorNote(dir, file string, limit float64) string {
 // ratio. With the uniform model of the run's dispatch mode (bench/dag's model.go: the schedule
 // the Scheduler's claim order makes when every task takes one unit), the floor's time per task
 // times the model's wall units is the least the graph takes at the floor's speed, and times its
-// p50 units the least dependency done → dependent start p50 (a latency in this schedule is a
-// wait for a free worker, in whole tasks' times; the floor adds its own claim → start to it).
+// p50 units the dependency done → dependent start p50 at that speed: a latency in this schedule
+// is a wait for a free worker, in whole tasks' times. Beside real runs the model's p50 at each
+// run's own speed was within −3 … +7 % of the measured one (bench/PROFILE.md, 2026-12-08): a real
+// start adds its claim → start delay to the queue's wait, and real tasks are not all alike.
 // wallLimit and p50Limit are the goals.
 func randomFloorNote(dir, file string, fanNinjaS, ninjaS float64, fanTasks, agents int, m *model, wallLimit, p50Limit float64) string {
 	floorX, _, ok := floorRatio(dir, file)
@@ -185,7 +187,7 @@ func randomFloorNote(dir, file string, fanNinjaS, ninjaS float64, fanTasks, agen
 	}
 	unitMs := floorX * fanNinjaS * 1000 * float64(agents) / float64(fanTasks)
 	wall, p50 := unitMs*float64(m.WallUnits)/(ninjaS*1000), unitMs*m.P50Units
-	note := fmt.Sprintf(" (the deployment's floor on this graph, by the uniform model of its claim order: wall at least %s, dep done → start p50 at least %s: its fan-out floor %s, in its own rounds, × ninja's fan-out wall %.2f s is %s per task on each of %d workers; × the model's %d units of wall ÷ ninja's wall here %.2f s, × its p50 of %.0f units",
+	note := fmt.Sprintf(" (the deployment's floor on this graph, by the uniform model of its claim order: wall at least %s, dep done → start p50 %s: its fan-out floor %s, in its own rounds, × ninja's fan-out wall %.2f s is %s per task on each of %d workers; × the model's %d units of wall ÷ ninja's wall here %.2f s, × its p50 of %.0f units",
 		x(wall), ms(p50), x(floorX), fanNinjaS, ms(unitMs), agents, m.WallUnits, ninjaS, m.P50Units)
 	var below []string
 	if wall > wallLimit {

@@ -486,21 +486,11 @@ func TestEmbeddedProcessesFloor(t *testing.T) {
 	}
 }
 
-// TestRandomFloorNote: a P2b row whose wall misses its goal names a lower bound of its
-// deployment's floor on the random DAG, from the fan-out's floor and ninja's walls on both
-// graphs, and says the goal is below it when it is; the local agents' row, a row that meets the
-// wall goal and a run without the floor's file name none.
-func TestRandomFloorNote(t *testing.T) {
-	dir := t.TempDir()
-	dag := `{"agents": 2, "shapes": [
- {"shape": "fanout", "tasks": 1000, "runs": [
-  {"name": "ninja -j 2", "outcome": "ok", "wall_s": 0.4, "ratio_to_ninja": 1}]},
- {"shape": "random", "tasks": 1000, "edges": 5000, "runs": [
-  {"name": "ninja -j 2", "outcome": "ok", "wall_s": 0.5, "ratio_to_ninja": 1, "latency": "dep", "latency_p50_ms": 20},
-  {"name": "converge, embedded (SQLite), 2 agent processes, eager", "dispatch": "eager", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 1.6, "ratio_to_ninja": 3.2, "latency_p50_ms": 40},
-  {"name": "converge, embedded (SQLite), 2 local agents, eager", "dispatch": "eager", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 1.75, "ratio_to_ninja": 3.5, "latency_p50_ms": 40},
-  {"name": "converge, Postgres + Redis, 2 agents, strict", "dispatch": "strict", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 2.5, "ratio_to_ninja": 5, "latency_p50_ms": 90},
-  {"name": "converge, Postgres + Redis, 2 agents, eager", "dispatch": "eager", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 1.4, "ratio_to_ninja": 2.8, "latency_p50_ms": 90}]}]}`
+// writeRandomFloorFixtures writes dag as dir's dag.json beside the two deployments' floor files:
+// the embedded floor at 2.00× ninja's fan-out (1.0 against 0.5 ms per task), the Postgres floor at
+// 4.00×.
+func writeRandomFloorFixtures(t *testing.T, dir, dag string) {
+	t.Helper()
 	floorJS := func(real string, floorWall float64) string {
 		return fmt.Sprintf(`{"tasks": 1000, "parts": [
 	 {"name": "ninja -j 2", "round": 1, "cpu_ms_per_task": 0.9, "wall_ms_per_task": 0.5},
@@ -517,6 +507,24 @@ func TestRandomFloorNote(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestRandomFloorNote: a P2b row whose wall misses its goal names a lower bound of its
+// deployment's floor on the random DAG, from the fan-out's floor and ninja's walls on both
+// graphs, and says the goal is below it when it is; the local agents' row, a row that meets the
+// wall goal and a run without the floor's file name none.
+func TestRandomFloorNote(t *testing.T) {
+	dir := t.TempDir()
+	dag := `{"agents": 2, "shapes": [
+ {"shape": "fanout", "tasks": 1000, "runs": [
+  {"name": "ninja -j 2", "outcome": "ok", "wall_s": 0.4, "ratio_to_ninja": 1}]},
+ {"shape": "random", "tasks": 1000, "edges": 5000, "runs": [
+  {"name": "ninja -j 2", "outcome": "ok", "wall_s": 0.5, "ratio_to_ninja": 1, "latency": "dep", "latency_p50_ms": 20},
+  {"name": "converge, embedded (SQLite), 2 agent processes, eager", "dispatch": "eager", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 1.6, "ratio_to_ninja": 3.2, "latency_p50_ms": 40},
+  {"name": "converge, embedded (SQLite), 2 local agents, eager", "dispatch": "eager", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 1.75, "ratio_to_ninja": 3.5, "latency_p50_ms": 40},
+  {"name": "converge, Postgres + Redis, 2 agents, strict", "dispatch": "strict", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 2.5, "ratio_to_ninja": 5, "latency_p50_ms": 90},
+  {"name": "converge, Postgres + Redis, 2 agents, eager", "dispatch": "eager", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 1.4, "ratio_to_ninja": 2.8, "latency_p50_ms": 90}]}]}`
+	writeRandomFloorFixtures(t, dir, dag)
 	rows := func() map[string]string {
 		var b bytes.Buffer
 		write(&b, dir)
@@ -572,22 +580,7 @@ func TestRandomFloorNoteWithModel(t *testing.T) {
   {"name": "converge, embedded (SQLite), 2 agent processes, strict", "dispatch": "strict", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 1.45, "ratio_to_ninja": 2.9, "latency_p50_ms": 55},
   {"name": "converge, embedded (SQLite), 2 agent processes, eager", "dispatch": "eager", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 1.4, "ratio_to_ninja": 2.8, "latency_p50_ms": 45},
   {"name": "converge, Postgres + Redis, 2 agents, strict", "dispatch": "strict", "outcome": "CONVERGED_PENDING_HUMAN", "wall_s": 2.5, "ratio_to_ninja": 5, "latency_p50_ms": 90}]}]}`
-	floorJS := func(real string, floorWall float64) string {
-		return fmt.Sprintf(`{"tasks": 1000, "parts": [
-	 {"name": "ninja -j 2", "round": 1, "cpu_ms_per_task": 0.9, "wall_ms_per_task": 0.5},
-	 {"name": "converge P1 %s", "round": 1, "cpu_ms_per_task": 2.6, "wall_ms_per_task": 1.5},
-	 {"name": "floor: the floor", "round": 1, "cpu_ms_per_task": 1.7, "wall_ms_per_task": %g}]}`, real, floorWall)
-	}
-	files := map[string]string{
-		"dag.json":              dag,
-		"dag-floor-sqlite.json": floorJS("embedded (real): 2 agent processes", 1.0),
-		"dag-floor.json":        floorJS("Postgres (real): 2 agents", 2.0),
-	}
-	for name, js := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(js), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeRandomFloorFixtures(t, dir, dag)
 	var b bytes.Buffer
 	write(&b, dir)
 	got := map[string]string{}
@@ -603,7 +596,7 @@ func TestRandomFloorNoteWithModel(t *testing.T) {
 	// Embedded: the floor 2.00× ninja's fan-out (1.0 / 0.5 ms per task) × 0.4 s = 0.8 s for
 	// 1,000 tasks on 2 workers: 1.6 ms per task on a worker. Strict: 504 units = 806 ms ÷ 0.5 s =
 	// 1.61×; p50 27 units = 43.2 ms. Neither goal is below it.
-	if want := "(the deployment's floor on this graph, by the uniform model of its claim order: wall at least 1.61×, dep done → start p50 at least 43.2 ms: its fan-out floor 2.00×, in its own rounds, × ninja's fan-out wall 0.40 s is 1.60 ms per task on each of 2 workers; × the model's 504 units of wall ÷ ninja's wall here 0.50 s, × its p50 of 27 units)"; !strings.Contains(got["agent processes, strict"], want) {
+	if want := "(the deployment's floor on this graph, by the uniform model of its claim order: wall at least 1.61×, dep done → start p50 43.2 ms: its fan-out floor 2.00×, in its own rounds, × ninja's fan-out wall 0.40 s is 1.60 ms per task on each of 2 workers; × the model's 504 units of wall ÷ ninja's wall here 0.50 s, × its p50 of 27 units)"; !strings.Contains(got["agent processes, strict"], want) {
 		t.Errorf("no %q in the strict row: %s", want, got["agent processes, strict"])
 	}
 	if strings.Contains(got["agent processes, eager"], "floor") {
@@ -611,7 +604,7 @@ func TestRandomFloorNoteWithModel(t *testing.T) {
 	}
 	// Postgres: 4.00× → 3.2 ms per task on a worker; 504 units = 1,613 ms ÷ 0.5 s = 3.23×, p50
 	// 27 units = 86.4 ms: both goals below the floor.
-	if want := "wall at least 3.23×, dep done → start p50 at least 86.4 ms"; !strings.Contains(got["2 agents, strict"], want) {
+	if want := "wall at least 3.23×, dep done → start p50 86.4 ms"; !strings.Contains(got["2 agents, strict"], want) {
 		t.Errorf("no %q in the Postgres row: %s", want, got["2 agents, strict"])
 	}
 	if want := "; the wall goal and the p50 goal are below the floor)"; !strings.Contains(got["2 agents, strict"], want) {
