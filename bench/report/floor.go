@@ -168,7 +168,7 @@ func floorNote(dir, file string, limit float64) string {
 // times the model's wall units is the least the graph takes at the floor's speed, and times its
 // p50 units the dependency done → dependent start p50 at that speed: a latency in this schedule
 // is a wait for a free worker, in whole tasks' times. Beside real runs the model's p50 at each
-// run's own speed was within −3 … +7 % of the measured one (bench/PROFILE.md, 2026-12-08): a real
+// run's own speed was within −3 … +9 % of the measured one (bench/PROFILE.md, 2026-12-08): a real
 // start adds its claim → start delay to the queue's wait, and real tasks are not all alike.
 // wallLimit and p50Limit are the goals.
 func randomFloorNote(dir, file string, fanNinjaS, ninjaS float64, fanTasks, agents int, m *model, wallLimit, p50Limit float64) string {
