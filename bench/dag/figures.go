@@ -3,6 +3,7 @@ package main
 // The execution log's figures: latencies, throughput, counts and the agents' phases.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -229,9 +230,11 @@ func agentPhases(addrs []string) map[string]float64 {
 
 func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func pct(ds []time.Duration, p int) time.Duration {
+// pct is the p-th percentile of ds (nearest rank); 0 of none.
+func pct[T cmp.Ordered](ds []T, p int) T {
 	if len(ds) == 0 {
-		return 0
+		var zero T
+		return zero
 	}
 	s := slices.Clone(ds)
 	slices.Sort(s)

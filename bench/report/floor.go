@@ -155,7 +155,7 @@ func floorNote(dir, file string, limit float64) string {
 }
 
 // randomFloorNote is what P2b's verdict adds for a deployment whose floor ran in this run (file):
-// lower bounds of its floor on the random DAG. The floor runs a fan-out of fanTasks tasks on
+// its floor on the random DAG (the wall's lower bound, and with a model the p50 at that speed). The floor runs a fan-out of fanTasks tasks on
 // agents workers, where no task waits for another: every worker is busy from the first task to
 // the last. Its wall, as a ratio to ninja's on the fan-out in its own rounds, times ninja's
 // fan-out wall in bench/dag's run (fanNinjaS), is the floor's wall at this run's speed; times
